@@ -1,0 +1,68 @@
+"""Control codes: the TuringAs text form, legality rules, and (later) hazard checking and
+automatic scheduling.
+
+Text form ``wait:read:write:yield:stall``, e.g. ``--:-:1:Y:4``:
+- wait: the scoreboard barriers to wait on, ``--`` for none, else a hex mask (``03`` = 0 and 1);
+  a 6-character positional form (``-----1`` ... maxas) is read as one slot per barrier;
+- read / write: the barrier (0..5) that the instruction's operand read / result write
+  sets, ``-`` for none;
+- yield: ``Y`` to let the scheduler switch warps here, ``-`` not;
+- stall: cycles to wait before issuing the next instruction, hex ``0``..``f``.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from .ast import NO_BARRIER, ControlCode, Loc
+from .errors import SassError
+
+MAX_BARRIER = 5
+
+
+def parse_control(text: str, loc: Optional[Loc] = None) -> ControlCode:
+    parts = text.split(":")
+    if len(parts) != 5:
+        raise SassError(f"control code '{text}' must have 5 fields wait:read:write:yield:stall", loc)
+    wait, read, write, yld, stall = parts
+
+    def barrier(field: str, what: str) -> int:
+        if field == "-":
+            return NO_BARRIER
+        b = int(field)
+        if b > MAX_BARRIER:
+            raise SassError(f"{what} barrier {b} out of range: scoreboard barriers are 0..5", loc)
+        return b
+
+    if set(wait) <= {"-"}:
+        mask = 0
+    elif len(wait) == 6 and set(wait) <= set("-012345"):
+        mask = 0
+        for ch in wait:
+            if ch != "-":
+                mask |= 1 << int(ch)
+    else:
+        try:
+            mask = int(wait.replace("-", "0"), 16)
+        except ValueError:
+            raise SassError(f"bad wait mask '{wait}' in control code", loc) from None
+    if mask >> 6:
+        raise SassError(f"wait mask 0x{mask:x} names a barrier above 5", loc)
+    code = ControlCode(stall=int(stall, 16), yield_=yld in "yY", write_barrier=barrier(write, "write"),
+                       read_barrier=barrier(read, "read"), wait_mask=mask)
+    check_legal(code, loc)
+    return code
+
+
+def check_legal(code: ControlCode, loc: Optional[Loc] = None) -> None:
+    """Combinations the hardware (and nvdisasm) reject."""
+    if code.stall > 15:
+        raise SassError(f"stall {code.stall} out of range 0..15", loc)
+    if not code.yield_ and (code.stall == 0 or code.stall >= 12):
+        raise SassError(f"stall {code.stall} needs the yield flag 'Y': without it only stalls 1..11 are legal", loc)
+
+
+def format_control(code: ControlCode) -> str:
+    wait = f"{code.wait_mask:02x}" if code.wait_mask else "--"
+    read = "-" if code.read_barrier == NO_BARRIER else str(code.read_barrier)
+    write = "-" if code.write_barrier == NO_BARRIER else str(code.write_barrier)
+    return f"{wait}:{read}:{write}:{'Y' if code.yield_ else '-'}:{code.stall:x}"

@@ -1,0 +1,70 @@
+"""Diagnostics in the form compilers use: ``file:line:col: error: message``, the line, a caret."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .ast import Loc
+
+
+@dataclass
+class Diagnostic:
+    severity: str          # 'error' | 'warning' | 'note'
+    message: str
+    loc: Optional[Loc] = None
+    notes: list["Diagnostic"] = field(default_factory=list)
+
+    def render(self) -> str:
+        head = f"{self.loc}: " if self.loc else ""
+        lines = [f"{head}{self.severity}: {self.message}"]
+        if self.loc and self.loc.text:
+            text = self.loc.text.rstrip("\n")
+            lines.append("    " + text.expandtabs(4))
+            col = max(self.loc.col, 1)
+            pad = text[:col - 1].expandtabs(4)
+            lines.append("    " + " " * len(pad) + "^")
+        origin = self.loc.origin if self.loc else None
+        while origin is not None:
+            lines.append(f"{origin}: note: generated from here")
+            if origin.text:
+                lines.append("    " + origin.text.rstrip("\n").expandtabs(4))
+            origin = origin.origin
+        for note in self.notes:
+            lines.append(note.render())
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+class SassError(Exception):
+    """An error in the user's input (or in what they asked for), with where it is."""
+
+    def __init__(self, message: str, loc: Optional[Loc] = None, notes: Optional[list[Diagnostic]] = None):
+        super().__init__(message)
+        self.message = message
+        self.loc = loc
+        self.notes = notes or []
+
+    @property
+    def diagnostic(self) -> Diagnostic:
+        return Diagnostic("error", self.message, self.loc, list(self.notes))
+
+    def with_loc(self, loc: Optional[Loc]) -> "SassError":
+        if self.loc is None and loc is not None:
+            self.loc = loc
+        return self
+
+    def __str__(self) -> str:
+        return self.diagnostic.render()
+
+
+class SassErrors(SassError):
+    """Several errors from one input; the first one's text is the exception's message."""
+
+    def __init__(self, errors: list[SassError]):
+        super().__init__(errors[0].message, errors[0].loc, errors[0].notes)
+        self.errors = errors
+
+    def __str__(self) -> str:
+        return "\n".join(e.diagnostic.render() for e in self.errors)

@@ -1,0 +1,268 @@
+"""NVIDIA's tools as an oracle: find ptxas / nvdisasm / cuobjdump, compile PTX, disassemble words.
+
+Used by the learner (``sassas.isa.learn``) and the tests only, never when assembling.
+Results are cached on disk under ``<repo>/.cache/oracle`` so that learning can resume and
+tests stay fast.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CACHE_DIR = Path(os.environ.get("SASSAS_CACHE", REPO_ROOT / ".cache"))
+
+# Where the pip wheels put each tool, relative to the `nvidia` package directory.
+_WHEEL_DIRS = {
+    "ptxas": ["cuda_nvcc/bin"],
+    "nvdisasm": ["cu13/bin", "cuda_nvdisasm/bin"],
+    "cuobjdump": ["cu13/bin", "cuda_cuobjdump/bin"],
+}
+# Disassemblers that still know the archs newer tools call deprecated (sm_70): nvdisasm 12.8
+# unpacked from the Triton wheel into the cache (see README / learn.py --help).
+_LEGACY_DIR = CACHE_DIR / "nvdisasm-12.8"
+_LEGACY_ARCHS = {"sm_70", "sm_72"}
+
+
+class OracleMissing(RuntimeError):
+    """A tool the oracle needs is not installed."""
+
+
+def _nvidia_package_dirs() -> list[Path]:
+    spec = importlib.util.find_spec("nvidia")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return [Path(p) for p in spec.submodule_search_locations]
+
+
+def find_tool(name: str, arch: Optional[str] = None) -> Path:
+    """The path of `name` (ptxas, nvdisasm, cuobjdump) able to handle `arch`.
+
+    Order: environment variable SASSAS_<NAME> (SASSAS_<NAME>_LEGACY for sm_70), the pip
+    wheels' binaries, the legacy cache folder, then PATH. Raises OracleMissing.
+    """
+    legacy = arch in _LEGACY_ARCHS and name != "ptxas"
+    env = os.environ.get(f"SASSAS_{name.upper()}{'_LEGACY' if legacy else ''}")
+    if env:
+        return Path(env)
+    candidates: list[Path] = []
+    if legacy:
+        candidates.append(_LEGACY_DIR / name)
+    else:
+        for base in _nvidia_package_dirs():
+            candidates += [base / sub / name for sub in _WHEEL_DIRS.get(name, [])]
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    found = shutil.which(name)
+    if found and not legacy:
+        return Path(found)
+    raise OracleMissing(f"{name} not found for {arch or 'any arch'} "
+                        f"(set SASSAS_{name.upper()}{'_LEGACY' if legacy else ''})")
+
+
+def have_tools(arch: str) -> bool:
+    try:
+        find_tool("ptxas", arch)
+        find_tool("nvdisasm", arch)
+        return True
+    except OracleMissing:
+        return False
+
+
+def sm_number(arch: str) -> str:
+    """'sm_90a' -> '90a'."""
+    return arch.split("_", 1)[1]
+
+
+# --------------------------------------------------------------------------- compiling
+
+def compile_ptx(ptx: str, arch: str, options: Iterable[str] = ()) -> Optional[bytes]:
+    """Compile PTX text to a cubin with ptxas; cached by content. None when ptxas refuses."""
+    options = list(options)
+    key = hashlib.sha1(f"{arch}\0{options}\0{ptx}".encode()).hexdigest()
+    cached = CACHE_DIR / "oracle" / "cubin" / f"{key}.cubin"
+    failed = cached.with_suffix(".failed")
+    if cached.exists():
+        return cached.read_bytes()
+    if failed.exists():
+        return None
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
+        src.write_text(ptx)
+        proc = subprocess.run([str(find_tool("ptxas", arch)), "-arch", arch, *options,
+                               str(src), "-o", str(out)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            failed.write_text(proc.stderr)
+            return None
+        data = out.read_bytes()
+    cached.write_bytes(data)
+    return data
+
+
+def text_sections(cubin: bytes) -> list[tuple[str, bytes]]:
+    """The code sections (.text.*) of a cubin."""
+    import io
+
+    from elftools.elf.elffile import ELFFile
+    elf = ELFFile(io.BytesIO(cubin))
+    return [(s.name, s.data()) for s in elf.iter_sections() if s.name.startswith(".text")]
+
+
+def words_of(code: bytes) -> list[int]:
+    return [int.from_bytes(code[i:i + 16], "little") for i in range(0, len(code) - 15, 16)]
+
+
+# --------------------------------------------------------------------------- disassembling
+
+@dataclass(frozen=True)
+class Disassembled:
+    """One instruction as nvdisasm printed it (raw mode: branch targets are absolute)."""
+    address: int
+    word: int
+    text: str          # without the trailing ';', e.g. '@!P0 FFMA R7, -R7.reuse, 0.5, R4'
+
+
+_LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;?\s*/\*\s*0x([0-9a-f]{16})\s*\*/\s*$")
+_HIGH = re.compile(r"^\s*/\*\s*0x([0-9a-f]{16})\s*\*/\s*$")
+_BAD_ADDRESS = re.compile(r"at address 0x([0-9a-f]+)")
+
+
+def parse_listing(out: str) -> list[Disassembled]:
+    """Parse `nvdisasm -hex` output (raw or ELF mode) into instructions."""
+    result = []
+    pending: Optional[tuple[int, str, int]] = None
+    for line in out.splitlines():
+        if pending is not None:
+            m = _HIGH.match(line)
+            if m:
+                address, text, low = pending
+                result.append(Disassembled(address, low | int(m.group(1), 16) << 64, text))
+            pending = None
+            continue
+        m = _LINE.match(line)
+        if m:
+            text = m.group(2).rstrip().rstrip(";").rstrip()
+            pending = (int(m.group(1), 16), text, int(m.group(3), 16))
+    return result
+
+
+def _nvdisasm_arch(arch: str) -> str:
+    return "SM" + sm_number(arch)
+
+
+def _run_raw(words: list[int], arch: str) -> tuple[list[Disassembled], set[int], str]:
+    """One nvdisasm call on a raw stream. Returns (instructions, bad indices, stderr)."""
+    with tempfile.NamedTemporaryFile(suffix=".bin", delete=False) as f:
+        f.write(b"".join(w.to_bytes(16, "little") for w in words))
+        path = f.name
+    try:
+        proc = subprocess.run([str(find_tool("nvdisasm", arch)), "-b", _nvdisasm_arch(arch),
+                               "-hex", path], capture_output=True, text=True)
+    finally:
+        os.unlink(path)
+    bad = {int(a, 16) // 16 for a in _BAD_ADDRESS.findall(proc.stderr)}
+    if proc.returncode != 0:
+        return [], bad, proc.stderr
+    return parse_listing(proc.stdout), bad, proc.stderr
+
+
+class DisasmCache:
+    """word -> (address, text), or None when illegal, per arch, kept in a JSON file.
+
+    Raw mode prints branch targets as absolute addresses, so the address a word sat at when
+    it was disassembled is stored with its text.
+    """
+
+    def __init__(self, arch: str):
+        self.arch = arch
+        self.path = CACHE_DIR / "oracle" / f"disasm-{arch}.json"
+        self.entries: dict[int, Optional[tuple[int, str]]] = {}
+        if self.path.exists():
+            raw = json.loads(self.path.read_text())
+            self.entries = {int(k, 16): (tuple(v) if v else None) for k, v in raw.items()}
+        self.dirty = False
+
+    def save(self) -> None:
+        if not self.dirty:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({f"{k:032x}": v for k, v in self.entries.items()}))
+        tmp.replace(self.path)
+        self.dirty = False
+
+
+def disassemble(words: list[int], arch: str, cache: Optional[DisasmCache] = None,
+                batch: int = 20000) -> dict[int, Optional[Disassembled]]:
+    """Disassemble many words (raw mode), each as it sits in the batch; illegal -> None.
+
+    nvdisasm prints nothing when one word is illegal, but names every illegal address on
+    stderr: drop those and run again.
+    """
+    result: dict[int, Optional[Disassembled]] = {}
+    todo = []
+    for w in dict.fromkeys(words):
+        if cache is not None and w in cache.entries:
+            e = cache.entries[w]
+            result[w] = Disassembled(e[0], w, e[1]) if e else None
+        else:
+            todo.append(w)
+    for start in range(0, len(todo), batch):
+        chunk = todo[start:start + batch]
+        for w, d in _disassemble_chunk(chunk, arch).items():
+            result[w] = d
+            if cache is not None:
+                cache.entries[w] = (d.address, d.text) if d else None
+                cache.dirty = True
+    if cache is not None:
+        cache.save()
+    return result
+
+
+def _disassemble_chunk(words: list[int], arch: str) -> dict[int, Optional[Disassembled]]:
+    result: dict[int, Optional[Disassembled]] = {}
+    pending = list(words)
+    for _attempt in range(50):
+        if not pending:
+            break
+        listing, bad, err = _run_raw(pending, arch)
+        if listing:
+            by_index = {d.address // 16: d for d in listing}
+            for i, w in enumerate(pending):
+                d = by_index.get(i)
+                # Words printed as hex only (no text) or not at all count as illegal.
+                result[w] = d if d is not None and d.word == w and d.text else None
+            return result
+        if not bad:
+            if len(pending) == 1:
+                result[pending[0]] = None
+                return result
+            # An error without an address: split and try the halves.
+            half = len(pending) // 2
+            result.update(_disassemble_chunk(pending[:half], arch))
+            result.update(_disassemble_chunk(pending[half:], arch))
+            return result
+        for i in bad:
+            if i < len(pending):
+                result[pending[i]] = None
+        pending = [w for i, w in enumerate(pending) if i not in bad]
+    for w in pending:
+        result.setdefault(w, None)
+    return result
+
+
+def disassemble_code(code: bytes, arch: str) -> list[Disassembled]:
+    """Disassemble one code section as it is (raw mode, addresses from 0)."""
+    listing, _bad, err = _run_raw(words_of(code), arch)
+    return listing

@@ -1,0 +1,262 @@
+"""Canonical operands: atoms from the grammar -> Operand(kind, values, flags), and back to text.
+
+See the table in :mod:`sassas.ast`. The rules, in short:
+- registers become their class letters in the kind (R, UR, P, UP, B, SB) and their number in
+  values (RZ = 255, URZ = 63, PT = UPT = 7);
+- numbers become ``I`` (value int or float), special registers ``SR`` (value the name),
+  branch targets and symbolic names ``L``/``N`` (value the name, until resolved);
+- ``-``, ``|..|``, ``!``, ``~`` before the operand, and register suffixes (``.64``, ``.H1``,
+  ``.reuse`` -> ``reuse``) are flags; a suffix belongs to the operand's first register;
+- a bracket group that holds a register and no number gets an explicit ``+I`` = 0, so
+  ``[R2]`` and ``[R2+0x8]`` are one kind; it is printed back without ``+0x0``.
+"""
+from __future__ import annotations
+
+import math
+import re
+import struct
+from typing import Iterable, Sequence
+
+from .ast import Loc, Operand
+from .errors import SassError
+
+REGISTER_ZERO = {"R": 255, "UR": 63, "P": 7, "UP": 7}
+ZERO_NAMES = {("R", 255): "RZ", ("UR", 63): "URZ", ("P", 7): "PT", ("UP", 7): "UPT"}
+_REGISTER = re.compile(r"(UR|UP|SB|R|P|B)(\d+|Z|T)$")
+
+# Prefix flags in the order they are printed.
+PREFIX_FLAGS = ("!", "~", "-", "|")
+
+
+class Atom:
+    """One lexical piece of an operand: a token type and its text (from Lark or built)."""
+    __slots__ = ("type", "value", "line", "column")
+
+    def __init__(self, type: str, value: str, line: int = 0, column: int = 0):
+        self.type, self.value, self.line, self.column = type, value, line, column
+
+
+def parse_register(text: str) -> tuple[str, int]:
+    m = _REGISTER.match(text)
+    assert m, text
+    cls, num = m.groups()
+    if num in ("Z", "T"):
+        return cls, REGISTER_ZERO[cls]
+    return cls, int(num)
+
+
+def parse_number(text: str) -> int | float:
+    t = text.lstrip("+")
+    neg = t.startswith("-")
+    body = t[1:] if neg else t
+    up = body.upper()
+    if up in ("INF", "QNAN", "SNAN", "NAN"):
+        v = math.inf if up == "INF" else math.nan
+        return -v if neg else v
+    if up.startswith("0X"):
+        v = int(body, 16)
+    elif re.fullmatch(r"\d+", body):
+        v = int(body)
+    else:
+        v = float(body)
+    return -v if neg else v
+
+
+def canonical_operand(atoms: Sequence, loc: Loc | None = None) -> Operand:
+    """Build an Operand from the grammar's atoms (objects with .type and .value)."""
+    kind: list[str] = []
+    values: list = []
+    flags: set[str] = set()
+    symbol = None
+    i, n = 0, len(atoms)
+
+    def fail(msg: str):
+        raise SassError(f"malformed operand: {msg}", loc)
+
+    # Prefix operators apply to the whole operand.
+    abs_open = False
+    while i < n and atoms[i].type in ("MINUS", "BANG", "TILDE", "BAR"):
+        t = atoms[i].type
+        flag = {"MINUS": "-", "BANG": "!", "TILDE": "~", "BAR": "|"}[t]
+        if flag in flags:
+            fail(f"'{atoms[i].value}' written twice")
+        flags.add(flag)
+        abs_open = abs_open or t == "BAR"
+        i += 1
+    if i == n:
+        fail("nothing after the operator")
+
+    depth = 0
+    group_has_reg = group_has_num = False
+    group_is_descriptor = False
+    first_reg_seen = False
+    while i < n:
+        a = atoms[i]
+        t, v = a.type, a.value
+        if t == "REGISTER":
+            cls, num = parse_register(v)
+            kind.append(cls)
+            values.append(num)
+            group_has_reg = True
+            # Suffixes of the operand's first register are the operand's flags.
+            j = i + 1
+            while j < n and atoms[j].type == "SUFFIX":
+                s = atoms[j].value
+                if not first_reg_seen or s == ".reuse":
+                    flags.add("reuse" if s == ".reuse" else s)
+                else:
+                    kind.append(s)
+                j += 1
+            first_reg_seen = True
+            i = j
+            continue
+        if t == "SPECIAL_REGISTER":
+            kind.append("SR")
+            values.append(v)
+        elif t in ("NUMBER", "FLOAT"):
+            kind.append("I")
+            values.append(parse_number(v))
+            group_has_num = True
+        elif t == "LABEL_REF":
+            kind.append("L")
+            values.append(v[2:-1])
+            symbol = v[2:-1]
+        elif t == "NAME":
+            if v == "c" and i + 1 < n and atoms[i + 1].type == "LBRACKET":
+                kind.append("C")
+            elif i + 1 < n and atoms[i + 1].type == "LBRACKET" and v in ("desc", "gdesc", "tmem"):
+                kind.append(v)
+            else:
+                # A label, parameter or register alias: the resolver decides.
+                kind.append("N")
+                values.append(v)
+                symbol = v
+        elif t == "LBRACKET":
+            depth += 1
+            group_has_reg = group_has_num = False
+            # `desc[UR4]`, `gdesc[UR4]`: a descriptor register, not an address: no offset.
+            group_is_descriptor = bool(kind) and kind[-1] in ("desc", "gdesc", "tmem")
+            kind.append("[")
+        elif t == "RBRACKET":
+            if depth == 0:
+                fail("']' without '['")
+            if group_has_reg and not group_has_num and not group_is_descriptor:
+                kind.append("+I")
+                values.append(0)
+            depth -= 1
+            kind.append("]")
+        elif t == "PLUS":
+            kind.append("+")
+        elif t == "MINUS":
+            # `[R1-0x8]`: a minus before a number inside brackets is the number's sign.
+            if i + 1 < n and atoms[i + 1].type in ("NUMBER", "FLOAT"):
+                kind.append("+")
+                values.append(-parse_number(atoms[i + 1].value))
+                kind.append("I")
+                group_has_num = True
+                i += 2
+                continue
+            fail("unexpected '-'")
+        elif t == "BAR":
+            if not abs_open:
+                fail("'|' without a matching '|'")
+            abs_open = False
+        elif t == "SUFFIX":
+            if v == ".reuse":
+                flags.add("reuse")
+            else:
+                flags.add(v)
+        elif t in ("AT", "LPAR", "RPAR", "BANG", "TILDE"):
+            kind.append(v)
+        else:
+            fail(f"unexpected '{v}'")
+        i += 1
+    if depth:
+        fail("missing ']'")
+    if abs_open:
+        fail("missing closing '|'")
+    k = "".join(_join_kind(kind))
+    return Operand(kind=k, values=tuple(values), flags=frozenset(flags), loc=loc, symbol=symbol)
+
+
+def _join_kind(parts: list[str]) -> Iterable[str]:
+    # Kind pieces are concatenated except that two value pieces side by side
+    # (`RET.REL.NODEC R20 `(fn)``) are kept apart by a space.
+    prev_value = False
+    for p in parts:
+        is_value = p in ("R", "UR", "P", "UP", "B", "SB", "SR", "I", "L", "N")
+        if is_value and prev_value:
+            yield " "
+        yield p
+        prev_value = is_value or p == "]"
+
+
+# ---- printing ---------------------------------------------------------------------------
+
+_KIND_TOKEN = re.compile(r"UR|UP|SB|SR|\+I|desc|gdesc|tmem|\.[A-Za-z0-9_]+|[RPBILNC\[\]+@() ]|.")
+
+
+def format_number(v) -> str:
+    if isinstance(v, float):
+        if math.isinf(v):
+            return "+INF" if v > 0 else "-INF"
+        if math.isnan(v):
+            return "+QNAN"
+        return repr(v)
+    return f"-0x{-v:x}" if v < 0 else f"0x{v:x}"
+
+
+def format_register(cls: str, num: int) -> str:
+    return ZERO_NAMES.get((cls, num), f"{cls}{num}")
+
+
+def format_operand(op: Operand, number=format_number) -> str:
+    """Text of an operand in nvdisasm's style; ``number`` formats immediates."""
+    out: list[str] = []
+    vals = list(op.values)
+    suffixes = [f for f in sorted(op.flags) if f.startswith(".")]
+    first_reg = True
+    for tok in _KIND_TOKEN.findall(op.kind):
+        if tok in ("R", "UR", "P", "UP", "B", "SB"):
+            out.append(format_register(tok, vals.pop(0)))
+            if first_reg:
+                out.extend(suffixes)
+                first_reg = False
+        elif tok == "SR":
+            out.append(str(vals.pop(0)))
+        elif tok == "I":
+            out.append(number(vals.pop(0)))
+        elif tok == "+I":
+            v = vals.pop(0)
+            if v != 0:
+                out.append("+" + number(v))
+        elif tok == "L":
+            out.append(f"`({vals.pop(0)})")
+        elif tok == "N":
+            out.append(str(vals.pop(0)))
+        elif tok == "C":
+            out.append("c")
+        else:
+            out.append(tok)
+    body = "".join(out)
+    if "|" in op.flags:
+        body = f"|{body}|"
+    for f in ("-", "~", "!"):
+        if f in op.flags:
+            body = f + body
+    if "reuse" in op.flags:
+        body += ".reuse"
+    return body
+
+
+def float_to_bits(value: float, width: int) -> int:
+    """IEEE bits of an immediate: 32 -> f32, 64 -> f64, 16 -> f16."""
+    fmt = {16: "<e", 32: "<f", 64: "<d"}[width]
+    int_fmt = {16: "<H", 32: "<I", 64: "<Q"}[width]
+    return struct.unpack(int_fmt, struct.pack(fmt, value))[0]
+
+
+def bits_to_float(bits: int, width: int) -> float:
+    fmt = {16: "<e", 32: "<f", 64: "<d"}[width]
+    int_fmt = {16: "<H", 32: "<I", 64: "<Q"}[width]
+    return struct.unpack(fmt, struct.pack(int_fmt, bits))[0]
