@@ -24,6 +24,8 @@ REGISTER_ZERO = {"R": 255, "UR": 63, "P": 7, "UP": 7}
 ZERO_NAMES = {("R", 255): "RZ", ("UR", 63): "URZ", ("P", 7): "PT", ("UP", 7): "UPT"}
 _REGISTER = re.compile(r"(UR|UP|SB|R|P|B)(\d+|Z|T)$")
 
+# Bare words that are operands in their own right (P2R/R2P's predicate register file).
+OPERAND_KEYWORDS = frozenset({"PR"})
 # Prefix flags in the order they are printed.
 PREFIX_FLAGS = ("!", "~", "-", "|")
 
@@ -126,6 +128,8 @@ def canonical_operand(atoms: Sequence, loc: Loc | None = None) -> Operand:
                 kind.append("C")
             elif i + 1 < n and atoms[i + 1].type == "LBRACKET" and v in ("desc", "gdesc", "tmem"):
                 kind.append(v)
+            elif v in OPERAND_KEYWORDS:
+                kind.append(v)
             else:
                 # A label, parameter or register alias: the resolver decides.
                 kind.append("N")
@@ -193,7 +197,7 @@ def _join_kind(parts: list[str]) -> Iterable[str]:
 
 # ---- printing ---------------------------------------------------------------------------
 
-_KIND_TOKEN = re.compile(r"UR|UP|SB|SR|\+I|desc|gdesc|tmem|\.[A-Za-z0-9_]+|[RPBILNC\[\]+@() ]|.")
+_KIND_TOKEN = re.compile(r"PR|UR|UP|SB|SR|\+I|desc|gdesc|tmem|\.[A-Za-z0-9_]+|[RPBILNC\[\]+@() ]|.")
 
 
 def format_number(v) -> str:

@@ -1,0 +1,111 @@
+"""The architectures sassas targets, and the two cubin ELF dialects, as data tables.
+
+Every number here was read off cubins made by ptxas 12.9 (CUDA 12 dialect) and nvcc/ptxas
+13.0 (CUDA 13 dialect) with `readelf`, `cuobjdump -elf` and pyelftools; the comment on each
+field says what it means and where it shows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class Arch:
+    name: str                  # 'sm_90'
+    sm: int                    # 90: the number in e_flags and in nvdisasm's -b SM90
+    param_base: int            # byte offset of kernel parameters in constant bank 0
+    # Largest parameter block: 4 KiB historically, 32764 bytes with CUDA 12.1+ drivers on Volta+.
+    max_param_bytes: int
+    max_registers: int         # per thread, as EIATTR_REGCOUNT / MAXREG_COUNT allow
+    register_file: int         # 32-bit registers per SM (for ptxas's MAXREG_COUNT heuristic)
+    max_shared_per_block: int  # bytes with the opt-in attribute (static limit is 48 KiB)
+    uniform_registers: bool    # UR0..UR63 exist (Turing and later)
+    # ptxas puts the register count in bits 24..31 of .text.<kernel>'s sh_info before Hopper.
+    regcount_in_text_info: bool
+    # EIATTR_SW_WAR value ptxas writes for every kernel (None: attribute absent).
+    sw_war: Optional[int]
+    # Low 12 bits of the EXIT instruction (same from sm_70 to sm_90): used to find exit offsets.
+    exit_opcode: int = 0x94D
+    default_abi: str = "cuda13"
+
+    @property
+    def sm_name(self) -> str:
+        """nvdisasm's spelling: SM90."""
+        return f"SM{self.sm}"
+
+
+ARCHS: dict[str, Arch] = {a.name: a for a in (
+    #    name     sm  param  maxparam maxreg regfile smem/block  UR     regs-in-info sw_war
+    Arch("sm_70", 70, 0x160, 32764, 255, 65536, 96 * 1024, False, True, 0x1, default_abi="cuda12"),
+    Arch("sm_75", 75, 0x160, 32764, 255, 65536, 64 * 1024, True, True, 0x1),
+    Arch("sm_80", 80, 0x160, 32764, 255, 65536, 163 * 1024, True, True, None),
+    Arch("sm_86", 86, 0x160, 32764, 255, 65536, 99 * 1024, True, True, None),
+    Arch("sm_89", 89, 0x160, 32764, 255, 65536, 99 * 1024, True, True, None),
+    Arch("sm_90", 90, 0x210, 32764, 255, 65536, 227 * 1024, True, False, 0x8),
+)}
+# sm_70 defaults to the CUDA 12 dialect: CUDA 13 tools (and nvdisasm 13.5) dropped Volta.
+
+
+def get_arch(name: str) -> Arch:
+    """'sm_90', 'sm90', 'SM90' or '90' -> the Arch."""
+    digits = name.lower().removeprefix("sm").lstrip("_")
+    key = f"sm_{digits}"
+    try:
+        return ARCHS[key]
+    except KeyError:
+        raise ValueError(f"unknown architecture {name!r}; known: {', '.join(ARCHS)}") from None
+
+
+def arch_from_sm(sm: int) -> Arch:
+    for arch in ARCHS.values():
+        if arch.sm == sm:
+            return arch
+    raise ValueError(f"unsupported SM number {sm}; known: {', '.join(ARCHS)}")
+
+
+@dataclass(frozen=True)
+class ElfAbi:
+    """A cubin dialect: what changes in the ELF between the CUDA 12 and CUDA 13 toolkits."""
+    name: str
+    osabi: int                 # e_ident[EI_OSABI]
+    abi_version: int           # e_ident[EI_ABIVERSION]
+    # e_version: CUDA 12 writes the toolkit version there (0x81 = 12.9), CUDA 13 writes 1
+    # and moves the version to .note.nv.cuinfo.
+    e_version: int
+    sm_shifts: tuple[int, ...]  # e_flags = flag_bits | sum(sm << s for s in sm_shifts)
+    sm_shift_read: int          # where the reader finds the SM number
+    flag_bits: int
+    # Named-barrier count: bits 20..26 of .text sh_flags (CUDA 12) or EIATTR_NUM_BARRIERS (13).
+    barriers_in_text_flags: bool
+    notes: bool                # writes .note.nv.tkinfo / .note.nv.cuinfo
+    cuda_api_version: int      # EIATTR_CUDA_API_VERSION: toolkit version as major*10+minor
+    toolkit_version: int       # in .note.nv.cuinfo
+
+
+# e_flags bits: CUDA 12 = EF_CUDA_TEXMODE_UNIFIED (0x100) | EF_CUDA_64BIT_ADDRESS (0x400),
+# SM number in bits 0..7 and virtual SM in bits 16..23 (sm_75: 0x4b054b).
+# CUDA 13 = 0x6000004 | SM << 8 (sm_75: 0x6004b04), as measured; the low bits' meaning is
+# not documented publicly.
+ELF_ABIS: dict[str, ElfAbi] = {a.name: a for a in (
+    ElfAbi("cuda12", osabi=0x33, abi_version=7, e_version=129, sm_shifts=(0, 16), sm_shift_read=0,
+           flag_bits=0x500, barriers_in_text_flags=True, notes=False,
+           cuda_api_version=129, toolkit_version=129),
+    ElfAbi("cuda13", osabi=0x41, abi_version=8, e_version=1, sm_shifts=(8,), sm_shift_read=8,
+           flag_bits=0x6000004, barriers_in_text_flags=False, notes=True,
+           cuda_api_version=130, toolkit_version=130),
+)}
+
+
+def get_abi(name: str) -> ElfAbi:
+    try:
+        return ELF_ABIS[name]
+    except KeyError:
+        raise ValueError(f"unknown cubin ELF dialect {name!r}; known: {', '.join(ELF_ABIS)}") from None
+
+
+def abi_from_header(osabi: int, abi_version: int) -> ElfAbi:
+    for abi in ELF_ABIS.values():
+        if abi.osabi == osabi and abi.abi_version == abi_version:
+            return abi
+    raise ValueError(f"unknown cubin ELF dialect: OSABI {osabi:#x}, ABI version {abi_version}")

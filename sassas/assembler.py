@@ -1,0 +1,78 @@
+"""The pipeline, stage by stage: preprocess -> parse -> resolve -> control -> encode -> ELF."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from .arch import get_arch
+from .ast import Program
+from .encode import EncodedKernel, encode_kernel
+from .parse import Lines, parse_program
+from .preprocess import preprocess
+from .resolve import resolve_kernel
+
+
+@dataclass
+class Cubin:
+    """An assembled cubin: its bytes, the arch, and the kernels in it."""
+    data: bytes
+    arch: str
+    kernel_names: list[str]
+    program: Optional[Program] = None
+
+    def save(self, path: Union[str, os.PathLike]) -> None:
+        with open(path, "wb") as f:
+            f.write(self.data)
+
+    def __bytes__(self) -> bytes:
+        return self.data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+def parse(text: str, arch: str = "sm_90", filename: str = "<input>", include_dirs=(),
+          kernel_name: Optional[str] = None) -> Program:
+    """Preprocess and parse source into a Program (nothing resolved yet)."""
+    target = get_arch(arch)
+    pre = preprocess(text, filename, tuple(include_dirs))
+    lines = Lines(pre.text, filename, pre.origins, pre.sources)
+    return parse_program(pre.text, target.name, filename, lines, default_kernel=kernel_name)
+
+
+def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, include_dirs=(),
+             kernel_name: Optional[str] = None) -> Cubin:
+    """Assemble SASS source text into a cubin for `arch`.
+
+    Raises :class:`sassas.SassError` (with file:line:col) for any error in the input.
+    """
+    from . import elf
+    from .isa import get_isa
+
+    target = get_arch(arch)
+    program = parse(text, arch, filename, include_dirs, kernel_name)
+    isa = get_isa(target.name)
+    images = []
+    for kernel in program.kernels:
+        resolve_kernel(kernel, target)
+        encoded = encode_kernel(kernel, target, isa)
+        images.append(_image(encoded))
+    data = elf.write_cubin(target.name, images)
+    return Cubin(data=data, arch=target.name, kernel_names=[k.name for k in program.kernels], program=program)
+
+
+def assemble_file(path: Union[str, os.PathLike], arch: str = "sm_90", **kw) -> Cubin:
+    with open(path) as f:
+        text = f.read()
+    return assemble(text, arch, filename=str(path), **kw)
+
+
+def _image(enc: EncodedKernel):
+    from . import elf
+    k = enc.kernel
+    return elf.KernelImage(
+        name=k.name, code=enc.code,
+        params=[elf.ParamInfo(offset=p.offset, size=p.size * p.count) for p in k.params],
+        registers=enc.registers, shared_bytes=k.shared_bytes, max_threads=k.max_threads,
+        min_blocks=k.min_blocks, exit_offsets=enc.exit_offsets, barriers=enc.barriers)

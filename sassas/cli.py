@@ -1,0 +1,92 @@
+"""The `sassas` command: asm, disasm, isa, check."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Optional
+
+from .arch import ARCHS
+from .errors import SassError
+
+
+def _arch_arg(p: argparse.ArgumentParser, required: bool = True):
+    p.add_argument("--arch", "-arch", required=required, metavar="sm_XX",
+                   help=f"target architecture: {', '.join(ARCHS)}")
+
+
+def _cmd_asm(args) -> int:
+    from .assembler import assemble
+    if args.input == "-":
+        text, name = sys.stdin.read(), "<stdin>"
+    else:
+        with open(args.input) as f:
+            text, name = f.read(), args.input
+    cubin = assemble(text, args.arch, filename=name, include_dirs=tuple(args.include),
+                     kernel_name=args.kernel_name)
+    out = args.output or os.path.splitext(os.path.basename(args.input if args.input != "-" else "out"))[0] + ".cubin"
+    cubin.save(out)
+    if args.verbose:
+        print(f"{out}: {len(cubin.data)} bytes, {cubin.arch}, kernels: {', '.join(cubin.kernel_names)}",
+              file=sys.stderr)
+    return 0
+
+
+def _cmd_disasm(args) -> int:
+    from .disasm import disassemble_file
+    text = disassemble_file(args.input, kernel=args.kernel)
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _cmd_isa(args) -> int:
+    from .isa import get_isa
+    isa = get_isa(args.arch)
+    for line in isa.describe(args.opcode):
+        print(line)
+    return 0
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="sassas", description="SASS assembler for NVIDIA Volta..Hopper")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("asm", help="assemble SASS source into a cubin")
+    p.add_argument("input", help="source file (.sass), or - for standard input")
+    p.add_argument("-o", "--output", help="output cubin (default: INPUT with .cubin)")
+    _arch_arg(p)
+    p.add_argument("-I", dest="include", action="append", default=[], help="include directory")
+    p.add_argument("--kernel-name", help="name of the kernel when the file declares none")
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.set_defaults(func=_cmd_asm)
+
+    p = sub.add_parser("disasm", help="disassemble a cubin into editable source")
+    p.add_argument("input")
+    p.add_argument("-o", "--output")
+    p.add_argument("--kernel", help="only this kernel")
+    p.set_defaults(func=_cmd_disasm)
+
+    p = sub.add_parser("isa", help="list the instruction forms an architecture supports")
+    _arch_arg(p)
+    p.add_argument("opcode", nargs="?", help="only this opcode")
+    p.set_defaults(func=_cmd_isa)
+
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except SassError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"sassas: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Encode stage: resolved kernels -> code bytes and the facts the ELF writer needs."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .arch import Arch
+from .ast import ControlCode, Instruction, Kernel
+from .errors import SassError, SassErrors
+
+# Facts about a few opcodes that the *cubin* (not the encoding) needs.
+EXIT_OPCODES = frozenset({"EXIT"})
+BARRIER_OPCODES = frozenset({"BAR"})
+# Register-width hints from modifiers, for the register count the driver allocates.
+WIDE_MODIFIERS = {"128": 4, "64": 2, "WIDE": 2, "F64": 2, "U64": 2, "S64": 2}
+
+
+@dataclass
+class EncodedKernel:
+    kernel: Kernel
+    code: bytes
+    registers: int
+    exit_offsets: list[int] = field(default_factory=list)
+    barriers: int = 0
+
+
+def count_registers(kernel: Kernel) -> int:
+    """Registers the kernel touches: the highest R written or read, plus its vector width."""
+    top = -1
+    for inst in kernel.instructions:
+        width = max((WIDE_MODIFIERS.get(m, 1) for m in inst.modifiers), default=1)
+        for op in inst.operands:
+            w = 2 if ".64" in op.flags else width
+            for piece, value in zip(_value_kinds(op.kind), op.values):
+                if piece == "R" and value != 255:
+                    top = max(top, value + w - 1)
+    return min(top + 1, 255) if top >= 0 else 1
+
+
+def _value_kinds(kind: str):
+    """The register classes/values of a kind in order, matching Operand.values."""
+    import re
+    return re.findall(r"UR|UP|SB|SR|R|P|B|I|L|N", kind.replace("+I", "I"))
+
+
+def count_barriers(kernel: Kernel) -> int:
+    n = 0
+    for inst in kernel.instructions:
+        if inst.opcode in BARRIER_OPCODES and inst.operands and inst.operands[0].kind == "I":
+            n = max(n, int(inst.operands[0].values[0]) + 1)
+    return n
+
+
+def encode_kernel(kernel: Kernel, arch: Arch, isa) -> EncodedKernel:
+    words = bytearray()
+    errors: list[SassError] = []
+    for inst in kernel.instructions:
+        if inst.control is None:
+            errors.append(SassError("instruction has no control code; write one "
+                                    "(wait:read:write:yield:stall, e.g. '--:-:-:Y:4')", inst.loc))
+            continue
+        try:
+            word = isa.encode(inst)
+        except SassError as e:
+            errors.append(e.with_loc(inst.loc))
+            continue
+        if inst.raw is not None:
+            mask, value = inst.raw
+            word = (word & ~mask) | (value & mask)
+        words += word.to_bytes(16, "little")
+    if errors:
+        raise errors[0] if len(errors) == 1 else SassErrors(errors)
+    return EncodedKernel(
+        kernel=kernel, code=bytes(words),
+        registers=kernel.registers if kernel.registers is not None else count_registers(kernel),
+        exit_offsets=[i.address for i in kernel.instructions if i.opcode in EXIT_OPCODES],
+        barriers=count_barriers(kernel))

@@ -1,0 +1,118 @@
+"""Resolve stage: parameters to constant-bank addresses, labels to addresses, names to registers.
+
+After this stage every operand is numeric (no kind 'N' is left) and every instruction knows
+its byte address in the kernel's code.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import replace
+from typing import Optional
+
+from .arch import Arch
+from .ast import Instruction, Kernel, Label, Operand
+from .errors import SassError
+
+INSTRUCTION_BYTES = 16
+PARAM_BANK = 0
+
+# A parameter word `name[i]` (TuringAs): the i-th 32-bit word of parameter `name`.
+_PARAM_WORD = "N[I]"
+
+
+def layout_params(kernel: Kernel, arch: Arch) -> int:
+    """Give each parameter its offset (naturally aligned, in order); return the block size."""
+    offset = 0
+    for p in kernel.params:
+        if p.size <= 0:
+            raise SassError(f"parameter '{p.name}' has size {p.size}; sizes are positive byte counts", p.loc)
+        if p.align & (p.align - 1):
+            raise SassError(f"parameter '{p.name}' alignment {p.align} is not a power of two", p.loc)
+        offset = (offset + p.align - 1) & ~(p.align - 1)
+        p.offset = offset
+        offset += p.size * p.count
+    if offset > arch.max_param_bytes:
+        raise SassError(f"kernel '{kernel.name}' has {offset} bytes of parameters; {arch.name} "
+                        f"allows {arch.max_param_bytes}", kernel.loc)
+    return offset
+
+
+def assign_addresses(kernel: Kernel) -> dict[str, int]:
+    """Number the instructions and bind each label to the address of what follows it."""
+    labels: dict[str, int] = {}
+    label_locs = {}
+    address = 0
+    for item in kernel.body:
+        if isinstance(item, Label):
+            if item.name in labels:
+                raise SassError(f"label '{item.name}' defined twice (first at {label_locs[item.name]})", item.loc)
+            labels[item.name] = address
+            label_locs[item.name] = item.loc
+        else:
+            item.address = address
+            address += INSTRUCTION_BYTES
+    return labels
+
+
+def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Operand]] = None) -> None:
+    """Resolve every symbolic operand of the kernel in place."""
+    layout_params(kernel, arch)
+    labels = assign_addresses(kernel)
+    params = {p.name: p for p in kernel.params}
+    registers = registers or {}
+    for inst in kernel.instructions:
+        if any(op.symbol is not None for op in inst.operands):
+            inst.operands = tuple(_resolve_operand(op, inst, labels, params, registers, arch)
+                                  for op in inst.operands)
+
+
+def _resolve_operand(op: Operand, inst: Instruction, labels, params, registers, arch: Arch) -> Operand:
+    if op.symbol is None:
+        return op
+    name = op.symbol
+    if op.kind == _PARAM_WORD:
+        return _param_word(op, params, arch, name, op.values[1])
+    if op.kind == "N":
+        if name in labels:
+            return replace(op, kind="L", values=(labels[name],), symbol=None)
+        if name in params:
+            return _param_word(op, params, arch, name, 0)
+        if name in registers:
+            reg = registers[name]
+            return replace(op, kind=reg.kind, values=reg.values, symbol=None)
+        raise _undefined(op, name, list(labels) + list(params) + list(registers))
+    if op.kind == "L":
+        if name in labels:
+            return replace(op, values=(labels[name],), symbol=None)
+        raise _undefined(op, name, list(labels), what="label")
+    # A name inside a larger operand, e.g. `[idx+0x10]` with `idx` a register alias.
+    values = list(op.values)
+    kind = op.kind
+    for i, v in enumerate(values):
+        if isinstance(v, str) and v in registers:
+            reg = registers[v]
+            values[i] = reg.values[0]
+            kind = kind.replace("N", reg.kind, 1)
+        elif isinstance(v, str) and not v.startswith("SR_"):
+            raise _undefined(op, v, list(registers), what="register name")
+    return replace(op, kind=kind, values=tuple(values), symbol=None)
+
+
+def _param_word(op: Operand, params, arch: Arch, name: str, index: int) -> Operand:
+    if name not in params:
+        raise _undefined(op, name, list(params), what="parameter")
+    p = params[name]
+    words = (p.size * p.count + 3) // 4
+    if not 0 <= index < words:
+        raise SassError(f"'{name}[{index}]': parameter '{name}' has {words} 32-bit word(s), "
+                        f"so the index must be 0..{words - 1}", op.loc)
+    return replace(op, kind="C[I][I]", values=(PARAM_BANK, arch.param_base + p.offset + 4 * index), symbol=None)
+
+
+def _undefined(op: Operand, name: str, known: list[str], what: str = "name") -> SassError:
+    msg = f"undefined {what} '{name}'"
+    close = difflib.get_close_matches(name, known, n=1)
+    if close:
+        msg += f"; did you mean '{close[0]}'?"
+    return SassError(msg, op.loc)
