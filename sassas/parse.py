@@ -149,7 +149,37 @@ def _describe_expected(expected) -> str:
     return " or ".join(names)
 
 
+_STATEMENT_START = re.compile(r"\s*([0-9a-fA-F-]{1,6}:[0-7-]:[0-7-]:[yY-]:[0-9a-fA-F]{1,2}|@|[A-Z][A-Z0-9_]*\b)")
+_COMMENT_TAIL = re.compile(r"\s*(#|//).*$")
+
+
+def _missing_semicolon(text: str, pos: int, lines: Lines) -> Optional[SassError]:
+    """If the error sits on a line that starts a statement while the statement before it
+    never ended, the real mistake is the missing ';' at the end of that earlier line."""
+    line_start = text.rfind("\n", 0, pos) + 1
+    if not _STATEMENT_START.match(text, line_start):
+        return None
+    prev_end = line_start - 1
+    while prev_end > 0:
+        prev_start = text.rfind("\n", 0, prev_end) + 1
+        prev = _COMMENT_TAIL.sub("", text[prev_start:prev_end]).rstrip()
+        if prev.strip():
+            if prev.endswith((";", ":", "*/")) or prev.lstrip().startswith((".", "<")):
+                return None
+            line = text.count("\n", 0, prev_start) + 1
+            return SassError("expected ';' after the instruction", lines.loc(line, len(prev) + 1))
+        prev_end = prev_start - 1
+    return None
+
+
 def _syntax_error(e: UnexpectedInput, text: str, lines: Lines) -> SassError:
+    pos = getattr(e, "pos_in_stream", None)
+    if pos is None and isinstance(e, UnexpectedToken):
+        pos = e.token.start_pos
+    if pos is not None and pos >= 0:
+        missing = _missing_semicolon(text, pos, lines)
+        if missing is not None:
+            return missing
     if isinstance(e, UnexpectedCharacters):
         ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
         return SassError(f"unexpected character '{ch}'", lines.loc(e.line, e.column))
