@@ -28,6 +28,12 @@ class Arch:
     # Low 12 bits of the EXIT instruction (same from sm_70 to sm_90): used to find exit offsets.
     exit_opcode: int = 0x94D
     default_abi: str = "cuda13"
+    # Bytes ptxas reserves at the start of a kernel's static shared memory (sm_90: 1 KiB, the
+    # user's variables start at 0x400 and .nv.shared.<k> counts the reserve), when any is used.
+    reserved_shared: int = 0
+    # CUDA 13 dialect only: the `.nv.compat` attributes (name, value) nvcc 13.0 writes for a
+    # plain kernel; nvdisasm 13 refuses an sm_90 cubin without them. Values copied, not understood.
+    compat: tuple[tuple[str, object], ...] = ()
 
     @property
     def sm_name(self) -> str:
@@ -42,7 +48,15 @@ ARCHS: dict[str, Arch] = {a.name: a for a in (
     Arch("sm_80", 80, 0x160, 32764, 255, 65536, 163 * 1024, True, True, None),
     Arch("sm_86", 86, 0x160, 32764, 255, 65536, 99 * 1024, True, True, None),
     Arch("sm_89", 89, 0x160, 32764, 255, 65536, 99 * 1024, True, True, None),
-    Arch("sm_90", 90, 0x210, 32764, 255, 65536, 227 * 1024, True, False, 0x8),
+    Arch("sm_90", 90, 0x210, 32764, 255, 65536, 227 * 1024, True, False, 0x8, reserved_shared=1024, compat=(
+        ("EICOMPAT_ATTR_CUDA_ACCELERATOR_TARGET", 0),      # 1 for sm_90a
+        ("EICOMPAT_ATTR_ISA_CLASS", 1),
+        ("EICOMPAT_ATTR_INST_TCGEN05_MMA", 5),
+        ("EICOMPAT_ATTR_0x07", 0x101),
+        ("EICOMPAT_ATTR_INST_TENSORMAP_V1", 0),
+        ("EICOMPAT_ATTR_ENABLE_OPPORTUNISTIC_FINALIZATION", 1),
+        ("EICOMPAT_ATTR_CAN_FASTPATH_FINALIZE", [0, 0]),
+    )),
 )}
 # sm_70 defaults to the CUDA 12 dialect: CUDA 13 tools (and nvdisasm 13.5) dropped Volta.
 

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Union
 
 from .arch import get_arch
 from .ast import Program
+from .errors import Diagnostic, Diagnostics
 from .encode import EncodedKernel, encode_kernel
 from .parse import Lines, parse_program
 from .preprocess import preprocess
@@ -20,6 +21,7 @@ class Cubin:
     arch: str
     kernel_names: list[str]
     program: Optional[Program] = None
+    warnings: list[Diagnostic] = field(default_factory=list)
 
     def save(self, path: Union[str, os.PathLike]) -> None:
         with open(path, "wb") as f:
@@ -33,25 +35,38 @@ class Cubin:
 
 
 def parse(text: str, arch: str = "sm_90", filename: str = "<input>", include_dirs=(),
-          kernel_name: Optional[str] = None) -> Program:
-    """Preprocess and parse source into a Program (nothing resolved yet)."""
+          kernel_name: Optional[str] = None, *, allow_exec: bool = True, auto_reuse: bool = False,
+          warnings_as_errors: bool = False, diagnostics: Optional[Diagnostics] = None) -> Program:
+    """Preprocess and parse source into a Program: register, constant and shared-memory names
+    bound, labels and parameters not yet resolved.
+
+    allow_exec=False refuses inline Python (`<code>`, `{expr}`, `.include "x.py"`);
+    auto_reuse sets `.reuse` flags where safe; warnings go to `diagnostics` (if given) and,
+    with warnings_as_errors, are raised as errors."""
     target = get_arch(arch)
-    pre = preprocess(text, filename, tuple(include_dirs))
+    diags = diagnostics if diagnostics is not None else Diagnostics(warnings_as_errors)
+    diags.warnings_as_errors = diags.warnings_as_errors or warnings_as_errors
+    pre = preprocess(text, filename, tuple(include_dirs), allow_exec=allow_exec)
     lines = Lines(pre.text, filename, pre.origins, pre.sources)
-    return parse_program(pre.text, target.name, filename, lines, default_kernel=kernel_name)
+    return parse_program(pre.text, target.name, filename, lines, default_kernel=kernel_name,
+                         diagnostics=diags, auto_reuse=auto_reuse)
 
 
 def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, include_dirs=(),
-             kernel_name: Optional[str] = None) -> Cubin:
+             kernel_name: Optional[str] = None, allow_exec: bool = True, auto_reuse: bool = False,
+             warnings_as_errors: bool = False) -> Cubin:
     """Assemble SASS source text into a cubin for `arch`.
 
-    Raises :class:`sassas.SassError` (with file:line:col) for any error in the input.
+    Raises :class:`sassas.SassError` (with file:line:col) for any error in the input; the
+    warnings are in ``Cubin.warnings``. See :func:`parse` for the options.
     """
     from . import elf
     from .isa import get_isa
 
     target = get_arch(arch)
-    program = parse(text, arch, filename, include_dirs, kernel_name)
+    diags = Diagnostics(warnings_as_errors)
+    program = parse(text, arch, filename, include_dirs, kernel_name, allow_exec=allow_exec,
+                    auto_reuse=auto_reuse, diagnostics=diags)
     isa = get_isa(target.name)
     images = []
     for kernel in program.kernels:
@@ -59,7 +74,8 @@ def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, inclu
         encoded = encode_kernel(kernel, target, isa)
         images.append(_image(encoded))
     data = elf.write_cubin(target.name, images)
-    return Cubin(data=data, arch=target.name, kernel_names=[k.name for k in program.kernels], program=program)
+    return Cubin(data=data, arch=target.name, kernel_names=[k.name for k in program.kernels], program=program,
+                 warnings=diags.warnings)
 
 
 def assemble_file(path: Union[str, os.PathLike], arch: str = "sm_90", **kw) -> Cubin:

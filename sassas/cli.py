@@ -23,7 +23,10 @@ def _cmd_asm(args) -> int:
         with open(args.input) as f:
             text, name = f.read(), args.input
     cubin = assemble(text, args.arch, filename=name, include_dirs=tuple(args.include),
-                     kernel_name=args.kernel_name)
+                     kernel_name=args.kernel_name, allow_exec=not args.no_exec,
+                     auto_reuse=args.auto_reuse, warnings_as_errors=args.werror)
+    for warning in cubin.warnings:
+        print(warning.render(), file=sys.stderr)
     out = args.output or os.path.splitext(os.path.basename(args.input if args.input != "-" else "out"))[0] + ".cubin"
     cubin.save(out)
     if args.verbose:
@@ -61,6 +64,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     _arch_arg(p)
     p.add_argument("-I", dest="include", action="append", default=[], help="include directory")
     p.add_argument("--kernel-name", help="name of the kernel when the file declares none")
+    p.add_argument("--no-exec", action="store_true",
+                   help="refuse inline Python (<code> blocks, {expr}, .include of .py files): for untrusted input")
+    p.add_argument("--auto-reuse", action="store_true", help="set operand .reuse flags where it is safe")
+    p.add_argument("-Werror", "--warnings-as-errors", dest="werror", action="store_true",
+                   help="treat warnings as errors")
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=_cmd_asm)
 

@@ -68,3 +68,26 @@ class SassErrors(SassError):
 
     def __str__(self) -> str:
         return "\n".join(e.diagnostic.render() for e in self.errors)
+
+
+class Diagnostics:
+    """The errors and warnings of one run. Errors are collected so that several can be
+    reported at once; with ``warnings_as_errors`` a warning is recorded as an error."""
+
+    def __init__(self, warnings_as_errors: bool = False):
+        self.warnings_as_errors = warnings_as_errors
+        self.errors: list[SassError] = []
+        self.warnings: list[Diagnostic] = []
+
+    def error(self, err: SassError) -> None:
+        self.errors.append(err)
+
+    def warn(self, message: str, loc: Optional[Loc] = None) -> None:
+        if self.warnings_as_errors:
+            self.errors.append(SassError(f"{message} [-Werror]", loc))
+        else:
+            self.warnings.append(Diagnostic("warning", message, loc))
+
+    def raise_if_errors(self) -> None:
+        if self.errors:
+            raise self.errors[0] if len(self.errors) == 1 else SassErrors(list(self.errors))

@@ -26,6 +26,14 @@ _REGISTER = re.compile(r"(UR|UP|SB|R|P|B)(\d+|Z|T)$")
 
 # Bare words that are operands in their own right (P2R/R2P's predicate register file).
 OPERAND_KEYWORDS = frozenset({"PR"})
+# The highest register a program may name, per class; the one above is the zero/true register
+# (RZ, URZ, PT, UPT), written by name.
+MAX_REGISTER = {"R": 254, "UR": 62, "P": 6, "UP": 6, "B": 15, "SB": 7}
+# CUDA's launch dimensions, at the same place of constant bank 0 on sm_70..sm_90 (TuringAs names).
+LAUNCH_CONSTANTS = {
+    ("blockDim", ".x"): 0x0, ("blockDim", ".y"): 0x4, ("blockDim", ".z"): 0x8,
+    ("gridDim", ".x"): 0xC, ("gridDim", ".y"): 0x10, ("gridDim", ".z"): 0x14,
+}
 # Prefix flags in the order they are printed.
 PREFIX_FLAGS = ("!", "~", "-", "|")
 
@@ -38,13 +46,18 @@ class Atom:
         self.type, self.value, self.line, self.column = type, value, line, column
 
 
-def parse_register(text: str) -> tuple[str, int]:
+def parse_register(text: str, loc: Loc | None = None) -> tuple[str, int]:
     m = _REGISTER.match(text)
     assert m, text
     cls, num = m.groups()
     if num in ("Z", "T"):
         return cls, REGISTER_ZERO[cls]
-    return cls, int(num)
+    n = int(num)
+    if n > MAX_REGISTER[cls]:
+        zero = ZERO_NAMES.get((cls, MAX_REGISTER[cls] + 1))
+        hint = f"; {zero} names register {MAX_REGISTER[cls] + 1}" if zero and n == MAX_REGISTER[cls] + 1 else ""
+        raise SassError(f"register {text} out of range: {cls} registers are {cls}0..{cls}{MAX_REGISTER[cls]}{hint}", loc)
+    return cls, n
 
 
 def parse_number(text: str) -> int | float:
@@ -96,7 +109,7 @@ def canonical_operand(atoms: Sequence, loc: Loc | None = None) -> Operand:
         a = atoms[i]
         t, v = a.type, a.value
         if t == "REGISTER":
-            cls, num = parse_register(v)
+            cls, num = parse_register(v, loc)
             kind.append(cls)
             values.append(num)
             group_has_reg = True
@@ -130,11 +143,18 @@ def canonical_operand(atoms: Sequence, loc: Loc | None = None) -> Operand:
                 kind.append(v)
             elif v in OPERAND_KEYWORDS:
                 kind.append(v)
+            elif i + 1 < n and atoms[i + 1].type == "SUFFIX" and (v, atoms[i + 1].value) in LAUNCH_CONSTANTS:
+                kind.append("C[I][I]")
+                values.extend((0, LAUNCH_CONSTANTS[(v, atoms[i + 1].value)]))
+                i += 2
+                continue
             else:
                 # A label, parameter or register alias: the resolver decides.
                 kind.append("N")
                 values.append(v)
                 symbol = v
+                # A name in brackets is a register alias (or an offset): it gets the `+I` too.
+                group_has_reg = group_has_reg or depth > 0
         elif t == "LBRACKET":
             depth += 1
             group_has_reg = group_has_num = False

@@ -10,9 +10,33 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from .ast import ControlCode, Instruction, Kernel, Label, Loc, Param, Program
-from .control import parse_control
-from .errors import SassError
-from .operands import canonical_operand, parse_number
+from .control import MAX_BARRIER, parse_control
+from .errors import Diagnostics, SassError
+from .frontend import DEFAULT_SMEM_ALIGN, Declarations, finish_kernel
+from .operands import canonical_operand, parse_number, parse_register
+from .regalloc import AutoName
+
+# TuringAs reads the wait field as a *decimal* number whose bits are the barriers to wait on
+# (`03` = barriers 0 and 1, `12` = barriers 2 and 3); it has two characters.
+_DECIMAL_WAIT = re.compile(r"\d\d")
+
+
+def read_control(text: str, loc: Optional[Loc] = None) -> ControlCode:
+    """A control prefix as TuringAs reads it. A two-digit wait field is decimal; a field with
+    a hex letter (`0c`, as hex-minded listings write it) cannot be decimal and is read as hex;
+    six positions (`-----1`) name one barrier each. The rest is sassas.control's."""
+    wait, rest = text.split(":", 1)
+    if rest.endswith(":-"):
+        raise SassError("stall '-' (TuringAs: the opcode's default latency) is not supported: "
+                        "write the stall cycles, hex 0..f", loc)
+    if _DECIMAL_WAIT.fullmatch(wait):
+        mask = int(wait, 10)
+        if mask >> (MAX_BARRIER + 1):
+            raise SassError(f"wait mask {mask} names a barrier above {MAX_BARRIER} (the field is a "
+                            f"decimal bit mask, as in TuringAs: 63 waits on all six)", loc)
+        # Hand it on in the positional form, which no reading can take for another mask.
+        wait = "".join(str(b) if mask >> b & 1 else "-" for b in range(MAX_BARRIER + 1))
+    return parse_control(f"{wait}:{rest}", loc)
 
 
 @functools.lru_cache(maxsize=None)
@@ -75,7 +99,7 @@ class _Build(Transformer):
             if isinstance(it, Token):
                 first = first or it
                 if it.type == "CONTROL":
-                    control = parse_control(it.value, self._loc(it))
+                    control = read_control(it.value, self._loc(it))
                 elif it.type == "PREDICATE":
                     predicate = _predicate(it.value, self._loc(it))
                 elif it.type == "MNEMONIC":
@@ -119,6 +143,27 @@ class _Build(Transformer):
     maxthreads = _directive_number("maxthreads")
     minblocks = _directive_number("minblocks")
     align = _directive_number("align")
+
+    def reg(self, items):
+        name = items[0]
+        reg = parse_register(items[1].value, self._loc(items[1])) if len(items) > 1 else None
+        return ("reg", (name.value, reg), self._loc(name))
+
+    def regs(self, items):
+        name = items[0]
+        first, last = self._num(items[1]), self._num(items[2])
+        if last < first:
+            raise SassError(f"'{name.value}<{first}-{last}>': the range runs backwards", self._loc(items[1]))
+        base = parse_register(items[3].value, self._loc(items[3])) if len(items) > 3 else None
+        return ("regs", (name.value, first, last, base), self._loc(name))
+
+    def const(self, items):
+        return ("const", (items[0].value, self._num(items[1])), self._loc(items[0]))
+
+    def smem(self, items):
+        size = self._num(items[1])
+        align = self._num(items[2]) if len(items) > 2 else None
+        return ("smem", (items[0].value, size, align), self._loc(items[0]))
 
     def arch(self, items):
         return ("arch", items[0].value, self._loc(items[0]))
@@ -239,55 +284,109 @@ def parse_instruction(text: str, filename: str = "<input>") -> Instruction:
 
 
 def parse_program(text: str, arch: str, filename: str = "<input>", lines: Optional[Lines] = None,
-                  default_kernel: Optional[str] = None) -> Program:
+                  default_kernel: Optional[str] = None, diagnostics: Optional[Diagnostics] = None,
+                  auto_reuse: bool = False) -> Program:
     """Group the parsed items into kernels: `.kernel NAME` starts one; before any, the file's
-    statements belong to a kernel named after the file (or `default_kernel`)."""
+    statements belong to a kernel named after the file (or `default_kernel`). Each kernel then
+    goes through the front end's last pass (names, checks: :mod:`sassas.frontend`).
+
+    Errors found after parsing are collected and raised together; warnings go to
+    `diagnostics` (a fresh one, dropped, when none is given)."""
+    diags = diagnostics if diagnostics is not None else Diagnostics()
     items = parse_items(text, filename, lines)
     program = Program(arch=arch, file=filename)
+    declarations: dict[int, Declarations] = {}
     current: Optional[Kernel] = None
 
-    def kernel_here(loc) -> Kernel:
+    def start_kernel(name: str, loc) -> Kernel:
         nonlocal current
-        if current is None:
-            current = Kernel(name=default_kernel or _stem(filename), loc=loc)
-            program.kernels.append(current)
+        current = Kernel(name=name, loc=loc)
+        program.kernels.append(current)
+        declarations[id(current)] = Declarations()
         return current
+
+    def kernel_here(loc) -> Kernel:
+        return current if current is not None else start_kernel(default_kernel or _stem(filename), loc)
 
     pending_raw = None
     for it in items:
-        if isinstance(it, tuple):
-            kind, value, loc = it
+        if not isinstance(it, tuple):
+            k = kernel_here(it.loc)
+            if isinstance(it, Instruction) and pending_raw is not None:
+                it.raw = pending_raw
+                pending_raw = None
+            k.body.append(it)
+            continue
+        kind, value, loc = it
+        try:
             if kind == "kernel":
                 if any(k.name == value for k in program.kernels):
                     raise SassError(f"kernel '{value}' defined twice", loc)
-                current = Kernel(name=value, loc=loc)
-                program.kernels.append(current)
+                start_kernel(value, loc)
             elif kind == "arch":
                 if value != arch:
                     raise SassError(f"this file is written for {value}, but --arch is {arch}", loc)
             elif kind == "raw":
                 pending_raw = value
             else:
-                k = kernel_here(loc)
-                if kind == "param":
-                    if any(p.name == value.name for p in k.params):
-                        raise SassError(f"parameter '{value.name}' declared twice", loc)
-                    k.params.append(value)
-                elif kind == "shared":
-                    k.shared_bytes = value
-                elif kind == "registers":
-                    k.registers = value
-                elif kind == "maxthreads":
-                    k.max_threads = value
-                elif kind == "minblocks":
-                    k.min_blocks = value
-        else:
-            k = kernel_here(it.loc)
-            if isinstance(it, Instruction) and pending_raw is not None:
-                it.raw = pending_raw
-                pending_raw = None
-            k.body.append(it)
+                _declare(kernel_here(loc), declarations, kind, value, loc)
+        except SassError as e:
+            diags.error(e)
+    if not program.kernels:
+        first = lines.loc(1, 1) if lines is not None else Loc(filename, 1, 1, text.split("\n", 1)[0])
+        diags.error(SassError("nothing to assemble: the input has no instructions", first))
+    for kernel in program.kernels:
+        try:
+            finish_kernel(kernel, declarations[id(kernel)], diags, auto_reuse=auto_reuse)
+        except SassError as e:
+            diags.error(e)
+    diags.raise_if_errors()
     return program
+
+
+def _declare(k: Kernel, declarations: dict, kind: str, value, loc) -> None:
+    """A directive that declares something of kernel `k`."""
+    decls: Declarations = declarations[id(k)]
+    if kind == "param":
+        if any(p.name == value.name for p in k.params):
+            raise SassError(f"parameter '{value.name}' declared twice", loc)
+        k.params.append(value)
+    elif kind == "shared":
+        k.shared_bytes = value
+    elif kind == "registers":
+        k.registers = value
+    elif kind == "maxthreads":
+        k.max_threads = value
+    elif kind == "minblocks":
+        k.min_blocks = value
+    elif kind == "reg":
+        name, reg = value
+        decls.declare(name, loc)
+        if reg is None:
+            decls.autos.append(AutoName([name], loc))
+        else:
+            decls.registers[name] = (*reg, loc)
+    elif kind == "regs":
+        prefix, first, last, base = value
+        names = [f"{prefix}{i}" for i in range(first, last + 1)]
+        for name in names:
+            decls.declare(name, loc)
+        if base is None:
+            decls.autos.append(AutoName(names, loc))
+        else:
+            cls, n = base
+            if n + len(names) - 1 > 254:
+                raise SassError(f"'{prefix}<{first}-{last}>' from {cls}{n} runs past {cls}254", loc)
+            for i, name in enumerate(names):
+                decls.registers[name] = (cls, n + i, loc)
+    elif kind == "const":
+        name, size = value
+        decls.declare(name, loc)
+        decls.consts.append((name, size, loc))
+    elif kind == "smem":
+        name, size, align = value
+        decls.declare(name, loc)
+        decls.smem.append((name, size, align if align is not None else DEFAULT_SMEM_ALIGN, loc))
 
 
 def _stem(filename: str) -> str:

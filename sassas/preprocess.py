@@ -1,26 +1,46 @@
-"""Preprocess stage: TuringAs blocks and includes, turned into plain statements for the grammar.
+"""Preprocess stage: TuringAs blocks, inline Python and includes, turned into plain statements
+and directives for the grammar.
 
-- ``<params> name, size [, align] ... </params>`` -> ``.param name size align`` directives;
-- ``.include "file"`` / ``#include "file"``: the file's lines, with where they came from.
+- ``<params>  name, size [, align]``           -> ``.param name size align``
+- ``<regs>    0-3 : a, b, c, d`` (exactly one number a name), ``0-16 ~ a, b`` (the names take
+  the listed registers in order, spare registers allowed), ``R5 ~ x``, ``acc<0-7>`` names
+  ``acc0..acc7``; a line of names alone (``x, y, acc<0-63>``) is allocated automatically
+  -> ``.reg name [Rn]`` / ``.regs name first last``
+- ``<consts>  name, size``                      -> ``.const name size`` (constant bank 3)
+- ``<smem>    name, size [, align]``            -> ``.smem name size align`` (static shared memory)
+- ``<code> ... </code>``: Python run in the file's namespace; the lines it leaves in ``out_``
+  (a string or a list of lines, as TuringAs reads it) are assembled in its place;
+- ``{expr}`` in any line: replaced by ``str(eval(expr))`` in the file's namespace;
+- ``.include "file"`` / ``#include "file"``: the file's lines; a ``.py`` file is run in the
+  including file's namespace instead (TuringAs's ``-inc helper.py``).
 
-The output keeps, for every line, the file and line it really stands on, so diagnostics point
-at what the user wrote.
+Inline Python runs with the user's rights, like a Makefile: each source file gets a fresh
+namespace of its own (nothing leaks between files or into the assembler), and with
+``allow_exec=False`` any inline code is refused with an error.
+
+Every output line keeps the file and line it really stands on, and for generated or included
+lines where it came from (``Loc.origin``), so diagnostics point at what the user wrote.
 """
 from __future__ import annotations
 
 import os
 import re
+import textwrap
 from dataclasses import dataclass, field
 from typing import Optional
 
 from .ast import Loc
-from .errors import SassError
+from .errors import SassError, SassErrors
 
-_BLOCK_OPEN = re.compile(r"^\s*<\s*(\w+)\s*>\s*$")
-_BLOCK_CLOSE = re.compile(r"^\s*<\s*/\s*(\w+)\s*>\s*$")
-_INCLUDE = re.compile(r'^\s*[.#]include\s+"([^"]+)"\s*$')
-KNOWN_BLOCKS = ("params",)
+_BLOCK_OPEN = re.compile(r"^\s*<\s*(\w+)\s*>\s*(?:(?:#|//).*)?$")
+_BLOCK_CLOSE = re.compile(r"^\s*<\s*/\s*(\w+)\s*>\s*(?:(?:#|//).*)?$")
+_INCLUDE = re.compile(r'^\s*[.#]include\s+"([^"]+)"\s*(?:(?:#|//).*)?$')
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_COUNT = re.compile(r"\d+|0[xX][0-9a-fA-F]+")
+KNOWN_BLOCKS = ("params", "regs", "consts", "smem", "code")
 MAX_INCLUDE_DEPTH = 32
+# A <code> block may generate another <code> block; this bounds the recursion.
+MAX_GENERATION_DEPTH = 16
 
 
 @dataclass
@@ -30,77 +50,115 @@ class Preprocessed:
     origins: list[Optional[Loc]] = field(default_factory=list)
 
 
-def preprocess(text: str, filename: str = "<input>", include_dirs: tuple[str, ...] = ()) -> Preprocessed:
-    out = Preprocessed("")
-    lines: list[str] = []
-    _expand(text, filename, include_dirs, lines, out, None, 0)
-    out.text = "\n".join(lines)
-    return out
+@dataclass
+class _Context:
+    include_dirs: tuple[str, ...]
+    allow_exec: bool
+    lines: list[str] = field(default_factory=list)
+    out: Preprocessed = field(default_factory=lambda: Preprocessed(""))
+    errors: list[SassError] = field(default_factory=list)
 
 
-def _emit(lines, out: Preprocessed, text: str, file: str, line: int, origin: Optional[Loc]):
-    lines.append(text)
-    out.sources.append((file, line))
-    out.origins.append(origin)
+def new_namespace(filename: str) -> dict:
+    """The namespace a file's inline Python runs in: fresh, with the builtins only."""
+    import builtins
+    return {"__builtins__": builtins, "__name__": "sassas_inline", "__file__": filename}
 
 
-def _expand(text, filename, include_dirs, lines, out, origin, depth):
-    src = text.split("\n")
+def preprocess(text: str, filename: str = "<input>", include_dirs: tuple[str, ...] = (),
+               allow_exec: bool = True) -> Preprocessed:
+    ctx = _Context(tuple(include_dirs), allow_exec)
+    src = [(i + 1, line) for i, line in enumerate(text.split("\n"))]
+    _expand(ctx, src, filename, new_namespace(filename), None, 0)
+    if ctx.errors:
+        raise ctx.errors[0] if len(ctx.errors) == 1 else SassErrors(ctx.errors)
+    ctx.out.text = "\n".join(ctx.lines)
+    return ctx.out
+
+
+def _emit(ctx: _Context, text: str, file: str, line: int, origin: Optional[Loc]):
+    ctx.lines.append(text)
+    ctx.out.sources.append((file, line))
+    ctx.out.origins.append(origin)
+
+
+def _expand(ctx: _Context, src: list[tuple[int, str]], filename: str, namespace: dict,
+            origin: Optional[Loc], depth: int):
+    """Expand numbered lines of one file (or of one <code> block's output) into ctx."""
     i = 0
     while i < len(src):
-        line = src[i]
-        lineno = i + 1
+        lineno, line = src[i]
+        here = Loc(filename, lineno, len(line) - len(line.lstrip()) + 1, line, origin)
         m = _INCLUDE.match(line)
         if m:
-            loc = Loc(filename, lineno, line.find('"') + 1, line, origin)
-            if depth >= MAX_INCLUDE_DEPTH:
-                raise SassError("includes nested too deeply (a file including itself?)", loc)
-            path = _find_include(m.group(1), filename, include_dirs)
-            if path is None:
-                raise SassError(f"cannot find include file '{m.group(1)}'", loc)
-            with open(path) as f:
-                _expand(f.read(), path, include_dirs, lines, out, loc, depth + 1)
+            _include(ctx, m.group(1), Loc(filename, lineno, line.find('"') + 1, line, origin),
+                     filename, namespace, depth)
             i += 1
             continue
         m = _BLOCK_OPEN.match(line)
         if m and m.group(1).lower() in KNOWN_BLOCKS:
             name = m.group(1).lower()
-            start = i
             i += 1
             body = []
-            while i < len(src) and not _BLOCK_CLOSE.match(src[i]):
-                body.append((i + 1, src[i]))
+            while i < len(src) and not _BLOCK_CLOSE.match(src[i][1]):
+                body.append(src[i])
                 i += 1
             if i == len(src):
                 raise SassError(f"<{m.group(1)}> block is not closed: expected </{m.group(1)}>",
-                                Loc(filename, start + 1, line.find("<") + 1, line, origin))
-            close = _BLOCK_CLOSE.match(src[i])
+                                Loc(filename, lineno, line.find("<") + 1, line, origin))
+            close_no, close_line = src[i]
+            close = _BLOCK_CLOSE.match(close_line)
             if close.group(1).lower() != name:
                 raise SassError(f"</{close.group(1)}> closes <{m.group(1)}>",
-                                Loc(filename, i + 1, src[i].find("<") + 1, src[i], origin))
-            _emit(lines, out, "", filename, start + 1, origin)
-            for ln, text_line in body:
-                _emit(lines, out, _param_line(text_line, filename, ln, origin), filename, ln, origin)
-            _emit(lines, out, "", filename, i + 1, origin)
+                                Loc(filename, close_no, close_line.find("<") + 1, close_line, origin))
+            open_loc = Loc(filename, lineno, line.find("<") + 1, line, origin)
+            _emit(ctx, "", filename, lineno, origin)
+            if name == "code":
+                _code_block(ctx, body, open_loc, filename, namespace, origin, depth)
+            else:
+                for ln, text_line in body:
+                    try:
+                        text_line = _substitute(ctx, text_line, Loc(filename, ln, 1, text_line, origin), namespace)
+                        out = _BLOCK_LINE[name](text_line, Loc(filename, ln, 1, text_line, origin))
+                    except SassError as e:
+                        ctx.errors.append(e)
+                        out = ""
+                    for piece in out.split("\n") if out else [out]:
+                        _emit(ctx, piece, filename, ln, origin)
+            _emit(ctx, "", filename, close_no, origin)
             i += 1
             continue
-        _emit(lines, out, line, filename, lineno, origin)
+        try:
+            text = _substitute(ctx, line, here, namespace)
+        except SassError as e:
+            ctx.errors.append(e)
+            text = ""
+        # A line changed by {expr} keeps what was written as the origin of what is parsed.
+        line_origin = origin if text == line else Loc(filename, lineno, 1, line, origin)
+        _emit(ctx, text, filename, lineno, line_origin)
         i += 1
 
 
-def _param_line(line: str, filename: str, lineno: int, origin) -> str:
-    """`name, size[, align]` -> `.param name size align` (comments and blank lines kept)."""
-    body = re.split(r"#|//", line, maxsplit=1)[0].strip()
-    if not body:
-        return line
-    parts = [p.strip() for p in body.split(",")]
-    loc = Loc(filename, lineno, len(line) - len(line.lstrip()) + 1, line, origin)
-    if len(parts) not in (2, 3) or not re.fullmatch(r"[A-Za-z_]\w*", parts[0]):
-        raise SassError("expected 'name, size' or 'name, size, align' in <params>", loc)
-    for p in parts[1:]:
-        if not re.fullmatch(r"\d+|0x[0-9a-fA-F]+", p):
-            raise SassError(f"expected a byte count, found '{p}'", loc)
-    return ".param " + " ".join(parts)
+# ---- includes ---------------------------------------------------------------------------
+
+def _include(ctx: _Context, name: str, loc: Loc, filename: str, namespace: dict, depth: int):
+    if depth >= MAX_INCLUDE_DEPTH:
+        raise SassError("includes nested too deeply (a file including itself?)", loc)
+    path = _find_include(name, filename, ctx.include_dirs)
+    if path is None:
+        raise SassError(f"cannot find include file '{name}'", loc)
+    try:
+        with open(path) as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SassError(f"cannot read include file '{name}': {e}", loc) from None
+    if path.endswith(".py"):
+        # A Python helper (TuringAs's -inc): its definitions are for this file's inline code.
+        _refuse_exec(ctx, loc, f"including the Python file '{name}'")
+        _run(text, path, namespace, loc, "exec")
+        return
+    src = [(i + 1, line) for i, line in enumerate(text.split("\n"))]
+    _expand(ctx, src, path, new_namespace(path), loc, depth + 1)
 
 
 def _find_include(name: str, including: str, include_dirs) -> Optional[str]:
@@ -110,3 +168,185 @@ def _find_include(name: str, including: str, include_dirs) -> Optional[str]:
         if os.path.isfile(p):
             return p
     return None
+
+
+# ---- inline Python ----------------------------------------------------------------------
+
+def _refuse_exec(ctx: _Context, loc: Loc, what: str):
+    if not ctx.allow_exec:
+        raise SassError(f"{what} runs Python, and inline code is disabled (--no-exec / allow_exec=False)", loc)
+
+
+def _run(code: str, label: str, namespace: dict, loc: Loc, mode: str, source_lines: Optional[dict] = None):
+    """Run or evaluate user Python; any exception becomes a diagnostic at `loc`."""
+    try:
+        compiled = compile(code, label, mode)
+        return eval(compiled, namespace) if mode == "eval" else exec(compiled, namespace)
+    except SassError:
+        raise
+    except SyntaxError as e:
+        raise SassError(f"inline Python: syntax error: {e.msg}", loc) from None
+    except Exception as e:  # the user's code failed: report it as an error of their input
+        raise SassError(f"inline Python raised {type(e).__name__}: {e}", _failing_line(e, label, loc, source_lines)) from None
+
+
+def _failing_line(e: Exception, label: str, loc: Loc, source_lines: Optional[dict]) -> Loc:
+    """The line of the user's code that raised, when it is in the file (a <code> block's code
+    keeps the file's line numbers); else the block or expression itself."""
+    lineno, tb = None, e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == label:
+            lineno = tb.tb_lineno
+        tb = tb.tb_next
+    text = (source_lines or {}).get(lineno)
+    if text is None:
+        return loc
+    return Loc(label, lineno, len(text) - len(text.lstrip()) + 1, text, loc.origin)
+
+
+def _code_block(ctx: _Context, body, open_loc: Loc, filename: str, namespace: dict, origin, depth: int):
+    _refuse_exec(ctx, open_loc, "this <code> block")
+    if depth >= MAX_GENERATION_DEPTH:
+        raise SassError("<code> blocks nested too deeply", open_loc)
+    code = textwrap.dedent("\n".join(text for _, text in body))
+    # Blank lines keep the Python's line numbers equal to the file's in tracebacks we report.
+    code = "\n" * (body[0][0] - 1) + code if body else code
+    namespace.pop("out_", None)
+    _run(code, filename, namespace, open_loc, "exec", dict(body))
+    out = namespace.pop("out_", "")
+    if isinstance(out, str):
+        generated = out.split("\n")
+    else:
+        try:
+            generated = [str(x) for x in out]
+        except TypeError:
+            raise SassError(f"<code> block: out_ must be a string or a list of lines, "
+                            f"not {type(out).__name__}", open_loc) from None
+    # Generated lines stand on the <code> line; their origin note points at it too.
+    lineno = open_loc.line
+    src = [(lineno, g) for g in generated]
+    _expand(ctx, src, filename, namespace, Loc(filename, lineno, open_loc.col, open_loc.text, origin),
+            depth + 1)
+
+
+def _substitute(ctx: _Context, line: str, loc: Loc, namespace: dict) -> str:
+    """Replace each `{expr}` before the line's comment with the value of expr."""
+    if "{" not in line and "}" not in line:
+        return line
+    out, i, n = [], 0, len(line)
+    while i < n:
+        ch = line[i]
+        if ch == "#" or line.startswith("//", i):
+            out.append(line[i:])
+            break
+        if ch == "}":
+            raise SassError("'}' without '{'", Loc(loc.file, loc.line, i + 1, line, loc.origin))
+        if ch != "{":
+            out.append(ch)
+            i += 1
+            continue
+        depth, j = 0, i
+        while j < n:
+            if line[j] == "{":
+                depth += 1
+            elif line[j] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        at = Loc(loc.file, loc.line, i + 1, line, loc.origin)
+        if j >= n:
+            raise SassError("'{' without '}': inline expressions are written {expr}", at)
+        _refuse_exec(ctx, at, f"the inline expression {line[i:j + 1]}")
+        expr = line[i + 1:j].strip()
+        if not expr:
+            raise SassError("empty inline expression '{}'", at)
+        out.append(str(_run(expr, loc.file, namespace, at, "eval")))
+        i = j + 1
+    return "".join(out)
+
+
+# ---- declaration blocks -----------------------------------------------------------------
+
+def _strip_comment(line: str) -> str:
+    return re.split(r"#|//", line, maxsplit=1)[0].strip()
+
+
+def _name_size_line(directive: str, block: str, allow_align: bool):
+    def convert(line: str, loc: Loc) -> str:
+        body = _strip_comment(line)
+        if not body:
+            return ""
+        parts = [p.strip() for p in body.split(",")]
+        shapes = "'name, size'" + (" or 'name, size, align'" if allow_align else "")
+        if len(parts) not in ((2, 3) if allow_align else (2,)) or not _NAME.fullmatch(parts[0]):
+            raise SassError(f"expected {shapes} in <{block}>", loc)
+        for p in parts[1:]:
+            if not _COUNT.fullmatch(p):
+                raise SassError(f"expected a byte count, found '{p}'",
+                                Loc(loc.file, loc.line, line.find(p) + 1 if p else 1, line, loc.origin))
+        return f"{directive} " + " ".join(parts)
+    return convert
+
+
+_REG_INDEX = re.compile(r"R?(\d+)(?:\s*-\s*R?(\d+))?$")
+_VECTOR_NAME = re.compile(r"([A-Za-z_]\w*)<(\d+)-(\d+)>(\w*)$")
+
+
+def _regs_line(line: str, loc: Loc) -> str:
+    """One <regs> line -> `.reg` / `.regs` directives (see the module docstring)."""
+    body = _strip_comment(line)
+    if not body:
+        return ""
+    m = re.match(r"^(.*?)([:~])(.*)$", body)
+    numbers_text, sep, names_text = (m.group(1), m.group(2), m.group(3)) if m else ("", "", body)
+    names = []   # (name, vector range or None, suffix)
+    for item in (p.strip() for p in names_text.split(",")):
+        v = _VECTOR_NAME.fullmatch(item)
+        if v:
+            first, last = int(v.group(2)), int(v.group(3))
+            if last < first:
+                raise SassError(f"vector name '{item}': the range runs backwards", loc)
+            names.append((v.group(1), (first, last), v.group(4)))
+        elif _NAME.fullmatch(item):
+            names.append((item, None, ""))
+        else:
+            raise SassError(f"expected a register name, found '{item}' in <regs>", loc)
+    if not sep:
+        # Names alone: the allocator picks the registers.
+        out = []
+        for name, rng, suffix in names:
+            if rng is None:
+                out.append(f".reg {name}")
+            elif suffix:
+                raise SassError(f"'{name}<{rng[0]}-{rng[1]}>{suffix}': an automatically allocated "
+                                "vector name cannot have a suffix", loc)
+            else:
+                out.append(f".regs {name} {rng[0]} {rng[1]}")
+        return "\n".join(out)
+    registers = []
+    for item in (p.strip() for p in numbers_text.split(",")):
+        r = _REG_INDEX.match(item)
+        if not r:
+            raise SassError(f"expected a register number or range like 0-15, found '{item}'", loc)
+        lo = int(r.group(1))
+        hi = int(r.group(2)) if r.group(2) else lo
+        if hi < lo:
+            raise SassError(f"register range '{item}' runs backwards", loc)
+        registers.extend(range(lo, hi + 1))
+    flat = [n + str(k) + s for n, rng, s in names for k in (range(rng[0], rng[1] + 1) if rng else [""])]
+    if sep == ":" and len(flat) != len(registers):
+        raise SassError(f"{len(registers)} register(s) for {len(flat)} name(s): with ':' they must "
+                        "pair up one to one (use '~' to leave registers spare)", loc)
+    if len(flat) > len(registers):
+        raise SassError(f"{len(registers)} register(s) for {len(flat)} name(s)", loc)
+    # TuringAs reads both ':' and '~' lines in order: the i-th name takes the i-th register.
+    return "\n".join(f".reg {name} R{reg}" for name, reg in zip(flat, registers))
+
+
+_BLOCK_LINE = {
+    "params": _name_size_line(".param", "params", allow_align=True),
+    "consts": _name_size_line(".const", "consts", allow_align=False),
+    "smem": _name_size_line(".smem", "smem", allow_align=True),
+    "regs": _regs_line,
+}

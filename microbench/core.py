@@ -1,0 +1,201 @@
+"""What a benchmark is: cases (one kernel, one launch configuration, one input) and the
+metrics computed from the records each launch writes.
+
+A benchmark lists its cases deterministically (the runner may resume a benchmark at case
+i in a fresh process after a GPU fault), and may derive further results from its cases'
+results (`summarize`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from .results import Limit, Result
+
+SASS = "sass"
+CUDA = "cuda"
+IMPLS = (SASS, CUDA)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A kernel's source: SASS text for sassas, or CUDA-C for NVRTC."""
+    lang: str                    # 'sass' | 'cuda'
+    text: str
+    filename: str                # for diagnostics, and the dump command
+    options: tuple[str, ...] = ()  # NVRTC options (-D...)
+
+    @property
+    def key(self) -> tuple:
+        return (self.lang, self.text, self.options)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One figure computed from a launch's records."""
+    name: str
+    unit: str
+    compute: Callable[["Records", "Case"], float]
+    limit: Limit = Limit()
+    headline: bool = True        # shown in the summary table
+
+
+@dataclass
+class Case:
+    bench: str
+    variant: str
+    impl: str                    # 'sass' | 'cuda'
+    source: Source
+    kernel: str                  # kernel name inside the module
+    grid: object                 # int, or 'sms' for one block per SM
+    block: int
+    iters: int
+    metrics: Sequence[Metric]
+    inp: Optional[np.ndarray] = None   # uint32 words for `inp` (None: one zero word)
+    p0: int = 0
+    p1: int = 0
+    flag: int = 0
+    # Expected instruction counts in the kernel's disassembly, e.g. {'LDS.128': 128}, for
+    # the CPU tests: exact for SASS, at least for CUDA references.
+    expect: dict = field(default_factory=dict)
+    model: Optional[float] = None   # a prediction for the first metric (bank model...)
+    extra: dict = field(default_factory=dict)
+    # Check the records (e.g. a chain's result); returns an error text or None.
+    check: Optional[Callable[["Records", "Case"], Optional[str]]] = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.bench} {self.variant} [{self.impl}]"
+
+    def grid_size(self, sm_count: int) -> int:
+        return sm_count if self.grid == "sms" else int(self.grid)
+
+
+class Records:
+    """The words a launch wrote: one record of 4 uint32 per thread (see sassgen)."""
+
+    def __init__(self, words: np.ndarray, block: int):
+        self.raw = np.asarray(words, dtype=np.uint32).reshape(-1, 4)
+        self.block = block
+
+    @property
+    def threads(self) -> int:
+        return self.raw.shape[0]
+
+    @property
+    def start(self) -> np.ndarray:
+        return self.raw[:, 0]
+
+    @property
+    def end(self) -> np.ndarray:
+        return self.raw[:, 1]
+
+    @property
+    def smid(self) -> np.ndarray:
+        return self.raw[:, 2]
+
+    @property
+    def sink(self) -> np.ndarray:
+        return self.raw[:, 3]
+
+    def warp_leaders(self) -> np.ndarray:
+        """Row index of lane 0 of every warp."""
+        return np.arange(0, self.threads, 32)
+
+    def cycles(self) -> np.ndarray:
+        """end - start per thread, as unsigned 32-bit differences (int64)."""
+        return ((self.end.astype(np.int64) - self.start.astype(np.int64)) & 0xFFFFFFFF)
+
+    def sm_spans(self) -> dict[int, tuple[int, np.ndarray]]:
+        """Per SM: (cycles from the earliest start to the latest end, thread indices).
+
+        Clocks of one SM are one counter; differences are taken modulo 2^32 relative to the
+        SM's first start, so a counter wrap inside the run does no harm.
+        """
+        out = {}
+        smid = self.smid
+        for sm in np.unique(smid):
+            idx = np.nonzero(smid == sm)[0]
+            ref = np.int64(self.start[idx[0]])
+            rel_start = _signed32(self.start[idx].astype(np.int64) - ref)
+            rel_end = _signed32(self.end[idx].astype(np.int64) - ref)
+            out[int(sm)] = (int(rel_end.max() - rel_start.min()), idx)
+        return out
+
+
+def _signed32(x: np.ndarray) -> np.ndarray:
+    x = x & 0xFFFFFFFF
+    return np.where(x >= 2 ** 31, x - 2 ** 32, x)
+
+
+# --------------------------------------------------------------------------------------------
+# Metric helpers
+# --------------------------------------------------------------------------------------------
+
+def per_sm_rate(work_per_thread: Callable[[Records, "Case"], np.ndarray]):
+    """A metric: median over SMs of (work done by the SM's threads) / (the SM's cycle span)."""
+    def compute(rec: Records, case: "Case") -> float:
+        work = work_per_thread(rec, case)
+        rates = []
+        for span, idx in rec.sm_spans().values():
+            if span > 0:
+                rates.append(float(work[idx].sum()) / span)
+        if not rates:
+            raise ValueError("no SM recorded a positive cycle span")
+        return float(np.median(rates))
+    return compute
+
+
+def warp0_cycles_per(count: Callable[["Case"], float]):
+    """A metric: cycles of the first warp (lane 0) divided by count(case)."""
+    def compute(rec: Records, case: "Case") -> float:
+        return float(rec.cycles()[0]) / count(case)
+    return compute
+
+
+class Benchmark:
+    """Base class: name, title, cases(quick), summarize(results)."""
+    name: str = ""
+    title: str = ""
+    about: str = ""
+
+    def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
+        raise NotImplementedError
+
+    def summarize(self, results: list[Result]) -> list[Result]:
+        """Results derived from the cases' results (default: none)."""
+        return []
+
+
+REGISTRY: dict[str, Benchmark] = {}
+
+
+def register(cls):
+    inst = cls()
+    if inst.name in REGISTRY:
+        raise ValueError(f"benchmark {inst.name} registered twice")
+    REGISTRY[inst.name] = inst
+    return cls
+
+
+def all_benchmarks() -> dict[str, Benchmark]:
+    from . import bench_inst, bench_smem  # noqa: F401  (registers)
+    return REGISTRY
+
+
+def select(names: Sequence[str]) -> list[Benchmark]:
+    """Benchmarks by name; 'all' or nothing = every one; a prefix ('smem') selects a group."""
+    reg = all_benchmarks()
+    if not names or "all" in names:
+        return list(reg.values())
+    out = []
+    for n in names:
+        hits = [b for k, b in reg.items() if k == n or k.startswith(n + ".")]
+        if not hits:
+            raise KeyError(f"unknown benchmark {n!r}; known: {', '.join(reg)}")
+        for b in hits:
+            if b not in out:
+                out.append(b)
+    return out

@@ -1,0 +1,186 @@
+"""The GPU side: device facts, building modules (sassas for SASS, NVRTC for CUDA-C, both
+loaded with sassas.load), launching a case and timing it with CUDA events."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from .core import CUDA, SASS, Case, Records, Source
+from .sassgen import RECORD_WORDS
+
+POISON = 0xFFFFFFFF
+
+
+def gpu_available() -> tuple[bool, str]:
+    """(True, device name) or (False, why not): from sassas.load when it exists."""
+    try:
+        from sassas import load as sl
+    except Exception as e:  # the loader is missing or broken
+        return False, f"sassas.load cannot be imported: {e}"
+    fn = getattr(sl, "gpu_available", None)
+    if fn is None:
+        return False, "sassas.load has no gpu_available()"
+    try:
+        return fn()
+    except Exception as e:
+        return False, f"gpu_available() failed: {e}"
+
+
+def build(source: Source, arch: str) -> bytes:
+    """A Source -> cubin bytes (no GPU needed)."""
+    if source.lang == SASS:
+        import sassas
+        cubin = sassas.assemble(source.text, arch=arch, filename=source.filename)
+        return bytes(cubin.data)
+    if source.lang == CUDA:
+        from .nvrtc import compile_cuda
+        return compile_cuda(source.text, arch, source.options, source.filename)
+    raise ValueError(f"unknown source language {source.lang!r}")
+
+
+@dataclass
+class DeviceInfo:
+    name: str
+    arch: str
+    sm_count: int
+    clock_khz: int
+    driver: int
+
+    def as_dict(self) -> dict:
+        return {"device": self.name, "arch": self.arch, "sm_count": self.sm_count,
+                "clock_khz": self.clock_khz, "driver_version": self.driver}
+
+
+def _drv():
+    from cuda.bindings import driver
+    return driver
+
+
+def _call(fn: str, *args):
+    driver = _drv()
+    res = getattr(driver, fn)(*args)
+    err = res[0]
+    if int(err) != 0:
+        try:
+            name = driver.cuGetErrorName(err)[1].decode()
+        except Exception:
+            name = str(err)
+        raise GpuError(f"{fn} failed: {name}", name)
+    if len(res) == 1:
+        return None
+    return res[1] if len(res) == 2 else res[1:]
+
+
+class GpuError(RuntimeError):
+    """A CUDA call failed. `sticky` errors (illegal address/instruction, launch failure...)
+    leave the context unusable: the runner starts a fresh process."""
+    STICKY = ("CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+              "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_MISALIGNED_ADDRESS",
+              "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_HARDWARE_STACK_ERROR",
+              "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_LAUNCH_TIMEOUT",
+              "CUDA_ERROR_ASSERT", "CUDA_ERROR_CONTEXT_IS_DESTROYED", "CUDA_ERROR_UNKNOWN")
+
+    def __init__(self, message: str, name: str = ""):
+        super().__init__(message)
+        self.name = name
+
+    @property
+    def sticky(self) -> bool:
+        return self.name in self.STICKY
+
+
+class Gpu:
+    """One device (ordinal 0), its modules (cached by source) and buffers."""
+
+    def __init__(self):
+        ok, why = gpu_available()
+        if not ok:
+            raise GpuError(f"no GPU: {why}")
+        from sassas import load as sl
+        self.sl = sl
+        major, minor = sl.compute_capability()
+        dev = _call("cuDeviceGet", 0)
+        attr = _drv().CUdevice_attribute
+        name = why
+        self.info = DeviceInfo(
+            name=name, arch=f"sm_{major}{minor}",
+            sm_count=int(_call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)),
+            clock_khz=int(_call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_CLOCK_RATE, dev)),
+            driver=int(_call("cuDriverGetVersion")))
+        self._modules: dict[tuple, Any] = {}
+        self._inputs: dict[int, Any] = {}
+        self.build_seconds = 0.0
+
+    def module(self, source: Source):
+        mod = self._modules.get(source.key)
+        if mod is None:
+            t = time.perf_counter()
+            cubin = build(source, self.info.arch)
+            mod = self.sl.load(cubin)
+            self.build_seconds += time.perf_counter() - t
+            self._modules[source.key] = mod
+        return mod
+
+    def run_case(self, case: Case, repeat: int, warmup: int):
+        """Launch the case warmup + repeat times. Returns (samples per metric, event times in
+        ms, the last launch's Records)."""
+        kern = self.module(case.source)[case.kernel]
+        grid = case.grid_size(self.info.sm_count)
+        threads = grid * case.block
+        inp_words = case.inp if case.inp is not None else np.zeros(1, np.uint32)
+        inp = self.sl.DeviceBuffer.from_numpy(np.ascontiguousarray(inp_words, dtype=np.uint32))
+        poison = np.full(threads * RECORD_WORDS, POISON, dtype=np.uint32)
+        out = self.sl.DeviceBuffer.from_numpy(poison)
+        args = (out, inp, np.int32(case.iters), np.int32(case.flag),
+                np.uint32(case.p0 & 0xFFFFFFFF), np.uint32(case.p1 & 0xFFFFFFFF))
+        ev0 = _call("cuEventCreate", 0)
+        ev1 = _call("cuEventCreate", 0)
+        samples: dict[str, list[float]] = {m.name: [] for m in case.metrics}
+        times: list[float] = []
+        rec = None
+        try:
+            for i in range(warmup + repeat):
+                out.copy_from(poison)
+                _call("cuEventRecord", ev0, _drv().CUstream(0))
+                kern(grid, case.block, *args)
+                _call("cuEventRecord", ev1, _drv().CUstream(0))
+                _call("cuEventSynchronize", ev1)
+                _call("cuCtxSynchronize")
+                ms = float(_call("cuEventElapsedTime", ev0, ev1))
+                rec = Records(out.to_numpy(), case.block)
+                problem = check_written(rec)
+                if problem is None and case.check is not None:
+                    problem = case.check(rec, case)
+                if problem:
+                    raise CaseFailed(problem)
+                if i < warmup:
+                    continue
+                times.append(ms)
+                for m in case.metrics:
+                    samples[m.name].append(float(m.compute(rec, case)))
+        finally:
+            for ev in (ev0, ev1):
+                try:
+                    _call("cuEventDestroy", ev)
+                except Exception:
+                    pass
+            inp.close()
+            out.close()
+        return samples, times, rec
+
+
+class CaseFailed(RuntimeError):
+    """The kernel ran but its records are wrong (unwritten, or a failed result check)."""
+
+
+def check_written(rec: Records) -> Optional[str]:
+    """Every thread must have written its SM id (poisoned to 0xFFFFFFFF before the launch)."""
+    bad = int((rec.smid == POISON).sum())
+    if bad:
+        return f"{bad} of {rec.threads} threads wrote no record (the kernel did not run to its end)"
+    if int(rec.smid.max()) > 4096:
+        return f"implausible SM id {int(rec.smid.max())} in the records"
+    return None

@@ -1,0 +1,245 @@
+"""Writing benchmark kernels as SASS text (the sassas/TuringAs dialect), from Python.
+
+Every microbenchmark kernel shares one parameter block and one record layout, so that one
+host-side runner can launch and read all of them, the SASS kernels and their CUDA-C
+references alike:
+
+    kernel(unsigned *out, const unsigned *inp, int iters, int flag, unsigned p0, unsigned p1)
+
+    out[4*gid + 0]  start clock (low 32 bits of SR_CLOCKLO), read after a block barrier
+    out[4*gid + 1]  end clock
+    out[4*gid + 2]  SM the thread ran on (SR_VIRTUALSMID)
+    out[4*gid + 3]  the kernel's result ("sink"): always written by latency chains (the host
+                    checks it), written only when `flag` != 0 by throughput kernels (the
+                    host passes 0; the store keeps the loaded values live in CUDA-C)
+
+with gid = blockIdx.x * blockDim.x + threadIdx.x. `inp` is benchmark-specific input (shared
+memory addresses, pointer-chase images), `iters` the loop count, `p0`/`p1` two raw 32-bit
+words (a float's bits or an int).
+
+Control codes are written out by the generators: the assembler checks their syntax, we are
+responsible for hazards. The conventions used here (see also DESIGN.md):
+
+- fixed-latency results (IADD3, IMAD, LOP3, MOV, ISETP...) are consumed at least 6 cycles
+  later (stall counts, or enough instructions in between); predicates from ISETP at least
+  13 cycles before a branch or a predicated store;
+- variable-latency instructions (S2R, LDG, LDS, MUFU) set a write barrier that the consumer
+  waits on; no benchmark overwrites the source registers of a pending store, so stores set
+  no read barriers, except the copy loop of the pointer chase;
+- CS2R reads of SR_CLOCKLO are fixed latency in ptxas's own code (no barrier); their results
+  are read only dozens of cycles later.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Optional, Sequence
+
+# The parameter block every kernel declares (name, bytes), in this order.
+PARAMS: tuple[tuple[str, int], ...] = (
+    ("out", 8), ("inp", 8), ("iters", 4), ("flag", 4), ("p0", 4), ("p1", 4))
+
+# The constant-bank slots the generated code reads directly (sm_90).
+GLOBAL_DESCRIPTOR = "c[0x0][0x208]"     # 64-bit memory descriptor for LDG/STG
+NTID_X = "c[0x0][0x0]"                  # blockDim.x
+
+# On sm_90 the user's shared memory starts 1 KiB into the CTA's shared window: ptxas
+# addresses it as 0x400 + (CgaCtaId << 24) (CgaCtaId is 0 without clusters); the first
+# 1 KiB is reserved for the system. Earlier archs start at 0.
+SHARED_BASE = {"sm_90": 0x400}
+
+RECORD_WORDS = 4
+
+
+def shared_base(arch: str) -> int:
+    return SHARED_BASE.get(arch, 0)
+
+
+def control(wait: int = 0, read: Optional[int] = None, write: Optional[int] = None,
+            yield_: bool = False, stall: int = 1) -> str:
+    """The control prefix `wait:read:write:yield:stall`, checked the way sassas checks it."""
+    if not 0 <= wait < 64:
+        raise ValueError(f"wait mask {wait:#x} names a barrier above 5")
+    for b in (read, write):
+        if b is not None and not 0 <= b <= 5:
+            raise ValueError(f"scoreboard barrier {b} out of range 0..5")
+    if not 0 <= stall <= 15:
+        raise ValueError(f"stall {stall} out of range 0..15")
+    if not yield_ and (stall == 0 or stall >= 12):
+        raise ValueError(f"stall {stall} needs the yield flag")
+    return (f"{wait:02x}" if wait else "--") + ":" + ("-" if read is None else str(read)) + ":" \
+        + ("-" if write is None else str(write)) + ":" + ("Y" if yield_ else "-") + f":{stall:x}"
+
+
+@dataclass
+class Line:
+    text: str                 # the instruction without ';', or a label 'NAME:', or a comment
+    kind: str = "inst"        # 'inst' | 'label' | 'comment' | 'raw'
+    ctl: str = ""
+
+
+@dataclass
+class Sass:
+    """A growing SASS source: instructions with their control codes, labels and comments."""
+    name: str
+    shared: int = 0
+    registers: Optional[int] = None
+    comment: str = ""
+    lines: list[Line] = field(default_factory=list)
+
+    def op(self, text: str, *, wait: int = 0, read: Optional[int] = None,
+           write: Optional[int] = None, y: bool = False, stall: int = 1,
+           note: str = "") -> "Sass":
+        text = text.strip().rstrip(";")
+        ln = Line(text + ";" + (f"   # {note}" if note else ""), "inst",
+                  control(wait, read, write, y, stall))
+        self.lines.append(ln)
+        return self
+
+    def label(self, name: str) -> "Sass":
+        self.lines.append(Line(f"{name}:", "label"))
+        return self
+
+    def note(self, text: str) -> "Sass":
+        self.lines.append(Line(f"# {text}", "comment"))
+        return self
+
+    def instructions(self) -> list[str]:
+        """The instruction texts (no control, no ';'), in order: what nvdisasm should print."""
+        out = []
+        for ln in self.lines:
+            if ln.kind == "inst":
+                out.append(ln.text.split(";", 1)[0].strip())
+        return out
+
+    def text(self) -> str:
+        head = []
+        if self.comment:
+            head += [f"# {c}" if c else "#" for c in self.comment.splitlines()]
+        head.append(f".kernel {self.name}")
+        if self.shared:
+            head.append(f".shared {self.shared}")
+        if self.registers:
+            head.append(f".registers {self.registers}")
+        head.append("")
+        head.append("<params>")
+        head += [f"{n}, {s}" for n, s in PARAMS]
+        head.append("</params>")
+        head.append("")
+        head.append("# wait:read:write:yield:stall")
+        body = []
+        for ln in self.lines:
+            if ln.kind == "inst":
+                body.append(f"{ln.ctl:<16}{_indent(ln.text)}")
+            elif ln.kind == "label":
+                body.append(ln.text)
+            else:
+                body.append(ln.text)
+        return "\n".join(head + body) + "\n"
+
+
+def _indent(text: str) -> str:
+    # Predicated instructions line up with unpredicated ones: `@P0 ` sticks out to the left.
+    if text.startswith("@"):
+        pred, rest = text.split(" ", 1)
+        return f"{pred:>4} {rest}"
+    return "    " + " " + text
+
+
+def program(kernels: Iterable[Sass]) -> str:
+    """Several kernels in one source (one cubin)."""
+    return "\n".join(k.text() for k in kernels)
+
+
+# --------------------------------------------------------------------------------------------
+# Pieces every kernel uses
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Regs:
+    """Register plan of the common prologue/epilogue."""
+    tid: int = 0          # SR_TID.X
+    ctaid: int = 1        # SR_CTAID.X
+    smid: int = 3         # SR_VIRTUALSMID
+    inp: int = 4          # R4:R5 = inp pointer
+    counter: int = 6      # loop counter
+    start: int = 40       # CS2R pair
+    end: int = 42         # CS2R pair
+    gid: int = 44
+    sink: int = 45
+    addr: int = 46        # R46:R47 record address
+
+
+def prologue(k: Sass, r: Regs, *, flag_predicate: bool = True) -> None:
+    """Thread/block/SM ids, the memory descriptor, ntid, iters, the flag predicate P0.
+
+    Barriers 0..2 are set by the S2Rs; later code waits on them (`wait_prologue`).
+    UR4:UR5 = memory descriptor, UR6 = blockDim.x, UR7 = iters, UR8 = flag.
+    """
+    k.op(f"S2R R{r.tid}, SR_TID.X", write=0, stall=1)
+    k.op(f"S2R R{r.ctaid}, SR_CTAID.X", write=1, stall=1)
+    k.op(f"S2R R{r.smid}, SR_VIRTUALSMID", write=2, stall=1)
+    k.op(f"ULDC.64 UR4, {GLOBAL_DESCRIPTOR}", stall=1, note="global memory descriptor")
+    k.op(f"ULDC UR6, {NTID_X}", stall=1, note="blockDim.x")
+    k.op("ULDC UR7, iters[0]", stall=1)
+    k.op("ULDC UR8, flag[0]", stall=1)
+    k.op(f"MOV R{r.inp}, inp[0]", stall=2)
+    k.op(f"MOV R{r.inp + 1}, inp[1]", stall=2)
+    k.op(f"MOV R{r.counter}, RZ", y=True, stall=6)
+    if flag_predicate:
+        # P0 = (flag != 0): guards the sink store; written here, read > 13 cycles later.
+        k.op("ISETP.NE.AND P0, PT, RZ, UR8, PT", y=True, stall=6, note="P0 = flag != 0")
+
+
+def block_start(k: Sass, r: Regs, wait: int = 0x3F) -> None:
+    """Wait for every pending barrier, synchronize the block, read the start clock."""
+    k.op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=wait, y=True, stall=6)
+    k.op(f"CS2R R{r.start}, SR_CLOCKLO", y=True, stall=6, note="start clock")
+
+
+def loop_control(r: Regs, label: str, pred: str = "P2") -> tuple[str, str, str]:
+    """The three loop-control instructions (counter += 1, compare with UR7, branch back)."""
+    return (f"IADD3 R{r.counter}, R{r.counter}, 0x1, RZ",
+            f"ISETP.LT.AND {pred}, PT, R{r.counter}, UR7, PT",
+            f"@{pred} BRA {label}")
+
+
+def epilogue(k: Sass, r: Regs, *, end_wait: int = 0, sink: Optional[int] = None,
+             sink_always: bool = False, before_store=None) -> None:
+    """Read the end clock (after waiting `end_wait`), store the thread's record, exit.
+
+    `sink`: register stored as word 3, under P0 (flag != 0) unless `sink_always`;
+    `before_store(k)` emits code between the end clock and the stores (computing the sink).
+    """
+    k.op(f"CS2R R{r.end}, SR_CLOCKLO", wait=end_wait, y=True, stall=6, note="end clock")
+    if before_store is not None:
+        before_store(k)
+    k.op(f"IMAD R{r.gid}, R{r.ctaid}, UR6, R{r.tid}", wait=0x07, y=True, stall=6,
+         note="gid = ctaid * ntid + tid")
+    k.op(f"MOV R{r.addr}, out[0]", stall=2)
+    k.op(f"MOV R{r.addr + 1}, out[1]", y=True, stall=6)
+    k.op(f"IMAD.WIDE R{r.addr}, R{r.gid}, 0x10, R{r.addr}", y=True, stall=6, note="&out[4 * gid]")
+    k.op(f"STG.E desc[UR4][R{r.addr}.64], R{r.start}", stall=1)
+    k.op(f"STG.E desc[UR4][R{r.addr}.64+0x4], R{r.end}", stall=1)
+    k.op(f"STG.E desc[UR4][R{r.addr}.64+0x8], R{r.smid}", stall=1)
+    if sink is not None:
+        pred = "" if sink_always else "@P0 "
+        k.op(f"{pred}STG.E desc[UR4][R{r.addr}.64+0xc], R{sink}", stall=1)
+    k.op("EXIT", y=True, stall=5)
+    k.label("END")
+    k.op("BRA END", y=True, stall=0)
+
+
+def xor_fold(k: Sass, dest: int, regs: Sequence[int], wait: int = 0) -> None:
+    """dest = XOR of `regs` (LOP3 0x96 = a ^ b ^ c), a dependent chain with safe stalls."""
+    regs = list(regs)
+    if not regs:
+        k.op(f"MOV R{dest}, RZ", y=True, stall=6)
+        return
+    first = regs[:3] + ["RZ"] * (3 - len(regs[:3]))
+    ops = [f"R{x}" if isinstance(x, int) else x for x in first]
+    k.op(f"LOP3.LUT R{dest}, {ops[0]}, {ops[1]}, {ops[2]}, 0x96, !PT", wait=wait, y=True, stall=6)
+    rest = regs[3:]
+    while rest:
+        pair, rest = rest[:2], rest[2:]
+        ops = [f"R{x}" for x in pair] + ["RZ"] * (2 - len(pair))
+        k.op(f"LOP3.LUT R{dest}, R{dest}, {ops[0]}, {ops[1]}, 0x96, !PT", y=True, stall=6)

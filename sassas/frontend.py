@@ -1,0 +1,412 @@
+"""The front end's last pass over each parsed kernel, before resolve: names to numbers, and the
+checks that need the whole instruction.
+
+- register names (``.reg``/``.regs``, from ``<regs>``) become registers, allocating those declared
+  without numbers (:mod:`sassas.regalloc`); ``<consts>`` names become ``c[0x3][offset]``;
+  ``<smem>`` names become byte offsets (immediates, or folded into ``[R+offset]``);
+  parameters and labels are left to :mod:`sassas.resolve`; anything else is an error;
+- checks: vector registers aligned as their width needs (a data table, :data:`ALIGNMENT`),
+  immediates that fit 32 bits, write barriers on instructions without a result, a kernel
+  without EXIT (warning);
+- ``auto_reuse``: set ``.reuse`` where the next instruction reads the same register in the
+  same operand slot and nothing in between can change it.
+
+Errors are collected and reported together where one does not hide the others.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field, replace
+from typing import Optional
+
+from .ast import NO_BARRIER, Instruction, Kernel, Label, Loc, Operand
+from .errors import Diagnostics, SassError
+from .regalloc import AutoName, ThreeSource, allocate
+
+# ---- opcode classes (data, not code) ----------------------------------------------------
+
+LOAD_OPCODES = frozenset({"LD", "LDG", "LDS", "LDL", "LDC", "ULDC"})
+STORE_OPCODES = frozenset({"ST", "STG", "STS", "STL", "RED"})
+BRANCH_OPCODES = frozenset({"BRA", "BRX", "JMP", "JMX", "EXIT", "RET", "CALL", "BREAK", "BSYNC", "KILL"})
+# Instructions that write no register: a write barrier on them would never be released.
+NO_RESULT_OPCODES = STORE_OPCODES | BRANCH_OPCODES
+EXIT_OPCODES = frozenset({"EXIT"})
+
+# Which operand of which instructions must sit on an aligned register (R or UR), and how
+# aligned: (opcodes, modifier that makes the operand wide (None: always), operand, alignment).
+# operand: an index into the operands, "last" (a store's data) or "all" (every register).
+ALIGNMENT = (
+    (LOAD_OPCODES, "64", 0, 2),
+    (LOAD_OPCODES, "128", 0, 4),
+    (STORE_OPCODES, "64", "last", 2),
+    (STORE_OPCODES, "128", "last", 4),
+    (frozenset({"LDSM"}), "2", 0, 2),
+    (frozenset({"LDSM"}), "4", 0, 4),
+    (frozenset({"IMAD"}), "WIDE", 0, 2),       # the 64-bit result
+    (frozenset({"IMAD"}), "WIDE", 3, 2),       # the 64-bit addend
+    (frozenset({"DADD", "DMUL", "DFMA"}), None, "all", 2),
+)
+# An address register marked `.64` ([R2.64], desc[UR4][R2.64]) is a register pair.
+WIDE_ADDRESS_FLAG = ".64"
+
+# Instructions whose register sources go through the operand reuse cache, with the index of
+# their first source operand (the ones before it are results).
+REUSE_SOURCES = {
+    "FFMA": 1, "FADD": 1, "FMUL": 1, "FMNMX": 1, "FSEL": 1, "FSETP": 2,
+    "IMAD": 1, "IADD3": 1, "IMNMX": 1, "ISETP": 2, "LOP3": 1, "LEA": 1, "SHF": 1, "PRMT": 1,
+    "SEL": 1, "HFMA2": 1, "HADD2": 1, "HMUL2": 1,
+}
+# Modifiers that make an instruction read register pairs: no automatic reuse there.
+WIDE_MODIFIERS = frozenset({"64", "128", "WIDE", "U64", "S64", "F64"})
+# Instructions that read three registers in one issue: what the bank-aware allocator looks at.
+THREE_SOURCE_OPCODES = frozenset({"FFMA", "IMAD", "IADD3", "LOP3", "HFMA2", "PRMT", "SHF", "LEA"})
+
+INT_MIN, UINT_MAX = -(1 << 31), (1 << 32) - 1
+MAX_CONSTANT_BANK, MAX_CONSTANT_OFFSET = 17, 0xFFFF
+CONST_BANK = 3                 # TuringAs's <consts>: constant bank 3, from offset 0
+DEFAULT_SMEM_ALIGN = 16        # enough for LDS.128/STS.128
+
+
+@dataclass
+class Declarations:
+    """What a kernel declared about names, in source order."""
+    registers: dict[str, tuple[str, int, Optional[Loc]]] = field(default_factory=dict)  # name -> (cls, n, loc)
+    autos: list[AutoName] = field(default_factory=list)
+    consts: list[tuple[str, int, Optional[Loc]]] = field(default_factory=list)
+    smem: list[tuple[str, int, int, Optional[Loc]]] = field(default_factory=list)
+    locs: dict[str, Optional[Loc]] = field(default_factory=dict)  # every declared name
+
+    def declare(self, name: str, loc: Optional[Loc]):
+        if name in self.locs:
+            first = self.locs[name]
+            raise SassError(f"'{name}' declared twice" + (f" (first at {first})" if first else ""), loc)
+        self.locs[name] = loc
+
+
+# ---- kind pieces ------------------------------------------------------------------------
+
+_PIECE = re.compile(r"\+I|UR|UP|SB|SR|PR|gdesc|desc|tmem|\.[A-Za-z0-9_]+|[RPBILN]|.", re.S)
+_VALUE_PIECES = frozenset({"R", "UR", "P", "UP", "B", "SB", "SR", "I", "+I", "L", "N"})
+_REGISTER_PIECES = frozenset({"R", "UR", "P", "UP", "B", "SB"})
+
+
+def pieces(kind: str) -> list[str]:
+    return _PIECE.findall(kind)
+
+
+def _first_register(op: Operand) -> Optional[tuple[str, object]]:
+    """(class, value) of the operand's first register or name piece, if any."""
+    vi = 0
+    for p in pieces(op.kind):
+        if p in _VALUE_PIECES:
+            if p in _REGISTER_PIECES or p == "N":
+                return p, op.values[vi]
+            vi += 1
+    return None
+
+
+def _aligned_registers(inst: Instruction):
+    """(operand, alignment, (piece, value)) for every register (or register name) that must
+    sit on an aligned register."""
+    mods = set(inst.modifiers)
+    ops = inst.operands
+    for opcodes, modifier, which, align in ALIGNMENT:
+        if inst.opcode not in opcodes or (modifier is not None and modifier not in mods):
+            continue
+        if which == "all":
+            chosen = ops
+        elif which == "last":
+            chosen = ops[-1:]
+        else:
+            chosen = ops[which:which + 1]
+        for op in chosen:
+            first = _first_register(op)
+            if first is not None:
+                yield op, align, first
+    for op in ops:
+        if "[" not in op.kind:
+            continue
+        if WIDE_ADDRESS_FLAG in op.flags:       # [R2.64+0x10]: the flag is the operand's
+            first = _first_register(op)
+            if first is not None:
+                yield op, 2, first
+        vi, prev = 0, None
+        for p in pieces(op.kind):                 # desc[UR4][R2.64]: the suffix is in the kind
+            if p == WIDE_ADDRESS_FLAG and prev is not None:
+                yield op, 2, prev
+            if p in _VALUE_PIECES:
+                prev = (p, op.values[vi]) if p in _REGISTER_PIECES or p == "N" else None
+                vi += 1
+
+
+# ---- the pass ---------------------------------------------------------------------------
+
+def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_reuse: bool = False) -> None:
+    """Bind names, check, and (optionally) set reuse flags, in place."""
+    labels = {item.name for item in kernel.body if isinstance(item, Label)}
+    params = {p.name for p in kernel.params}
+    for name in sorted(set(decls.locs) & (labels | params)):
+        what = "a label" if name in labels else "a parameter"
+        diags.error(SassError(f"'{name}' is declared as a register/constant/shared name and is also {what}",
+                              decls.locs[name]))
+
+    registers = {name: (cls, n) for name, (cls, n, _) in decls.registers.items()}
+    registers.update(_allocate(kernel, decls, registers, diags))
+    consts = _layout_consts(kernel, decls)
+    smem = _layout_smem(kernel, decls)
+    known = sorted(labels | params | set(registers) | set(consts) | set(smem))
+
+    for inst in kernel.instructions:
+        if any(op.symbol is not None for op in inst.operands):
+            new_ops = []
+            for op in inst.operands:
+                try:
+                    new_ops.append(_bind(op, registers, consts, smem, labels, params, known))
+                except SassError as e:
+                    diags.error(e.with_loc(op.loc or inst.loc))
+                    new_ops.append(op)
+            inst.operands = tuple(new_ops)
+        _check(inst, diags)
+
+    if not kernel.instructions:
+        diags.error(SassError(f"kernel '{kernel.name}' has no instructions", kernel.loc))
+    elif not any(i.opcode in EXIT_OPCODES for i in kernel.instructions):
+        diags.warn(f"kernel '{kernel.name}' has no EXIT: its threads run past the end of the code", kernel.loc)
+    if auto_reuse:
+        set_reuse_flags(kernel)
+
+
+def _allocate(kernel: Kernel, decls: Declarations, fixed: dict, diags: Diagnostics) -> dict:
+    if not decls.autos:
+        return {}
+    by_name = {name: auto for auto in decls.autos for name in auto.names}
+    reserved: set[int] = {n for cls, n in fixed.values() if cls == "R"}
+    three_source: list[ThreeSource] = []
+    for inst in kernel.instructions:
+        for op, align, (piece, value) in _aligned_registers(inst):
+            if piece == "N" and value in by_name:
+                auto = by_name[value]
+                if len(auto.names) == 1:
+                    auto.align = max(auto.align, align)
+                    auto.width = max(auto.width, align)
+                else:
+                    k = auto.names.index(value)
+                    auto.member_align[k] = max(auto.member_align.get(k, 1), align)
+            elif piece == "R" and value != 255:
+                reserved.update(range(value, value + align))
+            elif piece == "N" and value in fixed and fixed[value][0] == "R":
+                reserved.update(range(fixed[value][1], fixed[value][1] + align))
+        for op in inst.operands:
+            vi = 0
+            for p in pieces(op.kind):
+                if p in _VALUE_PIECES:
+                    if p == "R" and op.values[vi] != 255:
+                        reserved.add(op.values[vi])
+                    vi += 1
+        if inst.opcode in THREE_SOURCE_OPCODES and len(inst.operands) >= 4:
+            srcs = []
+            for op in inst.operands[1:4]:
+                if op.kind == "N" and op.values[0] in by_name:
+                    srcs.append(op.values[0])
+                elif op.kind == "N" and op.values[0] in fixed:
+                    srcs.append(fixed[op.values[0]][1])
+                elif op.kind == "R" and "reuse" not in op.flags and op.values[0] != 255:
+                    srcs.append(op.values[0])
+            if len(srcs) == 3:
+                three_source.append(ThreeSource(tuple(srcs)))
+    for auto in decls.autos:
+        if len(auto.names) > 1 and auto.align == 1:
+            size = len(auto.names)
+            auto.align = 4 if size >= 4 else 2 if size >= 2 else 1
+    try:
+        placed = allocate(decls.autos, reserved, three_source)
+    except SassError as e:
+        diags.error(e)
+        return {}
+    return {name: ("R", r) for name, r in placed.items()}
+
+
+def _layout_consts(kernel: Kernel, decls: Declarations) -> dict[str, tuple[int, int]]:
+    """name -> (offset, size) in constant bank 3, in declaration order (TuringAs: no gaps)."""
+    out, offset = {}, 0
+    for name, size, _ in decls.consts:
+        out[name] = (offset, size)
+        offset += (size + 3) & ~3
+    if offset:
+        kernel.attributes["constant_bank3_bytes"] = offset
+    return out
+
+
+def _layout_smem(kernel: Kernel, decls: Declarations) -> dict[str, int]:
+    """name -> byte offset in the kernel's static shared memory."""
+    out, offset = {}, 0
+    for name, size, align, loc in decls.smem:
+        if align <= 0 or align & (align - 1):
+            raise SassError(f"shared-memory alignment {align} of '{name}' is not a power of two", loc)
+        offset = (offset + align - 1) & ~(align - 1)
+        out[name] = offset
+        offset += size
+    if offset > kernel.shared_bytes:
+        kernel.shared_bytes = offset
+    return out
+
+
+def _bind(op: Operand, registers, consts, smem, labels, params, known) -> Operand:
+    """Replace the names in one operand that the front end owns."""
+    ps = pieces(op.kind)
+    if op.kind == "N[I]" and op.values[0] in consts:
+        name, word = op.values
+        offset, size = consts[name]
+        if not 0 <= word * 4 < size:
+            raise SassError(f"'{name}[{word}]': constant '{name}' has {(size + 3) // 4} 32-bit word(s)", op.loc)
+        return replace(op, kind="C[I][I]", values=(CONST_BANK, offset + 4 * word), symbol=None)
+    new_pieces, values, vi, remaining = [], [], 0, None
+    for p in ps:
+        if p not in _VALUE_PIECES:
+            new_pieces.append(p)
+            continue
+        v = op.values[vi]
+        vi += 1
+        if p != "N":
+            new_pieces.append(p)
+            values.append(v)
+            continue
+        if v in registers:
+            cls, n = registers[v]
+            new_pieces.append(cls)
+            values.append(n)
+        elif v in smem:
+            new_pieces.append("I")
+            values.append(smem[v])
+        elif v in consts and op.kind == "N":
+            offset, _ = consts[v]
+            new_pieces.append("C[I][I]")
+            values.extend((CONST_BANK, offset))
+        elif v in labels or v in params:
+            new_pieces.append(p)
+            values.append(v)
+            remaining = v
+        else:
+            msg = f"undefined name '{v}'"
+            close = difflib.get_close_matches(v, known, n=1)
+            if close:
+                msg += f"; did you mean '{close[0]}'?"
+            raise SassError(msg, op.loc)
+    kind_pieces, values = _fold_offsets(new_pieces, values)
+    return replace(op, kind="".join(kind_pieces), values=tuple(values), symbol=remaining)
+
+
+def _fold_offsets(ps: list[str], values: list) -> tuple[list[str], list]:
+    """Inside brackets, add up the immediates a name turned into: `[R+I+I]` -> `[R+I]`,
+    `[I+I]` -> `[I]` (the canonical shapes of :mod:`sassas.operands`)."""
+    out_p, out_v = [], []
+    vi = 0
+    i = 0
+    while i < len(ps):
+        if ps[i] != "[":
+            if ps[i] in _VALUE_PIECES or ps[i] == "C[I][I]":
+                n = 2 if ps[i] == "C[I][I]" else 1
+                out_v.extend(values[vi:vi + n])
+                vi += n
+            out_p.append(ps[i])
+            i += 1
+            continue
+        j = ps.index("]", i)
+        group = ps[i + 1:j]
+        group_values = []
+        for p in group:
+            if p in _VALUE_PIECES:
+                group_values.append(values[vi])
+                vi += 1
+        regs = [(p, v) for p, v in zip([p for p in group if p in _VALUE_PIECES], group_values)
+                if p not in ("I", "+I")]
+        imms = [v for p, v in zip([p for p in group if p in _VALUE_PIECES], group_values) if p in ("I", "+I")]
+        if len(imms) <= 1:
+            out_p.extend(["["] + group + ["]"])
+            out_v.extend(group_values)
+        else:
+            # Rebuild: the registers as written (with their suffix pieces), then one offset.
+            rebuilt = []
+            for p in group:
+                if p in ("I", "+I"):
+                    continue
+                if p == "+" and rebuilt and rebuilt[-1] == "+":
+                    continue
+                rebuilt.append(p)
+            while rebuilt and rebuilt[-1] == "+":
+                rebuilt.pop()
+            while rebuilt and rebuilt[0] == "+":
+                rebuilt.pop(0)
+            total = sum(imms)
+            rebuilt.append("+I" if regs else "I")
+            out_p.extend(["["] + rebuilt + ["]"])
+            out_v.extend([v for _, v in regs] + [total])
+        i = j + 1
+    return out_p, out_v
+
+
+def _check(inst: Instruction, diags: Diagnostics) -> None:
+    for op, align, (piece, value) in _aligned_registers(inst):
+        if piece in ("R", "UR") and isinstance(value, int) and value not in (255, 63) and value % align:
+            width = {2: "64", 4: "128"}.get(align, str(32 * align))
+            diags.error(SassError(f"{inst.mnemonic}: {piece}{value} is used as a {width}-bit register "
+                                  f"group, so it must be a multiple of {align}", op.loc or inst.loc))
+    for op in inst.operands:
+        vi = 0
+        for p in pieces(op.kind):
+            if p not in _VALUE_PIECES:
+                continue
+            v = op.values[vi]
+            vi += 1
+            if p == "I" and op.kind == "I" and isinstance(v, int) and not INT_MIN <= v <= UINT_MAX:
+                diags.error(SassError(f"immediate {v:#x} does not fit in 32 bits", op.loc or inst.loc))
+        if op.kind.startswith("C[I][") and op.values:
+            bank_no = op.values[0]
+            if isinstance(bank_no, int) and not 0 <= bank_no <= MAX_CONSTANT_BANK:
+                diags.error(SassError(f"constant bank {bank_no:#x} out of range 0..{MAX_CONSTANT_BANK:#x}",
+                                      op.loc or inst.loc))
+            if op.kind == "C[I][I]" and isinstance(op.values[1], int) and not 0 <= op.values[1] <= MAX_CONSTANT_OFFSET:
+                diags.error(SassError(f"constant offset {op.values[1]:#x} out of range 0..{MAX_CONSTANT_OFFSET:#x}",
+                                      op.loc or inst.loc))
+    if inst.control is not None and inst.control.write_barrier != NO_BARRIER and inst.opcode in NO_RESULT_OPCODES:
+        diags.error(SassError(f"{inst.opcode} writes no register, so its write barrier "
+                              f"{inst.control.write_barrier} would never be released; use the read "
+                              "barrier (second field) to know when its operands were read", inst.loc))
+
+
+# ---- automatic reuse flags --------------------------------------------------------------
+
+def _signature(inst: Instruction):
+    return (inst.opcode, tuple(op.kind for op in inst.operands),
+            None if inst.predicate is None else (inst.predicate.kind, inst.predicate.values,
+                                                 inst.predicate.flags))
+
+
+def set_reuse_flags(kernel: Kernel) -> int:
+    """Mark `.reuse` on a register source that the next instruction reads again in the same
+    slot; return how many flags were set. Safe because: the two instructions are adjacent with
+    no label between (nothing branches in), have the same opcode, operand shapes and predicate
+    (same slots, same execution), the first does not write the register, and only plain 32-bit
+    register operands are marked."""
+    count = 0
+    body = kernel.body
+    for a, b in zip(body, body[1:]):
+        if not (isinstance(a, Instruction) and isinstance(b, Instruction)):
+            continue
+        first_source = REUSE_SOURCES.get(a.opcode)
+        if first_source is None or _signature(a) != _signature(b):
+            continue
+        if WIDE_MODIFIERS & set(a.modifiers) or WIDE_MODIFIERS & set(b.modifiers):
+            continue
+        written = {op.values[0] for op in a.operands[:first_source] if op.kind == "R"}
+        ops = list(a.operands)
+        for k in range(first_source, len(ops)):
+            mine, theirs = ops[k], b.operands[k]
+            if (mine.kind == "R" and theirs.kind == "R" and mine.values == theirs.values
+                    and mine.values[0] != 255 and mine.values[0] not in written
+                    and not any(f.startswith(".") for f in mine.flags) and "reuse" not in mine.flags):
+                ops[k] = replace(mine, flags=mine.flags | {"reuse"})
+                count += 1
+        a.operands = tuple(ops)
+    return count

@@ -1,0 +1,441 @@
+"""Hazard checker: does a kernel's control code keep every data dependency safe?
+
+On Volta and later the program, not the hardware, orders dependent instructions:
+- a fixed-latency result (FFMA, IADD3, ISETP...) may be read only once enough cycles have
+  passed: the stall counts of the instructions in between must add up to its latency;
+- a variable-latency result (LDG, LDS, S2R, MUFU...) may be read or overwritten only after a
+  wait on the write barrier its producer set (or on a barrier of a later instruction of the
+  same in-order queue);
+- a source of an instruction that reads its operands late (stores, loads) may be overwritten
+  only after a wait on the read barrier the instruction set;
+- a barrier waited on should have been set, and reuse flags should be able to hit.
+
+The analysis is a forward dataflow over the control-flow graph: per block, the set of
+in-flight barriers and pending register writes/reads, merged at joins (union, youngest age),
+iterated to a fixed point so loops are followed. Timing is the lower bound the control codes
+guarantee: an instruction issues at least max(stall, 1) cycles after the one before it.
+Opcode facts come from sassas.semantics (data/semantics.toml, data/latency.toml).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Iterable, Optional, Union
+
+from .ast import NO_BARRIER, ControlCode, Instruction, Kernel, Label, Loc, Program
+from .errors import Diagnostic
+from .semantics import ArchTiming, Effects, Reg, arch_timing, effects
+
+# Ages (cycles since issue) are capped here: every fixed latency is far below, and capping
+# keeps the dataflow finite around loops.
+AGE_CAP = 64
+BARRIER_COUNT = 6
+
+
+@dataclass
+class Hazard(Diagnostic):
+    """A diagnostic of the checker; ``kind`` names the rule (see KINDS)."""
+    kind: str = ""
+    address: int = -1
+
+
+# The rules, by the name tests and callers filter on, and whether breaking them is an error
+# (the program can compute wrong results) or a warning (wasted or suspicious control bits).
+KINDS = {
+    "raw-fixed": "error",        # fixed-latency result read too early
+    "raw-variable": "error",     # variable-latency result read without waiting on its barrier
+    "waw-variable": "error",     # register overwritten while a variable-latency write is pending
+    "war": "error",              # source of an in-flight load/store overwritten before its read barrier
+    "barrier-delay": "error",    # barrier waited on too soon after being set
+    "reuse-stale": "error",      # reuse-cached register written before the read that reuses it
+    # Barrier set again while still in flight: legal (barriers count; a wait waits for all
+    # setters) and common in ptxas code, but it makes the first result wait for the second.
+    "rearm": "note",
+    "wait-unset": "warning",     # wait on a barrier that nothing set
+    "reuse-miss": "warning",     # reuse flag that cannot hit
+    "no-control": "error",       # instruction without a control code
+}
+
+
+@dataclass(frozen=True)
+class Token:
+    """Something in flight: an instruction's pending result/read, or a barrier it set."""
+    producer: int                  # instruction index
+    barrier: Optional[int]         # scoreboard barrier that completes it, None if none
+    queue: Optional[str]           # in-order completion queue (semantics.toml `queue`)
+    age: int                       # cycles since issue (youngest over the paths merged)
+    max_age: int                   # cycles since issue (oldest over the paths merged)
+
+
+@dataclass
+class State:
+    # Fixed-latency results still on their way: register -> (age, producer index).
+    fixed: dict[Reg, tuple[int, int]] = field(default_factory=dict)
+    # Variable-latency results not yet waited for / sources not yet read.
+    writes: dict[Reg, frozenset[Token]] = field(default_factory=dict)
+    reads: dict[Reg, frozenset[Token]] = field(default_factory=dict)
+    # Barriers that may be in flight: barrier -> the instructions that set it.
+    barriers: dict[int, frozenset[Token]] = field(default_factory=dict)
+
+    def copy(self) -> "State":
+        return State(dict(self.fixed), dict(self.writes), dict(self.reads), dict(self.barriers))
+
+    def key(self):
+        return (frozenset(self.fixed.items()), frozenset(self.writes.items()),
+                frozenset(self.reads.items()), frozenset(self.barriers.items()))
+
+
+def _merge_tokens(a: frozenset[Token], b: frozenset[Token]) -> frozenset[Token]:
+    by_key: dict = {}
+    for t in list(a) + list(b):
+        k = (t.producer, t.barrier, t.queue)
+        old = by_key.get(k)
+        by_key[k] = t if old is None else Token(t.producer, t.barrier, t.queue,
+                                                 min(t.age, old.age), max(t.max_age, old.max_age))
+    return frozenset(by_key.values())
+
+
+def _merge(a: State, b: State) -> State:
+    out = a.copy()
+    for reg, (age, producer) in b.fixed.items():
+        old = out.fixed.get(reg)
+        out.fixed[reg] = (age, producer) if old is None or age < old[0] else old
+    for name in ("writes", "reads", "barriers"):
+        mine, theirs = getattr(out, name), getattr(b, name)
+        for k, tokens in theirs.items():
+            mine[k] = _merge_tokens(mine[k], tokens) if k in mine else tokens
+    return out
+
+
+# ---- control-flow graph -----------------------------------------------------------------
+
+@dataclass
+class Block:
+    start: int
+    end: int                      # exclusive
+    successors: list[int] = field(default_factory=list)
+
+
+def _instructions(item: Union[Program, Kernel, list]) -> tuple[list[Instruction], dict[str, int]]:
+    """The instructions of a kernel in order, and its labels -> instruction index."""
+    body = item.body if isinstance(item, Kernel) else list(item)
+    insts: list[Instruction] = []
+    labels: dict[str, int] = {}
+    for x in body:
+        if isinstance(x, Label):
+            labels[x.name] = len(insts)
+        else:
+            insts.append(x)
+    return insts, labels
+
+
+def build_cfg(insts: list[Instruction], effs: list[Effects], labels: dict[str, int]) -> list[Block]:
+    by_address = {inst.address: i for i, inst in enumerate(insts) if inst.address >= 0}
+
+    def target_index(i: int) -> Optional[int]:
+        eff = effs[i]
+        if eff.target is not None:
+            return by_address.get(eff.target)
+        info = eff.info
+        if info.target is not None and insts[i].operands:
+            value = insts[i].operands[info.target].values[:1]
+            if value and isinstance(value[0], str):
+                return labels.get(value[0])
+        return None
+
+    n = len(insts)
+    leaders = {0} | set(labels.values())
+    targets: dict[int, Optional[int]] = {}
+    for i, eff in enumerate(effs):
+        if eff.info.branch is not None:
+            t = target_index(i)
+            targets[i] = t
+            if t is not None:
+                leaders.add(t)
+            leaders.add(i + 1)
+    starts = sorted(x for x in leaders if x < n)
+    blocks: list[Block] = []
+    block_of = {}
+    for j, s in enumerate(starts):
+        e = starts[j + 1] if j + 1 < len(starts) else n
+        block_of[s] = j
+        blocks.append(Block(s, e))
+    for j, blk in enumerate(blocks):
+        last = blk.end - 1
+        kind = effs[last].info.branch
+        guarded = insts[last].predicate is not None and insts[last].predicate.values[0] != 7
+        succ: list[int] = []
+        falls_through = kind is None or kind == "call" or guarded
+        if kind in ("always", "call"):
+            t = targets.get(last)
+            if t is not None:
+                succ.append(block_of[t])
+        elif kind == "indirect":
+            succ += [block_of[v] for v in labels.values() if v in block_of]
+        if falls_through and blk.end < n:
+            succ.append(j + 1)
+        blk.successors = sorted(set(succ))
+    return blocks
+
+
+# ---- the checker ------------------------------------------------------------------------
+
+class Checker:
+    def __init__(self, insts: list[Instruction], labels: dict[str, int], arch: str):
+        self.insts = insts
+        self.timing: ArchTiming = arch_timing(arch)
+        self.effs = [effects(i) for i in insts]
+        self.blocks = build_cfg(insts, self.effs, labels)
+        self.diagnostics: list[Hazard] = []
+        # (producer, consumer, cycles): every fixed-latency result read, for calibration.
+        self.observed: list[tuple[int, int, int]] = []
+        self._reported: set = set()
+        self.barrier_set_delay = self.timing.param("barrier_set_delay")
+
+    # -- reporting
+    def report(self, kind: str, i: int, message: str, related: Optional[int] = None) -> None:
+        key = (kind, i, message)
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        inst = self.insts[i]
+        notes = []
+        if related is not None:
+            other = self.insts[related]
+            notes.append(Diagnostic("note", f"{_describe(other)} is here", other.loc))
+        self.diagnostics.append(Hazard(KINDS[kind], message, inst.loc, notes, kind=kind,
+                                       address=inst.address))
+
+    # -- per instruction
+    def step(self, i: int, state: State, emit: bool) -> None:
+        inst, eff = self.insts[i], self.effs[i]
+        ctrl = inst.control
+        report = self.report if emit else (lambda *a, **k: None)
+        if ctrl is None:
+            report("no-control", i, "instruction has no control code (run the scheduler first)")
+            ctrl = ControlCode(stall=1, yield_=False)
+        # 1. waits
+        for b in range(BARRIER_COUNT):
+            if ctrl.wait_mask >> b & 1:
+                self._wait(i, b, state, report)
+        # 2. sources
+        for reg in eff.reads + eff.guard:
+            for t in state.writes.get(reg, ()):
+                report("raw-variable", i, _raw_variable_message(reg, self.insts[t.producer], t), t.producer)
+            if reg in state.fixed:
+                age, producer = state.fixed[reg]
+                need = self.timing.fixed_latency(self.effs[producer].cls, eff.cls)
+                if emit:
+                    self.observed.append((producer, i, age))
+                if age < need:
+                    report("raw-fixed", i, f"reads {_reg(reg)} {age} cycle(s) after {_describe(self.insts[producer])} "
+                           f"wrote it; its result takes {need} (raise the stall counts in between)", producer)
+        # 3. results
+        variable = self.timing.is_variable(eff.cls)
+        for reg in eff.writes:
+            for t in state.writes.get(reg, ()):
+                report("waw-variable", i, f"overwrites {_reg(reg)} while {_describe(self.insts[t.producer])} "
+                              f"may still write it: {_wait_hint(t)}", t.producer)
+            for t in state.reads.get(reg, ()):
+                report("war", i, f"overwrites {_reg(reg)} while {_describe(self.insts[t.producer])} may still "
+                       f"read it: {_wait_hint(t, 'read')}", t.producer)
+            state.writes.pop(reg, None)
+            state.reads.pop(reg, None)
+            state.fixed.pop(reg, None)
+        # 4. barriers this instruction sets, and what it leaves in flight
+        for b, what in ((ctrl.write_barrier, "write"), (ctrl.read_barrier, "read")):
+            if b == NO_BARRIER:
+                continue
+            if b in state.barriers:
+                setter = min(state.barriers[b], key=lambda t: t.age).producer
+                report("rearm", i, f"sets barrier {b} while {_describe(self.insts[setter])} may still hold it "
+                       f"(a wait on {b} then waits for both)", setter)
+            token = Token(i, b, eff.info.queue if what == "write" else None, 0, 0)
+            state.barriers[b] = state.barriers.get(b, frozenset()) | {token}
+        if variable:
+            b = ctrl.write_barrier if ctrl.write_barrier != NO_BARRIER else None
+            token = Token(i, b, eff.info.queue, 0, 0)
+            for reg in eff.writes:
+                state.writes[reg] = state.writes.get(reg, frozenset()) | {token}
+        else:
+            for reg in eff.writes:
+                state.fixed[reg] = (0, i)
+        if eff.info.async_read and ctrl.read_barrier != NO_BARRIER:
+            token = Token(i, ctrl.read_barrier, None, 0, 0)
+            for reg in eff.reads:
+                state.reads[reg] = state.reads.get(reg, frozenset()) | {token}
+        # 5. time passes
+        self._advance(state, max(ctrl.stall, 1))
+
+    def _wait(self, i: int, b: int, state: State, report) -> None:
+        setters = state.barriers.pop(b, None)
+        if not setters:
+            report("wait-unset", i, f"waits on barrier {b}, which no instruction before it sets")
+            return
+        young = min(setters, key=lambda t: t.age)
+        if young.age < self.barrier_set_delay:
+            report("barrier-delay", i, f"waits on barrier {b} {young.age} cycle(s) after "
+                   f"{_describe(self.insts[young.producer])} set it; a barrier needs "
+                   f"{self.barrier_set_delay} cycles to be raised", young.producer)
+
+        def done(t: Token) -> bool:
+            if t.barrier == b:
+                return True
+            # In-order queues: a result issued before a waited-for one of its queue is in.
+            return t.queue is not None and any(s.queue == t.queue and t.age > s.max_age for s in setters)
+
+        for table in (state.writes, state.reads):
+            for reg in list(table):
+                left = frozenset(t for t in table[reg] if not done(t))
+                if left:
+                    table[reg] = left
+                else:
+                    del table[reg]
+
+    def _advance(self, state: State, cycles: int) -> None:
+        def older(t: Token) -> Token:
+            return Token(t.producer, t.barrier, t.queue, min(t.age + cycles, AGE_CAP),
+                         min(t.max_age + cycles, AGE_CAP))
+        state.fixed = {r: (age + cycles, p) for r, (age, p) in state.fixed.items() if age + cycles < AGE_CAP}
+        for name in ("writes", "reads", "barriers"):
+            table = getattr(state, name)
+            setattr(state, name, {k: frozenset(older(t) for t in v) for k, v in table.items()})
+
+    # -- the dataflow
+    def run(self) -> list[Hazard]:
+        if not self.insts:
+            return []
+        n_blocks = len(self.blocks)
+        entry: list[Optional[State]] = [None] * n_blocks
+        entry[0] = State()
+        work = [0]
+        while work:
+            j = work.pop()
+            state = entry[j].copy()
+            blk = self.blocks[j]
+            for i in range(blk.start, blk.end):
+                self.step(i, state, emit=False)
+            for s in blk.successors:
+                merged = state if entry[s] is None else _merge(entry[s], state)
+                if entry[s] is None or merged.key() != entry[s].key():
+                    entry[s] = merged
+                    if s not in work:
+                        work.append(s)
+        for j, blk in enumerate(self.blocks):
+            if entry[j] is None:
+                continue              # unreachable (the padding after EXIT)
+            state = entry[j].copy()
+            for i in range(blk.start, blk.end):
+                self.step(i, state, emit=True)
+            self._check_reuse(blk)
+        return self.diagnostics
+
+    def _check_reuse(self, blk: Block) -> None:
+        """A `.reuse` on source slot k keeps the register for the next instruction that reads
+        slot k; it pays only if that instruction reads the same register, unchanged."""
+        for i in range(blk.start, blk.end):
+            eff = self.effs[i]
+            for slot in eff.reuse_slots:
+                reg = eff.slots[slot]
+                for j in range(i + 1, blk.end):
+                    other = self.effs[j]
+                    if slot < len(other.slots) and other.slots[slot] is not None:
+                        if other.slots[slot] != reg:
+                            self.report("reuse-miss", i, f"{_reg(reg)}.reuse in operand slot {slot} cannot hit: "
+                                        f"the next read of that slot is {_reg(other.slots[slot])}", j)
+                        break
+                    if reg in other.writes:
+                        self.report("reuse-stale", i, f"{_reg(reg)}.reuse caches a value that "
+                                    f"{_describe(self.insts[j])} overwrites before it is reused", j)
+                        break
+                else:
+                    self.report("reuse-miss", i, f"{_reg(reg)}.reuse in operand slot {slot} cannot hit: "
+                                "no later instruction in this block reads that slot")
+
+
+def _reg(reg: Reg) -> str:
+    return f"{reg[0]}{reg[1]}"
+
+
+def _describe(inst: Instruction) -> str:
+    where = f"line {inst.loc.line}" if inst.loc is not None and inst.loc.line > 0 else ""
+    addr = f"/*{inst.address:04x}*/" if inst.address >= 0 else ""
+    return f"{inst.mnemonic} ({', '.join(x for x in (where, addr) if x)})" if (where or addr) else inst.mnemonic
+
+
+def _wait_hint(t: Token, what: str = "write") -> str:
+    if t.barrier is None:
+        return f"it sets no {what} barrier to wait on"
+    return f"wait on barrier {t.barrier} first"
+
+
+def _raw_variable_message(reg: Reg, producer: Instruction, t: Token) -> str:
+    return f"reads {_reg(reg)} before {_describe(producer)} has written it: {_wait_hint(t)}"
+
+
+def check(item: Union[Program, Kernel, Iterable], arch: Optional[str] = None) -> list[Hazard]:
+    """Hazards in a program, a kernel, or a list of instructions/labels, for `arch`
+    ('sm_90'; a Program's own arch if None). Instructions keep their order; branch targets
+    are instruction byte addresses or label names."""
+    if isinstance(item, Program):
+        arch = arch or item.arch
+        out: list[Hazard] = []
+        for k in item.kernels:
+            out += check(k, arch)
+        return out
+    if arch is None:
+        raise ValueError("check() needs an arch for a kernel or instruction list")
+    from .arch import get_arch
+    arch = get_arch(arch).name
+    insts, labels = _instructions(item)
+    for n, inst in enumerate(insts):
+        if inst.address < 0:
+            inst.address = 16 * n
+    checker = Checker(insts, labels, arch)
+    hazards = checker.run()
+    hazards.sort(key=lambda h: (h.address, h.kind))
+    return hazards
+
+
+# ---- calibration --------------------------------------------------------------------------
+
+def calibrate(kernels: Iterable[Kernel], arch: str) -> dict[tuple[str, str], tuple[int, str, str]]:
+    """The smallest distance (cycles) at which each (producer, consumer) pair of latency
+    classes reads a fixed-latency result in `kernels` (compiler output: hazard-free), with an
+    example producer and consumer mnemonic. An upper bound on the true latency; any table
+    figure above it makes the checker flag that code."""
+    found: dict[tuple[str, str], tuple[int, str, str]] = {}
+    for kernel in kernels:
+        insts, labels = _instructions(kernel)
+        checker = Checker(insts, labels, arch)
+        checker.run()
+        for producer, consumer, age in checker.observed:
+            key = (checker.effs[producer].cls, checker.effs[consumer].cls)
+            if key not in found or age < found[key][0]:
+                found[key] = (age, insts[producer].mnemonic, insts[consumer].mnemonic)
+    return found
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """python -m sassas.hazards calibrate --arch sm_90 LISTING... : print calibration figures."""
+    import argparse
+    from .listing import read_listing
+    parser = argparse.ArgumentParser(prog="python -m sassas.hazards")
+    parser.add_argument("command", choices=["calibrate"])
+    parser.add_argument("--arch", required=True)
+    parser.add_argument("listings", nargs="+", help="cuobjdump -sass output of compiler-built cubins")
+    args = parser.parse_args(argv)
+    kernels = []
+    for path in args.listings:
+        with open(path) as f:
+            kernels += read_listing(f.read(), path)[0]
+    timing = arch_timing(args.arch)
+    for (producer, consumer), (cycles, p, c) in sorted(calibrate(kernels, args.arch).items()):
+        table = timing.fixed_latency(producer, consumer)
+        flag = "  <-- table above the observed minimum" if table > cycles else ""
+        print(f"{producer:>12} -> {consumer:<12} min {cycles:2d}  table {table:2d}  ({p} -> {c}){flag}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

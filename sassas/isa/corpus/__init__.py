@@ -1,0 +1,22 @@
+"""PTX corpora for learning and testing the ISA description: ``kernels(arch)`` yields
+(name, ptx) pairs; :func:`build` compiles them with ptxas and returns the code words."""
+from __future__ import annotations
+
+from .ptx import kernels  # noqa: F401
+
+
+def build(arch: str, progress=None) -> list[int]:
+    """Compile every corpus kernel for `arch`; the distinct instruction words, in order seen."""
+    from .. import oracle
+    words: dict[int, None] = {}
+    failed = []
+    for name, ptx in kernels(arch):
+        cubin = oracle.compile_ptx(ptx, arch)
+        if cubin is None:
+            failed.append(name)
+            continue
+        for _section, code in oracle.text_sections(cubin):
+            words.update(dict.fromkeys(oracle.words_of(code)))
+    if progress and failed:
+        progress(f"corpus: ptxas refused {len(failed)} kernels: {', '.join(failed[:8])}")
+    return list(words)

@@ -1,0 +1,506 @@
+"""Fitting encodings to the oracle by probing.
+
+For each *representative* word (one real encoding of a form, from the corpus) we flip every
+non-control bit, one at a time, and let nvdisasm say what changed:
+
+* nothing printed, or another opcode / operand kinds: the bit selects the form (it is matched
+  when decoding);
+* one value of one operand changed by 2**k: the bit is bit k of that value's field;
+* only modifiers or operand flags changed: the bit belongs to a modifier group;
+* nothing visible changed: a hidden bit, kept as the representative has it.
+
+Modifier bits whose pairwise flips interact are merged into groups, and each group (and
+each name-valued field, such as special registers) is enumerated in full to learn its table.
+Nothing in here knows any particular instruction.
+"""
+from __future__ import annotations
+
+import math
+import struct
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from ..ast import ControlCode, Instruction
+from ..errors import SassError
+from . import oracle
+from .model import (CONTROL_MASK, CONTROL_SHIFT, Encoding, Field, Group, form_key, form_name,
+                    instruction_tokens, instruction_values)
+from .text import parse_instruction
+
+# Bits of the word that carry the reuse flags (the rest of the control bits are never probed).
+REUSE_BITS = {ControlCode(reuse=1 << i).bits.bit_length() - 1 + CONTROL_SHIFT: i for i in range(4)}
+PROBE_BITS = [b for b in range(128) if not (CONTROL_MASK >> b) & 1] + sorted(REUSE_BITS)
+MAX_GROUP_BITS = 10
+PAIR_DISTANCE = 8
+
+
+@dataclass
+class Sample:
+    word: int
+    address: int
+    text: str
+    inst: Instruction
+
+    @property
+    def key(self):
+        return form_key(self.inst)
+
+    @property
+    def guard_kind(self) -> Optional[str]:
+        return self.inst.predicate.kind if self.inst.predicate is not None else None
+
+
+def to_samples(disassembled: dict[int, Optional[oracle.Disassembled]],
+               parse_failures: Optional[dict[str, str]] = None) -> dict[int, Optional[Sample]]:
+    """Parse each disassembled word's text; illegal or unreadable words map to None."""
+    out: dict[int, Optional[Sample]] = {}
+    for w, d in disassembled.items():
+        if d is None:
+            out[w] = None
+            continue
+        try:
+            inst = parse_instruction(d.text)
+        except (SassError, Exception) as e:  # the parser's failures are reported, not fatal
+            if parse_failures is not None:
+                parse_failures.setdefault(d.text, str(e).splitlines()[0])
+            out[w] = None
+            continue
+        inst.address = d.address
+        out[w] = Sample(w, d.address, d.text, inst)
+    return out
+
+
+# --------------------------------------------------------------------------- value comparison
+
+def _is_float(v) -> bool:
+    return isinstance(v, float)
+
+
+def _same(a, b) -> bool:
+    if _is_float(a) and _is_float(b) and math.isnan(a) and math.isnan(b):
+        return True
+    return type(a) is type(b) and a == b or (not isinstance(a, str) and not isinstance(b, str) and a == b)
+
+
+def _f32_exact(v: float) -> Optional[int]:
+    try:
+        b = struct.unpack("<I", struct.pack("<f", v))[0]
+    except OverflowError:
+        return None
+    return b if struct.unpack("<f", struct.pack("<I", b))[0] == v else None
+
+
+def _single_bit(x: int) -> Optional[int]:
+    return x.bit_length() - 1 if x and x & (x - 1) == 0 else None
+
+
+M64 = (1 << 64) - 1
+
+
+def _f16_exact(v: float) -> Optional[int]:
+    try:
+        b = struct.unpack("<H", struct.pack("<e", v))[0]
+    except (OverflowError, struct.error):
+        return None
+    return b if struct.unpack("<e", struct.pack("<H", b))[0] == v else None
+
+
+def _bit_of_change(v0, v1, slot_type: str) -> list[tuple[int, str]]:
+    """Which bit of the stored value differs between v0 and v1, under each transform that
+    explains the change by one bit: [(k, transform)]."""
+    if slot_type == "float":
+        a0, a1 = float(v0), float(v1)
+        if math.isnan(a0) or math.isnan(a1):
+            return []
+        out = []
+        for name, exact in (("f32", _f32_exact), ("f16", _f16_exact)):
+            b0, b1 = exact(a0), exact(a1)
+            if b0 is not None and b1 is not None:
+                k = _single_bit(b0 ^ b1)
+                if k is not None:
+                    out.append((k, name))
+        d0 = struct.unpack("<Q", struct.pack("<d", a0))[0]
+        d1 = struct.unpack("<Q", struct.pack("<d", a1))[0]
+        k = _single_bit(d0 ^ d1)
+        if k is not None and k >= 32:
+            out.append((k - 32, "f64hi"))
+        return out
+    x = (int(v0) ^ int(v1)) & M64
+    k = _single_bit(x)
+    if k is not None:
+        return [(k, "u")]
+    low = x & -x
+    if x == M64 & ~(low - 1):                # every bit from k up: k is the sign bit
+        return [(low.bit_length() - 1, "s")]
+    return []
+
+
+# --------------------------------------------------------------------------- probing
+
+@dataclass
+class Probe:
+    """What single-bit flips of one representative word showed."""
+    rep: Sample
+    slot_types: list[str]
+    pcrel: set[int]
+    structural: set[int] = field(default_factory=set)
+    illegal: set[int] = field(default_factory=set)
+    hidden: set[int] = field(default_factory=set)
+    slot_bits: dict[int, dict[int, int]] = field(default_factory=lambda: defaultdict(dict))  # slot -> {bit: k}
+    slot_hints: dict[int, Counter] = field(default_factory=lambda: defaultdict(Counter))
+    slot_bits_by: dict[int, dict[str, dict[int, int]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(dict)))  # slot -> transform -> {bit: k}
+
+    def settle_slots(self) -> None:
+        """Per slot, keep the transform whose bits line up best (fewest segment offsets)."""
+        for j, by in self.slot_bits_by.items():
+            def score(t):
+                bits = by[t]
+                return (len({b - k for b, k in bits.items()}), -len(bits), t != "f32")
+            best = min(by, key=score)
+            self.slot_bits[j] = dict(by[best])
+            self.slot_hints[j] = Counter({best: len(by[best]), "s": self.slot_hints[j]["s"]})
+    name_bits: dict[int, set[int]] = field(default_factory=lambda: defaultdict(set))        # str slots
+    modifier_bits: set[int] = field(default_factory=set)
+    reuse: dict[int, int] = field(default_factory=dict)
+    sequences: list[tuple[str, ...]] = field(default_factory=list)
+
+
+def _values(s: Sample, pcrel: set[int]) -> list:
+    vals = instruction_values(s.inst)
+    for j in pcrel:
+        vals[j] = int(vals[j]) - s.address
+    return vals
+
+
+def _compatible(rep: Sample, s: Optional[Sample]) -> bool:
+    return s is not None and s.key == rep.key and (s.guard_kind in (None, rep.guard_kind) or
+                                                   rep.guard_kind is None)
+
+
+def classify(rep: Sample, flips: dict[int, Optional[Sample]]) -> Probe:
+    rep_vals = instruction_values(rep.inst)
+    same_form = {b: s for b, s in flips.items() if _compatible(rep, s)}
+    slot_types = []
+    for j, v in enumerate(rep_vals):
+        if isinstance(v, str):
+            slot_types.append("str")
+        elif _is_float(v) or any(_is_float(instruction_values(s.inst)[j]) for s in same_form.values()):
+            slot_types.append("float")
+        else:
+            slot_types.append("int")
+    # Branch targets print as absolute addresses: a slot is pc-relative when it follows the
+    # address of the flipped copies rather than staying put.
+    pcrel = set()
+    for j, t in enumerate(slot_types):
+        if t != "int":
+            continue
+        absolute = sum(instruction_values(s.inst)[j] == rep_vals[j] for s in same_form.values())
+        relative = sum(instruction_values(s.inst)[j] - s.address == rep_vals[j] - rep.address
+                       for s in same_form.values())
+        if relative > absolute:
+            pcrel.add(j)
+    probe = Probe(rep, slot_types, pcrel)
+    v0 = _values(rep, pcrel)
+    t0 = instruction_tokens(rep.inst)
+    probe.sequences.append(tuple(rep.inst.modifiers))
+    reuse0 = {i for i, op in enumerate(rep.inst.operands) if "reuse" in op.flags}
+    for b, s in flips.items():
+        if s is None:
+            probe.structural.add(b)
+            probe.illegal.add(b)
+            continue
+        if not _compatible(rep, s):
+            probe.structural.add(b)
+            continue
+        if b in REUSE_BITS:
+            reuse1 = {i for i, op in enumerate(s.inst.operands) if "reuse" in op.flags}
+            if len(reuse0 ^ reuse1) == 1:
+                probe.reuse[(reuse0 ^ reuse1).pop()] = REUSE_BITS[b]
+            continue
+        v1 = _values(s, pcrel)
+        changed = [j for j in range(len(v0)) if not _same(v0[j], v1[j])]
+        t1 = instruction_tokens(s.inst)
+        if not changed and t0 == t1:
+            probe.hidden.add(b)
+        elif len(changed) == 1 and t0 == t1:
+            j = changed[0]
+            if slot_types[j] == "str":
+                probe.name_bits[j].add(b)
+                continue
+            found = _bit_of_change(v0[j], v1[j], slot_types[j])
+            if not found:
+                probe.structural.add(b)
+                continue
+            for k, transform in found:
+                probe.slot_bits_by[j][transform if slot_types[j] == "float" else "int"][b] = k
+                probe.slot_hints[j][transform] += 1
+        elif not changed:
+            probe.modifier_bits.add(b)
+            probe.sequences.append(tuple(s.inst.modifiers))
+        else:
+            probe.structural.add(b)
+    probe.settle_slots()
+    return probe
+
+
+def _segments(bits: dict[int, int], illegal: set[int], fillable: set[int] = frozenset()
+              ) -> tuple[tuple[int, int, int], ...]:
+    """{word bit: value bit} -> segments. Bits that were illegal to flip are added where the
+    segment continues below (e.g. low bits of an aligned register); holes inside a run are
+    filled when their flips showed nothing else (some values print as another form)."""
+    by_offset: dict[int, set[int]] = defaultdict(set)
+    for b, k in bits.items():
+        by_offset[b - k].add(k)
+    segs = []
+    for off, ks in by_offset.items():
+        lo, hi = min(ks), max(ks)
+        k = lo - 1
+        while k >= 0 and off + k in illegal:
+            ks.add(k)
+            k -= 1
+        for k in range(lo, hi):
+            if k not in ks and (off + k in illegal or off + k in fillable):
+                ks.add(k)
+        run = []
+        for k in sorted(ks):
+            if run and k == run[-1] + 1:
+                run.append(k)
+            else:
+                if run:
+                    segs.append((off + run[0], run[0], len(run)))
+                run = [k]
+        segs.append((off + run[0], run[0], len(run)))
+    return tuple(sorted(segs, key=lambda s: s[1]))
+
+
+def pair_words(probe: Probe) -> list[tuple[int, int, int]]:
+    bits = sorted(probe.modifier_bits)
+    return [(b1, b2, probe.rep.word ^ (1 << b1) ^ (1 << b2))
+            for i, b1 in enumerate(bits) for b2 in bits[i + 1:] if b2 - b1 <= PAIR_DISTANCE]
+
+
+def modifier_groups(probe: Probe, flips: dict[int, Optional[Sample]],
+                    pairs: dict[int, Optional[Sample]]) -> list[list[int]]:
+    """Union modifier bits whose combined flip is not the sum of their single flips."""
+    parent = {b: b for b in probe.modifier_bits}
+
+    def find(b):
+        while parent[b] != b:
+            parent[b] = parent[parent[b]]
+            b = parent[b]
+        return b
+
+    t0 = instruction_tokens(probe.rep.inst)
+    for b1, b2, w in pair_words(probe):
+        s = pairs.get(w)
+        t1, t2 = instruction_tokens(flips[b1].inst), instruction_tokens(flips[b2].inst)
+        expected = (t0 - (t0 - t1) - (t0 - t2)) | (t1 - t0) | (t2 - t0)
+        if not _compatible(probe.rep, s) or instruction_tokens(s.inst) != expected:
+            parent[find(b1)] = find(b2)
+    groups: dict[int, list[int]] = defaultdict(list)
+    for b in probe.modifier_bits:
+        groups[find(b)].append(b)
+    out = []
+    for bits in groups.values():
+        if len(bits) > MAX_GROUP_BITS:
+            out.extend([b] for b in sorted(bits))
+        else:
+            out.append(sorted(bits))
+    return sorted(out)
+
+
+def enumeration_words(rep_word: int, bits: list[int]) -> list[int]:
+    words = []
+    clear = rep_word
+    for b in bits:
+        clear &= ~(1 << b)
+    for n in range(1 << len(bits)):
+        w = clear
+        for i, b in enumerate(bits):
+            if n >> i & 1:
+                w |= 1 << b
+        words.append(w)
+    return words
+
+
+def _mask(bits) -> int:
+    m = 0
+    for b in bits:
+        m |= 1 << b
+    return m
+
+
+def build_group(probe: Probe, bits: list[int], results: dict[int, Optional[Sample]]) -> Optional[Group]:
+    rep = probe.rep
+    v0 = _values(rep, probe.pcrel)
+    mask = _mask(bits)
+    seen: dict[int, frozenset] = {}
+    for w in enumeration_words(rep.word, bits):
+        s = results.get(w)
+        if not _compatible(rep, s):
+            continue
+        v1 = _values(s, probe.pcrel)
+        if any(not _same(a, b) for a, b in zip(v0, v1)):
+            continue
+        seen[w & mask] = instruction_tokens(s.inst)
+        probe.sequences.append(tuple(s.inst.modifiers))
+    if not seen:
+        return None
+    common = frozenset.intersection(*seen.values())
+    values = {v: toks - common for v, toks in seen.items()}
+    empties = [v for v, t in values.items() if not t]
+    rep_value = rep.word & mask
+    default = rep_value if rep_value in empties else (min(empties) if empties else -1)
+    g = Group(mask, values, default)
+    if default < 0:
+        g.by_tokens.pop(frozenset(), None)
+    return g
+
+
+def name_table_words(probe: Probe, j: int) -> tuple[int, int, list[int]]:
+    bits = sorted(probe.name_bits[j])
+    lo, hi = bits[0], bits[-1]
+    return lo, hi - lo + 1, enumeration_words(probe.rep.word, list(range(lo, hi + 1)))
+
+
+def modifier_order(sequences: list[tuple[str, ...]]) -> tuple[str, ...]:
+    """A print order consistent with every observed modifier sequence (ties: mean position)."""
+    after: dict[str, set[str]] = defaultdict(set)
+    pos: dict[str, list[float]] = defaultdict(list)
+    for seq in sequences:
+        toks, seen = [], Counter()
+        for m in seq:
+            seen[m] += 1
+            toks.append(m if seen[m] == 1 else f"{m}#{seen[m]}")
+        for i, t in enumerate(toks):
+            pos[t].append(i / max(len(toks), 1))
+            for u in toks[i + 1:]:
+                after[t].add(u)
+    remaining = set(pos)
+    order = []
+    while remaining:
+        free = [t for t in remaining if not any(t in after[u] for u in remaining if u != t)]
+        pick = min(free or remaining, key=lambda t: (sum(pos[t]) / len(pos[t]), t))
+        order.append(pick)
+        remaining.remove(pick)
+    return tuple(order)
+
+
+def build_encoding(probe: Probe, groups: list[Group], name_tables: dict[int, tuple[int, int]],
+                   extra_sequences: list[tuple[str, ...]] = ()) -> Encoding:
+    rep = probe.rep
+    vals = instruction_values(rep.inst)
+    fields: list = []
+    used = 0
+    for j, v in enumerate(vals):
+        if probe.slot_types[j] == "str" and j in name_tables:
+            lo, width = name_tables[j]
+            f = Field(((lo, 0, width),), f"table:{rep.inst.opcode}.{_table_name(rep.inst, j)}")
+        elif probe.slot_bits.get(j):
+            others = set(probe.modifier_bits)
+            for jj, bb in probe.slot_bits.items():
+                if jj != j:
+                    others |= set(bb)
+            segs = _segments(probe.slot_bits[j], probe.illegal,
+                             (probe.structural | probe.hidden) - others)
+            hints = probe.slot_hints[j]
+            if probe.slot_types[j] == "float":
+                transform = max(("f32", "f16", "f64hi"), key=lambda t: hints[t])
+            elif j in probe.pcrel:
+                transform = "pcrel"
+            elif hints["s"] or (isinstance(v, int) and v < 0):
+                transform = "s"
+            else:
+                transform = "u"
+            f = Field(segs, transform)
+        else:
+            fields.append(("const", v))
+            continue
+        used |= f.mask
+        fields.append(f)
+    group_mask = 0
+    for g in groups:
+        group_mask |= g.mask
+    structural = _mask(probe.structural) & ~used & ~group_mask & ~CONTROL_MASK
+    base = rep.word & ~used & ~group_mask & ~CONTROL_MASK
+    fixed_tokens = instruction_tokens(rep.inst)
+    for g in groups:
+        fixed_tokens -= g.tokens
+        rep_toks = g.values.get(rep.word & g.mask)
+        if rep_toks is not None:
+            fixed_tokens -= rep_toks
+    enc = Encoding(
+        opcode=rep.inst.opcode, kinds=rep.key[1], guard_kind=rep.guard_kind or _guess_guard(probe),
+        match_mask=structural, match_value=rep.word & structural, base=base, fields=fields,
+        groups=groups, fixed_tokens=frozenset(fixed_tokens),
+        order=modifier_order(probe.sequences + list(extra_sequences)), reuse=dict(probe.reuse),
+        name=form_name(rep.inst.opcode, rep.key[1]))
+    enc.evidence = list(probe.sequences)
+    enc.example = rep.text
+    return enc
+
+
+def _guess_guard(probe: Probe) -> str:
+    return "P"
+
+
+def _table_name(inst: Instruction, j: int) -> str:
+    """The kind letter group of value j (guard = 0): 'SR' for special registers."""
+    pos = 1
+    from .model import _value_count
+    for op in inst.operands:
+        n = _value_count(op.kind)
+        if pos <= j < pos + n:
+            return op.kind if op.kind.isalpha() else "SR"
+        pos += n
+    return "SR"
+
+
+# --------------------------------------------------------------------------- one learning round
+
+def learn_encodings(reps: list[Sample], arch: str, cache: oracle.DisasmCache,
+                    tables: dict[str, dict[str, int]],
+                    log: Callable[[str], None] = print,
+                    parse_failures: Optional[dict[str, str]] = None) -> list[Encoding]:
+    """Probe each representative and build its encoding. Fills name `tables` (e.g. SR)."""
+    def disasm(words):
+        return to_samples(oracle.disassemble(words, arch, cache), parse_failures)
+
+    flip_words = {rep.word: {b: rep.word ^ (1 << b) for b in PROBE_BITS} for rep in reps}
+    results = disasm([w for d in flip_words.values() for w in d.values()])
+    probes = []
+    for rep in reps:
+        flips = {b: results.get(w) for b, w in flip_words[rep.word].items()}
+        probes.append((classify(rep, flips), flips))
+    log(f"  probed {len(reps)} representatives ({len(reps) * len(PROBE_BITS)} flips)")
+    pairs = disasm([w for p, _ in probes for _b1, _b2, w in pair_words(p)])
+    enum_words = []
+    plans = []
+    for p, flips in probes:
+        groups_bits = modifier_groups(p, flips, pairs)
+        name_plans = {j: name_table_words(p, j) for j in p.name_bits}
+        plans.append((groups_bits, name_plans))
+        for bits in groups_bits:
+            enum_words += enumeration_words(p.rep.word, bits)
+        for _lo, _w, words in name_plans.values():
+            enum_words += words
+    enums = disasm(enum_words)
+    log(f"  {len(pairs)} pair probes, {len(enum_words)} enumeration probes")
+    encodings = []
+    for (p, _flips), (groups_bits, name_plans) in zip(probes, plans):
+        groups = [g for g in (build_group(p, bits, enums) for bits in groups_bits) if g]
+        name_tables = {}
+        for j, (lo, width, words) in name_plans.items():
+            tname = f"{p.rep.inst.opcode}.{_table_name(p.rep.inst, j)}"
+            table = tables.setdefault(tname, {})
+            for w in words:
+                s = enums.get(w)
+                if _compatible(p.rep, s):
+                    name = instruction_values(s.inst)[j]
+                    if isinstance(name, str):
+                        table.setdefault(name, (w >> lo) & ((1 << width) - 1))
+            name_tables[j] = (lo, width)
+        encodings.append(build_encoding(p, groups, name_tables))
+    return encodings

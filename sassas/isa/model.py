@@ -1,0 +1,499 @@
+"""The ISA engine: reads a description (sassas/isa/data/sm_XX.toml) and encodes, decodes and
+prints instructions. All knowledge of the instruction set is in the description; this module
+only knows how descriptions are shaped:
+
+* an instruction *form* is an opcode plus its operand kinds (``FFMA R, R, R, I``); one form may
+  have several *encodings* (e.g. with an operand fixed to a constant);
+* every value of the instruction (guard predicate first, then each operand's numbers in order)
+  is either a *field* (bit segments plus a value transform) or a *constant*;
+* modifiers and operand flags are *tokens* (``RM``, ``U32``, ``@1-`` = flag '-' on operand 1,
+  ``@g!`` = negated guard); each *group* of bits maps its values to a set of tokens;
+* an encoding matches a word when ``word & match_mask == match_value``; encoding starts from
+  ``base`` and ORs in fields and groups; control bits come from ControlCode.
+"""
+from __future__ import annotations
+
+import difflib
+import functools
+import math
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Optional
+
+from ..ast import ControlCode, Instruction, Operand
+from ..errors import SassError
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+CONTROL_SHIFT = 105
+CONTROL_MASK = ((1 << 21) - 1) << CONTROL_SHIFT
+MASK128 = (1 << 128) - 1
+GUARD_NEGATED = "@g!"
+
+
+def flag_token(operand_index: int, flag: str) -> str:
+    return f"@{operand_index}{flag}"
+
+
+# --------------------------------------------------------------------------- value transforms
+
+def _f32_bits(v: float) -> int:
+    return struct.unpack("<I", struct.pack("<f", v))[0]
+
+
+def _f64_bits(v: float) -> int:
+    return struct.unpack("<Q", struct.pack("<d", v))[0]
+
+
+def _bits_f32(b: int) -> float:
+    return struct.unpack("<f", struct.pack("<I", b & 0xFFFFFFFF))[0]
+
+
+def _bits_f64(b: int) -> float:
+    return struct.unpack("<d", struct.pack("<Q", b & 0xFFFFFFFFFFFFFFFF))[0]
+
+
+class Transform:
+    """How an instruction value maps to the integer stored in a field's segments."""
+    # u: unsigned; s: two's complement; pcrel: signed, target - (address + size);
+    # f32: IEEE single; f64hi: high 32 bits of an IEEE double; table:NAME: name <-> number
+    KINDS = ("u", "s", "pcrel", "f32", "f64hi", "f16")
+
+
+@dataclass(frozen=True)
+class Field:
+    """Where one value lives: segments (word_lsb, value_lsb, width) and a transform."""
+    segments: tuple[tuple[int, int, int], ...]
+    transform: str = "u"
+
+    @functools.cached_property
+    def mask(self) -> int:
+        m = 0
+        for wl, _vl, w in self.segments:
+            m |= ((1 << w) - 1) << wl
+        return m
+
+    @functools.cached_property
+    def value_bits(self) -> int:
+        return max(vl + w for _wl, vl, w in self.segments)
+
+    @functools.cached_property
+    def value_mask(self) -> int:
+        m = 0
+        for _wl, vl, w in self.segments:
+            m |= ((1 << w) - 1) << vl
+        return m
+
+    def insert(self, raw: int) -> int:
+        word = 0
+        for wl, vl, w in self.segments:
+            word |= ((raw >> vl) & ((1 << w) - 1)) << wl
+        return word
+
+    def extract(self, word: int) -> int:
+        raw = 0
+        for wl, vl, w in self.segments:
+            raw |= ((word >> wl) & ((1 << w) - 1)) << vl
+        return raw
+
+
+@dataclass
+class Group:
+    """A set of bits that together select some tokens."""
+    mask: int
+    values: dict[int, frozenset]          # word & mask -> tokens
+    default: int                          # the value used when none of the tokens is given
+    by_tokens: dict[frozenset, int] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.by_tokens:
+            for v, toks in sorted(self.values.items()):
+                self.by_tokens.setdefault(toks, v)
+            self.by_tokens[frozenset()] = self.default if self.default in self.values else \
+                self.by_tokens.get(frozenset(), self.default)
+
+    @functools.cached_property
+    def tokens(self) -> frozenset:
+        return frozenset().union(*self.values.values()) if self.values else frozenset()
+
+
+@dataclass
+class Encoding:
+    opcode: str
+    kinds: tuple[str, ...]
+    guard_kind: str
+    match_mask: int
+    match_value: int
+    base: int
+    fields: list                          # Field or ("const", value) per instruction value
+    groups: list[Group]
+    fixed_tokens: frozenset
+    order: tuple[str, ...]                # modifier print order
+    reuse: dict[int, int]                 # operand index -> reuse bit (0..3)
+    name: str = ""                        # for messages: 'FFMA R, R, R, I'
+    example: str = ""                     # the representative's nvdisasm text
+    evidence: list = field(default_factory=list, repr=False)   # learner's modifier sequences
+
+    @functools.cached_property
+    def example_tokens(self) -> frozenset:
+        if not self.example:
+            return frozenset()
+        from .text import parse_instruction
+        try:
+            return instruction_tokens(parse_instruction(self.example))
+        except SassError:
+            return frozenset()
+
+    @functools.cached_property
+    def token_group(self) -> dict[str, int]:
+        m: dict[str, int] = {}
+        for gi, g in enumerate(self.groups):
+            for t in g.tokens:
+                m.setdefault(t, gi)
+        return m
+
+    @functools.cached_property
+    def order_index(self) -> dict[str, int]:
+        return {t: i for i, t in enumerate(self.order)}
+
+    @property
+    def specificity(self) -> int:
+        return bin(self.match_mask).count("1")
+
+
+def split_flag_token(token: str) -> tuple[int, str]:
+    """'@2-' -> (2, '-'); other tokens -> (-1, token)."""
+    if token.startswith("@") and token[1:2].isdigit():
+        i = 1
+        while token[i].isdigit():
+            i += 1
+        return int(token[1:i]), token[i:]
+    return -1, token
+
+
+def instruction_values(inst: Instruction) -> list:
+    """The instruction's values in description order: guard predicate, then operands."""
+    vals = [inst.predicate.values[0] if inst.predicate is not None else 7]
+    for op in inst.operands:
+        vals.extend(op.values)
+    return vals
+
+
+def instruction_tokens(inst: Instruction) -> frozenset:
+    """Modifiers (a repeated one gets '#2') and operand flags as tokens; .reuse excluded."""
+    toks: list[str] = []
+    seen: dict[str, int] = {}
+    for m in inst.modifiers:
+        seen[m] = seen.get(m, 0) + 1
+        toks.append(m if seen[m] == 1 else f"{m}#{seen[m]}")
+    if inst.predicate is not None and "!" in inst.predicate.flags:
+        toks.append(GUARD_NEGATED)
+    for i, op in enumerate(inst.operands):
+        for f in op.flags:
+            if f != "reuse":
+                toks.append(flag_token(i, f))
+    return frozenset(toks)
+
+
+# A resolved branch target (kind L, an absolute byte address) is encoded like the absolute
+# address that raw-mode listings print (`BRA 0x130`): the field's pcrel transform makes it relative.
+_KIND_FOR_ENCODING = {"L": "I"}
+
+
+def form_key(inst: Instruction) -> tuple[str, tuple[str, ...]]:
+    return inst.opcode, tuple(_KIND_FOR_ENCODING.get(op.kind, op.kind) for op in inst.operands)
+
+
+def form_name(opcode: str, kinds: Iterable[str]) -> str:
+    kinds = list(kinds)
+    return f"{opcode} {', '.join(kinds)}" if kinds else opcode
+
+
+# --------------------------------------------------------------------------- the engine
+
+class Isa:
+    def __init__(self, arch: str, encodings: list[Encoding], tables: dict[str, dict[str, int]],
+                 syntax: dict):
+        self.arch = arch
+        self.encodings = encodings
+        self.tables = tables
+        self.table_names = {t: {v: k for k, v in tab.items()} for t, tab in tables.items()}
+        self.syntax = syntax
+        self._index()
+
+    def _index(self) -> None:
+        self.by_key: dict[tuple, list[Encoding]] = {}
+        self.by_opcode: dict[str, list[Encoding]] = {}
+        for e in self.encodings:
+            self.by_key.setdefault((e.opcode, e.kinds), []).append(e)
+            self.by_opcode.setdefault(e.opcode, []).append(e)
+        for lst in self.by_key.values():
+            lst.sort(key=lambda e: -e.specificity)
+        # Decoding: bucket encodings by the bits every encoding matches on (the opcode bits).
+        common = MASK128
+        for e in self.encodings:
+            common &= e.match_mask
+        self.decode_mask = common
+        self.decode_index: dict[int, list[Encoding]] = {}
+        for e in self.encodings:
+            self.decode_index.setdefault(e.match_value & common, []).append(e)
+        for lst in self.decode_index.values():
+            lst.sort(key=lambda e: -e.specificity)
+
+    # ---- listing
+    def forms(self) -> list[str]:
+        """One line per form: ``FFMA R, R, R, I  [.FTZ .RM ...]``."""
+        out = []
+        for (opcode, kinds), encs in sorted(self.by_key.items()):
+            toks = sorted({t for e in encs for g in e.groups for t in g.tokens
+                           if not t.startswith("@")} | {t for e in encs for t in e.fixed_tokens})
+            out.append(form_name(opcode, kinds) + (f"   [{' '.join('.' + t for t in toks)}]" if toks else ""))
+        return out
+
+    # ---- encoding
+    def encode(self, inst: Instruction) -> int:
+        key = form_key(inst)
+        encs = self.by_key.get(key)
+        if not encs:
+            self._no_form(inst)
+        tokens = instruction_tokens(inst)
+        values = instruction_values(inst)
+        errors: list[str] = []
+        # An encoding learned from an example with the same modifiers is the likeliest to
+        # be what ptxas writes; then the most specific.
+        if len(encs) > 1:
+            encs = sorted(encs, key=lambda e: e.example_tokens != tokens)
+        for enc in encs:
+            word = self._try_encode(enc, inst, tokens, values, errors)
+            if word is not None:
+                return word
+        raise SassError(errors[0] if len(errors) == 1 else
+                        f"cannot encode {inst.mnemonic} on {self.arch}: " + "; ".join(dict.fromkeys(errors)),
+                        inst.loc)
+
+    def _no_form(self, inst: Instruction):
+        if inst.opcode not in self.by_opcode:
+            close = difflib.get_close_matches(inst.opcode, list(self.by_opcode), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise SassError(f"unknown opcode '{inst.opcode}' on {self.arch}{hint}", inst.loc)
+        have = sorted({form_name(e.opcode, e.kinds) for e in self.by_opcode[inst.opcode]})
+        raise SassError(f"operands of {inst.opcode} do not match any form on {self.arch} "
+                        f"(got {form_name(inst.opcode, form_key(inst)[1])}); forms: " + " | ".join(have),
+                        inst.loc)
+
+    def _try_encode(self, enc: Encoding, inst: Instruction, tokens: frozenset, values: list,
+                    errors: list[str]) -> Optional[int]:
+        if inst.predicate is not None and inst.predicate.kind != enc.guard_kind:
+            errors.append(f"guard predicate must be {enc.guard_kind}")
+            return None
+        if not enc.fixed_tokens <= tokens:
+            missing = ".".join(sorted(enc.fixed_tokens - tokens))
+            errors.append(f"{enc.name} needs .{missing}")
+            return None
+        word = enc.base
+        per_group: dict[int, set] = {}
+        for t in tokens - enc.fixed_tokens:
+            gi = enc.token_group.get(t)
+            if gi is None:
+                errors.append(self._bad_token(enc, t))
+                return None
+            per_group.setdefault(gi, set()).add(t)
+        for gi, g in enumerate(enc.groups):
+            toks = frozenset(per_group.get(gi, ()))
+            v = g.by_tokens.get(toks)
+            if v is None:
+                errors.append(f"modifiers {' '.join(sorted(toks)) or '(none)'} cannot be combined "
+                              f"that way in {enc.name} on {self.arch}")
+                return None
+            word |= v
+        for f, v in zip(enc.fields, values):
+            if isinstance(f, tuple):
+                if f[1] != v and not _same_number(f[1], v):
+                    errors.append(f"{enc.name}: this encoding needs {f[1]!r} here, not {v!r}")
+                    return None
+                continue
+            raw = self._to_raw(f, v, inst, errors)
+            if raw is None:
+                return None
+            word |= f.insert(raw)
+        control = inst.control or ControlCode()
+        reuse = 0
+        for i, op in enumerate(inst.operands):
+            if "reuse" in op.flags:
+                bit = enc.reuse.get(i)
+                if bit is None:
+                    errors.append(f"operand {i + 1} of {enc.name} cannot take .reuse")
+                    return None
+                reuse |= 1 << bit
+        cbits = (control.bits & ~(0xF << 17)) | (reuse << 17)
+        word |= cbits << CONTROL_SHIFT
+        if inst.raw is not None:
+            mask, value = inst.raw
+            word = (word & ~mask) | (value & mask)
+        return word
+
+    def _bad_token(self, enc: Encoding, token: str) -> str:
+        if token.startswith("@"):
+            return f"operand flag {token[1:]} not allowed in {enc.name} on {self.arch}"
+        elsewhere = [e for e in self.encodings if token in e.token_group or token in e.fixed_tokens]
+        if elsewhere:
+            return f"modifier .{token} is not valid for {enc.name} on {self.arch}"
+        return f"modifier .{token} is not known on {self.arch}"
+
+    def _to_raw(self, f: Field, v, inst: Instruction, errors: list[str]) -> Optional[int]:
+        t = f.transform
+        try:
+            if t == "u":
+                raw = int(v)
+                ok = 0 <= raw and raw & ~f.value_mask == 0
+            elif t in ("s", "pcrel"):
+                raw = int(v)
+                if t == "pcrel":
+                    raw -= inst.address + 16
+                lo, hi = -(1 << (f.value_bits - 1)), (1 << (f.value_bits - 1))
+                ok = lo <= raw < hi and (raw & ((1 << f.value_bits) - 1)) & ~f.value_mask == 0
+                raw &= (1 << f.value_bits) - 1
+            elif t == "f32":
+                raw = _f32_bits(float(v))
+                ok = True
+            elif t == "f64hi":
+                b = _f64_bits(float(v))
+                raw, ok = b >> 32, b & 0xFFFFFFFF == 0
+            elif t == "f16":
+                raw = struct.unpack("<H", struct.pack("<e", float(v)))[0]
+                ok = True
+            elif t.startswith("table:"):
+                raw = self.tables[t[6:]].get(v)
+                ok = raw is not None
+                if not ok:
+                    errors.append(f"unknown {t[6:]} name {v!r} on {self.arch}")
+                    return None
+            else:
+                raise AssertionError(t)
+        except (TypeError, ValueError, OverflowError):
+            ok = False
+            raw = 0
+        if not ok or raw & ~f.value_mask:
+            errors.append(f"value {v!r} does not fit its field ({f.value_bits} bits, {t}) in "
+                          f"{inst.opcode} on {self.arch}")
+            return None
+        return raw
+
+    # ---- decoding
+    def decode(self, word: int, address: int = 0) -> Instruction:
+        for enc in self.decode_index.get(word & self.decode_mask, ()):
+            if word & enc.match_mask == enc.match_value:
+                inst = self._decode_with(enc, word, address)
+                if inst is not None:
+                    return inst
+        raise SassError(f"cannot decode 0x{word:032x} on {self.arch}: no known encoding matches")
+
+    def _decode_with(self, enc: Encoding, word: int, address: int) -> Optional[Instruction]:
+        tokens = set(enc.fixed_tokens)
+        for g in enc.groups:
+            toks = g.values.get(word & g.mask)
+            if toks is None:
+                return None
+            tokens |= toks
+        values = []
+        for f in enc.fields:
+            if isinstance(f, tuple):
+                values.append(f[1])
+                continue
+            raw = f.extract(word)
+            t = f.transform
+            if t == "u":
+                v = raw
+            elif t in ("s", "pcrel"):
+                if raw >> (f.value_bits - 1) & 1:
+                    raw -= 1 << f.value_bits
+                v = raw + (address + 16 if t == "pcrel" else 0)
+            elif t == "f32":
+                v = _bits_f32(raw)
+            elif t == "f64hi":
+                v = _bits_f64(raw << 32)
+            elif t == "f16":
+                v = struct.unpack("<e", struct.pack("<H", raw))[0]
+            else:
+                v = self.table_names[t[6:]].get(raw)
+                if v is None:
+                    return None
+            values.append(v)
+        control = ControlCode.from_word(word)
+        operands = []
+        pos = 1
+        for i, kind in enumerate(enc.kinds):
+            n = _value_count(kind)
+            flags = {f for j, f in map(split_flag_token, tokens) if j == i}
+            if enc.reuse.get(i) is not None and control.reuse >> enc.reuse[i] & 1:
+                flags.add("reuse")
+            operands.append(Operand(kind, tuple(values[pos:pos + n]), frozenset(flags)))
+            pos += n
+        predicate = None
+        if values[0] != 7 or GUARD_NEGATED in tokens:
+            predicate = Operand(enc.guard_kind, (values[0],),
+                                frozenset({"!"}) if GUARD_NEGATED in tokens else frozenset())
+        mods = sorted((t for t in tokens if not t.startswith("@")),
+                      key=lambda t: (enc.order_index.get(t, 1 << 20), t))
+        modifiers = tuple(t.split("#")[0] for t in mods)
+        return Instruction(enc.opcode, modifiers, tuple(operands), predicate, control, address=address)
+
+    # ---- printing
+    def format(self, inst: Instruction) -> str:
+        from ..operands import format_operand
+        parts = []
+        if inst.predicate is not None:
+            p = inst.predicate
+            name = {"P": "PT", "UP": "UPT"}.get(p.kind) if p.values[0] == 7 else f"{p.kind}{p.values[0]}"
+            parts.append(f"@{'!' if '!' in p.flags else ''}{name} ")
+        text = inst.mnemonic
+        if inst.operands:
+            ops = []
+            for op in inst.operands:
+                if op.kind == "L" and op.symbol is None:
+                    ops.append(self._format_number(int(op.values[0])))
+                else:
+                    ops.append(format_operand(op, number=self._format_number))
+            text += " " + ", ".join(ops)
+        return "".join(parts) + text
+
+    def _format_number(self, v) -> str:
+        if isinstance(v, float):
+            if math.isnan(v):
+                return self.syntax.get("nan", "+QNAN") if math.copysign(1, v) > 0 else \
+                    self.syntax.get("negative_nan", "-QNAN")
+            if math.isinf(v):
+                return "+INF" if v > 0 else "-INF"
+            # nvdisasm prints large magnitudes in exponent form with all digits kept.
+            if v != 0 and abs(v) >= 10.0 ** int(self.syntax.get("float_large_exponent", 9)):
+                return self.syntax.get("float_format_large", "%.20e") % v
+            return self.syntax.get("float_format", "%.20g") % v
+        return f"-0x{-v:x}" if v < 0 else f"0x{v:x}"
+
+
+def _same_number(a, b) -> bool:
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return False
+
+
+def _value_count(kind: str) -> int:
+    """How many values an operand of this kind carries (its value letters)."""
+    from ..operands import _KIND_TOKEN
+    n = 0
+    for tok in _KIND_TOKEN.findall(kind):
+        if tok in ("R", "UR", "P", "UP", "B", "SB", "SR", "I", "+I", "L", "N"):
+            n += 1
+    return n
+
+
+@functools.lru_cache(maxsize=None)
+def get_isa(arch: str) -> Isa:
+    from .description import load_description
+    path = DATA_DIR / f"{arch}.toml"
+    if not path.exists():
+        known = sorted(p.stem for p in DATA_DIR.glob("sm_*.toml"))
+        raise SassError(f"no ISA description for {arch} (have: {', '.join(known) or 'none'}); "
+                        f"run python -m sassas.isa.learn --arch {arch}")
+    return load_description(path)

@@ -1,0 +1,66 @@
+"""Read `cuobjdump -sass` / `nvdisasm -hex` listings into kernels, control codes included.
+
+Each instruction line carries its low 64 bits as a hex comment and the next line its high
+64 bits; :func:`sassas.parse.parse_instruction` takes the control code from them.
+"""
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from .ast import ControlCode, Instruction, Kernel, Loc
+from .errors import SassError
+from .parse import parse_instruction
+
+_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
+_NVDISASM_FUNCTION = re.compile(r"^\s*\.text\.(\S+?):?\s*$")
+_INSTRUCTION = re.compile(r"/\*([0-9a-fA-F]{4,})\*/\s*(.*?;)\s*/\*\s*(0x[0-9a-fA-F]{16})\s*\*/")
+_MNEMONIC = re.compile(r"\s*(?:@!?U?P[0-7T]\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)")
+_HIGH_WORD = re.compile(r"^\s*/\*\s*(0x[0-9a-fA-F]{16})\s*\*/\s*$")
+
+
+class UnreadableInstruction(Instruction):
+    """Placeholder for an instruction the parser cannot read: opcode and control code only."""
+
+
+def read_listing(text: str, filename: str = "<listing>") -> tuple[list[Kernel], list[SassError]]:
+    """Kernels of a listing, and the errors of lines that could not be read.
+
+    An instruction the parser rejects is kept with its opcode and control code but no operands,
+    so scoreboard analysis still sees its barriers.
+    """
+    kernels: list[Kernel] = []
+    errors: list[SassError] = []
+    current: Optional[Kernel] = None
+    pending: Optional[tuple[int, str, str, int, str]] = None
+    for number, line in enumerate(text.splitlines(), 1):
+        m = _FUNCTION.match(line) or _NVDISASM_FUNCTION.match(line)
+        if m:
+            current = Kernel(name=m.group(1), loc=Loc(filename, number, 1, line))
+            kernels.append(current)
+            continue
+        m = _INSTRUCTION.search(line)
+        if m:
+            pending = (int(m.group(1), 16), m.group(2), m.group(3), number, line)
+            continue
+        m = _HIGH_WORD.match(line)
+        if m and pending is not None:
+            address, body, low, line_no, source = pending
+            pending = None
+            if current is None:
+                current = Kernel(name="kernel", loc=Loc(filename, 1, 1))
+                kernels.append(current)
+            loc = Loc(filename, line_no, source.find(body) + 1, source)
+            try:
+                inst = parse_instruction(f"{body} /* {low} */ /* {m.group(1)} */", filename)
+            except SassError as e:
+                errors.append(SassError(f"cannot read instruction: {e.message}", loc))
+                word = int(m.group(1), 16) << 64 | int(low, 16)
+                mnemonic = _MNEMONIC.match(body)
+                parts = mnemonic.group(1).split(".") if mnemonic else ["NOP"]
+                inst = UnreadableInstruction(opcode=parts[0], modifiers=tuple(parts[1:]),
+                                             control=ControlCode.from_word(word))
+            inst.loc = loc
+            inst.address = address
+            current.body.append(inst)
+    return kernels, errors

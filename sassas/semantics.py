@@ -1,0 +1,318 @@
+"""Instruction semantics for scheduling: which registers an instruction reads and writes, and
+how long its results take, read from the data tables ``data/semantics.toml`` (per opcode,
+arch-independent) and ``data/latency.toml`` (per arch, each figure with its source).
+
+No opcode facts live here: this module only interprets the tables.
+
+Registers are ``(file, number)`` pairs: ``('R', 5)``, ``('P', 0)``, ``('UR', 4)``, ``('UP', 1)``.
+The zero registers (RZ, URZ, PT, UPT) are never tracked.
+"""
+from __future__ import annotations
+
+import functools
+import re
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Optional
+
+from .ast import Instruction, Operand
+
+Reg = tuple[str, int]
+
+# The zero/true register of each register file: reads of it carry no dependency.
+ZERO_REGISTER = {"R": 255, "UR": 63, "P": 7, "UP": 7}
+PREDICATE_FILES = ("P", "UP")
+PREDICATE_COUNT = 7   # P0..P6 (PT is 7)
+# Kind pieces that carry a value, in the order Operand.values holds them (see sassas.ast).
+_VALUE_PIECE = re.compile(r"UR|UP|SB|SR|R|P|B|I|L|N")
+# A register that carries a width suffix inside a larger operand: `desc[UR4][R2.64]` -> 'R.64'.
+_WIDE_SUFFIX = {".64": 2, ".128": 4}
+# A memory descriptor `desc[UR4]` is a 64-bit value in a uniform register pair.
+DESCRIPTOR_WIDTH = 2
+# Type modifiers of conversions: which class (F or I) and how many registers.
+_TYPE_MODIFIER = re.compile(r"^(F|S|U)(8|16|32|64)$")
+
+
+class SemanticsError(Exception):
+    """The data tables are malformed (a bug in sassas's data, not in the user's program)."""
+
+
+@dataclass(frozen=True)
+class OpcodeInfo:
+    name: str
+    cls: str
+    dests: int = 1
+    pred_follow: int = 0
+    leading_preds: int = 2
+    async_read: bool = False
+    queue: Optional[str] = None
+    widths: tuple = ()
+    convert: tuple = ()
+    branch: Optional[str] = None
+    target: Optional[int] = None
+    writes_all_preds: bool = False
+    reads_all_preds: bool = False
+    opaque: bool = False
+    known: bool = True
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Timing of one latency class on one arch: fixed ``cycles`` or ``variable``."""
+    cycles: Optional[int]
+    variable: bool
+    source: str
+
+
+@dataclass
+class Effects:
+    """What one instruction does, in the terms the checker and scheduler use."""
+    info: OpcodeInfo
+    writes: list[Reg] = field(default_factory=list)
+    reads: list[Reg] = field(default_factory=list)
+    guard: list[Reg] = field(default_factory=list)      # the guard predicate, read at issue
+    # Source registers by reuse slot (slot k = k-th source operand), None where not a register.
+    slots: list[Optional[Reg]] = field(default_factory=list)
+    reuse_slots: list[int] = field(default_factory=list)   # slots written with `.reuse`
+    target: Optional[int] = None     # branch target byte address, if known
+
+    @property
+    def cls(self) -> str:
+        return self.info.cls
+
+
+@functools.lru_cache(maxsize=None)
+def _load(name: str) -> dict:
+    text = resources.files("sassas").joinpath("data", name).read_text()
+    return tomllib.loads(text)
+
+
+@functools.lru_cache(maxsize=None)
+def opcode_table() -> dict[str, dict]:
+    return _load("semantics.toml")["opcode"]
+
+
+def _defaults() -> dict:
+    return _load("semantics.toml")["defaults"]
+
+
+def _data_width() -> dict[str, int]:
+    return _load("semantics.toml")["data_width"]
+
+
+_FIELDS = {"class": "cls", "dests": "dests", "pred_follow": "pred_follow",
+           "leading_preds": "leading_preds", "async_read": "async_read", "queue": "queue",
+           "widths": "widths", "convert": "convert", "branch": "branch", "target": "target",
+           "writes_all_preds": "writes_all_preds", "reads_all_preds": "reads_all_preds",
+           "opaque": "opaque"}
+
+
+@functools.lru_cache(maxsize=4096)
+def opcode_info(opcode: str, modifiers: tuple[str, ...]) -> OpcodeInfo:
+    """The table's entry for an opcode, with the first matching form applied."""
+    table = opcode_table()
+    entry = table.get(opcode)
+    merged = dict(_defaults())
+    if entry is not None:
+        merged.update({k: v for k, v in entry.items() if k not in ("forms", "note")})
+        mods = "".join("." + m for m in modifiers) + "."
+        for form in entry.get("forms", ()):
+            if re.search(form["match"], mods):
+                merged.update({k: v for k, v in form.items() if k != "match"})
+                break
+    kwargs = {}
+    for key, value in merged.items():
+        if key not in _FIELDS:
+            raise SemanticsError(f"semantics.toml: unknown key {key!r} for {opcode}")
+        kwargs[_FIELDS[key]] = tuple(value) if isinstance(value, list) else value
+    return OpcodeInfo(name=opcode, known=entry is not None, **kwargs)
+
+
+# ---- latency tables ---------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def arch_timing(arch: str) -> "ArchTiming":
+    data = _load("latency.toml")
+    archs = data["arch"]
+    if arch not in archs:
+        raise SemanticsError(f"latency.toml has no entry for {arch}")
+    chain = []
+    name: Optional[str] = arch
+    while name is not None:
+        chain.append(archs[name])
+        name = archs[name].get("base")
+    classes: dict[str, Latency] = {}
+    pairs: dict[tuple[str, str], Latency] = {}
+    params: dict[str, int] = {}
+    for level in reversed(chain):
+        for cls, spec in level.get("class", {}).items():
+            classes[cls] = _latency(spec, f"{arch} class {cls}")
+        for key, spec in level.get("pair", {}).items():
+            producer, consumer = key.split("->")
+            pairs[(producer.strip(), consumer.strip())] = _latency(spec, f"{arch} pair {key}")
+        for key, spec in level.get("param", {}).items():
+            params[key] = spec["value"]
+    return ArchTiming(arch, classes, pairs, params)
+
+
+def _latency(spec: dict, what: str) -> Latency:
+    if "source" not in spec:
+        raise SemanticsError(f"latency.toml: {what} has no source")
+    if spec.get("variable"):
+        return Latency(None, True, spec["source"])
+    return Latency(int(spec["cycles"]), False, spec["source"])
+
+
+@dataclass(frozen=True)
+class ArchTiming:
+    arch: str
+    classes: dict[str, Latency]
+    pairs: dict[tuple[str, str], Latency]
+    params: dict[str, int]
+
+    def latency(self, cls: str) -> Latency:
+        try:
+            return self.classes[cls]
+        except KeyError:
+            raise SemanticsError(f"latency.toml: {self.arch} has no latency for class {cls!r}") from None
+
+    def is_variable(self, cls: str) -> bool:
+        return self.latency(cls).variable
+
+    def fixed_latency(self, producer_cls: str, consumer_cls: str) -> int:
+        """Cycles between the issue of a fixed-latency producer and of a consumer of its result."""
+        pair = self.pairs.get((producer_cls, consumer_cls))
+        if pair is not None:
+            return pair.cycles
+        return self.latency(producer_cls).cycles or 1
+
+    def param(self, name: str) -> int:
+        return self.params[name]
+
+
+# ---- operands -> registers --------------------------------------------------------------
+
+def _registers(op: Operand) -> list[tuple[str, int, int]]:
+    """(file, number, width) of every register an operand names, zero registers left out."""
+    out = []
+    pieces = _VALUE_PIECE.findall(op.kind.replace("+I", "I"))
+    # Suffixes written inside the kind (`R.64` of `desc[UR][R.64+I]`) widen that register.
+    suffixes = re.findall(r"(?<![S\w])(UR|UP|R|P)(\.\w+)?", op.kind.replace("[", "[ ").replace("+", "+ "))
+    widened = [(_WIDE_SUFFIX.get(s, 1)) for _, s in suffixes]
+    if op.kind.startswith(("desc[UR]", "gdesc[UR]")):
+        widened[0] = DESCRIPTOR_WIDTH
+    k = 0
+    for piece, value in zip(pieces, op.values):
+        if piece in ZERO_REGISTER:
+            width = widened[k] if k < len(widened) else 1
+            if k == 0:
+                for flag in op.flags:
+                    width = max(width, _WIDE_SUFFIX.get(flag, 1))
+            k += 1
+            if isinstance(value, int) and value != ZERO_REGISTER[piece]:
+                out.append((piece, value, width))
+    return out
+
+
+def _is_predicate(op: Operand) -> bool:
+    return op.kind in PREDICATE_FILES
+
+
+def _span(file: str, number: int, width: int) -> list[Reg]:
+    return [(file, number + i) for i in range(width) if number + i != ZERO_REGISTER[file]]
+
+
+def _data_width_of(modifiers: tuple[str, ...]) -> int:
+    table = _data_width()
+    width = 1
+    for m in modifiers:
+        width = max(width, table.get(m, 1))
+    return width
+
+
+def _conversion_widths(info: OpcodeInfo, modifiers: tuple[str, ...]) -> tuple[int, int]:
+    """Register widths of a conversion's result and source from its type modifiers."""
+    slots = [None, None]
+    for m in modifiers:
+        t = _TYPE_MODIFIER.match(m)
+        if not t:
+            continue
+        type_class = "F" if t.group(1) == "F" else "I"
+        for i, wanted in enumerate(info.convert):
+            if wanted == type_class and slots[i] is None:
+                slots[i] = 2 if t.group(2) == "64" else 1
+                break
+    return slots[0] or 1, slots[1] or 1
+
+
+def effects(inst: Instruction) -> Effects:
+    """Registers read and written by `inst`, from the semantics table."""
+    info = opcode_info(inst.opcode, inst.modifiers)
+    eff = Effects(info)
+    if inst.predicate is not None:
+        eff.guard += _span(inst.predicate.kind, inst.predicate.values[0], 1)
+    if info.branch is not None and info.target is not None and inst.operands:
+        t = inst.operands[info.target]
+        if t.kind in ("I", "L") and isinstance(t.values[0], int):
+            eff.target = t.values[0]
+    if info.opaque:
+        return eff
+    data = _data_width_of(inst.modifiers)
+    conversion = _conversion_widths(info, inst.modifiers) if info.convert else None
+
+    ops = list(inst.operands)
+    i = 0
+    # Leading predicate operands are results.
+    while i < len(ops) and _is_predicate(ops[i]) and i < info.leading_preds and (info.dests or info.leading_preds):
+        eff.writes += _span(ops[i].kind, ops[i].values[0], 1)
+        i += 1
+    position = 0      # among non-predicate operands, for `widths`
+
+    def width_at(pos: int) -> int:
+        if conversion is not None and pos < 2:
+            return conversion[pos]
+        if pos < len(info.widths):
+            w = info.widths[pos]
+            return data if w == "data" else int(w)
+        return 1
+
+    dests_left = info.dests
+    while i < len(ops) and dests_left > 0:
+        op = ops[i]
+        if not _is_predicate(op):
+            for file, number, width in _registers(op):
+                eff.writes += _span(file, number, max(width, width_at(position)))
+            position += 1
+            dests_left -= 1
+        else:
+            eff.writes += _span(op.kind, op.values[0], 1)
+        i += 1
+    follow = info.pred_follow
+    while i < len(ops) and follow > 0 and _is_predicate(ops[i]):
+        eff.writes += _span(ops[i].kind, ops[i].values[0], 1)
+        i += 1
+        follow -= 1
+    slot = 0
+    for op in ops[i:]:
+        regs = _registers(op)
+        if _is_predicate(op):
+            eff.reads += [(f, n) for f, n, _ in regs]
+            continue
+        plain = op.kind in ("R", "UR")
+        w = width_at(position)
+        for j, (file, number, width) in enumerate(regs):
+            eff.reads += _span(file, number, max(width, w) if plain else width)
+        if plain:
+            eff.slots.append(regs[0][:2] if regs else None)
+            if "reuse" in op.flags:
+                eff.reuse_slots.append(slot)
+        else:
+            eff.slots.append(None)
+        slot += 1
+        position += 1
+    if info.writes_all_preds:
+        eff.writes += [("P", n) for n in range(PREDICATE_COUNT)]
+    if info.reads_all_preds:
+        eff.reads += [("P", n) for n in range(PREDICATE_COUNT)]
+    return eff
