@@ -2,8 +2,10 @@
 automatic scheduling.
 
 Text form ``wait:read:write:yield:stall``, e.g. ``--:-:1:Y:4``:
-- wait: the scoreboard barriers to wait on, ``--`` for none, else a hex mask (``03`` = 0 and 1);
-  a 6-character positional form (``-----1`` ... maxas) is read as one slot per barrier;
+- wait: the scoreboard barriers to wait on, ``--`` for none, else a bit mask written as two
+  decimal digits as TuringAs reads it (``03`` = barriers 0 and 1, ``12`` = 2 and 3; a field
+  with a hex letter such as ``0c`` is read as hex); a 6-character positional form
+  (``--2-4-``) names one barrier a slot;
 - read / write: the barrier (0..5) that the instruction's operand read / result write
   sets, ``-`` for none;
 - yield: ``Y`` to let the scheduler switch warps here, ``-`` not;
@@ -62,7 +64,8 @@ def check_legal(code: ControlCode, loc: Optional[Loc] = None) -> None:
 
 
 def format_control(code: ControlCode) -> str:
-    wait = f"{code.wait_mask:02x}" if code.wait_mask else "--"
+    # Two decimal digits, as TuringAs reads the field (see sassas.parse.read_control).
+    wait = f"{code.wait_mask:02d}" if code.wait_mask else "--"
     read = "-" if code.read_barrier == NO_BARRIER else str(code.read_barrier)
     write = "-" if code.write_barrier == NO_BARRIER else str(code.write_barrier)
     return f"{wait}:{read}:{write}:{'Y' if code.yield_ else '-'}:{code.stall:x}"

@@ -1,0 +1,163 @@
+"""Disassemble a cubin into sassas source that `sassas asm` rebuilds.
+
+The output carries what a loadable cubin needs: each kernel's name, parameters (sizes and
+offsets), shared memory, register count and launch bounds; control codes in TuringAs form;
+labels instead of branch offsets, so instructions can be inserted or deleted. A word the ISA
+tables cannot decode is kept bit for bit with the `.raw` escape.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Optional, Union
+
+from .ast import Instruction, Operand
+from .control import format_control
+from .errors import SassError
+
+INSTRUCTION_BYTES = 16
+ALL_BITS = (1 << 128) - 1
+
+
+class UnsupportedCubin(SassError):
+    pass
+
+
+def disassemble(cubin: Union[bytes, "object"], kernel: Optional[str] = None, source_name: str = "") -> str:
+    """Source text for every kernel of the cubin (or only `kernel`)."""
+    from .elf import read_cubin
+    from .isa import get_isa
+
+    data = cubin if isinstance(cubin, (bytes, bytearray)) else getattr(cubin, "data", cubin)
+    info = read_cubin(bytes(data))
+    isa = get_isa(info.arch)
+    kernels = info.kernels if kernel is None else [info.kernel(kernel)]
+    _refuse_what_cannot_be_carried(info, kernels)
+    out = [f"# sassas disasm{' of ' + source_name if source_name else ''}: {info.arch}, "
+           f"{len(kernels)} kernel(s)", f".arch {info.arch}", ""]
+    for k in kernels:
+        out.extend(_kernel_source(k, isa))
+        out.append("")
+    return "\n".join(out)
+
+
+def disassemble_file(path: Union[str, os.PathLike], kernel: Optional[str] = None) -> str:
+    with open(path, "rb") as f:
+        return disassemble(f.read(), kernel, source_name=os.path.basename(str(path)))
+
+
+def _refuse_what_cannot_be_carried(info, kernels) -> None:
+    for s in info.sections:
+        if s.name.startswith(".rel") and any(s.name.endswith(k.name) for k in kernels):
+            raise UnsupportedCubin(
+                f"section {s.name}: relocations (calls or references to other functions or "
+                f"globals) cannot be carried through sassas source yet")
+
+
+def _decode_all(code: bytes, isa) -> list[tuple[int, int, Optional[Instruction]]]:
+    out = []
+    for addr in range(0, len(code), INSTRUCTION_BYTES):
+        word = int.from_bytes(code[addr:addr + INSTRUCTION_BYTES], "little")
+        try:
+            inst = isa.decode(word, addr)
+        except SassError:
+            inst = None
+        out.append((addr, word, inst))
+    return out
+
+
+def _branch_operands(isa, word: int, addr: int, inst: Instruction) -> set[int]:
+    """Operand indexes that hold pc-relative targets: decoding the same word one
+    instruction later moves exactly those values by 16."""
+    moved = isa.decode(word, addr + INSTRUCTION_BYTES)
+    return {i for i, (a, b) in enumerate(zip(inst.operands, moved.operands))
+            if a.values != b.values and all(isinstance(v, int) for v in a.values)
+            and [y - x for x, y in zip(a.values, b.values)] in ([INSTRUCTION_BYTES],)}
+
+
+def _raw_difference(isa, inst: Instruction, word: int) -> Optional[tuple[int, int]]:
+    """(mask, value) of the bits where re-encoding the decoded text misses the original word,
+    so an unedited round trip is byte-identical even where the text is lossy."""
+    try:
+        again = isa.encode(inst)
+    except SassError:
+        return ALL_BITS, word
+    if again == word:
+        return None
+    mask = again ^ word
+    return mask, word & mask
+
+
+def _label(addr: int) -> str:
+    return f"L_{addr:04x}"
+
+
+def _kernel_source(k, isa) -> list[str]:
+    lines = [f".kernel {k.name}"]
+    if k.registers:
+        lines.append(f".registers {k.registers}")
+    if k.shared_bytes:
+        lines.append(f".shared {k.shared_bytes}")
+    if k.max_threads:
+        lines.append(f".maxthreads {_threads(k.max_threads)}")
+    if k.params:
+        lines.append("<params>")
+        end = 0
+        for i, p in enumerate(sorted(k.params, key=lambda p: p.offset)):
+            align = _alignment_reaching(end, p.offset, _natural(p.size))
+            if align is None:    # a gap our layout would not leave: pad it explicitly
+                lines.append(f"_pad{i}, {p.offset - end}, 1")
+                end, align = p.offset, 1
+            lines.append(f"p{i}, {p.size}" + (f", {align}" if align != _natural(p.size) else "")
+                         + f"    # offset 0x{p.offset:x}")
+            end = p.offset + p.size
+        lines.append("</params>")
+
+    decoded = _decode_all(k.code, isa)
+    targets: dict[int, set[int]] = {}
+    for addr, word, inst in decoded:
+        if inst is not None:
+            targets[addr] = _branch_operands(isa, word, addr, inst)
+    labels = {inst.operands[i].values[0] for addr, _, inst in decoded if inst is not None
+              for i in targets[addr]}
+    for addr, word, inst in decoded:
+        if addr in labels:
+            lines.append(f"{_label(addr)}:")
+        if inst is None:
+            lines.append(f".raw 0x{ALL_BITS:x} 0x{word:032x}   # not in the {isa.arch} tables")
+            lines.append("--:-:-:Y:0      NOP;")
+            continue
+        raw = _raw_difference(isa, inst, word)
+        if raw is not None:
+            lines.append(f".raw 0x{raw[0]:x} 0x{raw[1]:x}   # bits the {isa.arch} tables do not reproduce")
+        ops = list(inst.operands)
+        for i in targets[addr]:
+            ops[i] = Operand("N", (_label(ops[i].values[0]),), symbol=_label(ops[i].values[0]))
+        text = isa.format(replace(inst, operands=tuple(ops)))
+        pred, _, rest = text.partition(" ") if text.startswith("@") else ("", "", text)
+        lines.append(f"{format_control(inst.control)}  {pred:>5} {rest};")
+    end = len(k.code)
+    if end in labels:
+        lines.append(f"{_label(end)}:")
+    return lines
+
+
+def _natural(size: int) -> int:
+    return min(size, 8) if size in (1, 2, 4, 8) else 4
+
+
+def _alignment_reaching(end: int, offset: int, natural: int) -> Optional[int]:
+    """The alignment that puts a parameter starting after `end` exactly at `offset`:
+    its natural one where that works, else the smallest that does."""
+    fits = [a for a in (1, 2, 4, 8, 16, 32, 64, 128, 256)
+            if (end + a - 1) & ~(a - 1) == offset]
+    if not fits:
+        return None
+    return natural if natural in fits else fits[0]
+
+
+def _threads(t) -> int:
+    n = 1
+    for d in t:
+        n *= max(d, 1)
+    return n
