@@ -108,21 +108,47 @@ class Records:
         """end - start per thread, as unsigned 32-bit differences (int64)."""
         return ((self.end.astype(np.int64) - self.start.astype(np.int64)) & 0xFFFFFFFF)
 
-    def sm_spans(self) -> dict[int, tuple[int, np.ndarray]]:
-        """Per SM: (cycles from the earliest start to the latest end, thread indices).
+    def warp_span(self, warp: int = 0) -> int:
+        """Cycles from the earliest start to the latest end among the warp's 32 threads."""
+        rows = slice(32 * warp, 32 * warp + 32)
+        ref = np.int64(self.start[rows][0])
+        rel_start = _signed32(self.start[rows].astype(np.int64) - ref)
+        rel_end = _signed32(self.end[rows].astype(np.int64) - ref)
+        return int(rel_end.max() - rel_start.min())
 
-        Clocks of one SM are one counter; differences are taken modulo 2^32 relative to the
-        SM's first start, so a counter wrap inside the run does no harm.
+    def sm_groups(self, work: Optional[np.ndarray] = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per SM the threads ran on: (sm ids, cycle span from the SM's earliest start to its
+        latest end, sum of `work` over the SM's threads).
+
+        A block runs on one SM, so rows are first reduced per block (rows are in block
+        order). Clocks of one SM are one counter; differences are taken modulo 2^32
+        relative to a first start, so a counter wrap inside the run does no harm.
         """
-        out = {}
-        smid = self.smid
-        for sm in np.unique(smid):
-            idx = np.nonzero(smid == sm)[0]
-            ref = np.int64(self.start[idx[0]])
-            rel_start = _signed32(self.start[idx].astype(np.int64) - ref)
-            rel_end = _signed32(self.end[idx].astype(np.int64) - ref)
-            out[int(sm)] = (int(rel_end.max() - rel_start.min()), idx)
-        return out
+        nb = self.threads // self.block
+        st = self.start[: nb * self.block].reshape(nb, self.block).astype(np.int64)
+        en = self.end[: nb * self.block].reshape(nb, self.block).astype(np.int64)
+        bref = st[:, :1]
+        b_min = _signed32(st - bref).min(axis=1)
+        b_max = _signed32(en - bref).max(axis=1)
+        b_sm = self.smid[: nb * self.block : self.block]
+        b_work = (np.zeros(nb) if work is None else
+                  np.asarray(work, dtype=np.float64)[: nb * self.block].reshape(nb, self.block).sum(axis=1))
+        ids = np.unique(b_sm)
+        spans = np.empty(len(ids), dtype=np.int64)
+        sums = np.empty(len(ids), dtype=np.float64)
+        bref = bref[:, 0]
+        for i, sm in enumerate(ids):
+            sel = np.flatnonzero(b_sm == sm)
+            shift = _signed32(bref[sel] - bref[sel[0]])       # each block's ref vs the first
+            spans[i] = int((b_max[sel] + shift).max() - (b_min[sel] + shift).min())
+            sums[i] = b_work[sel].sum()
+        return ids, spans, sums
+
+    def sm_spans(self) -> dict[int, int]:
+        """Per SM: the cycle span (see sm_groups)."""
+        ids, spans, _ = self.sm_groups()
+        return {int(sm): int(span) for sm, span in zip(ids, spans)}
 
 
 def _signed32(x: np.ndarray) -> np.ndarray:
@@ -137,21 +163,12 @@ def _signed32(x: np.ndarray) -> np.ndarray:
 def per_sm_rate(work_per_thread: Callable[[Records, "Case"], np.ndarray]):
     """A metric: median over SMs of (work done by the SM's threads) / (the SM's cycle span)."""
     def compute(rec: Records, case: "Case") -> float:
-        work = work_per_thread(rec, case)
-        rates = []
-        for span, idx in rec.sm_spans().values():
-            if span > 0:
-                rates.append(float(work[idx].sum()) / span)
-        if not rates:
+        work = np.asarray(work_per_thread(rec, case), dtype=np.float64)
+        _ids, spans, sums = rec.sm_groups(work)
+        ok = spans > 0
+        if not ok.any():
             raise ValueError("no SM recorded a positive cycle span")
-        return float(np.median(rates))
-    return compute
-
-
-def warp0_cycles_per(count: Callable[["Case"], float]):
-    """A metric: cycles of the first warp (lane 0) divided by count(case)."""
-    def compute(rec: Records, case: "Case") -> float:
-        return float(rec.cycles()[0]) / count(case)
+        return float(np.median(sums[ok] / spans[ok]))
     return compute
 
 

@@ -14,10 +14,17 @@ from .sassgen import RECORD_WORDS
 POISON = 0xFFFFFFFF
 
 
+def loader():
+    """The module sassas.load (the package's attribute `load` is a function: import the
+    module by name)."""
+    import importlib
+    return importlib.import_module("sassas.load")
+
+
 def gpu_available() -> tuple[bool, str]:
     """(True, device name) or (False, why not): from sassas.load when it exists."""
     try:
-        from sassas import load as sl
+        sl = loader()
     except Exception as e:  # the loader is missing or broken
         return False, f"sassas.load cannot be imported: {e}"
     fn = getattr(sl, "gpu_available", None)
@@ -99,17 +106,22 @@ class Gpu:
         ok, why = gpu_available()
         if not ok:
             raise GpuError(f"no GPU: {why}")
-        from sassas import load as sl
+        sl = loader()
         self.sl = sl
         major, minor = sl.compute_capability()
         dev = _call("cuDeviceGet", 0)
         attr = _drv().CUdevice_attribute
         name = why
+        def optional(fn, *args) -> int:
+            try:
+                return int(_call(fn, *args))
+            except Exception:      # an attribute a newer driver dropped: informative only
+                return 0
         self.info = DeviceInfo(
             name=name, arch=f"sm_{major}{minor}",
             sm_count=int(_call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)),
-            clock_khz=int(_call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_CLOCK_RATE, dev)),
-            driver=int(_call("cuDriverGetVersion")))
+            clock_khz=optional("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_CLOCK_RATE, dev),
+            driver=optional("cuDriverGetVersion"))
         self._modules: dict[tuple, Any] = {}
         self._inputs: dict[int, Any] = {}
         self.build_seconds = 0.0

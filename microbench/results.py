@@ -221,46 +221,76 @@ def _align(rows: list[list[str]], right_from: int = 1) -> list[str]:
     return out
 
 
-def table(results: Sequence[Result], title: str = "") -> str:
-    """Plain-text summary: one block per benchmark; a row per variant; a column per
-    (metric, impl); then the errors. Only `headline` results are shown."""
+def table(results: Sequence[Result], title: str = "", brief: bool = False) -> str:
+    """Plain-text summary: one block per table group (a benchmark, or several that share
+    variants: extra['table']); a row per variant; for each metric a column per impl, then
+    the model's prediction if there is one; then the errors.
+
+    Only `headline` results are shown; `brief` also leaves out results marked
+    extra['brief'] = False (and says how many)."""
     lines = []
     if title:
         lines += [title, "=" * len(title)]
-    by_bench: dict[str, list[Result]] = {}
+    groups: dict[str, list[Result]] = {}
+    hidden = 0
     for r in results:
-        if r.headline:
-            by_bench.setdefault(r.name, []).append(r)
+        if not r.headline:
+            continue
+        if brief and not r.extra.get("brief", True):
+            hidden += 1
+            continue
+        groups.setdefault(r.extra.get("table") or r.name, []).append(r)
     errors = []
-    for bench, rs in by_bench.items():
-        cols: list[tuple[str, str, str]] = []
+    for group, rs in groups.items():
+        metrics: list[tuple[str, str]] = []
+        impls: dict[tuple[str, str], list[str]] = {}
         for r in rs:
-            key = (r.metric, r.impl, r.unit)
-            if key not in cols:
-                cols.append(key)
-        has_model = any(r.model is not None for r in rs)
+            key = (r.metric, r.unit)
+            if key not in metrics:
+                metrics.append(key)
+            impls.setdefault(key, [])
+            if r.impl not in impls[key]:
+                impls[key].append(r.impl)
+        cols: list[tuple[str, str, str]] = []      # (metric, unit, impl or 'model')
+        for key in metrics:
+            for impl in sorted(impls[key], key=lambda i: (i != "sass", i)):
+                cols.append((*key, impl))
+            if any(r.model is not None for r in rs if (r.metric, r.unit) == key):
+                cols.append((*key, "model"))
         variants: list[str] = []
         for r in rs:
             if r.variant not in variants:
                 variants.append(r.variant)
-        cell = {(r.variant, r.metric, r.impl): r for r in rs}
-        header1 = ["", *[f"{m} [{u}]" for m, _i, u in cols]] + (["model"] if has_model else [])
-        header2 = ["variant", *[i for _m, i, _u in cols]] + ([""] if has_model else [])
-        rows = [header1, header2]
+        cell = {(r.variant, r.metric, r.unit, r.impl): r for r in rs}
+        model = {}
+        for r in rs:
+            if r.model is not None:
+                model.setdefault((r.variant, r.metric, r.unit), r.model)
+        rows = [["", *[m for m, _u, _i in cols]], ["", *[f"[{u}]" for _m, u, _i in cols]],
+                ["variant", *[i for _m, _u, i in cols]]]
         for v in variants:
-            row = [v] + [fmt_cell(cell.get((v, m, i))) for m, i, _u in cols]
-            if has_model:
-                models = [r.model for r in rs if r.variant == v and r.model is not None]
-                row.append(fmt_value(models[0]) if models else "")
+            row = [v]
+            for m, u, i in cols:
+                if i == "model":
+                    x = model.get((v, m, u))
+                    row.append(fmt_value(x) if x is not None else "")
+                else:
+                    row.append(fmt_cell(cell.get((v, m, u, i))))
             rows.append(row)
         lines.append("")
-        lines.append(f"## {bench}")
+        lines.append(f"## {group}")
         lines += _align(rows)
         for r in rs:
             if r.error:
                 errors.append(f"{r.name} / {r.variant} / {r.impl} / {r.metric}: {r.error}")
+    if hidden:
+        lines.append("")
+        lines.append(f"({hidden} more results in the full table and the JSON)")
     if errors:
         lines.append("")
         lines.append(f"ERRORS ({len(errors)}): no figure is reported for these")
-        lines += [f"  {e}" for e in errors]
+        shown = errors[:20] if brief else errors
+        lines += [f"  {e[:300]}" if brief else f"  {e}" for e in shown]
+        if len(shown) < len(errors):
+            lines.append(f"  ... {len(errors) - len(shown)} more in the full table")
     return "\n".join(lines) + "\n"

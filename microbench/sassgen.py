@@ -50,6 +50,26 @@ SHARED_BASE = {"sm_90": 0x400}
 RECORD_WORDS = 4
 
 
+def param_offsets(base: int = 0x210) -> dict[str, int]:
+    """Byte address of each parameter in constant bank 0 (naturally aligned, in order)."""
+    out, off = {}, 0
+    for name, size in PARAMS:
+        off = (off + size - 1) // size * size
+        out[name] = base + off
+        off += size
+    return out
+
+
+def expand_params(text: str, base: int = 0x210) -> str:
+    """`name[i]` -> `c[0x0][0x...]` for the parameters of PARAMS."""
+    import re
+    offs = param_offsets(base)
+
+    def sub(m):
+        return f"c[0x0][{offs[m.group(1)] + 4 * int(m.group(2)):#x}]"
+    return re.sub(r"\b(" + "|".join(offs) + r")\[(\d+)\]", sub, text)
+
+
 def shared_base(arch: str) -> int:
     return SHARED_BASE.get(arch, 0)
 
@@ -66,8 +86,19 @@ def control(wait: int = 0, read: Optional[int] = None, write: Optional[int] = No
         raise ValueError(f"stall {stall} out of range 0..15")
     if not yield_ and (stall == 0 or stall >= 12):
         raise ValueError(f"stall {stall} needs the yield flag")
-    return (f"{wait:02x}" if wait else "--") + ":" + ("-" if read is None else str(read)) + ":" \
+    return wait_field(wait) + ":" + ("-" if read is None else str(read)) + ":" \
         + ("-" if write is None else str(write)) + ":" + ("Y" if yield_ else "-") + f":{stall:x}"
+
+
+def wait_field(mask: int) -> str:
+    """The wait field: '--' for none; two digits for masks 1..9, which read the same as
+    decimal (TuringAs, sassas) and as hex; else the six-position form ('0---4-'), which no
+    reading can take for another mask."""
+    if not mask:
+        return "--"
+    if mask < 10:
+        return f"{mask:02d}"
+    return "".join(str(b) if mask >> b & 1 else "-" for b in range(6))
 
 
 @dataclass
@@ -103,12 +134,14 @@ class Sass:
         self.lines.append(Line(f"# {text}", "comment"))
         return self
 
-    def instructions(self) -> list[str]:
-        """The instruction texts (no control, no ';'), in order: what nvdisasm should print."""
+    def instructions(self, param_base: int = 0x210) -> list[tuple[str, str]]:
+        """(control, instruction text) in order, parameters written as nvdisasm prints them
+        (`c[0x0][0x218]`), no ';': what the cubin should decode to (branch targets are
+        labels here, addresses there)."""
         out = []
         for ln in self.lines:
             if ln.kind == "inst":
-                out.append(ln.text.split(";", 1)[0].strip())
+                out.append((ln.ctl, expand_params(ln.text.split(";", 1)[0].strip(), param_base)))
         return out
 
     def text(self) -> str:
@@ -172,7 +205,8 @@ class Regs:
 def prologue(k: Sass, r: Regs, *, flag_predicate: bool = True) -> None:
     """Thread/block/SM ids, the memory descriptor, ntid, iters, the flag predicate P0.
 
-    Barriers 0..2 are set by the S2Rs; later code waits on them (`wait_prologue`).
+    Barriers 0..2 are set by the S2Rs, barrier 4 by the LDC of the inp pointer (R4:R5);
+    later code waits on them (block_start waits on all).
     UR4:UR5 = memory descriptor, UR6 = blockDim.x, UR7 = iters, UR8 = flag.
     """
     k.op(f"S2R R{r.tid}, SR_TID.X", write=0, stall=1)
@@ -182,8 +216,7 @@ def prologue(k: Sass, r: Regs, *, flag_predicate: bool = True) -> None:
     k.op(f"ULDC UR6, {NTID_X}", stall=1, note="blockDim.x")
     k.op("ULDC UR7, iters[0]", stall=1)
     k.op("ULDC UR8, flag[0]", stall=1)
-    k.op(f"MOV R{r.inp}, inp[0]", stall=2)
-    k.op(f"MOV R{r.inp + 1}, inp[1]", stall=2)
+    k.op(f"LDC.64 R{r.inp}, inp[0]", write=4, stall=1, note="inp pointer (barrier 4)")
     k.op(f"MOV R{r.counter}, RZ", y=True, stall=6)
     if flag_predicate:
         # P0 = (flag != 0): guards the sink store; written here, read > 13 cycles later.
@@ -215,9 +248,9 @@ def epilogue(k: Sass, r: Regs, *, end_wait: int = 0, sink: Optional[int] = None,
         before_store(k)
     k.op(f"IMAD R{r.gid}, R{r.ctaid}, UR6, R{r.tid}", wait=0x07, y=True, stall=6,
          note="gid = ctaid * ntid + tid")
-    k.op(f"MOV R{r.addr}, out[0]", stall=2)
-    k.op(f"MOV R{r.addr + 1}, out[1]", y=True, stall=6)
-    k.op(f"IMAD.WIDE R{r.addr}, R{r.gid}, 0x10, R{r.addr}", y=True, stall=6, note="&out[4 * gid]")
+    k.op(f"LDC.64 R{r.addr}, out[0]", write=5, stall=1, note="out pointer (barrier 5)")
+    k.op(f"IMAD.WIDE R{r.addr}, R{r.gid}, 0x10, R{r.addr}", wait=0x20, y=True, stall=6,
+         note="&out[4 * gid]")
     k.op(f"STG.E desc[UR4][R{r.addr}.64], R{r.start}", stall=1)
     k.op(f"STG.E desc[UR4][R{r.addr}.64+0x4], R{r.end}", stall=1)
     k.op(f"STG.E desc[UR4][R{r.addr}.64+0x8], R{r.smid}", stall=1)
@@ -227,6 +260,11 @@ def epilogue(k: Sass, r: Regs, *, end_wait: int = 0, sink: Optional[int] = None,
     k.op("EXIT", y=True, stall=5)
     k.label("END")
     k.op("BRA END", y=True, stall=0)
+
+
+def load_param(k: Sass, reg: int, param: str, barrier: int = 4, note: str = "") -> None:
+    """R{reg} = a 32-bit parameter word (`p0[0]`), by LDC: the consumer waits on `barrier`."""
+    k.op(f"LDC R{reg}, {param}", write=barrier, stall=1, note=note)
 
 
 def xor_fold(k: Sass, dest: int, regs: Sequence[int], wait: int = 0) -> None:

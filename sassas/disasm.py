@@ -47,11 +47,17 @@ def disassemble_file(path: Union[str, os.PathLike], kernel: Optional[str] = None
 
 
 def _refuse_what_cannot_be_carried(info, kernels) -> None:
+    """Relocations tie the code or its constants to symbols of the module (globals, other
+    functions); sassas source has no way to say that yet, so refuse rather than drop them."""
     for s in info.sections:
-        if s.name.startswith(".rel") and any(s.name.endswith(k.name) for k in kernels):
+        if not s.name.startswith(".rel") or s.size == 0 or s.name.endswith("debug_frame"):
+            continue
+        target = s.name.split(".", 2)[-1]
+        if target.startswith(("text.", "nv.constant")):
             raise UnsupportedCubin(
-                f"section {s.name}: relocations (calls or references to other functions or "
-                f"globals) cannot be carried through sassas source yet")
+                f"section {s.name}: {s.size // max(s.entsize, 1)} relocation(s) against "
+                f"{'.' + target} (references to global variables or other modules) cannot be "
+                f"carried through sassas source yet")
 
 
 def _decode_all(code: bytes, isa) -> list[tuple[int, int, Optional[Instruction]]]:
@@ -128,6 +134,11 @@ def _kernel_source(k, isa) -> list[str]:
             lines.append("--:-:-:Y:0      NOP;")
             continue
         raw = _raw_difference(isa, inst, word)
+        if raw is not None and raw[0] == ALL_BITS:
+            # The text does not encode at all: keep the word whole, the text as a comment.
+            lines.append(f".raw 0x{ALL_BITS:x} 0x{word:032x}   # {isa.format(inst)}: not re-encodable on {isa.arch}")
+            lines.append("--:-:-:Y:0      NOP;")
+            continue
         if raw is not None:
             lines.append(f".raw 0x{raw[0]:x} 0x{raw[1]:x}   # bits the {isa.arch} tables do not reproduce")
         ops = list(inst.operands)

@@ -7,6 +7,8 @@ from .arch import Arch
 from .ast import ControlCode, Instruction, Kernel
 from .errors import SassError, SassErrors
 
+ALL_BITS = (1 << 128) - 1
+
 # Facts about a few opcodes that the *cubin* (not the encoding) needs.
 EXIT_OPCODES = frozenset({"EXIT"})
 BARRIER_OPCODES = frozenset({"BAR"})
@@ -58,14 +60,17 @@ def encode_kernel(kernel: Kernel, arch: Arch, isa) -> EncodedKernel:
             errors.append(SassError("instruction has no control code; write one "
                                     "(wait:read:write:yield:stall, e.g. '--:-:-:Y:4')", inst.loc))
             continue
-        try:
-            word = isa.encode(inst)
-        except SassError as e:
-            errors.append(e.with_loc(inst.loc))
-            continue
-        if inst.raw is not None:
-            mask, value = inst.raw
-            word = (word & ~mask) | (value & mask)
+        if inst.raw is not None and inst.raw[0] == ALL_BITS:
+            word = inst.raw[1] & ALL_BITS      # every bit given: the text is only a placeholder
+        else:
+            try:
+                word = isa.encode(inst)
+            except SassError as e:
+                errors.append(e.with_loc(inst.loc))
+                continue
+            if inst.raw is not None:
+                mask, value = inst.raw
+                word = (word & ~mask) | (value & mask)
         words += word.to_bytes(16, "little")
     if errors:
         raise errors[0] if len(errors) == 1 else SassErrors(errors)

@@ -35,7 +35,8 @@ EXIT_OPCODES = frozenset({"EXIT"})
 
 # Which operand of which instructions must sit on an aligned register (R or UR), and how
 # aligned: (opcodes, modifier that makes the operand wide (None: always), operand, alignment).
-# operand: an index into the operands, "last" (a store's data) or "all" (every register).
+# operand: an index into the operands, "last" (a store's data), "last source" (the last
+# operand that is not a predicate, wherever predicate operands put it) or "all".
 ALIGNMENT = (
     (LOAD_OPCODES, "64", 0, 2),
     (LOAD_OPCODES, "128", 0, 4),
@@ -44,7 +45,7 @@ ALIGNMENT = (
     (frozenset({"LDSM"}), "2", 0, 2),
     (frozenset({"LDSM"}), "4", 0, 4),
     (frozenset({"IMAD"}), "WIDE", 0, 2),       # the 64-bit result
-    (frozenset({"IMAD"}), "WIDE", 3, 2),       # the 64-bit addend
+    (frozenset({"IMAD"}), "WIDE", "last source", 2),   # the 64-bit addend
     (frozenset({"DADD", "DMUL", "DFMA"}), None, "all", 2),
 )
 # An address register marked `.64` ([R2.64], desc[UR4][R2.64]) is a register pair.
@@ -118,6 +119,8 @@ def _aligned_registers(inst: Instruction):
             chosen = ops
         elif which == "last":
             chosen = ops[-1:]
+        elif which == "last source":
+            chosen = [op for op in ops if op.kind not in ("P", "UP")][-1:]
         else:
             chosen = ops[which:which + 1]
         for op in chosen:

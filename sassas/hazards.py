@@ -47,12 +47,15 @@ KINDS = {
     "waw-variable": "error",     # register overwritten while a variable-latency write is pending
     "war": "error",              # source of an in-flight load/store overwritten before its read barrier
     "barrier-delay": "error",    # barrier waited on too soon after being set
-    "reuse-stale": "error",      # reuse-cached register written before the read that reuses it
+    "reuse-stale": "warning",      # reuse-cached register written before the read that reuses it
     # Barrier set again while still in flight: legal (barriers count; a wait waits for all
     # setters) and common in ptxas code, but it makes the first result wait for the second.
     "rearm": "note",
     "wait-unset": "warning",     # wait on a barrier that nothing set
-    "reuse-miss": "warning",     # reuse flag that cannot hit
+    # Reuse flag that cannot hit. A note: the model (one cache per operand slot, kept until the
+    # slot's next read) is simpler than the hardware, whose caches ptxas uses across
+    # instructions of other pipes.
+    "reuse-miss": "note",
     "no-control": "error",       # instruction without a control code
 }
 
@@ -163,18 +166,37 @@ def build_cfg(insts: list[Instruction], effs: list[Effects], labels: dict[str, i
     for j, blk in enumerate(blocks):
         last = blk.end - 1
         kind = effs[last].info.branch
-        guarded = insts[last].predicate is not None and insts[last].predicate.values[0] != 7
+        guard = insts[last].predicate
+        guarded = guard is not None and guard.values[0] != 7
+        never = guard is not None and guard.values[0] == 7 and guard.has("!")    # @!PT
         succ: list[int] = []
-        falls_through = kind is None or kind == "call" or guarded
-        if kind in ("always", "call"):
-            t = targets.get(last)
-            if t is not None:
-                succ.append(block_of[t])
+        target = targets.get(last)
+        falls_through = (kind in (None, "conditional") or guarded or never
+                         or (kind == "call" and target is None))
+        if never:
+            pass
+        elif kind in ("always", "conditional", "call") and target is not None:
+            succ.append(block_of[target])
         elif kind == "indirect":
             succ += [block_of[v] for v in labels.values() if v in block_of]
         if falls_through and blk.end < n:
             succ.append(j + 1)
         blk.successors = sorted(set(succ))
+    # A subroutine's RET leads back to the instruction after each CALL of it, so what the
+    # callee leaves in flight reaches its callers (and only them).
+    for j, blk in enumerate(blocks):
+        last = blk.end - 1
+        if effs[last].info.branch != "call" or targets.get(last) is None or blk.end >= n:
+            continue
+        seen, todo = set(), [block_of[targets[last]]]
+        while todo:
+            k = todo.pop()
+            if k in seen:
+                continue
+            seen.add(k)
+            if effs[blocks[k].end - 1].info.branch == "return":
+                blocks[k].successors = sorted(set(blocks[k].successors) | {j + 1})
+            todo += [x for x in blocks[k].successors if x != j + 1]
     return blocks
 
 

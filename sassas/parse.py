@@ -9,6 +9,7 @@ from typing import Optional
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
+from .arch import get_arch
 from .ast import ControlCode, Instruction, Kernel, Label, Loc, Param, Program
 from .control import MAX_BARRIER, parse_control
 from .errors import Diagnostics, SassError
@@ -154,6 +155,9 @@ class _Build(Transformer):
         first, last = self._num(items[1]), self._num(items[2])
         if last < first:
             raise SassError(f"'{name.value}<{first}-{last}>': the range runs backwards", self._loc(items[1]))
+        if last - first > 254:
+            raise SassError(f"'{name.value}<{first}-{last}>' has more names than there are registers",
+                            self._loc(items[1]))
         base = parse_register(items[3].value, self._loc(items[3])) if len(items) > 3 else None
         return ("regs", (name.value, first, last, base), self._loc(name))
 
@@ -335,11 +339,18 @@ def parse_program(text: str, arch: str, filename: str = "<input>", lines: Option
     if not program.kernels:
         first = lines.loc(1, 1) if lines is not None else Loc(filename, 1, 1, text.split("\n", 1)[0])
         diags.error(SassError("nothing to assemble: the input has no instructions", first))
+    target = get_arch(arch)
     for kernel in program.kernels:
         try:
             finish_kernel(kernel, declarations[id(kernel)], diags, auto_reuse=auto_reuse)
         except SassError as e:
             diags.error(e)
+        if kernel.shared_bytes > target.max_shared_per_block:
+            diags.error(SassError(f"kernel '{kernel.name}' has {kernel.shared_bytes} bytes of shared memory; "
+                                  f"{target.name} allows {target.max_shared_per_block}", kernel.loc))
+        if kernel.registers is not None and not 1 <= kernel.registers <= target.max_registers:
+            diags.error(SassError(f"kernel '{kernel.name}': .registers {kernel.registers} out of range "
+                                  f"1..{target.max_registers}", kernel.loc))
     diags.raise_if_errors()
     return program
 

@@ -39,6 +39,7 @@ _NAME = re.compile(r"[A-Za-z_]\w*")
 _COUNT = re.compile(r"\d+|0[xX][0-9a-fA-F]+")
 KNOWN_BLOCKS = ("params", "regs", "consts", "smem", "code")
 MAX_INCLUDE_DEPTH = 32
+MAX_REGISTER_NUMBER = 254
 # A <code> block may generate another <code> block; this bounds the recursion.
 MAX_GENERATION_DEPTH = 16
 
@@ -186,7 +187,7 @@ def _run(code: str, label: str, namespace: dict, loc: Loc, mode: str, source_lin
         raise
     except SyntaxError as e:
         raise SassError(f"inline Python: syntax error: {e.msg}", loc) from None
-    except Exception as e:  # the user's code failed: report it as an error of their input
+    except (Exception, SystemExit) as e:  # the user's code failed (or called exit()): an input error
         raise SassError(f"inline Python raised {type(e).__name__}: {e}", _failing_line(e, label, loc, source_lines)) from None
 
 
@@ -333,6 +334,8 @@ def _regs_line(line: str, loc: Loc) -> str:
         hi = int(r.group(2)) if r.group(2) else lo
         if hi < lo:
             raise SassError(f"register range '{item}' runs backwards", loc)
+        if hi > MAX_REGISTER_NUMBER:
+            raise SassError(f"register {hi} out of range: R registers are R0..R{MAX_REGISTER_NUMBER}", loc)
         registers.extend(range(lo, hi + 1))
     flat = [n + str(k) + s for n, rng, s in names for k in (range(rng[0], rng[1] + 1) if rng else [""])]
     if sep == ":" and len(flat) != len(registers):

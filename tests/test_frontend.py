@@ -93,8 +93,8 @@ def test_turingas_program_parses_to_what_was_written():
         ("--:-:0:-:1", "LDS R4, [R3]"),
         ("--:-:1:-:1", "LDS R4, [R3+0x4]"),
         ("--:-:2:-:1", "LDS R4, [R3+0x8]"),
-        ("3f:-:-:Y:4", "IADD3 R7, R7, 0x1, RZ"),
-        ("0c:-:-:-:1", "ISETP.LT.AND P0, PT, R7, n, PT"),   # params: resolve's business
+        ("63:-:-:Y:4", "IADD3 R7, R7, 0x1, RZ"),
+        ("12:-:-:-:1", "ISETP.LT.AND P0, PT, R7, n, PT"),   # params: resolve's business
         ("--:-:-:Y:5", "@P0 BRA LOOP"),
         ("--:-:-:Y:5", "EXIT"),
     ]
@@ -448,3 +448,19 @@ def test_turingas_program_through_nvdisasm(arch):
         got = parse_instruction(dis.text)
         assert text_of(got) == text_of(inst), dis.text
         assert ControlCode.from_word(dis.word) == inst.control, dis.text
+
+
+def test_readme_language_example_parses():
+    readme = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "README.md")).read()
+    section = readme[readme.index("## The language"):]
+    example = section.split("```")[1]
+    prog = parse(example, "sm_90", "readme.sass")
+    k = prog.kernels[0]
+    assert k.name == "saxpy" and k.shared_bytes == 1024
+    texts = [text_of(i) for i in k.instructions]
+    assert texts[0] == "S2R R0, SR_TID.X"
+    assert texts[1].startswith("@P0 FFMA R1, R2, a, c[0x0][0x0]") or "c[0x0][0x0]" in texts[1]
+    v0 = k.instructions[2].operands[0].values[0]
+    assert v0 % 4 == 0 and texts[2].endswith(", [R0+0x10]")
+    assert texts[3].startswith("IADD3 ") and texts[5] == "EXIT"
+    assert k.instructions[5].control.stall == 5

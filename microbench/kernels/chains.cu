@@ -39,7 +39,8 @@ CHAIN_KERNEL(chain_ffma, float, F32, 0.0f,
 CHAIN_KERNEL(chain_fadd, float, F32, 0.0f,
              asm volatile("add.rn.f32 %0, %0, %1;" : "+f"(x) : "f"(b)), __float_as_uint(x))
 
-// MUFU chains: x = f(x), starting at p0
+// MUFU chains: x = f(x), starting at p0. (ptxas removes rcp(rcp(x)) pairs: the rcp
+// reference shows the compiler deleting the work, and the guard rejects its figure.)
 CHAIN_KERNEL(mufu_ex2, float, F32, a,
              asm volatile("ex2.approx.ftz.f32 %0, %0;" : "+f"(x)), __float_as_uint(x))
 CHAIN_KERNEL(mufu_rcp, float, F32, a,
@@ -50,8 +51,10 @@ CHAIN_KERNEL(mufu_rsq, float, F32, a,
              asm volatile("rsqrt.approx.ftz.f32 %0, %0;" : "+f"(x)), __float_as_uint(x))
 
 // Clock reads: a stream of 64-bit clock reads folded into x (clock64(): CS2R)
-CHAIN_KERNEL(clock_cs2r, unsigned, U32, 0u,
-             { unsigned long long t; asm volatile("mov.u64 %0, %%clock64;" : "=l"(t)); x ^= (unsigned)t; }, x)
+#define U64(v) ((unsigned long long)(v))
+CHAIN_KERNEL(clock_cs2r, unsigned long long, U64, 0ull,
+             { unsigned long long t; asm volatile("mov.u64 %0, %%clock64;" : "=l"(t)); x ^= t; },
+             (unsigned)(x ^ (x >> 32)))
 // 32-bit clock reads (%clock)
 CHAIN_KERNEL(clock_cs2r32, unsigned, U32, 0u,
              { unsigned t; asm volatile("mov.u32 %0, %%clock;" : "=r"(t)); x ^= t; }, x)

@@ -13,9 +13,13 @@ Layout (numbers in hex strings where they exceed TOML's 64-bit integers):
     values                        a field name or "=constant" per value: guard first, then operands
     match                         "mask:value": the bits that identify this encoding
     base                          the word before fields and groups are ORed in
+    support                       corpus words it reproduces (the encoder prefers higher)
     tokens                        modifiers always printed by this encoding
     order                         modifier print order
     reuse                         { operand index = reuse bit }
+    aliases                       printing aliases decided by values, most specific first:
+                                  { when = ["2=255", "3:pow2"], print = ["MOV"] }: nvdisasm
+                                  prints these tokens (value 0 = guard, then operand values)
     [[form.group]]                bits = [..], values = { "TOKENS" = n }, default = n
                                   (TOKENS: modifiers joined by ' ', '@2-' = flag '-' on operand 2,
                                   '' = prints nothing; n is the group's bits packed low to high)
@@ -27,7 +31,7 @@ import tomllib
 from pathlib import Path
 
 from ..errors import SassError
-from .model import CONTROL_MASK, Encoding, Field, Group, Isa, MASK128, form_name
+from .model import CONTROL_MASK, Alias, Encoding, Field, Group, Isa, MASK128, form_name
 
 # How nvdisasm prints float immediates (checked by learn.py against the corpus).
 DEFAULT_SYNTAX = {"float_format": "%.20g", "float_format_large": "%.20e", "float_large_exponent": "9"}
@@ -120,12 +124,23 @@ def write_description(isa: Isa, path: Path, header: str = "") -> None:
                                           for f in e.fields) + "]",
                 f"match = \"0x{e.match_mask:032x}:0x{e.match_value:032x}\"",
                 f"base = {_hex(e.base)}"]
+        if e.support:
+            out.append(f"support = {e.support}")
         if e.fixed_tokens:
             out.append(f"tokens = [{', '.join(_q(t) for t in sorted(e.fixed_tokens))}]")
         if e.order:
             out.append(f"order = [{', '.join(_q(t) for t in e.order)}]")
         if e.reuse:
             out.append("reuse = { " + ", ".join(f"{_q(str(i))} = {b}" for i, b in sorted(e.reuse.items())) + " }")
+        if e.aliases:
+            out.append("aliases = [")
+            for a in e.aliases:
+                out.append("  { when = [" + ", ".join(_q(f"{j}{c}" if c.startswith("=") else f"{j}:{c}")
+                                                     for j, c in a.when) + "]"
+                           + f", print = [{', '.join(_q(t) for t in sorted(a.add))}]"
+                           + (f", instead_of = [{', '.join(_q(t) for t in sorted(a.drop))}]" if a.drop else "")
+                           + " },")
+            out.append("]")
         for g in e.groups:
             bits = _bits_of(g.mask)
             vals = sorted(((" ".join(sorted(t, key=lambda x: (e.order_index.get(x, 999), x))), _pack(v, bits))
@@ -160,6 +175,20 @@ def _parse_field(spec: dict) -> Field:
         wl, w = loc.split(":")
         segs.append((int(wl), int(vl or 0), int(w)))
     return Field(tuple(segs), spec.get("type", "u"))
+
+
+def _parse_alias(spec: dict, where: str) -> Alias:
+    if not isinstance(spec, dict) or "when" not in spec:
+        raise SassError(f"{where}: an alias needs 'when' and 'print'")
+    when = []
+    for w in spec["when"]:
+        j, sep, c = w.partition("=")
+        if sep:
+            when.append((int(j), "=" + c))
+        else:
+            j, _, c = w.partition(":")
+            when.append((int(j), c))
+    return Alias(tuple(when), frozenset(spec.get("print", ())), frozenset(spec.get("instead_of", ())))
 
 
 def _parse_const(text: str):
@@ -204,7 +233,9 @@ def load_description(path: Path) -> Isa:
                      groups=groups, fixed_tokens=frozenset(form.get("tokens", ())),
                      order=tuple(form.get("order", ())),
                      reuse={int(k): v for k, v in form.get("reuse", {}).items()},
-                     name=form_name(form["opcode"], form["operands"]), example=form.get("example", ""))
+                     name=form_name(form["opcode"], form["operands"]), example=form.get("example", ""),
+                     aliases=[_parse_alias(a, where) for a in form.get("aliases", [])],
+                     support=form.get("support", 0))
         validate_encoding(e, where)
         encodings.append(e)
     syntax = dict(DEFAULT_SYNTAX, **data.get("syntax", {}))

@@ -24,9 +24,9 @@ from typing import Callable, Optional
 from ..ast import ControlCode, Instruction
 from ..errors import SassError
 from . import oracle
-from .model import (CONTROL_MASK, CONTROL_SHIFT, Encoding, Field, Group, form_key, form_name,
+from .model import (CONTROL_MASK, CONTROL_SHIFT, Encoding, Field, Group, form_key, form_name, value_conditions,
                     instruction_tokens, instruction_values)
-from .text import parse_instruction
+from .text import parse_instruction, parse_instruction_fallback
 
 # Bits of the word that carry the reuse flags (the rest of the control bits are never probed).
 REUSE_BITS = {ControlCode(reuse=1 << i).bits.bit_length() - 1 + CONTROL_SHIFT: i for i in range(4)}
@@ -60,7 +60,7 @@ def to_samples(disassembled: dict[int, Optional[oracle.Disassembled]],
             out[w] = None
             continue
         try:
-            inst = parse_instruction(d.text)
+            inst = parse_instruction_fallback(d.text)
         except (SassError, Exception) as e:  # the parser's failures are reported, not fatal
             if parse_failures is not None:
                 parse_failures.setdefault(d.text, str(e).splitlines()[0])
@@ -165,6 +165,10 @@ class Probe:
     modifier_bits: set[int] = field(default_factory=set)
     reuse: dict[int, int] = field(default_factory=dict)
     sequences: list[tuple[str, ...]] = field(default_factory=list)
+    # Tokens that come and go with values (printing aliases such as IMAD.MOV): not modifiers.
+    alias_tokens: set[str] = field(default_factory=set)
+    # Valid words of other forms one flip away: seeds for learning those forms.
+    neighbours: list[Sample] = field(default_factory=list)
 
 
 def _values(s: Sample, pcrel: set[int]) -> list:
@@ -213,6 +217,7 @@ def classify(rep: Sample, flips: dict[int, Optional[Sample]]) -> Probe:
             continue
         if not _compatible(rep, s):
             probe.structural.add(b)
+            probe.neighbours.append(s)
             continue
         if b in REUSE_BITS:
             reuse1 = {i for i, op in enumerate(s.inst.operands) if "reuse" in op.flags}
@@ -238,6 +243,16 @@ def classify(rep: Sample, flips: dict[int, Optional[Sample]]) -> Probe:
                 probe.slot_hints[j][transform] += 1
         elif not changed:
             probe.modifier_bits.add(b)
+            probe.sequences.append(tuple(s.inst.modifiers))
+        elif (len(changed) == 1 and slot_types[changed[0]] == "int"
+              and (found := _bit_of_change(v0[changed[0]], v1[changed[0]], "int"))):
+            # A value bit whose flip also changes the printed tokens: the tokens are an
+            # alias that depends on the value (IMAD.MOV.U32 R1, RZ, RZ, R2), not a modifier.
+            j = changed[0]
+            for k, transform in found:
+                probe.slot_bits_by[j]["int"][b] = k
+                probe.slot_hints[j][transform] += 1
+            probe.alias_tokens |= {t for t in t0 ^ t1 if not t.startswith("@")}
             probe.sequences.append(tuple(s.inst.modifiers))
         else:
             probe.structural.add(b)
@@ -348,6 +363,8 @@ def build_group(probe: Probe, bits: list[int], results: dict[int, Optional[Sampl
         probe.sequences.append(tuple(s.inst.modifiers))
     if not seen:
         return None
+    alias = frozenset(probe.alias_tokens)
+    seen = {v: toks - alias for v, toks in seen.items()}
     common = frozenset.intersection(*seen.values())
     values = {v: toks - common for v, toks in seen.items()}
     empties = [v for v, t in values.items() if not t]
@@ -425,7 +442,7 @@ def build_encoding(probe: Probe, groups: list[Group], name_tables: dict[int, tup
         group_mask |= g.mask
     structural = _mask(probe.structural) & ~used & ~group_mask & ~CONTROL_MASK
     base = rep.word & ~used & ~group_mask & ~CONTROL_MASK
-    fixed_tokens = instruction_tokens(rep.inst)
+    fixed_tokens = instruction_tokens(rep.inst) - probe.alias_tokens
     for g in groups:
         fixed_tokens -= g.tokens
         rep_toks = g.values.get(rep.word & g.mask)
@@ -463,8 +480,10 @@ def _table_name(inst: Instruction, j: int) -> str:
 def learn_encodings(reps: list[Sample], arch: str, cache: oracle.DisasmCache,
                     tables: dict[str, dict[str, int]],
                     log: Callable[[str], None] = print,
-                    parse_failures: Optional[dict[str, str]] = None) -> list[Encoding]:
-    """Probe each representative and build its encoding. Fills name `tables` (e.g. SR)."""
+                    parse_failures: Optional[dict[str, str]] = None,
+                    neighbours: Optional[list[Sample]] = None) -> list[Encoding]:
+    """Probe each representative and build its encoding. Fills name `tables` (e.g. SR) and
+    `neighbours` (valid words of other forms one flip away from a representative)."""
     def disasm(words):
         return to_samples(oracle.disassemble(words, arch, cache), parse_failures)
 
@@ -502,5 +521,156 @@ def learn_encodings(reps: list[Sample], arch: str, cache: oracle.DisasmCache,
                     if isinstance(name, str):
                         table.setdefault(name, (w >> lo) & ((1 << width) - 1))
             name_tables[j] = (lo, width)
-        encodings.append(build_encoding(p, groups, name_tables))
+        enc = build_encoding(p, groups, name_tables)
+        enc.source_word = p.rep.word
+        encodings.append(enc)
+        if neighbours is not None:
+            neighbours.extend(p.neighbours)
     return encodings
+
+
+def learn_aliases(encodings: list[Encoding], arch: str, cache: oracle.DisasmCache,
+                  tables: dict, samples_by_key: dict, log: Callable[[str], None] = print,
+                  parse_failures: Optional[dict[str, str]] = None) -> None:
+    """Probe special values of each encoding and set its printing aliases."""
+    plans = [(e, alias_probe_words(e, e.source_word)) for e in encodings if e.source_word]
+    results = to_samples(oracle.disassemble([w for _e, ws in plans for w in ws], arch, cache),
+                         parse_failures)
+    n = 0
+    for e, words in plans:
+        obs = [results[w] for w in words if results.get(w) is not None]
+        obs += samples_by_key.get((e.opcode, e.kinds), [])
+        e.aliases = induce_aliases(e, obs, tables)
+        n += bool(e.aliases)
+    log(f"  {sum(len(ws) for _e, ws in plans)} alias probes, {n} encodings with aliases")
+
+
+# --------------------------------------------------------------------------- printing aliases
+
+ALIAS_SPECIALS = {"reg": [255], "ureg": [63], "pred": [7], "upred": [7],
+                  "imm": [0, 1, 2, 4, -1], "offset": [0], "coffset": [0]}
+ZERO_ROLES = ("reg", "ureg", "pred", "upred")
+
+
+def _plain_value(role: str, v):
+    zero = ALIAS_SPECIALS.get(role, [None])[0] if role in ZERO_ROLES else None
+    if role in ZERO_ROLES:
+        return v if v != zero else 2 if role in ("reg", "ureg") else 1
+    if role == "imm":
+        return 3
+    return v
+
+
+def _put(word: int, f: Field, v) -> Optional[int]:
+    if type(v) is not int or f.transform not in ("u", "s"):
+        return None
+    raw = v & ((1 << f.value_bits) - 1) if f.transform == "s" else v
+    if raw < 0 or raw & ~f.value_mask or (f.transform == "s" and not
+                                          -(1 << (f.value_bits - 1)) <= v < 1 << (f.value_bits - 1)):
+        return None
+    return (word & ~f.mask) | f.insert(raw)
+
+
+def alias_probe_words(enc: Encoding, rep_word: int) -> list[int]:
+    """Words of this encoding whose values are 'special' (zero registers, small and
+    power-of-two immediates) alone, in pairs, and zero registers in threes, over a word
+    whose values are all plain: what nvdisasm prints for them shows its value aliases."""
+    from .description import _value_kinds
+    roles = _value_kinds(enc)
+    slots = [(j, f, roles[j]) for j, f in enumerate(enc.fields)
+             if j > 0 and isinstance(f, Field) and j < len(roles) and roles[j] in ALIAS_SPECIALS]
+    if not slots:
+        return []
+    plain = rep_word
+    rep_vals = [f.extract(rep_word) for _j, f, _r in slots]
+    for (j, f, role), raw in zip(slots, rep_vals):
+        v = raw - (1 << f.value_bits) if f.transform == "s" and raw >> (f.value_bits - 1) & 1 else raw
+        w = _put(plain, f, _plain_value(role, v))
+        if w is not None:
+            plain = w
+    words = [rep_word, plain]
+    specials = [(i, v) for i, (j, f, role) in enumerate(slots) for v in ALIAS_SPECIALS[role]]
+
+    def put_all(base, assignment):
+        w = base
+        for i, v in assignment:
+            w = _put(w, slots[i][1], v)
+            if w is None:
+                return None
+        return w
+    for a in specials:
+        words += [put_all(plain, [a]), put_all(rep_word, [a])]
+    for x, a in enumerate(specials):
+        for b in specials[x + 1:]:
+            if a[0] != b[0]:
+                words.append(put_all(plain, [a, b]))
+    zeros = [(i, ALIAS_SPECIALS[role][0]) for i, (j, f, role) in enumerate(slots) if role in ZERO_ROLES]
+    for x, a in enumerate(zeros):
+        for y, b in enumerate(zeros[x + 1:], x + 1):
+            for c in zeros[y + 1:]:
+                words.append(put_all(plain, [a, b, c]))
+    return [w for w in dict.fromkeys(words) if w is not None and
+            w & enc.match_mask == enc.match_value]
+
+
+def induce_aliases(enc: Encoding, observations: list[Sample], tables: dict) -> list:
+    """Alias rules that explain where nvdisasm's tokens differ from the groups' tokens:
+    per distinct difference, the value conditions shared by every word that shows it,
+    reduced to those needed to exclude every word that does not."""
+    from .model import Alias, Isa
+    isa = Isa("", [], tables, {})
+    saved, enc.aliases = enc.aliases, []
+    obs = []
+    try:
+        for s in observations:
+            if s.key != (enc.opcode, enc.kinds) or s.word & enc.match_mask != enc.match_value:
+                continue
+            base = isa._decode_tokens(enc, s.word)
+            vals = isa._decode_values(enc, s.word, s.address)
+            if base is None or vals is None:
+                continue
+            printed = instruction_values(s.inst)
+            if len(vals) != len(printed) or any(not _same(a, b) for a, b in zip(vals, printed)):
+                continue
+            toks = instruction_tokens(s.inst)
+            if {t for t in toks ^ base if t.startswith("@")}:
+                continue
+            add, drop = frozenset(toks - base), frozenset(base - toks)
+            atoms = {(j, c) for j, (f, v) in enumerate(zip(enc.fields, vals))
+                     if j > 0 and isinstance(f, Field) for c in value_conditions(v)}
+            obs.append(((add, drop), atoms))
+    finally:
+        enc.aliases = saved
+    # One rule per positive word, reduced to the conditions needed to keep every word that
+    # prints no alias out (exact values dropped first, so pow2 is kept over one example);
+    # words of several aliases at once are settled by the rules' order below.
+    plain = [a for d, a in obs if not (d[0] or d[1])]
+    found: dict = {}
+    for delta, atoms in obs:
+        if not (delta[0] or delta[1]):
+            continue
+        conds = set(atoms)
+        if any(conds <= a for a in plain):
+            continue                   # not decided by these values alone
+        for c in sorted(conds, key=lambda c: (c[1] == "pow2", c)):
+            if not any(conds - {c} <= a for a in plain):
+                conds.discard(c)
+        found[(frozenset(conds), delta)] = None
+    rules = [Alias(tuple(sorted(c)), d[0], d[1]) for c, d in found]
+    rules = [r for r in rules if not any(o is not r and o.add == r.add and o.drop == r.drop
+                                         and set(o.when) < set(r.when) for o in rules)]
+
+    # Order: a rule goes before another when more words that both match show its tokens.
+    def wins(a, b):
+        n = 0
+        for (add, drop), atoms in obs:
+            if set(a.when) <= atoms and set(b.when) <= atoms:
+                n += (add, drop) == (a.add, a.drop)
+                n -= (add, drop) == (b.add, b.drop)
+        return n
+    rules.sort(key=lambda r: (-len(r.when), r.when, sorted(r.add)))
+    for i in range(len(rules)):           # a few bubble passes settle pairwise preferences
+        for k in range(len(rules) - 1):
+            if wins(rules[k + 1], rules[k]) > 0:
+                rules[k], rules[k + 1] = rules[k + 1], rules[k]
+    return rules

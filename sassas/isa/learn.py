@@ -21,7 +21,7 @@ from pathlib import Path
 from ..errors import SassError
 from . import corpus, fit, oracle
 from .description import DEFAULT_SYNTAX, load_description, write_description
-from .model import DATA_DIR, Isa, form_name, instruction_tokens
+from .model import CONTROL_MASK, DATA_DIR, Isa, form_name, instruction_tokens
 
 
 REPS_PER_ROUND = 4
@@ -42,6 +42,7 @@ def refine(encodings, by_key) -> None:
         samples = by_key.get(key, [])
         e.order = modifier_order(e.evidence + [tuple(s.inst.modifiers) for s in samples])
         e.__dict__.pop("order_index", None)
+        e.__dict__.pop("print_cache", None)
         claimed = e.match_mask | CONTROL_MASK
         for f in e.fields:
             if not isinstance(f, tuple):
@@ -62,8 +63,21 @@ def refine(encodings, by_key) -> None:
                     e.base &= ~(1 << b)
 
 
-def check_sample(isa: Isa, s: fit.Sample) -> str:
-    """'' when the sample round-trips bit-exactly both ways; else what went wrong."""
+def check_sample(isa: Isa, s: fit.Sample, strict: bool = True) -> str:
+    """'' when the sample round-trips bit-exactly both ways; else what went wrong.
+    Not strict (words of the opcode sweep, whose hidden bits are random): the word decodes
+    to nvdisasm's text, and that text encodes to a word that prints the same."""
+    if not strict:
+        try:
+            text = isa.format(isa.decode(s.word, s.address))
+            if text != s.text:
+                return f"format: {text!r} != {s.text!r}"
+            inst = fit.parse_instruction(s.text)
+            inst.address = s.address
+            again = isa.format(isa.decode(isa.encode(inst), s.address))
+        except SassError as e:
+            return f"text round trip: {e.message}"
+        return "" if again == s.text else f"text round trip: {again!r} != {s.text!r}"
     try:
         inst = fit.parse_instruction(s.text)
         inst.address = s.address
@@ -83,7 +97,64 @@ def check_sample(isa: Isa, s: fit.Sample) -> str:
     return ""
 
 
-def learn_arch(arch: str, out_dir: Path, rounds: int = 4, log=print) -> dict:
+def _claimed(e) -> int:
+    m = 0
+    for f in e.fields:
+        if not isinstance(f, tuple):
+            m |= f.mask
+    for g in e.groups:
+        m |= g.mask
+    return m
+
+
+def rank(encodings: list, samples: list, tables: dict) -> None:
+    """Order each form's encodings by how many corpus words each reproduces exactly (the
+    encoder tries them in this order, like LLVM's alias priorities): stored as `support`."""
+    by_key = defaultdict(list)
+    for e in encodings:
+        by_key[(e.opcode, e.kinds)].append(e)
+    samples_by_key = defaultdict(list)
+    for s in samples:
+        samples_by_key[s.key].append(s)
+    from ..ast import ControlCode
+    for key, encs in by_key.items():
+        isa = Isa("", encs, tables, dict(DEFAULT_SYNTAX))
+        for e in encs:
+            e.support = 0
+        for s in samples_by_key.get(key, []):
+            inst = fit.parse_instruction_fallback(s.text)
+            inst.address, inst.control = s.address, ControlCode.from_word(s.word)
+            toks, vals = instruction_tokens(inst), fit.instruction_values(inst)
+            for e in encs:
+                if isa._try_encode(e, inst, toks, vals, []) == s.word:
+                    e.support += 1
+                    break
+
+
+def _signature(e) -> tuple:
+    """What makes two encodings interchangeable (duplicates are dropped)."""
+    return (e.opcode, e.kinds, e.guard_kind, e.match_mask, e.match_value,
+            tuple(f if isinstance(f, tuple) else (f.segments, f.transform) for f in e.fields),
+            tuple((g.mask, tuple(sorted((v, tuple(sorted(t))) for v, t in g.values.items()))) for g in e.groups),
+            e.fixed_tokens)
+
+
+def dedupe(encodings: list) -> list:
+    seen, out = set(), []
+    for e in encodings:
+        sig = _signature(e)
+        if sig not in seen:
+            seen.add(sig)
+            out.append(e)
+    return out
+
+
+MAX_NEW_FORMS_PER_ROUND = 400
+SAMPLES_PER_NEW_FORM = 2
+
+
+def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool = True) -> dict:
+    from . import sweep as sweep_mod
     t0 = time.time()
     log(f"[{arch}] building corpus")
     words = corpus.build(arch, progress=log)
@@ -94,8 +165,17 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 4, log=print) -> dict:
     illegal = sum(1 for w in words if samples_by_word.get(w) is None)
     log(f"[{arch}] {len(words)} distinct words, {len(samples)} parsed, {illegal} unusable, "
         f"{len(parse_failures)} texts the parser refused ({time.time() - t0:.1f}s)")
+    corpus_words = {s.word for s in samples}
+    # The pool: corpus samples, then words of forms the corpus lacks (opcode sweep, and
+    # neighbours of representatives found while probing). Only the corpus is reported as
+    # "bit-exact"; the others are learned and checked alike.
+    pool = list(samples)
+    if sweep:
+        extra = [s for s in sweep_mod.discover(arch, cache, parse_failures, log) if s.word not in corpus_words]
+        pool += extra
+        log(f"[{arch}] sweep adds {len(extra)} samples of {len({s.key for s in extra} - {s.key for s in samples})} new forms")
     by_key: dict[tuple, list[fit.Sample]] = defaultdict(list)
-    for s in samples:
+    for s in pool:
         by_key[s.key].append(s)
 
     tables: dict[str, dict[str, int]] = {}
@@ -110,15 +190,17 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 4, log=print) -> dict:
             # A few new representatives per form and round, each with a modifier set not
             # probed yet where possible.
             tried = {instruction_tokens(s.inst) for s in by_key[key] if s.word in probed}
+            n = 0
             for s in lst:
-                if len([r for r in reps if r.key == key]) >= REPS_PER_ROUND:
+                if n >= REPS_PER_ROUND:
                     break
                 toks = instruction_tokens(s.inst)
                 if s.word not in probed and toks not in tried:
                     reps.append(s)
                     probed.add(s.word)
                     tried.add(toks)
-            if not any(r.key == key for r in reps):
+                    n += 1
+            if not n:
                 for s in lst:
                     if s.word not in probed:
                         reps.append(s)
@@ -127,7 +209,10 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 4, log=print) -> dict:
         if not reps:
             break
         log(f"[{arch}] round {rnd + 1}: {len(reps)} representatives")
-        new = fit.learn_encodings(reps, arch, cache, tables, log=log, parse_failures=parse_failures)
+        neighbours: list[fit.Sample] = []
+        new = fit.learn_encodings(reps, arch, cache, tables, log=log, parse_failures=parse_failures,
+                                  neighbours=neighbours)
+        kept = []
         for e in new:
             try:
                 from .description import validate_encoding
@@ -135,46 +220,73 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 4, log=print) -> dict:
             except SassError as err:
                 log(f"  dropped {e.name}: {err.message}")
                 continue
-            encodings.append(e)
+            kept.append(e)
+        # Forms seen only as neighbours join the pool (bounded per round).
+        added = 0
+        for s in neighbours:
+            if s.key not in by_key and added < MAX_NEW_FORMS_PER_ROUND:
+                added += 1
+            if s.key in by_key and (len(by_key[s.key]) >= SAMPLES_PER_NEW_FORM
+                                    or s.word in {x.word for x in by_key[s.key]}
+                                    or by_key[s.key][0].word in corpus_words):
+                continue
+            by_key[s.key].append(s)
+            pool.append(s)
+        if added:
+            log(f"  {added} new forms found next to representatives")
+        fit.learn_aliases(kept, arch, cache, tables, by_key, log=log, parse_failures=parse_failures)
+        for e in kept:
+            if e.source_word not in corpus_words:
+                # Swept words carry random bits that nvdisasm does not print: clear them.
+                e.base &= e.match_mask | CONTROL_MASK | _claimed(e)
+        encodings = dedupe(encodings + kept)
         refine(encodings, by_key)
+        rank(encodings, samples, tables)
         isa = Isa(arch, encodings, tables, dict(DEFAULT_SYNTAX))
         failures = {}
         pending = defaultdict(list)
-        for s in samples:
-            why = check_sample(isa, s)
+        for s in pool:
+            why = check_sample(isa, s, s.word in corpus_words)
             if why:
                 failures[s.word] = why
                 pending[s.key].append(s)
-        ok = len(samples) - len(failures)
-        log(f"[{arch}] round {rnd + 1}: {len(encodings)} encodings, {ok}/{len(samples)} samples "
-            f"bit-exact ({100 * ok / max(len(samples), 1):.1f}%) ({time.time() - t0:.1f}s)")
+        ok = sum(1 for s in samples if s.word not in failures)
+        ok_extra = sum(1 for s in pool if s.word not in failures) - ok
+        log(f"[{arch}] round {rnd + 1}: {len(encodings)} encodings, {ok}/{len(samples)} corpus samples "
+            f"bit-exact ({100 * ok / max(len(samples), 1):.1f}%), other forms {ok_extra}/{len(pool) - len(samples)} "
+            f"({time.time() - t0:.1f}s)")
         write_description(isa, out_dir / f"{arch}.toml")
     # Reload what was written, so the report is about the file, not the objects in memory.
     isa = load_description(out_dir / f"{arch}.toml")
     failures = {}
-    for s in samples:
-        why = check_sample(isa, s)
+    for s in pool:
+        why = check_sample(isa, s, s.word in corpus_words)
         if why:
             failures[s.word] = why
-    ok = len(samples) - len(failures)
-    forms_ok = sum(1 for k, lst in by_key.items() if all(s.word not in failures for s in lst))
-    report = {"arch": arch, "samples": len(samples), "bit_exact": ok, "forms": len(by_key),
-              "forms_ok": forms_ok, "encodings": len(isa.encodings),
+    ok = sum(1 for s in samples if s.word not in failures)
+    corpus_keys = {s.key for s in samples}
+    forms_ok = sum(1 for k in corpus_keys if all(s.word not in failures for s in by_key[k]))
+    other_ok = sum(1 for k in by_key if k not in corpus_keys and all(s.word not in failures for s in by_key[k]))
+    report = {"arch": arch, "samples": len(samples), "bit_exact": ok, "forms": len(corpus_keys),
+              "forms_ok": forms_ok, "other_forms": len(by_key) - len(corpus_keys), "other_forms_ok": other_ok,
+              "encodings": len(isa.encodings),
               "parse_failures": parse_failures, "seconds": round(time.time() - t0, 1)}
-    log(f"[{arch}] {forms_ok}/{len(by_key)} forms fully reproduced, {ok}/{len(samples)} samples "
-        f"bit-exact ({100 * ok / max(len(samples), 1):.1f}%), {len(isa.encodings)} encodings")
+    log(f"[{arch}] {forms_ok}/{len(corpus_keys)} corpus forms fully reproduced, {ok}/{len(samples)} samples "
+        f"bit-exact ({100 * ok / max(len(samples), 1):.1f}%); other forms {other_ok}/{len(by_key) - len(corpus_keys)}; "
+        f"{len(isa.encodings)} encodings")
     bad_forms = Counter()
-    for s in samples:
+    for s in pool:
         if s.word in failures:
             bad_forms[form_name(*s.key)] += 1
     if bad_forms:
         log(f"[{arch}] not resolved ({len(bad_forms)} forms):")
         shown = set()
-        for s in samples:
+        for s in pool:
             name = form_name(*s.key)
-            if s.word in failures and name not in shown and len(shown) < 40:
+            if s.word in failures and name not in shown and len(shown) < 60:
                 shown.add(name)
-                log(f"  {name} ({bad_forms[name]}): {s.text}  -- {failures[s.word]}")
+                log(f"  {name} ({bad_forms[name]}){'' if s.word in corpus_words else ' [sweep]'}: "
+                    f"{s.text}  -- {failures[s.word]}")
     if parse_failures:
         log(f"[{arch}] parser refused {len(parse_failures)} texts, e.g.:")
         for text, err in list(parse_failures.items())[:10]:
@@ -187,13 +299,14 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", action="append", required=True, help="e.g. sm_90 (repeatable)")
     ap.add_argument("--out", type=Path, default=DATA_DIR, help="where to write sm_XX.toml")
-    ap.add_argument("--rounds", type=int, default=4, help="probing rounds per arch")
+    ap.add_argument("--rounds", type=int, default=6, help="probing rounds per arch")
+    ap.add_argument("--no-sweep", action="store_true", help="learn from the corpus only")
     args = ap.parse_args(argv)
     for arch in args.arch:
         if not oracle.have_tools(arch):
             print(f"[{arch}] skipped: ptxas/nvdisasm for {arch} not found", file=sys.stderr)
             continue
-        learn_arch(arch, args.out, args.rounds)
+        learn_arch(arch, args.out, args.rounds, sweep=not args.no_sweep)
     return 0
 
 

@@ -28,6 +28,11 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 CONTROL_SHIFT = 105
 CONTROL_MASK = ((1 << 21) - 1) << CONTROL_SHIFT
 MASK128 = (1 << 128) - 1
+_DEFAULT_CONTROL_BITS = ControlCode().bits & ~(0xF << 17)
+_REUSE = frozenset({"reuse"})
+_CONTROL_CACHE: dict = {}
+_NEGATED = frozenset({"!"})
+_NO_FLAGS = frozenset()
 GUARD_NEGATED = "@g!"
 
 
@@ -133,6 +138,11 @@ class Encoding:
     name: str = ""                        # for messages: 'FFMA R, R, R, I'
     example: str = ""                     # the representative's nvdisasm text
     evidence: list = field(default_factory=list, repr=False)   # learner's modifier sequences
+    # Printing aliases decided by values (nvdisasm's `IMAD.MOV.U32 R1, RZ, RZ, R2` is IMAD with
+    # both factors RZ), most specific first: see Alias.
+    aliases: list = field(default_factory=list)
+    source_word: int = field(default=0, repr=False)   # the learner's representative
+    support: int = 0                      # corpus words it reproduces: encoder preference
 
     @functools.cached_property
     def example_tokens(self) -> frozenset:
@@ -143,6 +153,62 @@ class Encoding:
             return instruction_tokens(parse_instruction(self.example))
         except SassError:
             return frozenset()
+
+    @functools.cached_property
+    def group_cache(self) -> dict:
+        return {}
+
+    @functools.cached_property
+    def decode_cache(self) -> dict:
+        return {}
+
+    @functools.cached_property
+    def print_cache(self) -> dict:
+        return {}
+
+    @functools.cached_property
+    def insert_plan(self) -> list:
+        """Per value: (0, constant, _), (1, shift, max) for a plain unsigned field, (2, _, _)."""
+        out = []
+        for f in self.fields:
+            if type(f) is tuple:
+                out.append((0, f[1], None))
+            elif f.transform == "u" and len(f.segments) == 1 and f.segments[0][1] == 0:
+                out.append((1, f.segments[0][0], (1 << f.segments[0][2]) - 1))
+            else:
+                out.append((2, None, None))
+        return out
+
+    @functools.cached_property
+    def fast_fields(self):
+        out = []
+        for f in self.fields:
+            if type(f) is tuple or f.transform != "u" or len(f.segments) != 1 or f.segments[0][1]:
+                return None
+            out.append((f.segments[0][0], (1 << f.segments[0][2]) - 1))
+        return out
+
+    @functools.cached_property
+    def group_mask(self) -> int:
+        m = 0
+        for g in self.groups:
+            m |= g.mask
+        return m
+
+    @functools.cached_property
+    def operand_shape(self) -> tuple[tuple[str, int], ...]:
+        """(kind, value count) per operand; a pc-relative immediate decodes as a branch
+        target, kind L (an absolute address, printed as a number until a label is given)."""
+        out = []
+        pos = 1
+        for kind in self.kinds:
+            n = _value_count(kind)
+            f = self.fields[pos] if n == 1 and pos < len(self.fields) else None
+            if kind == "I" and isinstance(f, Field) and f.transform == "pcrel":
+                kind = "L"
+            out.append((kind, n))
+            pos += n
+        return tuple(out)
 
     @functools.cached_property
     def token_group(self) -> dict[str, int]:
@@ -159,6 +225,47 @@ class Encoding:
     @property
     def specificity(self) -> int:
         return bin(self.match_mask).count("1")
+
+
+@dataclass(frozen=True)
+class Alias:
+    """Tokens nvdisasm adds (and drops) when the values meet conditions.
+
+    ``when`` holds (value index, condition) pairs, value 0 being the guard predicate;
+    a condition is ``=N`` (the value equals N) or ``pow2`` (a power of two greater than 1).
+    Decoding applies the first alias whose conditions hold; encoding accepts the alias's
+    tokens when its conditions hold and encodes the tokens it stands for.
+    """
+    when: tuple[tuple[int, str], ...]
+    add: frozenset
+    drop: frozenset = frozenset()
+
+    def holds(self, values) -> bool:
+        for j, cond in self.when:
+            if j >= len(values) or not value_meets(values[j], cond):
+                return False
+        return True
+
+
+def value_meets(v, cond: str) -> bool:
+    if cond == "pow2":
+        return type(v) is int and v > 1 and v & (v - 1) == 0
+    if cond.startswith("="):
+        try:
+            return type(v) is int and v == int(cond[1:], 0)
+        except ValueError:
+            return str(v) == cond[1:]
+    return False
+
+
+def value_conditions(v) -> list[str]:
+    """The conditions a value meets, most specific first."""
+    if type(v) is not int:
+        return []
+    out = [f"={v}"]
+    if v > 1 and v & (v - 1) == 0:
+        out.append("pow2")
+    return out
 
 
 def split_flag_token(token: str) -> tuple[int, str]:
@@ -179,8 +286,22 @@ def instruction_values(inst: Instruction) -> list:
     return vals
 
 
+_TOKEN_CACHE: dict = {}
+
+
 def instruction_tokens(inst: Instruction) -> frozenset:
     """Modifiers (a repeated one gets '#2') and operand flags as tokens; .reuse excluded."""
+    p = inst.predicate
+    ck = (inst.modifiers, p is not None and "!" in p.flags, tuple(op.flags for op in inst.operands))
+    hit = _TOKEN_CACHE.get(ck)
+    if hit is None:
+        if len(_TOKEN_CACHE) > 100000:
+            _TOKEN_CACHE.clear()
+        hit = _TOKEN_CACHE[ck] = _instruction_tokens(inst)
+    return hit
+
+
+def _instruction_tokens(inst: Instruction) -> frozenset:
     toks: list[str] = []
     seen: dict[str, int] = {}
     for m in inst.modifiers:
@@ -201,7 +322,10 @@ _KIND_FOR_ENCODING = {"L": "I"}
 
 
 def form_key(inst: Instruction) -> tuple[str, tuple[str, ...]]:
-    return inst.opcode, tuple(_KIND_FOR_ENCODING.get(op.kind, op.kind) for op in inst.operands)
+    kinds = tuple([op.kind for op in inst.operands])
+    if "L" in kinds:
+        kinds = tuple(_KIND_FOR_ENCODING.get(k, k) for k in kinds)
+    return inst.opcode, kinds
 
 
 def form_name(opcode: str, kinds: Iterable[str]) -> str:
@@ -219,6 +343,7 @@ class Isa:
         self.tables = tables
         self.table_names = {t: {v: k for k, v in tab.items()} for t, tab in tables.items()}
         self.syntax = syntax
+        self._order_cache: dict = {}
         self._index()
 
     def _index(self) -> None:
@@ -258,11 +383,16 @@ class Isa:
             self._no_form(inst)
         tokens = instruction_tokens(inst)
         values = instruction_values(inst)
-        errors: list[str] = []
         # An encoding learned from an example with the same modifiers is the likeliest to
-        # be what ptxas writes; then the most specific.
+        # be what ptxas writes; then the most specific. The order is cached per token set.
         if len(encs) > 1:
-            encs = sorted(encs, key=lambda e: e.example_tokens != tokens)
+            ck = (key, tokens)
+            ordered = self._order_cache.get(ck)
+            if ordered is None:
+                ordered = self._order_cache[ck] = sorted(
+                    encs, key=lambda e: (e.support == 0, e.example_tokens != tokens, -e.support))
+            encs = ordered
+        errors: list[str] = []
         for enc in encs:
             word = self._try_encode(enc, inst, tokens, values, errors)
             if word is not None:
@@ -281,56 +411,92 @@ class Isa:
                         f"(got {form_name(inst.opcode, form_key(inst)[1])}); forms: " + " | ".join(have),
                         inst.loc)
 
+    def _group_word(self, enc: Encoding, tokens: frozenset):
+        """The bits that the groups contribute for these tokens, or an error message (cached)."""
+        cache = enc.group_cache
+        hit = cache.get(tokens)
+        if hit is not None:
+            return hit
+        result = self._group_word_uncached(enc, tokens)
+        cache[tokens] = result
+        return result
+
+    def _group_word_uncached(self, enc: Encoding, tokens: frozenset):
+        if not enc.fixed_tokens <= tokens:
+            missing = ".".join(sorted(enc.fixed_tokens - tokens))
+            return f"{enc.name} needs .{missing}"
+        per_group: dict[int, set] = {}
+        for t in tokens - enc.fixed_tokens:
+            gi = enc.token_group.get(t)
+            if gi is None:
+                return self._bad_token(enc, t)
+            per_group.setdefault(gi, set()).add(t)
+        word = 0
+        for gi, g in enumerate(enc.groups):
+            toks = frozenset(per_group.get(gi, ()))
+            v = g.by_tokens.get(toks)
+            if v is None:
+                return (f"modifiers {' '.join(sorted(toks)) or '(none)'} cannot be combined "
+                        f"that way in {enc.name} on {self.arch}")
+            word |= v
+        return word
+
+    def _alias_tokens(self, enc: Encoding, tokens: frozenset, values: list) -> frozenset:
+        """The tokens an alias spelling stands for (``IMAD.MOV.U32`` -> ``IMAD.U32``)."""
+        for a in enc.aliases:
+            if a.add <= tokens and not (a.drop & tokens) and a.holds(values):
+                return (tokens - a.add) | a.drop
+        return tokens
+
     def _try_encode(self, enc: Encoding, inst: Instruction, tokens: frozenset, values: list,
                     errors: list[str]) -> Optional[int]:
         if inst.predicate is not None and inst.predicate.kind != enc.guard_kind:
             errors.append(f"guard predicate must be {enc.guard_kind}")
             return None
-        if not enc.fixed_tokens <= tokens:
-            missing = ".".join(sorted(enc.fixed_tokens - tokens))
-            errors.append(f"{enc.name} needs .{missing}")
+        if enc.aliases:
+            tokens = self._alias_tokens(enc, tokens, values)
+        gw = self._group_word(enc, tokens)
+        if type(gw) is str:
+            errors.append(self._alias_hint(enc, tokens) or gw)
             return None
-        word = enc.base
-        per_group: dict[int, set] = {}
-        for t in tokens - enc.fixed_tokens:
-            gi = enc.token_group.get(t)
-            if gi is None:
-                errors.append(self._bad_token(enc, t))
-                return None
-            per_group.setdefault(gi, set()).add(t)
-        for gi, g in enumerate(enc.groups):
-            toks = frozenset(per_group.get(gi, ()))
-            v = g.by_tokens.get(toks)
-            if v is None:
-                errors.append(f"modifiers {' '.join(sorted(toks)) or '(none)'} cannot be combined "
-                              f"that way in {enc.name} on {self.arch}")
-                return None
-            word |= v
-        for f, v in zip(enc.fields, values):
-            if isinstance(f, tuple):
-                if f[1] != v and not _same_number(f[1], v):
-                    errors.append(f"{enc.name}: this encoding needs {f[1]!r} here, not {v!r}")
+        word = enc.base | gw
+        for (code, a, b), f, v in zip(enc.insert_plan, enc.fields, values):
+            if code == 1:                  # unsigned, one segment from value bit 0
+                if type(v) is int and 0 <= v <= b:
+                    word |= v << a
+                    continue
+            elif code == 0:                # a constant
+                if a != v and not _same_number(a, v):
+                    errors.append(f"{enc.name}: this encoding needs {a!r} here, not {v!r}")
                     return None
                 continue
             raw = self._to_raw(f, v, inst, errors)
             if raw is None:
                 return None
             word |= f.insert(raw)
-        control = inst.control or ControlCode()
-        reuse = 0
+        control = inst.control
+        cbits = control.bits & ~(0xF << 17) if control is not None else _DEFAULT_CONTROL_BITS
         for i, op in enumerate(inst.operands):
             if "reuse" in op.flags:
                 bit = enc.reuse.get(i)
                 if bit is None:
                     errors.append(f"operand {i + 1} of {enc.name} cannot take .reuse")
                     return None
-                reuse |= 1 << bit
-        cbits = (control.bits & ~(0xF << 17)) | (reuse << 17)
+                cbits |= 1 << (17 + bit)
         word |= cbits << CONTROL_SHIFT
         if inst.raw is not None:
             mask, value = inst.raw
             word = (word & ~mask) | (value & mask)
         return word
+
+    def _alias_hint(self, enc: Encoding, tokens: frozenset) -> str:
+        for a in enc.aliases:
+            if a.add and a.add <= tokens:
+                conds = " and ".join(f"value {j} {c if c == 'pow2' else c[1:]}".replace(" pow2", " a power of two")
+                                     for j, c in a.when)
+                return (f"{enc.name}: .{'.'.join(sorted(a.add))} is written only when {conds} "
+                        f"(values numbered from the guard predicate, 0)")
+        return ""
 
     def _bad_token(self, enc: Encoding, token: str) -> str:
         if token.startswith("@"):
@@ -388,20 +554,52 @@ class Isa:
                     return inst
         raise SassError(f"cannot decode 0x{word:032x} on {self.arch}: no known encoding matches")
 
-    def _decode_with(self, enc: Encoding, word: int, address: int) -> Optional[Instruction]:
+    def _decode_tokens(self, enc: Encoding, word: int):
+        """Tokens the groups print for this word (before aliases), or None (cached)."""
+        gbits = word & enc.group_mask
+        cache = enc.decode_cache
+        hit = cache.get(gbits, False)
+        if hit is not False:
+            return hit
         tokens = set(enc.fixed_tokens)
         for g in enc.groups:
             toks = g.values.get(word & g.mask)
             if toks is None:
+                cache[gbits] = None
                 return None
             tokens |= toks
+        result = cache[gbits] = frozenset(tokens)
+        return result
+
+    def _decode_with(self, enc: Encoding, word: int, address: int) -> Optional[Instruction]:
+        tokens = self._decode_tokens(enc, word)
+        if tokens is None:
+            return None
+        values = self._decode_values(enc, word, address)
+        if values is None:
+            return None
+        if enc.aliases:
+            for a in enc.aliases:
+                if a.holds(values) and (a.drop <= tokens):
+                    tokens = (tokens - a.drop) | a.add
+                    break
+        return self._build(enc, tokens, values, word, address)
+
+    def _decode_values(self, enc: Encoding, word: int, address: int) -> Optional[list]:
+        fast = enc.fast_fields
+        if fast is not None:               # every value an unsigned one-segment field
+            return [(word >> wl) & m for wl, m in fast]
         values = []
         for f in enc.fields:
-            if isinstance(f, tuple):
+            if type(f) is tuple:
                 values.append(f[1])
                 continue
-            raw = f.extract(word)
             t = f.transform
+            if len(f.segments) == 1:
+                wl, vl, w = f.segments[0]
+                raw = ((word >> wl) & ((1 << w) - 1)) << vl
+            else:
+                raw = f.extract(word)
             if t == "u":
                 v = raw
             elif t in ("s", "pcrel"):
@@ -419,28 +617,39 @@ class Isa:
                 if v is None:
                     return None
             values.append(v)
-        control = ControlCode.from_word(word)
+        return values
+
+    def _build(self, enc: Encoding, tokens: frozenset, values: list, word: int, address: int) -> Instruction:
+        plan = enc.print_cache.get(tokens)
+        if plan is None:
+            mods = sorted((t for t in tokens if not t.startswith("@")),
+                          key=lambda t: (enc.order_index.get(t, 1 << 20), t))
+            flags = [frozenset(f for j, f in map(split_flag_token, tokens) if j == i)
+                     for i in range(len(enc.kinds))]
+            plan = enc.print_cache[tokens] = (tuple(t.split("#")[0] for t in mods), flags,
+                                              GUARD_NEGATED in tokens)
+        modifiers, flags, negated = plan
+        cbits = word >> CONTROL_SHIFT
+        control = _CONTROL_CACHE.get(cbits)
+        if control is None:
+            control = _CONTROL_CACHE[cbits] = ControlCode.from_bits(cbits)
+        reuse = control.reuse
         operands = []
         pos = 1
-        for i, kind in enumerate(enc.kinds):
-            n = _value_count(kind)
-            flags = {f for j, f in map(split_flag_token, tokens) if j == i}
-            if enc.reuse.get(i) is not None and control.reuse >> enc.reuse[i] & 1:
-                flags.add("reuse")
-            operands.append(Operand(kind, tuple(values[pos:pos + n]), frozenset(flags)))
+        reuse_bits = enc.reuse
+        for i, (kind, n) in enumerate(enc.operand_shape):
+            fl = flags[i]
+            if reuse and i in reuse_bits and reuse >> reuse_bits[i] & 1:
+                fl = fl | _REUSE
+            operands.append(Operand(kind, (values[pos],) if n == 1 else tuple(values[pos:pos + n]), fl))
             pos += n
         predicate = None
-        if values[0] != 7 or GUARD_NEGATED in tokens:
-            predicate = Operand(enc.guard_kind, (values[0],),
-                                frozenset({"!"}) if GUARD_NEGATED in tokens else frozenset())
-        mods = sorted((t for t in tokens if not t.startswith("@")),
-                      key=lambda t: (enc.order_index.get(t, 1 << 20), t))
-        modifiers = tuple(t.split("#")[0] for t in mods)
+        if values[0] != 7 or negated:
+            predicate = Operand(enc.guard_kind, (values[0],), _NEGATED if negated else _NO_FLAGS)
         return Instruction(enc.opcode, modifiers, tuple(operands), predicate, control, address=address)
 
     # ---- printing
     def format(self, inst: Instruction) -> str:
-        from ..operands import format_operand
         parts = []
         if inst.predicate is not None:
             p = inst.predicate
@@ -448,14 +657,31 @@ class Isa:
             parts.append(f"@{'!' if '!' in p.flags else ''}{name} ")
         text = inst.mnemonic
         if inst.operands:
-            ops = []
-            for op in inst.operands:
-                if op.kind == "L" and op.symbol is None:
-                    ops.append(self._format_number(int(op.values[0])))
-                else:
-                    ops.append(format_operand(op, number=self._format_number))
-            text += " " + ", ".join(ops)
+            ops = [self._format_operand(op) for op in inst.operands]
+            # nvdisasm leaves a space between an INF/QNAN immediate and the next comma.
+            sep = self.syntax.get("special_float_comma", " ,")
+            text += " " + "".join(o + (sep if o.endswith(("INF", "QNAN")) else ",") + " "
+                                  for o in ops[:-1]) + ops[-1]
         return "".join(parts) + text
+
+    def _format_operand(self, op: Operand) -> str:
+        from ..operands import format_operand, format_register
+        if op.kind == "L" and op.symbol is None:
+            return self._format_number(int(op.values[0]))
+        # A register with suffixes: nvdisasm writes `-|R3|.reuse.H0_H0` (bars around the name,
+        # then .reuse, then the suffixes). sassas.operands.format_operand puts the suffixes
+        # inside the bars and .reuse last, so registers are printed here.
+        if op.kind in ("R", "UR") and any(f.startswith(".") for f in op.flags):
+            body = format_register(op.kind, op.values[0])
+            if "|" in op.flags:
+                body = f"|{body}|"
+            for f in ("-", "~", "!"):
+                if f in op.flags:
+                    body = f + body
+            if "reuse" in op.flags:
+                body += ".reuse"
+            return body + "".join(sorted(f for f in op.flags if f.startswith(".")))
+        return format_operand(op, number=self._format_number)
 
     def _format_number(self, v) -> str:
         if isinstance(v, float):

@@ -1,0 +1,176 @@
+"""Figures from results (matplotlib, headless): PNG files in a folder.
+
+- smem_conflicts.png: bytes/clk/SM against n-way bank conflicts, LDS and STS, 32/64/128-bit,
+  SASS and CUDA-C, with the 128/n line;
+- smem_patterns.png: every shared-memory pattern's bandwidth next to the bank model;
+- latency.png: latencies (cycles) as bars, SASS beside CUDA-C;
+- ffma.png: FFMA/clk/SM against warps per SM for each stall count / yield setting, and the
+  register-bank variants.
+Results with an error are left out (they have no figure).
+"""
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+from .results import Result
+
+COLORS = {4: "tab:blue", 8: "tab:orange", 16: "tab:green"}
+
+
+def _plt():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _ok(results: Sequence[Result], name: str, metric: str = None) -> list[Result]:
+    return [r for r in results if r.name == name and r.value is not None
+            and (metric is None or r.metric == metric)]
+
+
+def plot_all(results: Sequence[Result], outdir: str, device: str = "") -> list[str]:
+    os.makedirs(outdir, exist_ok=True)
+    written = []
+    for fn in (plot_conflicts, plot_patterns, plot_latency, plot_ffma):
+        path = fn(results, outdir, device)
+        if path:
+            written.append(path)
+    return written
+
+
+def plot_conflicts(results, outdir, device=""):
+    rs = [r for r in _ok(results, "smem.bandwidth", "bytes_per_clk_sm") if r.extra.get("ways")]
+    if not rs:
+        return None
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
+    for ax, op in zip(axes, ("LDS", "STS")):
+        for width in (4, 8, 16):
+            for impl, style in (("sass", "-o"), ("cuda", "--x")):
+                pts = sorted((r.extra["ways"], r.value) for r in rs
+                             if r.extra.get("op") == op and r.extra.get("width") == width and r.impl == impl)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=COLORS[width],
+                            label=f"{op.lower()}{width * 8} {impl}")
+        ways = [1, 2, 4, 8, 16, 32]
+        ax.plot(ways, [128 / n for n in ways], ":", color="gray", label="128 / n")
+        ax.axhline(128, color="red", lw=0.8, ls=":")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log", base=2)
+        ax.set_xticks(ways, [str(w) for w in ways])
+        ax.set_xlabel("lane stride = n x access width (n-way conflict for 32-bit)")
+        ax.set_title(f"{op}: bandwidth vs bank conflicts")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("bytes / clock / SM")
+    fig.suptitle(f"Shared memory bank conflicts {device}".strip())
+    fig.tight_layout()
+    path = os.path.join(outdir, "smem_conflicts.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_patterns(results, outdir, device=""):
+    rs = _ok(results, "smem.bandwidth", "bytes_per_clk_sm")
+    if not rs:
+        return None
+    plt = _plt()
+    variants = []
+    for r in rs:
+        if r.variant not in variants:
+            variants.append(r.variant)
+    fig, ax = plt.subplots(figsize=(max(10, 0.28 * len(variants)), 5.5))
+    xs = range(len(variants))
+    for impl, off, color in (("sass", -0.2, "tab:blue"), ("cuda", 0.2, "tab:orange")):
+        vals = {r.variant: r.value for r in rs if r.impl == impl}
+        ax.bar([x + off for x in xs], [vals.get(v, 0) for v in variants], width=0.4, color=color, label=impl)
+    models = {r.variant: r.model for r in rs if r.model is not None}
+    ax.plot(list(xs), [models.get(v, float("nan")) for v in variants], "k_", ms=10, label="phase model")
+    ax.axhline(128, color="red", lw=0.8, ls=":")
+    ax.set_xticks(list(xs), variants, rotation=90, fontsize=7)
+    ax.set_ylabel("bytes / clock / SM")
+    ax.set_title(f"Shared memory patterns {device}".strip())
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(outdir, "smem_patterns.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_latency(results, outdir, device=""):
+    rs = [r for r in results if r.value is not None and r.unit == "cycles" and r.metric == "latency"]
+    if not rs:
+        return None
+    plt = _plt()
+    labels = []
+    for r in rs:
+        lab = f"{r.name.split('.', 1)[1]}: {r.variant}"
+        if lab not in labels:
+            labels.append(lab)
+    fig, ax = plt.subplots(figsize=(9, 0.32 * len(labels) + 1.5))
+    ys = range(len(labels))
+    for impl, off, color in (("sass", -0.2, "tab:blue"), ("cuda", 0.2, "tab:orange")):
+        vals = {f"{r.name.split('.', 1)[1]}: {r.variant}": r.value for r in rs if r.impl == impl}
+        bars = ax.barh([y + off for y in ys], [vals.get(lab, 0) for lab in labels], height=0.4,
+                       color=color, label=impl)
+        for b, lab in zip(bars, labels):
+            if lab in vals:
+                ax.text(b.get_width(), b.get_y() + b.get_height() / 2, f" {vals[lab]:.1f}",
+                        va="center", fontsize=7)
+    ax.set_yticks(list(ys), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("cycles")
+    ax.set_title(f"Latencies {device}".strip())
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(outdir, "latency.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_ffma(results, outdir, device=""):
+    issue = _ok(results, "inst.ffma_issue", "ffma_per_clk_sm")
+    banks = _ok(results, "inst.ffma_banks", "cycles_per_ffma")
+    if not issue and not banks:
+        return None
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    ax = axes[0]
+    series: dict[str, list] = {}
+    for r in issue:
+        if r.impl == "sass":
+            key = f"stall={r.extra.get('stall')} {'Y' if r.extra.get('yield') else '-'}"
+        else:
+            key = "CUDA-C (ptxas)"
+        series.setdefault(key, []).append((r.extra.get("warps"), r.value))
+    for key, pts in series.items():
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o" if "CUDA" not in key else "--x", label=key)
+    ax.axhline(128, color="red", lw=0.8, ls=":")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([4, 8, 16, 32], ["4", "8", "16", "32"])
+    ax.set_xlabel("warps per SM")
+    ax.set_ylabel("FFMA / clock / SM")
+    ax.set_title("FFMA stream: stall count and yield")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    ax = axes[1]
+    if banks:
+        labels = [r.variant for r in banks]
+        ax.barh(range(len(labels)), [r.value for r in banks],
+                color=["tab:blue" if r.impl == "sass" else "tab:orange" for r in banks])
+        ax.set_yticks(range(len(labels)), labels, fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel("cycles per FFMA, one warp")
+        ax.set_title("Register banks and reuse")
+    fig.suptitle(f"FFMA {device}".strip())
+    fig.tight_layout()
+    path = os.path.join(outdir, "ffma.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
