@@ -274,6 +274,8 @@ def _bind(op: Operand, registers, consts, smem, labels, params, known) -> Operan
         if p != "N":
             new_pieces.append(p)
             values.append(v)
+            if p == "L" and isinstance(v, str):
+                remaining = v          # a listing's `(.L_x_3)`: resolve binds it
             continue
         if v in registers:
             cls, n = registers[v]

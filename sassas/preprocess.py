@@ -69,7 +69,10 @@ def new_namespace(filename: str) -> dict:
 def preprocess(text: str, filename: str = "<input>", include_dirs: tuple[str, ...] = (),
                allow_exec: bool = True) -> Preprocessed:
     ctx = _Context(tuple(include_dirs), allow_exec)
-    src = [(i + 1, line) for i, line in enumerate(text.split("\n"))]
+    lines = text.split("\n")
+    if is_listing(text):
+        lines = listing_statements(lines, filename)
+    src = [(i + 1, line) for i, line in enumerate(lines)]
     _expand(ctx, src, filename, new_namespace(filename), None, 0)
     if ctx.errors:
         raise ctx.errors[0] if len(ctx.errors) == 1 else SassErrors(ctx.errors)
@@ -353,3 +356,48 @@ _BLOCK_LINE = {
     "smem": _name_size_line(".smem", "smem", allow_align=True),
     "regs": _regs_line,
 }
+
+
+# ---- listings: what `cuobjdump -sass` and `nvdisasm` print, taken unchanged ----------------
+#
+# Only the code of each function is kept; every other line becomes blank, so line numbers in
+# diagnostics stay those of the listing. Instruction lines (`/*0070*/ LDG.E ... ; /* 0x... */`
+# and the high word on the next line) go to the grammar as they are: it takes the control bits
+# from the hex and nothing else.
+_LISTING_MARK = re.compile(r"^\s*(code for sm_\d+|Function\s*:|\.section\s+\.text\.|\.headerflags\s)", re.M)
+_CUOBJDUMP_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)\s*$")
+_SECTION = re.compile(r"^\s*\.section\s+([^\s,]+)")
+_TEXT_LABEL = re.compile(r"^\s*\.text\.\S+:\s*$")
+_LISTING_DIRECTIVE = re.compile(r"^\s*\.(global|weak|type|size|other|align|sectionflags|sectioninfo|"
+                                r"headerflags|elftype|target|zero|byte|short|word|dword|string)\b")
+_INSTRUCTION_LINE = re.compile(r"^\s*(/\*[0-9a-fA-F]{4,}\*/|/\*\s*0x[0-9a-fA-F]+\s*\*/\s*$)")
+
+
+def is_listing(text: str) -> bool:
+    return _LISTING_MARK.search(text) is not None
+
+
+def listing_statements(lines: list[str], filename: str) -> list[str]:
+    out: list[str] = []
+    in_code = False          # inside a function's code
+    function: Optional[str] = None
+    for line in lines:
+        keep = ""
+        m = _CUOBJDUMP_FUNCTION.match(line)
+        s = _SECTION.match(line)
+        if m:
+            function, in_code, keep = m.group(1), True, f".kernel {m.group(1)}"
+        elif s:
+            name = s.group(1)
+            in_code = name.startswith(".text.")
+            if in_code:
+                function = name[len(".text."):]
+                keep = f".kernel {function}"
+        elif in_code:
+            stripped = line.strip()
+            if _INSTRUCTION_LINE.match(line):
+                keep = line
+            elif stripped.endswith(":") and not _TEXT_LABEL.match(line):
+                keep = line          # a branch target (.L_x_3:) or a function's entry
+        out.append(keep)
+    return out

@@ -1,0 +1,270 @@
+// Winograd F(2x2,3x3) FP32 convolution, padding 1, stride 1: the CUDA-C reference of the SASS
+// kernel (same algorithm, same layouts, same thread roles), the layout transposes, the filter
+// transform (FX) and a direct convolution for checking. Compiled at run time with NVRTC
+// (kernels_sass/winograd/cuda.py). Layouts: input CHWN, filter CRSK (or KCRS, by strides),
+// output KHWN.
+//
+//   Y = A^T [ sum_c (G g G^T) * (B^T d B) ] A
+//
+// Main kernel (256 threads, one block per SM): bk = 64 filters, bn = 32 tiles (32 images at one
+// tile position), bc = 8 channels an iteration. Each iteration: every thread loads one 4x4 input
+// window (channel = warp, image = lane), transforms it and stores the 16 values to shared memory;
+// the block stores 8 x 16 x 64 transformed filter values; then 16 batched GEMMs of 64x32x8,
+// one per half-warp (e = tid / 16), each thread a 16x8 outer-product tile (kg = tid%16 / 4
+// picks k = q*16 + kg*4 + 0..3, tg = tid%4 picks t = q*16 + tg*4 + 0..3). Double-buffered
+// shared memory, global loads for the next iteration in registers during this one's GEMMs.
+// Output transform through shared memory in two rounds of 32 filters.
+
+#define BK 64
+#define BN 32
+#define BC 8
+#define THREADS 256
+#define ES_U 528              // floats per position e in the shared filter tile (8*64 + 16 pad)
+#define ES_V 272              // floats per e in the shared input tile (8*32 + 16 pad)
+#define V_OFF (16 * ES_U)     // input tile after the filter tile
+#define BUF_FLOATS 16384      // one buffer: 64 KiB
+#define KS_M 48               // floats per filter row in the output-transform staging
+#define ES_M (32 * KS_M)      // floats per e there
+#define SMEM_BYTES (2 * BUF_FLOATS * 4)
+
+typedef long long i64;
+
+extern "C" __global__ void transpose2d(const float* __restrict__ in, float* __restrict__ out,
+                                       int rows, int cols)
+{
+    // out[c][r] = in[r][c], in: rows x cols (row-major).
+    __shared__ float tile[32][33];
+    int c = blockIdx.x * 32 + threadIdx.x;
+    for (int k = threadIdx.y; k < 32; k += 8) {
+        int r = blockIdx.y * 32 + k;
+        if (r < rows && c < cols) tile[k][threadIdx.x] = in[(i64)r * cols + c];
+    }
+    __syncthreads();
+    int r = blockIdx.y * 32 + threadIdx.x;
+    for (int k = threadIdx.y; k < 32; k += 8) {
+        int cc = blockIdx.x * 32 + k;
+        if (r < rows && cc < cols) out[(i64)cc * rows + r] = tile[threadIdx.x][k];
+    }
+}
+
+// FX: U[c][e][k] = (G g G^T)[e] for g = w[k][c], zero for c >= C or k >= K; rows = Cpad + 8
+// (one zero block past the end, so the main loop's last prefetch stays in bounds).
+extern "C" __global__ void filter_transform(const float* __restrict__ w, float* __restrict__ u,
+                                            int K, int C, int Kpad, int rows,
+                                            i64 sk, i64 sc, i64 sr, i64 ss)
+{
+    int k = blockIdx.x * blockDim.x + threadIdx.x;
+    int c = blockIdx.y;
+    if (k >= Kpad || c >= rows) return;
+    float g[3][3];
+    bool ok = k < K && c < C;
+    for (int r = 0; r < 3; ++r)
+        for (int s = 0; s < 3; ++s)
+            g[r][s] = ok ? w[k * sk + c * sc + r * sr + s * ss] : 0.0f;
+    float t[4][3];   // G g
+    for (int s = 0; s < 3; ++s) {
+        t[0][s] = g[0][s];
+        t[1][s] = 0.5f * (g[0][s] + g[1][s] + g[2][s]);
+        t[2][s] = 0.5f * (g[0][s] - g[1][s] + g[2][s]);
+        t[3][s] = g[2][s];
+    }
+    float* o = u + (i64)c * 16 * Kpad + k;
+    for (int i = 0; i < 4; ++i) {
+        o[(4 * i + 0) * Kpad] = t[i][0];
+        o[(4 * i + 1) * Kpad] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+        o[(4 * i + 2) * Kpad] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+        o[(4 * i + 3) * Kpad] = t[i][2];
+    }
+}
+
+__device__ __forceinline__ void input_tile_transform(float d[16])
+{
+    // d[4*i + j] <- (B^T d B)[i][j]; B^T = [[1,0,-1,0],[0,1,1,0],[0,-1,1,0],[0,1,0,-1]]
+    float t[16];
+    for (int j = 0; j < 4; ++j) {
+        t[0 + j] = d[0 + j] - d[8 + j];
+        t[4 + j] = d[4 + j] + d[8 + j];
+        t[8 + j] = d[8 + j] - d[4 + j];
+        t[12 + j] = d[4 + j] - d[12 + j];
+    }
+    for (int i = 0; i < 4; ++i) {
+        d[4 * i + 0] = t[4 * i + 0] - t[4 * i + 2];
+        d[4 * i + 1] = t[4 * i + 1] + t[4 * i + 2];
+        d[4 * i + 2] = t[4 * i + 2] - t[4 * i + 1];
+        d[4 * i + 3] = t[4 * i + 1] - t[4 * i + 3];
+    }
+}
+
+// grid (Kpad / 64, ceil(N / 32), TH * TW), 256 threads, SMEM_BYTES dynamic shared memory.
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+winograd_2x2_3x3(const float* __restrict__ x, const float* __restrict__ u, float* __restrict__ y,
+                 int N, int C, int H, int W, int K, int TW, int Kpad)
+{
+    extern __shared__ float4 smem4[];
+    float* smem = reinterpret_cast<float*>(smem4);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int kb = blockIdx.x, nb = blockIdx.y, pos = blockIdx.z;
+    const int th = pos / TW, tw = pos - th * TW;
+    const int n = nb * BN + lane;
+    const int h0 = 2 * th - 1, w0 = 2 * tw - 1;
+    unsigned mask = 0;
+    if (n < N)
+        for (int i = 0; i < 4; ++i)
+            for (int j = 0; j < 4; ++j)
+                if ((unsigned)(h0 + i) < (unsigned)H && (unsigned)(w0 + j) < (unsigned)W)
+                    mask |= 1u << (4 * i + j);
+    const i64 HWN = (i64)H * W * N;
+    const float* xp = x + (i64)warp * HWN + ((i64)h0 * W + w0) * N + n;   // channel c0 + warp
+    const float* up = u + (i64)(tid >> 4) * Kpad + kb * BK + (tid & 15) * 4;
+    const int e = tid >> 4, l = tid & 15, kg = l >> 2, tg = l & 3;
+
+    float d[16];
+    float4 f[8];
+    auto load = [&](int c0) {
+        unsigned m = (c0 + warp < C) ? mask : 0u;
+        const float* p = xp + (i64)c0 * HWN;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                d[4 * i + j] = (m >> (4 * i + j) & 1) ? p[((i64)i * W + j) * N] : 0.0f;
+        const float* q = up + (i64)c0 * 16 * Kpad;
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+            f[j] = *reinterpret_cast<const float4*>(q + (i64)j * 16 * Kpad);
+    };
+    auto store = [&](int buf) {
+        input_tile_transform(d);
+        float* vs = smem + buf * BUF_FLOATS + V_OFF + warp * 32 + lane;
+#pragma unroll
+        for (int q = 0; q < 16; ++q) vs[q * ES_V] = d[q];
+        float* us = smem + buf * BUF_FLOATS + e * ES_U + (tid & 15) * 4;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) *reinterpret_cast<float4*>(us + j * 64) = f[j];
+    };
+
+    float acc[16][8];
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+
+    load(0);
+    store(0);
+    __syncthreads();
+    int buf = 0;
+    for (int c0 = 0; c0 < C; c0 += BC) {
+        load(c0 + BC);     // past the end: input loads predicated off, filter rows zero-padded
+        const float* us = smem + buf * BUF_FLOATS + e * ES_U + kg * 4;
+        const float* vs = smem + buf * BUF_FLOATS + V_OFF + e * ES_V + tg * 4;
+#pragma unroll
+        for (int cc = 0; cc < BC; ++cc) {
+            float a[16], b[8];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                float4 t = *reinterpret_cast<const float4*>(us + cc * 64 + q * 16);
+                a[4 * q] = t.x; a[4 * q + 1] = t.y; a[4 * q + 2] = t.z; a[4 * q + 3] = t.w;
+            }
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                float4 t = *reinterpret_cast<const float4*>(vs + cc * 32 + q * 16);
+                b[4 * q] = t.x; b[4 * q + 1] = t.y; b[4 * q + 2] = t.z; b[4 * q + 3] = t.w;
+            }
+#pragma unroll
+            for (int i = 0; i < 16; ++i)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+        store(buf ^ 1);
+        __syncthreads();
+        buf ^= 1;
+    }
+
+    // Output transform through shared memory, two rounds of 32 filters.
+    const int oh = 2 * th, ow = 2 * tw;
+    const bool nv = n < N;
+    for (int r = 0; r < 2; ++r) {
+        __syncthreads();
+#pragma unroll
+        for (int qq = 0; qq < 2; ++qq)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                int kk = (2 * r + qq) * 4 + i, kl = qq * 16 + kg * 4 + i;
+#pragma unroll
+                for (int tq = 0; tq < 2; ++tq)
+                    *reinterpret_cast<float4*>(smem + e * ES_M + kl * KS_M + tq * 16 + tg * 4) =
+                        make_float4(acc[kk][4 * tq], acc[kk][4 * tq + 1], acc[kk][4 * tq + 2], acc[kk][4 * tq + 3]);
+            }
+        __syncthreads();
+#pragma unroll
+        for (int xx = 0; xx < 4; ++xx) {
+            int kl = warp * 4 + xx;
+            int k = kb * BK + 32 * r + kl;
+            float m[16];
+#pragma unroll
+            for (int q = 0; q < 16; ++q) m[q] = smem[q * ES_M + kl * KS_M + lane];
+            float t0[4], t1[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                t0[j] = m[j] + m[4 + j] + m[8 + j];
+                t1[j] = m[4 + j] - m[8 + j] - m[12 + j];
+            }
+            float o[2][2] = {{t0[0] + t0[1] + t0[2], t0[1] - t0[2] - t0[3]},
+                             {t1[0] + t1[1] + t1[2], t1[1] - t1[2] - t1[3]}};
+            if (nv && k < K) {
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+#pragma unroll
+                    for (int j = 0; j < 2; ++j)
+                        if (oh + i < H && ow + j < W)
+                            y[(((i64)k * H + oh + i) * W + ow + j) * N + n] = o[i][j];
+            }
+        }
+    }
+}
+
+// Direct convolution, NCHW / KCRS / NKHW, padding 1, stride 1: one thread per output.
+template <typename T>
+__device__ void direct_conv(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
+                            int N, int C, int H, int W, int K)
+{
+    i64 idx = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    i64 total = (i64)N * K * H * W;
+    if (idx >= total) return;
+    int ow = idx % W;
+    int oh = (idx / W) % H;
+    int k = (idx / ((i64)W * H)) % K;
+    int n = idx / ((i64)W * H * K);
+    T s = 0;
+    for (int c = 0; c < C; ++c) {
+        const T* xc = x + ((i64)n * C + c) * H * W;
+        const T* wc = w + ((i64)k * C + c) * 9;
+        for (int r = 0; r < 3; ++r) {
+            int ih = oh + r - 1;
+            if (ih < 0 || ih >= H) continue;
+            for (int q = 0; q < 3; ++q) {
+                int iw = ow + q - 1;
+                if (iw < 0 || iw >= W) continue;
+                s += xc[ih * W + iw] * wc[r * 3 + q];
+            }
+        }
+    }
+    y[idx] = s;
+}
+
+extern "C" __global__ void direct_conv_f32(const float* x, const float* w, float* y,
+                                           int N, int C, int H, int W, int K)
+{
+    direct_conv<float>(x, w, y, N, C, H, W, K);
+}
+
+extern "C" __global__ void direct_conv_f64(const double* x, const double* w, double* y,
+                                           int N, int C, int H, int W, int K)
+{
+    direct_conv<double>(x, w, y, N, C, H, W, K);
+}
+
+extern "C" __global__ void fill_f32(float* p, i64 n, float v)
+{
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) p[i] = v;
+}
