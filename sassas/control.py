@@ -69,3 +69,18 @@ def format_control(code: ControlCode) -> str:
     read = "-" if code.read_barrier == NO_BARRIER else str(code.read_barrier)
     write = "-" if code.write_barrier == NO_BARRIER else str(code.write_barrier)
     return f"{wait}:{read}:{write}:{'Y' if code.yield_ else '-'}:{code.stall:x}"
+
+
+# ---- hazard checking and automatic scheduling (sassas.hazards, sassas.schedule) -----------
+
+def check(item, arch=None):
+    """Hazards in a Program, Kernel or instruction list: list of sassas.hazards.Hazard
+    (Diagnostics with a ``kind``). See :func:`sassas.hazards.check`."""
+    from .hazards import check as check_hazards
+    return check_hazards(item, arch)
+
+
+def schedule_kernel(kernel, arch):
+    """Give every instruction without a control code one. See :func:`sassas.schedule.schedule_kernel`."""
+    from .schedule import schedule_kernel as schedule
+    return schedule(kernel, arch)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from .arch import Arch
 from .ast import ControlCode, Instruction, Kernel
 from .errors import SassError, SassErrors
+from .operands import value_pieces
 
 ALL_BITS = (1 << 128) - 1
 
@@ -32,16 +33,10 @@ def count_registers(kernel: Kernel) -> int:
         width = max((WIDE_MODIFIERS.get(m, 1) for m in inst.modifiers), default=1)
         for op in inst.operands:
             w = 2 if ".64" in op.flags else width
-            for piece, value in zip(_value_kinds(op.kind), op.values):
+            for piece, value in zip(value_pieces(op.kind), op.values):
                 if piece == "R" and value != 255:
                     top = max(top, value + w - 1)
     return min(top + 1, 255) if top >= 0 else 1
-
-
-def _value_kinds(kind: str):
-    """The register classes/values of a kind in order, matching Operand.values."""
-    import re
-    return re.findall(r"UR|UP|SB|SR|R|P|B|I|L|N", kind.replace("+I", "I"))
 
 
 def count_barriers(kernel: Kernel) -> int:

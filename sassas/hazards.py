@@ -438,17 +438,45 @@ def calibrate(kernels: Iterable[Kernel], arch: str) -> dict[tuple[str, str], tup
     return found
 
 
+def check_file(path: str, arch: str, text: Optional[str] = None) -> list[Hazard]:
+    """Check a sassas source file, or a `cuobjdump -sass` / `nvdisasm -hex` listing."""
+    from .arch import get_arch
+    from .assembler import parse
+    from .listing import read_listing
+    from .resolve import resolve_kernel
+    if text is None:
+        with open(path) as f:
+            text = f.read()
+    if "/* 0x" in text and ("Function :" in text or ".text." in text):
+        kernels, errors = read_listing(text, path)
+        hazards = [Hazard("warning", e.message, e.loc, kind="unreadable") for e in errors]
+    else:
+        program = parse(text, arch, path)
+        target = get_arch(arch)
+        for kernel in program.kernels:
+            resolve_kernel(kernel, target)
+        kernels, hazards = program.kernels, []
+    for kernel in kernels:
+        hazards += check(kernel, arch)
+    return hazards
+
+
 def main(argv: Optional[list[str]] = None) -> int:
-    """python -m sassas.hazards calibrate --arch sm_90 LISTING... : print calibration figures."""
+    """python -m sassas.hazards check FILE --arch sm_90 [--notes]
+    python -m sassas.hazards calibrate --arch sm_90 LISTING..."""
     import argparse
     from .listing import read_listing
     parser = argparse.ArgumentParser(prog="python -m sassas.hazards")
-    parser.add_argument("command", choices=["calibrate"])
+    parser.add_argument("command", choices=["check", "calibrate"])
     parser.add_argument("--arch", required=True)
-    parser.add_argument("listings", nargs="+", help="cuobjdump -sass output of compiler-built cubins")
+    parser.add_argument("--notes", action="store_true", help="also print notes (re-armed barriers, reuse misses)")
+    parser.add_argument("files", nargs="+", help="source or listing (check); cuobjdump -sass output of "
+                        "compiler-built cubins (calibrate)")
     args = parser.parse_args(argv)
+    if args.command == "check":
+        return run_check(args.files, args.arch, notes=args.notes)
     kernels = []
-    for path in args.listings:
+    for path in args.files:
         with open(path) as f:
             kernels += read_listing(f.read(), path)[0]
     timing = arch_timing(args.arch)
@@ -457,6 +485,27 @@ def main(argv: Optional[list[str]] = None) -> int:
         flag = "  <-- table above the observed minimum" if table > cycles else ""
         print(f"{producer:>12} -> {consumer:<12} min {cycles:2d}  table {table:2d}  ({p} -> {c}){flag}")
     return 0
+
+
+def run_check(paths: list[str], arch: str, notes: bool = False, out=None) -> int:
+    """The `sassas check` command: print hazards like compiler diagnostics; exit status 1 if
+    any error or warning."""
+    out = out or sys.stdout
+    from .errors import SassError
+    bad = 0
+    for path in paths:
+        try:
+            hazards = check_file(path, arch)
+        except SassError as e:
+            print(str(e), file=out)
+            bad += 1
+            continue
+        for h in hazards:
+            if h.severity == "note" and not notes:
+                continue
+            bad += h.severity != "note"
+            print(h.render(), file=out)
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

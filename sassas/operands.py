@@ -218,6 +218,19 @@ def _join_kind(parts: list[str]) -> Iterable[str]:
 # ---- printing ---------------------------------------------------------------------------
 
 _KIND_TOKEN = re.compile(r"PR|UR|UP|SB|SR|\+I|desc|gdesc|tmem|\.[A-Za-z0-9_]+|[RPBILNC\[\]+@() ]|.")
+# The pieces of a kind that carry one of Operand.values each, in order.
+VALUE_PIECES = frozenset({"R", "UR", "P", "UP", "B", "SB", "SR", "I", "+I", "L", "N"})
+REGISTER_PIECES = frozenset({"R", "UR", "P", "UP", "B", "SB"})
+
+
+def kind_pieces(kind: str) -> list[str]:
+    """A kind split into its pieces: registers, values, keywords, punctuation, suffixes."""
+    return _KIND_TOKEN.findall(kind)
+
+
+def value_pieces(kind: str) -> list[str]:
+    """The pieces of `kind` that hold values, one per entry of Operand.values."""
+    return [p for p in _KIND_TOKEN.findall(kind) if p in VALUE_PIECES]
 
 
 def format_number(v) -> str:

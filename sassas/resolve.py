@@ -13,6 +13,7 @@ from typing import Optional
 from .arch import Arch
 from .ast import Instruction, Kernel, Label, Operand
 from .errors import SassError
+from .operands import VALUE_PIECES, kind_pieces
 
 INSTRUCTION_BYTES = 16
 PARAM_BANK = 0
@@ -86,17 +87,25 @@ def _resolve_operand(op: Operand, inst: Instruction, labels, params, registers, 
         if name in labels:
             return replace(op, values=(labels[name],), symbol=None)
         raise _undefined(op, name, list(labels), what="label")
-    # A name inside a larger operand, e.g. `[idx+0x10]` with `idx` a register alias.
+    # Names inside a larger operand: `[idx+0x10]` with `idx` a register alias, or a listing's
+    # `RET.REL.NODEC R20 `(fn)`` whose target is a label.
     values = list(op.values)
-    kind = op.kind
-    for i, v in enumerate(values):
-        if isinstance(v, str) and v in registers:
-            reg = registers[v]
-            values[i] = reg.values[0]
-            kind = kind.replace("N", reg.kind, 1)
-        elif isinstance(v, str) and not v.startswith("SR_"):
-            raise _undefined(op, v, list(registers), what="register name")
-    return replace(op, kind=kind, values=tuple(values), symbol=None)
+    kind_out = []
+    vi = 0
+    for piece in kind_pieces(op.kind):
+        if piece in VALUE_PIECES:
+            v = values[vi]
+            if isinstance(v, str) and piece == "L":
+                if v not in labels:
+                    raise _undefined(op, v, list(labels), what="label")
+                values[vi] = labels[v]
+            elif isinstance(v, str) and piece == "N":
+                if v not in registers:
+                    raise _undefined(op, v, list(registers), what="register name")
+                piece, values[vi] = registers[v].kind, registers[v].values[0]
+            vi += 1
+        kind_out.append(piece)
+    return replace(op, kind="".join(kind_out), values=tuple(values), symbol=None)
 
 
 def _param_word(op: Operand, params, arch: Arch, name: str, index: int) -> Operand:
