@@ -64,6 +64,7 @@ class Case:
     extra: dict = field(default_factory=dict)
     # Check the records (e.g. a chain's result); returns an error text or None.
     check: Optional[Callable[["Records", "Case"], Optional[str]]] = None
+    index: int = -1              # position in its benchmark's case list (set by the runner)
 
     @property
     def label(self) -> str:

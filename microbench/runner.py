@@ -137,6 +137,7 @@ def run_cases_inprocess(bench: Benchmark, cases: Sequence[Case], start: int, rep
     skip = skip or {}
     for i in range(start, len(cases)):
         case = cases[i]
+        case.index = i
         t = time.perf_counter()
         error = None
         samples, times = {}, []
@@ -205,10 +206,16 @@ def run(names: Sequence[str], *, quick: bool = False, repeat: Optional[int] = No
     repeat = repeat or (9 if quick else 21)
     warmup = 2 if warmup is None else warmup
     benches = select(names)
+    from . import fake
     if gpu is not None:
         isolate = False
         why = gpu.info.name
         arch = arch or gpu.info.arch
+    elif fake.enabled():
+        gpu_info = fake.FakeGpu().info
+        why, arch = gpu_info.name, arch or gpu_info.arch
+        if not isolate:
+            gpu = fake.FakeGpu()
     else:
         ok, why = gpu_available()
         if not ok:
@@ -307,8 +314,8 @@ def _run_isolated(bench: Benchmark, cases: list[Case], quick: bool, repeat: int,
                    else f"the worker process died (exit code {proc.returncode}) during this case")
             c = cases[nxt]
             recs[nxt] = {"case": nxt, "results": [r.to_dict() for r in results_of_case(c, {}, [], why)]}
-            print(f"[{bench.name} {nxt + 1}/{len(cases)}] {c.variant} [{c.impl}]: ERROR {why}",
-                  file=log, flush=True)
+            print(f"[{bench.name} {nxt + 1:>{len(str(len(cases)))}}/{len(cases)}] {c.variant} "
+                  f"[{c.impl}]: ERROR {why}", file=log, flush=True)
             bad[digests[nxt]] = f"skipped: this kernel hung or crashed in case {nxt + 1} ({c.variant} [{c.impl}])"
             nxt += 1
         elif proc.returncode == 0 and nxt < len(cases):
@@ -371,9 +378,16 @@ def _kill(proc: subprocess.Popen) -> None:
 def worker_main(name: str, start: int, quick: bool, repeat: int, warmup: int, cache: str,
                 out_path: str, skip_path: Optional[str] = None) -> int:
     bench = select([name])[0]
-    from .gpu import loader
-    major, minor = loader().compute_capability()
-    cases = bench.cases(quick, f"sm_{major}{minor}")
+    from . import fake
+    gpu = None
+    if fake.enabled():
+        gpu = fake.FakeGpu()
+        arch = gpu.info.arch
+    else:
+        from .gpu import loader
+        major, minor = loader().compute_capability()
+        arch = f"sm_{major}{minor}"
+    cases = bench.cases(quick, arch)
     with open(out_path, "a") as f:
         def emit(rec: dict) -> None:
             f.write(json.dumps(rec, default=_default) + "\n")
@@ -382,7 +396,8 @@ def worker_main(name: str, start: int, quick: bool, repeat: int, warmup: int, ca
         if skip_path and os.path.exists(skip_path):
             with open(skip_path) as sf:
                 skip = json.load(sf)
-        return run_cases_inprocess(bench, cases, start, repeat, warmup, cache, emit, sys.stderr, skip)
+        return run_cases_inprocess(bench, cases, start, repeat, warmup, cache, emit, sys.stderr, skip,
+                                   gpu=gpu)
 
 
 def _default(o):

@@ -52,6 +52,18 @@ def intended(text: str, param_base: int = 0x210) -> dict[str, list[tuple[str, st
     return out
 
 
+_LISTINGS: dict = {}
+
+
+def _listing(code: bytes, arch: str):
+    """nvdisasm's reading of one code section (memoized: tests ask twice)."""
+    key = (arch, code)
+    if key not in _LISTINGS:
+        from sassas.isa import oracle
+        _LISTINGS[key] = oracle.disassemble_code(code, arch)
+    return _LISTINGS[key]
+
+
 def _norm(text: str) -> str:
     return " ".join(text.replace(" ,", ",").split())
 
@@ -69,7 +81,7 @@ def compare(text: str, cubin: bytes, arch: str = "sm_90") -> list[str]:
         if code is None:
             problems.append(f"{kernel}: no .text section in the cubin")
             continue
-        listing = oracle.disassemble_code(code, arch)
+        listing = _listing(code, arch)
         if len(listing) < len(insts):
             problems.append(f"{kernel}: {len(listing)} instructions decoded, {len(insts)} written")
         for i, ((ctl, inst), d) in enumerate(zip(insts, listing)):
@@ -96,7 +108,7 @@ def opcode_counts(cubin: bytes, arch: str = "sm_90", kernel: Optional[str] = Non
     for name, code in oracle.text_sections(cubin):
         if kernel is not None and name.split(".text.", 1)[-1] != kernel:
             continue
-        texts = [d.text for d in oracle.disassemble_code(code, arch)]
+        texts = [d.text for d in _listing(code, arch)]
         if timed_only:
             marks = [i for i, t in enumerate(texts) if "SR_CLOCKLO" in t]
             if len(marks) >= 2:

@@ -248,17 +248,22 @@ def format_register(cls: str, num: int) -> str:
 
 
 def format_operand(op: Operand, number=format_number) -> str:
-    """Text of an operand in nvdisasm's style; ``number`` formats immediates."""
+    """Text of an operand in nvdisasm's style; ``number`` formats immediates.
+
+    nvdisasm writes a plain operand as ``-|R3|.reuse.H0_H0``: the bars around the value,
+    then ``.reuse``, then the suffixes; inside brackets a suffix stays on its register
+    (``[R2.64+UR4]``)."""
     out: list[str] = []
     vals = list(op.values)
     suffixes = [f for f in sorted(op.flags) if f.startswith(".")]
+    bracketed = "[" in op.kind
     first_reg = True
     for tok in _KIND_TOKEN.findall(op.kind):
         if tok in ("R", "UR", "P", "UP", "B", "SB"):
             out.append(format_register(tok, vals.pop(0)))
-            if first_reg:
+            if first_reg and bracketed:
                 out.extend(suffixes)
-                first_reg = False
+            first_reg = False
         elif tok == "SR":
             out.append(str(vals.pop(0)))
         elif tok == "I":
@@ -283,6 +288,8 @@ def format_operand(op: Operand, number=format_number) -> str:
             body = f + body
     if "reuse" in op.flags:
         body += ".reuse"
+    if not bracketed:
+        body += "".join(suffixes)
     return body
 
 

@@ -160,7 +160,9 @@ class _Scheduler:
                     young = min(state.busy.get(b, 99) for b in wait)
                     if young < self.delay:
                         prev = insts[previous]
-                        prev.control = replace(prev.control, stall=prev.control.stall + self.delay - young)
+                        stall = min(prev.control.stall + self.delay - young, MAX_STALL)
+                        prev.control = replace(prev.control, stall=stall,
+                                               yield_=prev.control.yield_ or stall > MAX_STALL_WITHOUT_YIELD)
                         state.advance(self.delay - young)
                 for b in wait:
                     state.wait(b)

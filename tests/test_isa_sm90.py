@@ -100,7 +100,8 @@ def test_property_every_form(isa):
     rng = random.Random(90)
     failures = []
     for enc in isa.encodings:
-        if not enc.example:
+        # Examples with reserved values (nvdisasm prints INVALIDn) come from the opcode sweep.
+        if not enc.example or "INVALID" in enc.example:
             continue
         base = parse_instruction(enc.example)
         for _ in range(3):

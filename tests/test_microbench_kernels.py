@@ -133,9 +133,12 @@ def test_cuda_reference_compiles_with_nvrtc(item, nvrtc_ok):
     except oracle.OracleMissing:
         return
     from microbench.verify import opcode_counts
+    counts_of = {}
     for c in cases:
         if not c.expect:
             continue
-        counts = opcode_counts(cubin, ARCH, kernel=c.kernel)
+        if c.kernel not in counts_of:
+            counts_of[c.kernel] = opcode_counts(cubin, ARCH, kernel=c.kernel)
+        counts = counts_of[c.kernel]
         for mnemonic, n in c.expect.items():
             assert counts.get(mnemonic, 0) >= n, (c.label, mnemonic, counts)

@@ -1,0 +1,636 @@
+"""The Winograd F(2x2,3x3) main kernel in SASS for sm_90, generated per problem shape.
+
+    text = generate(Shape(N, C, H, W, K))        # sassas source, fully unrolled
+    cubin = build(Shape(...))                     # assembled with sassas (cached)
+
+The design is the paper's (Yan, Wang, Chu, PPoPP'20), adapted to sm_90; kernels_sass/winograd/
+winograd.cu is the same algorithm in CUDA-C, with the same layouts and thread roles:
+
+- 256 threads, one block per SM (253 registers); grid (Kpad/64, ceil(N/32), TH*TW).
+- bk = 64 filters, bn = 32 tiles (32 images at one tile position), bc = 8 channels an
+  iteration. Thread tid loads the 4x4 input window of channel c0 + tid/32, image tid%32
+  (16 predicated LDG; the zero padding is implicit: a load of a padding element is predicated
+  off and its register keeps the zero it got at the start), transforms it (B^T d B, 32 FADD)
+  and stores the 16 values to shared memory; 8 LDG.128 + 8 STS.128 a thread bring the
+  transformed filters (U, from the filter-transform kernel) to shared memory.
+- 16 batched GEMMs 64x32x8 an iteration: half-warp e = tid/16 computes position e; its
+  thread (kg, tg) = (tid%16/4, tid%4) holds a 16x8 accumulator tile: k = q*16 + kg*4 + 0..3
+  (4 LDS.128), t = q*16 + tg*4 + 0..3 (2 LDS.128) a channel. sm_90 has 128 FP32 lanes per
+  SM against 128 B/clk of shared memory, so the paper's two 8x8 tiles (1 byte loaded an FFMA)
+  would need the whole shared-memory bandwidth; one 16x8 tile needs 0.75 byte an FFMA.
+- Shared memory (128 KiB, two 64 KiB buffers): U[e][c][k] with 528 floats an e, V[e][c][t]
+  with 272 floats an e: both paddings make the 8 distinct 16-byte chunks a warp's LDS.128
+  reads land in 8 distinct bank quads; the input STS (consecutive images) and filter STS.128
+  (consecutive 16-byte chunks) are conflict-free too.
+- Software pipelining: LDS of the next channel's operands during this channel's 128 FFMAs
+  (two register sets), global loads of the next 8 channels during this iteration's GEMMs,
+  their transform and STS into the other buffer late in the iteration, one BAR an iteration.
+- Output transform (A^T M A) through shared memory in two rounds of 32 filters.
+
+SASS-level switches (ablation): yield strategy, LDG spacing, STS spacing; see Options.
+Control codes of the main loop are set here by construction and checked with sassas.hazards;
+the prologue and epilogue get theirs from kernels_sass.winograd.sched.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, replace
+from typing import Optional
+
+from .sched import Op, Seq
+
+ARCH = "sm_90"
+THREADS = 256
+BK, BN, BC = 64, 32, 8
+SMEM_BASE = 0x400          # sm_90: user shared memory starts 1 KiB into the CTA window
+BUF = 0x10000              # one buffer, 64 KiB; buffers toggled by XOR
+SMEM_BYTES = 2 * BUF
+ES_U, ES_V = 528, 272      # floats per position e (filter, input) in a buffer
+V_OFF = 16 * ES_U          # floats: the input tile follows the filter tile
+KS_M, ES_M = 48, 32 * 48   # output staging: floats per filter row, per position
+SLOTS_PER_STEP = 128       # FFMAs per channel (16 x 8 tile)
+STEPS = BC
+SLOTS = SLOTS_PER_STEP * STEPS
+
+# Parameters: x (CHWN input), u (transformed filters [C+pad][16][Kpad]), y (KHWN output).
+PARAMS = (("x", 8), ("u", 8), ("y", 8))
+PARAM_BASE = 0x210
+P_X, P_U, P_Y = 0x210, 0x218, 0x220
+DESC = "c[0x0][0x208]"
+
+# ---- registers --------------------------------------------------------------------------
+def ACC(kk: int, tt: int) -> int:
+    """Accumulator of filter row kk (0..15), tile column tt (0..7). Columns are swapped in
+    pairs so that an accumulator and the B operand it meets sit in different register banks."""
+    return kk * 8 + (tt ^ 1)
+
+
+def RA(buf: int, i: int) -> int:       # A operand (filter values), two sets
+    return 128 + 24 * buf + i
+
+
+def RB(buf: int, j: int) -> int:       # B operand (input values)
+    return 144 + 24 * buf + j
+
+
+def RX(q: int) -> int:                 # loaded input window d[q], q = 4*i + j
+    return 176 + q
+
+
+def RT(q: int) -> int:                 # transformed window (16 + 1 spare)
+    return 192 + q
+
+
+RF = 212                               # 8 x 4 prefetched filter values (212..243)
+R_MASK, R_CLIM, R_M = 209, 210, 211
+R_XP, R_UP = 244, 246                  # 64-bit pointers
+R_LDSA, R_LDSB, R_STSV, R_STSU, R_C0 = 248, 249, 250, 251, 252
+
+
+@dataclass(frozen=True)
+class Shape:
+    N: int
+    C: int
+    H: int
+    W: int
+    K: int
+
+    @property
+    def TH(self) -> int:
+        return (self.H + 1) // 2
+
+    @property
+    def TW(self) -> int:
+        return (self.W + 1) // 2
+
+    @property
+    def NB(self) -> int:
+        return -(-self.N // BN)
+
+    @property
+    def KB(self) -> int:
+        return -(-self.K // BK)
+
+    @property
+    def Kpad(self) -> int:
+        return self.KB * BK
+
+    @property
+    def Cpad(self) -> int:
+        return -(-self.C // BC) * BC
+
+    @property
+    def U_ROWS(self) -> int:           # filter-transform rows: Cpad + one zero block
+        return self.Cpad + BC
+
+    @property
+    def HWN(self) -> int:
+        return self.H * self.W * self.N
+
+    def grid(self) -> tuple[int, int, int]:
+        return (self.KB, self.NB, self.TH * self.TW)
+
+
+@dataclass(frozen=True)
+class Options:
+    yield_mode: str = "natural"   # natural (memory/ALU ops yield, FFMAs don't), every7, every8, none
+    ldg_spacing: int = 2          # FFMAs between consecutive global loads
+    sts_spacing: int = 6          # FFMAs between consecutive shared stores
+    transform_step: int = 4       # k-step in which the loaded input is transformed and stored
+
+    def tag(self) -> str:
+        return f"y{self.yield_mode}-l{self.ldg_spacing}-s{self.sts_spacing}-t{self.transform_step}"
+
+
+class Unsupported(ValueError):
+    """The shape does not fit the kernel's 32-bit offsets or immediates."""
+
+
+def check_shape(s: Shape) -> None:
+    if min(s.N, s.C, s.H, s.W, s.K) < 1:
+        raise Unsupported(f"empty problem {s}")
+    lim = 1 << 31
+    if s.C * s.HWN * 4 >= lim or s.K * s.HWN * 4 >= lim:
+        raise Unsupported("tensors of 2 GiB or more need 64-bit offsets")
+    if s.U_ROWS * 16 * s.Kpad * 4 >= lim:
+        raise Unsupported("transformed filters of 2 GiB or more")
+    if (3 * s.W + 3) * s.N * 4 >= (1 << 23) or 7 * 16 * s.Kpad * 4 >= (1 << 23):
+        raise Unsupported("load offsets beyond the 24-bit immediate")
+    if s.TH * s.TW > 65535 or s.NB > 65535:
+        raise Unsupported("grid too large")
+
+
+def _hex(v: int) -> str:
+    return f"-{-v:#x}" if v < 0 else f"{v:#x}"
+
+
+def _magic(d: int) -> int:
+    """m with floor(n * m / 2^32) == n // d for 0 <= n < 2^16, d < 2^16."""
+    return (1 << 32) // d + 1
+
+
+# ---- the transforms as instruction lists ------------------------------------------------
+def input_transform_ops(src, dst, spare):
+    """B^T d B: src[16] (d, row-major 4x4) -> 16 values; returns (ops, where) with where[e] the
+    register holding position e. Pass 1 writes dst[0..15] out of place (src keeps the loaded
+    values: the zero padding lives there); pass 2 works in place on dst with one spare."""
+    ops = []
+    t = [[dst[4 * i + j] for j in range(4)] for i in range(4)]
+    d = [[src[4 * i + j] for j in range(4)] for i in range(4)]
+    for j in range(4):            # pass 1, per column: T = B^T d
+        ops.append(f"FADD R{t[0][j]}, R{d[0][j]}, -R{d[2][j]}")
+        ops.append(f"FADD R{t[1][j]}, R{d[1][j]}, R{d[2][j]}")
+        ops.append(f"FADD R{t[2][j]}, R{d[2][j]}, -R{d[1][j]}")
+        ops.append(f"FADD R{t[3][j]}, R{d[1][j]}, -R{d[3][j]}")
+    where = [[None] * 4 for _ in range(4)]
+    free = spare
+    for i in range(4):            # pass 2, per row: V = T B, renaming through the spare
+        r0, r1, r2, r3 = t[i]
+        ops.append(f"FADD R{r0}, R{r0}, -R{r2}")          # V0 = T0 - T2
+        ops.append(f"FADD R{r3}, R{r1}, -R{r3}")          # V3 = T1 - T3
+        ops.append(f"FADD R{free}, R{r1}, R{r2}")         # V1 = T1 + T2
+        ops.append(f"FADD R{r2}, R{r2}, -R{r1}")          # V2 = T2 - T1
+        where[i] = [r0, free, r2, r3]
+        free = r1
+    return ops, [where[e // 4][e % 4] for e in range(16)]
+
+
+def output_transform_ops(m):
+    """A^T M A in place on m[16] (row-major 4x4): returns (ops, [o00, o01, o10, o11])."""
+    ops = []
+    for j in range(4):
+        ops.append(f"FADD R{m[j]}, R{m[j]}, R{m[4 + j]}")
+        ops.append(f"FADD R{m[4 + j]}, R{m[4 + j]}, -R{m[8 + j]}")
+        ops.append(f"FADD R{m[j]}, R{m[j]}, R{m[8 + j]}")
+        ops.append(f"FADD R{m[4 + j]}, R{m[4 + j]}, -R{m[12 + j]}")
+    for base in (0, 4):
+        a, b, c, d = m[base:base + 4]
+        ops.append(f"FADD R{a}, R{a}, R{b}")
+        ops.append(f"FADD R{d}, R{b}, -R{d}")
+        ops.append(f"FADD R{a}, R{a}, R{c}")
+        ops.append(f"FADD R{d}, R{d}, -R{c}")
+    return ops, [m[0], m[3], m[4], m[7]]
+
+
+# ---- the generator -------------------------------------------------------------------------
+class Generator:
+    def __init__(self, shape: Shape, opts: Options = Options()):
+        check_shape(shape)
+        self.s = shape
+        self.o = opts
+        self.lines: list[str] = []
+
+    # constants
+    @property
+    def chan_stride(self) -> int:          # bytes from one channel block of x to the next
+        return BC * self.s.HWN * 4
+
+    @property
+    def ublock_stride(self) -> int:        # bytes from one channel block of U to the next
+        return BC * 16 * self.s.Kpad * 4
+
+    def x_off(self, q: int) -> int:        # byte offset of window element q = 4i + j
+        i, j = divmod(q, 4)
+        return (i * self.s.W + j) * self.s.N * 4
+
+    def u_off(self, j: int) -> int:        # byte offset of the j-th filter chunk (channel j)
+        return j * 16 * self.s.Kpad * 4
+
+    # ---- pieces shared by the prologue and the loop ----
+    def pred_ops(self, q: int, p: int) -> str:
+        return f"LOP3.LUT P{p}, RZ, R{R_M}, {1 << q:#x}, RZ, 0xc0, !PT"
+
+    def ldg_x(self, q: int, p: int) -> str:
+        return f"@P{p} LDG.E R{RX(q)}, desc[UR4][R{R_XP}.64+{self.x_off(q):#x}]"
+
+    def ldg_u(self, j: int) -> str:
+        return f"LDG.E.128 R{RF + 4 * j}, desc[UR4][R{R_UP}.64+{self.u_off(j):#x}]"
+
+    def sts_v(self, e: int, reg: int) -> str:
+        return f"STS [R{R_STSV}+{e * ES_V * 4:#x}], R{reg}"
+
+    def sts_u(self, j: int) -> str:
+        return f"STS.128 [R{R_STSU}+{j * 64 * 4:#x}], R{RF + 4 * j}"
+
+    def lds_ops(self, step: int, buf: int) -> list[str]:
+        a = [f"LDS.128 R{RA(buf, 4 * q)}, [R{R_LDSA}+{step * 64 * 4 + q * 16 * 4:#x}]" for q in range(4)]
+        b = [f"LDS.128 R{RB(buf, 4 * q)}, [R{R_LDSB}+{step * 32 * 4 + q * 16 * 4:#x}]" for q in range(2)]
+        return a + b
+
+    def advance_ops(self, carry: int) -> list[str]:
+        return [f"IADD3 R{R_XP}, P{carry}, R{R_XP}, {self.chan_stride:#x}, RZ",
+                f"IADD3.X R{R_XP + 1}, RZ, R{R_XP + 1}, RZ, P{carry}, !PT",
+                f"IADD3 R{R_UP}, P{carry}, R{R_UP}, {self.ublock_stride:#x}, RZ",
+                f"IADD3.X R{R_UP + 1}, RZ, R{R_UP + 1}, RZ, P{carry}, !PT"]
+
+    # ---- prologue ----
+    def prologue(self) -> Seq:
+        s = self.s
+        q = Seq(ARCH)
+        R_tid, R_kb, R_nb, R_pos, R_th, R_tw = 0, 1, 2, 3, 4, 5
+        R_lane, R_warp, R_n, R_off, R_lo, R_hi, R_e, R_c16, R_rf, R_cf, R_t = 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16
+        R_x, R_u = 18, 20
+        q.op(f"S2R R{R_tid}, SR_TID.X")
+        q.op(f"S2R R{R_kb}, SR_CTAID.X")
+        q.op(f"S2R R{R_nb}, SR_CTAID.Y")
+        q.op(f"S2R R{R_pos}, SR_CTAID.Z")
+        q.op(f"ULDC.64 UR4, {DESC}")
+        q.op(f"LDC.64 R{R_x}, c[0x0][{P_X:#x}]")
+        q.op(f"LDC.64 R{R_u}, c[0x0][{P_U:#x}]")
+        # tile position
+        if s.TW == 1:
+            q.op(f"MOV R{R_th}, R{R_pos}")
+            q.op(f"MOV R{R_tw}, RZ")
+        else:
+            q.op(f"IMAD.HI.U32 R{R_th}, R{R_pos}, {_magic(s.TW):#x}, RZ")
+            q.op(f"IMAD R{R_tw}, R{R_th}, {(-s.TW) & 0xffffffff:#x}, R{R_pos}")
+        q.op(f"LOP3.LUT R{R_lane}, R{R_tid}, 0x1f, RZ, 0xc0, !PT")
+        q.op(f"SHF.R.U32.HI R{R_warp}, RZ, 0x5, R{R_tid}")
+        q.op(f"IMAD R{R_n}, R{R_nb}, 0x20, R{R_lane}")
+        # input pointer: x + 4 * (warp*HWN + (2th-1)*W*N + (2tw-1)*N + n)
+        q.op(f"IMAD R{R_off}, R{R_warp}, {s.HWN:#x}, R{R_n}")
+        q.op(f"IMAD R{R_off}, R{R_th}, {2 * s.W * s.N:#x}, R{R_off}")
+        q.op(f"IMAD R{R_off}, R{R_tw}, {2 * s.N:#x}, R{R_off}")
+        q.op(f"IADD3 R{R_off}, R{R_off}, {_hex(-(s.W + 1) * s.N)}, RZ")
+        q.op(f"SHF.L.U32 R{R_lo}, R{R_off}, 0x2, RZ")
+        q.op(f"SHF.R.S32.HI R{R_hi}, RZ, 0x1e, R{R_off}")
+        q.op(f"IADD3 R{R_XP}, P0, R{R_lo}, R{R_x}, RZ")
+        q.op(f"IADD3.X R{R_XP + 1}, R{R_hi}, R{R_x + 1}, RZ, P0, !PT")
+        # filter pointer: u + 4 * (e*Kpad + kb*64 + (tid&15)*4), e = tid >> 4
+        q.op(f"SHF.R.U32.HI R{R_e}, RZ, 0x4, R{R_tid}")
+        q.op(f"LOP3.LUT R{R_c16}, R{R_tid}, 0xf, RZ, 0xc0, !PT")
+        q.op(f"SHF.L.U32 R{R_t}, R{R_kb}, 0x6, RZ")
+        q.op(f"IMAD R{R_off}, R{R_e}, {s.Kpad:#x}, R{R_t}")
+        q.op(f"IMAD R{R_off}, R{R_c16}, 0x4, R{R_off}")
+        q.op(f"SHF.L.U32 R{R_lo}, R{R_off}, 0x2, RZ")
+        q.op(f"SHF.R.U32.HI R{R_hi}, RZ, 0x1e, R{R_off}")
+        q.op(f"IADD3 R{R_UP}, P0, R{R_lo}, R{R_u}, RZ")
+        q.op(f"IADD3.X R{R_UP + 1}, R{R_hi}, R{R_u + 1}, RZ, P0, !PT")
+        # shared-memory addresses (buffer 0)
+        q.op(f"IMAD R{R_LDSA}, R{R_e}, {ES_U * 4:#x}, {SMEM_BASE:#x}")
+        q.op(f"SHF.L.U32 R{R_t}, R{R_tid}, 0x2, RZ")
+        q.op(f"LOP3.LUT R{R_t}, R{R_t}, 0x30, RZ, 0xc0, !PT")               # kg * 16
+        q.op(f"IADD3 R{R_LDSA}, R{R_LDSA}, R{R_t}, RZ")
+        q.op(f"IMAD R{R_LDSB}, R{R_e}, {ES_V * 4:#x}, {SMEM_BASE + V_OFF * 4:#x}")
+        q.op(f"SHF.L.U32 R{R_t}, R{R_tid}, 0x4, RZ")
+        q.op(f"LOP3.LUT R{R_t}, R{R_t}, 0x30, RZ, 0xc0, !PT")               # tg * 16
+        q.op(f"IADD3 R{R_LDSB}, R{R_LDSB}, R{R_t}, RZ")
+        q.op(f"IMAD R{R_STSV}, R{R_tid}, 0x4, {SMEM_BASE + V_OFF * 4:#x}")
+        q.op(f"IMAD R{R_STSU}, R{R_e}, {ES_U * 4:#x}, {SMEM_BASE:#x}")
+        q.op(f"IMAD R{R_STSU}, R{R_c16}, 0x10, R{R_STSU}")
+        # the 16-bit load mask: rows, columns, image in range
+        q.op(f"ISETP.GE.AND P0, PT, R{R_th}, 0x1, PT")
+        q.op(f"ISETP.LE.AND P1, PT, R{R_th}, {_hex((s.H - 2) // 2)}, PT")
+        q.op(f"ISETP.LE.AND P2, PT, R{R_th}, {_hex((s.H - 3) // 2)}, PT")
+        q.op(f"ISETP.GE.AND P3, PT, R{R_tw}, 0x1, PT")
+        q.op(f"ISETP.LE.AND P4, PT, R{R_tw}, {_hex((s.W - 2) // 2)}, PT")
+        q.op(f"ISETP.LE.AND P5, PT, R{R_tw}, {_hex((s.W - 3) // 2)}, PT")
+        q.op(f"ISETP.LT.AND P6, PT, R{R_n}, {s.N:#x}, PT")
+        q.op(f"MOV R{R_rf}, 0xf0")
+        q.op(f"@P0 LOP3.LUT R{R_rf}, R{R_rf}, 0xf, RZ, 0xfc, !PT")
+        q.op(f"@P1 LOP3.LUT R{R_rf}, R{R_rf}, 0xf00, RZ, 0xfc, !PT")
+        q.op(f"@P2 LOP3.LUT R{R_rf}, R{R_rf}, 0xf000, RZ, 0xfc, !PT")
+        q.op(f"MOV R{R_cf}, 0x2222")
+        q.op(f"@P3 LOP3.LUT R{R_cf}, R{R_cf}, 0x1111, RZ, 0xfc, !PT")
+        q.op(f"@P4 LOP3.LUT R{R_cf}, R{R_cf}, 0x4444, RZ, 0xfc, !PT")
+        q.op(f"@P5 LOP3.LUT R{R_cf}, R{R_cf}, 0x8888, RZ, 0xfc, !PT")
+        q.op(f"LOP3.LUT R{R_MASK}, R{R_rf}, R{R_cf}, RZ, 0xc0, !PT")
+        q.op(f"@!P6 MOV R{R_MASK}, RZ")
+        q.op(f"IADD3 R{R_CLIM}, -R{R_warp}, {s.C:#x}, RZ")                    # C - warp
+        # zero the accumulators and the input window (padding elements stay zero)
+        for q_ in range(16):
+            q.op(f"MOV R{RX(q_)}, RZ", y=False)
+        # first channel block: masks, loads
+        q.op(f"ISETP.LT.AND P6, PT, RZ, R{R_CLIM}, PT")
+        q.op(f"SEL R{R_M}, R{R_MASK}, RZ, P6")
+        for q_ in range(16):
+            p = q_ % 6
+            q.op(self.pred_ops(q_, p))
+            q.op(self.ldg_x(q_, p))
+        for j in range(8):
+            q.op(self.ldg_u(j))
+        for kk in range(16):
+            for tt in range(8):
+                q.op(f"MOV R{ACC(kk, tt)}, RZ", y=False)
+        # transform and store block 0 into buffer 0
+        ops, where = input_transform_ops([RX(i) for i in range(16)], [RT(i) for i in range(16)], RT(16))
+        for t in ops:
+            q.op(t)
+        for e in range(16):
+            q.op(self.sts_v(e, where[e]))
+        for j in range(8):
+            q.op(self.sts_u(j))
+        for t in self.advance_ops(0):
+            q.op(t)
+        q.op(f"MOV R{R_C0}, 0x8")
+        # the stores' address registers: toggled only after the stores have read them
+        q.op(f"LOP3.LUT R{R_STSV}, R{R_STSV}, {BUF:#x}, RZ, 0x3c, !PT")
+        q.op(f"LOP3.LUT R{R_STSU}, R{R_STSU}, {BUF:#x}, RZ, 0x3c, !PT")
+        return q
+
+    # ---- the main loop body: 1024 FFMA slots with the other work placed between ----
+    def loop_body(self) -> list[Op]:
+        o = self.o
+        ins: dict[int, list[Op]] = {}
+
+        def at(slot: int, text: str, **kw) -> Op:
+            op = Op(text, **kw)
+            ins.setdefault(slot, []).append(op)
+            return op
+
+        # LDS of the next channel's operands: steps 0..6 from this buffer
+        for step in range(STEPS - 1):
+            nxt = step + 1
+            for m, t in enumerate(self.lds_ops(nxt, nxt % 2)):
+                at(step * SLOTS_PER_STEP + 2 + 4 * m, t, wb=nxt % 2)
+        # channel check and predicates for the next block's input loads (step 0)
+        at(1, f"ISETP.LT.AND P6, PT, R{R_C0}, R{R_CLIM}, PT")
+        at(16, f"SEL R{R_M}, R{R_MASK}, RZ, P6")
+        L0 = 34
+        sp = o.ldg_spacing
+        for q in range(16):
+            p = q % 6
+            at(L0 + sp * q - 11, self.pred_ops(q, p))
+            at(L0 + sp * q, self.ldg_x(q, p), wb=2)
+        for j in range(8):
+            at(L0 + sp * (16 + j), self.ldg_u(j), wb=3, wait=(1 << 4) if j == 0 else 0)
+        # transform, stores to the other buffer
+        P1 = o.transform_step * SLOTS_PER_STEP
+        ops, where = input_transform_ops([RX(i) for i in range(16)], [RT(i) for i in range(16)], RT(16))
+        for m, t in enumerate(ops):
+            at(P1 + 2 * m, t, wait=((1 << 2) | (1 << 4)) if m == 0 else 0)
+        S0 = P1 + 2 * len(ops) + 6
+        ss = o.sts_spacing
+        for e in range(16):
+            at(S0 + ss * e, self.sts_v(e, where[e]), rb=4)
+        S1 = S0 + ss * 16
+        for j in range(8):
+            at(S1 + ss * j, self.sts_u(j), rb=4, wait=(1 << 3) if j == 0 else 0)
+        S2 = S1 + ss * 8 + 2
+        for m, t in enumerate(self.advance_ops(6)):
+            at(S2 + 2 * m, t)
+        last = 7 * SLOTS_PER_STEP
+        if S2 + 8 > last - 8:
+            raise ValueError(f"options {o} do not fit the iteration: stores end at slot {S2}")
+        at(last - 6, f"LOP3.LUT R{R_STSV}, R{R_STSV}, {BUF:#x}, RZ, 0x3c, !PT", wait=1 << 4)
+        at(last - 5, f"LOP3.LUT R{R_STSU}, R{R_STSU}, {BUF:#x}, RZ, 0x3c, !PT")
+        # step 7: barrier, switch buffers, LDS of the next iteration's first channel
+        at(last + 2, "BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6)
+        at(last + 3, f"LOP3.LUT R{R_LDSA}, R{R_LDSA}, {BUF:#x}, RZ, 0x3c, !PT")
+        at(last + 3, f"LOP3.LUT R{R_LDSB}, R{R_LDSB}, {BUF:#x}, RZ, 0x3c, !PT")
+        for m, t in enumerate(self.lds_ops(0, 0)):
+            at(last + 10 + 4 * m, t, wb=0)
+        # loop control
+        at(SLOTS - 40, f"IADD3 R{R_C0}, R{R_C0}, 0x8, RZ")
+        at(SLOTS - 30, f"ISETP.LE.AND P6, PT, R{R_C0}, {self.s.Cpad:#x}, PT")
+
+        # the FFMA stream, with the inserted work
+        body: list[Op] = []
+        for slot in range(SLOTS):
+            for op in ins.get(slot, []):
+                if o.yield_mode == "natural":
+                    op.y = True
+                body.append(op)
+            step, r = divmod(slot, SLOTS_PER_STEP)
+            buf = step % 2
+            i, jj = divmod(r, 8)
+            j = jj if i % 2 == 0 else 7 - jj
+            reuse_a = jj < 7
+            reuse_b = jj == 7 and i < 15
+            a = f"R{RA(buf, i)}" + (".reuse" if reuse_a else "")
+            b = f"R{RB(buf, j)}" + (".reuse" if reuse_b else "")
+            acc = ACC(i, j)
+            body.append(Op(f"FFMA R{acc}, {a}, {b}, R{acc}", wait=(1 << buf) if r == 0 else 0))
+        body.append(Op(f"@P6 BRA LOOP", y=True, stall=5))
+        # yield strategies
+        if o.yield_mode in ("every7", "every8"):
+            n = 7 if o.yield_mode == "every7" else 8
+            for idx, op in enumerate(body):
+                op.y = (idx % n == n - 1) or op.text.startswith(("BAR", "@P6 BRA"))
+                if op.y and ".reuse" in op.text:
+                    op.text = op.text.replace(".reuse", "")
+        elif o.yield_mode == "none":
+            for op in body:
+                op.y = op.text.startswith(("BAR", "@P6 BRA"))
+        return body
+
+    # ---- epilogue: output transform through shared memory ----
+    def epilogue(self) -> Seq:
+        s = self.s
+        q = Seq(ARCH)
+        # registers: R128.. for staging values, R192.. for addresses
+        R_tid, R_kb, R_nb, R_pos, R_th, R_tw = 192, 193, 194, 195, 196, 197
+        R_lane, R_warp, R_n, R_off, R_lo, R_hi, R_e, R_t = 198, 199, 200, 201, 202, 203, 204, 205
+        R_ms, R_mr, R_k = 206, 207, 208
+        R_y, R_yb, R_yp = 210, 212, 214
+        q.op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=1 << 0)   # the last LDS (barrier 0) landed
+        q.op(f"S2R R{R_tid}, SR_TID.X")
+        q.op(f"S2R R{R_kb}, SR_CTAID.X")
+        q.op(f"S2R R{R_nb}, SR_CTAID.Y")
+        q.op(f"S2R R{R_pos}, SR_CTAID.Z")
+        q.op(f"LDC.64 R{R_y}, c[0x0][{P_Y:#x}]")
+        if s.TW == 1:
+            q.op(f"MOV R{R_th}, R{R_pos}")
+            q.op(f"MOV R{R_tw}, RZ")
+        else:
+            q.op(f"IMAD.HI.U32 R{R_th}, R{R_pos}, {_magic(s.TW):#x}, RZ")
+            q.op(f"IMAD R{R_tw}, R{R_th}, {(-s.TW) & 0xffffffff:#x}, R{R_pos}")
+        q.op(f"LOP3.LUT R{R_lane}, R{R_tid}, 0x1f, RZ, 0xc0, !PT")
+        q.op(f"SHF.R.U32.HI R{R_warp}, RZ, 0x5, R{R_tid}")
+        q.op(f"IMAD R{R_n}, R{R_nb}, 0x20, R{R_lane}")
+        q.op(f"SHF.R.U32.HI R{R_e}, RZ, 0x4, R{R_tid}")
+        # staging addresses: write M[e][kg*4 + ..][tg*4 + ..] (tile columns swapped in pairs,
+        # as in the accumulators), read M[q][warp*4 + xx][lane ^ 1]
+        q.op(f"IMAD R{R_ms}, R{R_e}, {ES_M * 4:#x}, {SMEM_BASE:#x}")
+        q.op(f"SHF.L.U32 R{R_t}, R{R_tid}, 0x4, RZ")
+        q.op(f"LOP3.LUT R{R_t}, R{R_t}, 0x30, RZ, 0xc0, !PT")                 # tg * 16
+        q.op(f"IADD3 R{R_ms}, R{R_ms}, R{R_t}, RZ")
+        q.op(f"SHF.R.U32.HI R{R_t}, RZ, 0x2, R{R_tid}")
+        q.op(f"LOP3.LUT R{R_t}, R{R_t}, 0x3, RZ, 0xc0, !PT")                  # kg
+        q.op(f"IMAD R{R_ms}, R{R_t}, {4 * KS_M * 4:#x}, R{R_ms}")
+        q.op(f"LOP3.LUT R{R_t}, R{R_lane}, 0x1, RZ, 0x3c, !PT")               # lane ^ 1
+        q.op(f"IMAD R{R_mr}, R{R_t}, 0x4, {SMEM_BASE:#x}")
+        q.op(f"IMAD R{R_mr}, R{R_warp}, {4 * KS_M * 4:#x}, R{R_mr}")
+        # output pointer: y + 4 * ((kb*64 + warp*4)*HWN + 2th*W*N + 2tw*N + n)
+        q.op(f"SHF.L.U32 R{R_k}, R{R_kb}, 0x6, RZ")
+        q.op(f"IMAD R{R_k}, R{R_warp}, 0x4, R{R_k}")
+        q.op(f"IMAD R{R_off}, R{R_k}, {s.HWN:#x}, R{R_n}")
+        q.op(f"IMAD R{R_off}, R{R_th}, {2 * s.W * s.N:#x}, R{R_off}")
+        q.op(f"IMAD R{R_off}, R{R_tw}, {2 * s.N:#x}, R{R_off}")
+        q.op(f"SHF.L.U32 R{R_lo}, R{R_off}, 0x2, RZ")
+        q.op(f"SHF.R.U32.HI R{R_hi}, RZ, 0x1e, R{R_off}")
+        q.op(f"IADD3 R{R_yb}, P0, R{R_lo}, R{R_y}, RZ")
+        q.op(f"IADD3.X R{R_yb + 1}, R{R_hi}, R{R_y + 1}, RZ, P0, !PT")
+        # store predicates: P0..P3 = image, row, column in range for output (i, j)
+        q.op(f"ISETP.LT.AND P4, PT, R{R_n}, {s.N:#x}, PT")
+        q.op(f"ISETP.LE.AND P5, PT, R{R_th}, {_hex((s.H - 2) // 2)}, P4")      # row 2th+1 < H
+        q.op(f"ISETP.LE.AND P6, PT, R{R_tw}, {_hex((s.W - 2) // 2)}, PT")      # col 2tw+1 < W
+        q.op("PLOP3.LUT P0, PT, P4, PT, PT, 0x80, 0x0")
+        q.op("PLOP3.LUT P1, PT, P4, P6, PT, 0x80, 0x0")
+        q.op("PLOP3.LUT P2, PT, P5, PT, PT, 0x80, 0x0")
+        q.op("PLOP3.LUT P3, PT, P5, P6, PT, 0x80, 0x0")
+        need_k = s.K % BK != 0
+        for r in range(2):
+            if r == 1:
+                q.op("BAR.SYNC.DEFER_BLOCKING 0x0")
+            for qq in range(2):
+                for i in range(4):
+                    kk = (2 * r + qq) * 4 + i
+                    for tq in range(2):
+                        off = ((qq * 16 + i) * KS_M + tq * 16) * 4
+                        q.op(f"STS.128 [R{R_ms}+{off:#x}], R{ACC(kk, 4 * tq)}")
+            q.op("BAR.SYNC.DEFER_BLOCKING 0x0")
+            mregs = [[128 + 16 * xx + e for e in range(16)] for xx in range(4)]
+            for xx in range(4):
+                for e in range(16):
+                    q.op(f"LDS R{mregs[xx][e]}, [R{R_mr}+{(e * ES_M + xx * KS_M) * 4:#x}]")
+            for xx in range(4):
+                ops, outs = output_transform_ops(mregs[xx])
+                for t in ops:
+                    q.op(t)
+                koff = 32 * r + xx
+                q.op(f"IADD3 R{R_yp}, P6, R{R_yb}, {koff * s.HWN * 4:#x}, RZ")
+                q.op(f"IADD3.X R{R_yp + 1}, RZ, R{R_yb + 1}, RZ, P6, !PT")
+                offs = [(i * s.W + j) * s.N * 4 for i in (0, 1) for j in (0, 1)]
+                if need_k:
+                    lim = s.K - koff    # k = kb*64 + warp*4 + koff < K
+                    for pair in ((0, 1), (2, 3)):
+                        for pp, idx in zip((4, 5), pair):
+                            q.op(f"ISETP.LT.AND P{pp}, PT, R{R_k}, {_hex(lim)}, P{idx}")
+                        for pp, idx in zip((4, 5), pair):
+                            q.op(f"@P{pp} STG.E desc[UR4][R{R_yp}.64+{offs[idx]:#x}], R{outs[idx]}")
+                else:
+                    for idx in range(4):
+                        q.op(f"@P{idx} STG.E desc[UR4][R{R_yp}.64+{offs[idx]:#x}], R{outs[idx]}")
+        q.op("EXIT")
+        return q
+
+    # ---- the whole kernel ----
+    def text(self, name: Optional[str] = None) -> str:
+        s, o = self.s, self.o
+        name = name or kernel_name(s, o)
+        out = [f"# Winograd F(2x2,3x3) FP32 main kernel for {ARCH}, generated by kernels_sass/winograd/sassgen.py",
+               f"# shape N={s.N} C={s.C} H={s.H} W={s.W} K={s.K}; options {o}",
+               f"# grid {s.grid()}, {THREADS} threads, {SMEM_BYTES} bytes of dynamic shared memory",
+               f".kernel {name}", "<params>"]
+        out += [f"{n}, {b}" for n, b in PARAMS]
+        out.append("</params>")
+        out += self.prologue().lines()
+        # The prologue's last wait: everything it left in flight must land before the loop
+        # (the loop's barrier plan starts from a clean scoreboard).
+        pro = self.prologue_tail()
+        out += pro
+        out.append("LOOP:")
+        out += [op.line() for op in self.loop_body()]
+        out += self.epilogue().lines()
+        out.append("END:")
+        out.append("--:-:-:Y:0      BRA END;")
+        return "\n".join(out) + "\n"
+
+    def prologue_tail(self) -> list[str]:
+        """BAR (after every barrier of the prologue), then the first channel's LDS on barrier 0."""
+        lines = [Op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=0x3F, y=True, stall=6).line()]
+        for t in self.lds_ops(0, 0):
+            lines.append(Op(t, wb=0, y=True, stall=1).line())
+        return lines
+
+
+def kernel_name(s: Shape, o: Options = Options()) -> str:
+    return f"wino_n{s.N}_c{s.C}_h{s.H}_w{s.W}_k{s.K}_{o.tag()}".replace("-", "_")
+
+
+def generate(shape: Shape, opts: Options = Options()) -> str:
+    return Generator(shape, opts).text()
+
+
+# ---- building (assembling, with a cache) ---------------------------------------------------
+CACHE_DIR = os.environ.get("KERNELS_SASS_CACHE",
+                           os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                        ".cache", "winograd"))
+
+
+def _source_hash(text: str) -> str:
+    import sassas
+    h = hashlib.sha1(text.encode())
+    h.update(getattr(sassas, "__version__", "").encode())
+    return h.hexdigest()[:16]
+
+
+def build(shape: Shape, opts: Options = Options(), *, check_hazards: bool = True,
+          cache: bool = True) -> bytes:
+    """Assemble the kernel for `shape` (cubin bytes), through the on-disk cache."""
+    text = generate(shape, opts)
+    key = _source_hash(text)
+    path = os.path.join(CACHE_DIR, f"{kernel_name(shape, opts)}-{key}.cubin")
+    if cache and os.path.exists(path):
+        with open(path, "rb") as f:
+            return f.read()
+    data = assemble(text, check_hazards=check_hazards)
+    if cache:
+        os.makedirs(CACHE_DIR, exist_ok=True)
+        tmp = path + f".{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    return data
+
+
+class HazardError(RuntimeError):
+    pass
+
+
+def assemble(text: str, *, check_hazards: bool = True) -> bytes:
+    import sassas
+    cubin = sassas.assemble(text, ARCH, filename="winograd_sassgen.sass")
+    if check_hazards:
+        errors = hazards(cubin.program)
+        if errors:
+            raise HazardError(f"{len(errors)} hazards, first: " + "; ".join(str(h.message) + f" @{h.address:#x}"
+                                                                             for h in errors[:5]))
+    return cubin.data
+
+
+def hazards(program) -> list:
+    from sassas import hazards as hz
+    return [h for h in hz.check(program) if h.severity == "error"]

@@ -1,0 +1,183 @@
+"""Control codes for generated straight-line SASS: an in-order list scheduler.
+
+`Seq.op(text)` appends one instruction and works out its control code from the registers it
+reads and writes (sassas.semantics): the stall of the instruction before it is raised until
+every fixed-latency result it reads is ready; a variable-latency instruction (S2R, LDC, LDG,
+LDS, ...) gets a scoreboard barrier, and the first later instruction that reads its result,
+or overwrites its result or a source it reads late, waits on that barrier. Barriers are
+handed out from a pool, least recently used first; when all are busy, an instruction shares
+one (a wait then waits for both).
+
+The latencies are deliberately conservative (every fixed-latency result >= MIN_FIXED cycles,
+predicate -> branch 13): this is for prologues and epilogues, where a cycle more costs little
+and a hazard costs a wrong answer. Hot loops set their control codes by hand and are checked
+with sassas.hazards.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from sassas.parse import parse_instruction
+from sassas.semantics import arch_timing, effects
+
+MIN_FIXED = 6          # cycles from a fixed-latency producer's issue to a consumer's issue
+PRED_BRANCH = 13       # predicate -> branch
+BARRIER_SET_DELAY = 2  # an instruction may wait on a barrier this many cycles after it is set
+BARRIERS = 6
+
+
+@dataclass
+class Op:
+    text: str                 # instruction text, guard included, no ';'
+    wait: int = 0             # barrier mask waited on
+    rb: Optional[int] = None  # read barrier set
+    wb: Optional[int] = None  # write barrier set
+    y: bool = False
+    stall: int = 1
+    comment: str = ""
+
+    def line(self) -> str:
+        if not self.y and (self.stall == 0 or self.stall >= 12):
+            self.y = True
+        wait = "--" if not self.wait else "".join(str(b) if self.wait >> b & 1 else "-" for b in range(6))
+        ctrl = f"{wait}:{'-' if self.rb is None else self.rb}:{'-' if self.wb is None else self.wb}:" \
+               f"{'Y' if self.y else '-'}:{self.stall:x}"
+        note = f"   # {self.comment}" if self.comment else ""
+        return f"{ctrl:<16}{self.text};{note}"
+
+
+def op_effects(text: str):
+    inst = parse_instruction(text + " ;")
+    return inst, effects(inst)
+
+
+@dataclass
+class _Pending:
+    regs_w: set = field(default_factory=set)     # results not yet written
+    regs_r: set = field(default_factory=set)     # sources not yet read
+    set_at: int = -100
+
+
+class Seq:
+    """Straight-line code with automatic stalls and scoreboard barriers."""
+
+    def __init__(self, arch: str = "sm_90", barriers=tuple(range(BARRIERS)), yield_all: bool = True):
+        self.timing = arch_timing(arch)
+        self.ops: list[Op] = []
+        self.issue: list[int] = []          # issue cycle of each op
+        self.ready: dict = {}               # reg -> (cycle readable by ALU consumers, producer class)
+        self.pend: dict[int, _Pending] = {b: _Pending() for b in barriers}
+        self.lru = list(barriers)
+        self.yield_all = yield_all
+
+    # -- state --------------------------------------------------------------------------
+    def _now(self) -> int:
+        if not self.ops:
+            return 0
+        return self.issue[-1] + max(self.ops[-1].stall, 1)
+
+    def _bump(self, cycles: int) -> None:
+        """Delay the next instruction by `cycles` (raise the last op's stall, add NOPs past 15)."""
+        while cycles > 0:
+            if not self.ops:
+                return
+            last = self.ops[-1]
+            room = 15 - last.stall
+            if room > 0:
+                add = min(room, cycles)
+                last.stall += add
+                cycles -= add
+            if cycles > 0:
+                self._append(Op("NOP", y=True, stall=1), [], [])
+
+    def _append(self, op: Op, reads, writes) -> None:
+        self.issue.append(self._now())
+        self.ops.append(op)
+
+    def _barrier_of(self, reg, which: str) -> Optional[int]:
+        for b, p in self.pend.items():
+            if reg in (p.regs_w if which == "w" else p.regs_r):
+                return b
+        return None
+
+    def _take_barrier(self) -> int:
+        for b in self.lru:
+            p = self.pend[b]
+            if not p.regs_w and not p.regs_r:
+                self.lru.remove(b)
+                self.lru.append(b)
+                return b
+        b = self.lru.pop(0)
+        self.lru.append(b)
+        return b
+
+    # -- the one entry point ------------------------------------------------------------
+    def op(self, text: str, *, y: Optional[bool] = None, comment: str = "", wait: int = 0,
+           stall: int = 1) -> Op:
+        inst, eff = op_effects(text)
+        cls = eff.cls
+        lat = self.timing.latency(cls)
+        variable = lat.variable
+        reads = list(eff.reads) + list(eff.guard)
+        writes = list(eff.writes)
+        waits = 0
+        for r in reads:
+            b = self._barrier_of(r, "w")
+            if b is not None:
+                waits |= 1 << b
+        for r in writes:
+            for which in ("w", "r"):
+                b = self._barrier_of(r, which)
+                if b is not None:
+                    waits |= 1 << b
+        waits |= wait
+        # Earliest issue: fixed-latency producers, and barriers set too recently.
+        need = 0
+        for r in reads:
+            if r in self.ready:
+                cyc, pcls = self.ready[r]
+                extra = PRED_BRANCH if (r[0] == "P" and cls == "branch") else MIN_FIXED
+                need = max(need, cyc + max(extra, self.timing.fixed_latency(pcls, cls)))
+        for b in range(BARRIERS):
+            if waits >> b & 1 and b in self.pend:
+                need = max(need, self.pend[b].set_at + BARRIER_SET_DELAY)
+        now = self._now()
+        if need > now:
+            self._bump(need - now)
+        # The wait releases everything pending on those barriers.
+        for b in range(BARRIERS):
+            if waits >> b & 1 and b in self.pend:
+                self.pend[b] = _Pending(set_at=self.pend[b].set_at)
+        o = Op(text, wait=waits, y=self.yield_all if y is None else y, stall=stall, comment=comment)
+        self._append(o, reads, writes)
+        t = self.issue[-1]
+        for r in writes:
+            self.ready.pop(r, None)
+        if variable:
+            if writes:
+                b = self._take_barrier()
+                o.wb = b
+                self.pend[b].regs_w |= set(writes)
+                self.pend[b].regs_r |= set(eff.reads)   # sources read late: free once written
+                self.pend[b].set_at = t
+            elif eff.reads and eff.info.async_read:
+                b = self._take_barrier()
+                o.rb = b
+                self.pend[b].regs_r |= set(eff.reads)
+                self.pend[b].set_at = t
+        else:
+            for r in writes:
+                self.ready[r] = (t, cls)
+        return o
+
+    def wait_all(self) -> int:
+        """The mask of every barrier with something pending (for a final wait)."""
+        m = 0
+        for b, p in self.pend.items():
+            if p.regs_w or p.regs_r:
+                m |= 1 << b
+        return m
+
+    def lines(self) -> list[str]:
+        return [o.line() for o in self.ops]

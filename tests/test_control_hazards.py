@@ -1,0 +1,301 @@
+"""Hazard checker, automatic scheduler and yield strategies (sassas.hazards, sassas.schedule).
+
+Oracle tests compile tests/control_corpus (our own CUDA source, as PTX) with ptxas 12.9 and
+read the result back with cuobjdump: compiler output is hazard-free, so the checker must
+report nothing (no false alarms), and every mutation that breaks a dependency must be caught.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from sassas.assembler import parse
+from sassas.arch import get_arch
+from sassas.ast import NO_BARRIER
+from sassas.control import check, schedule_kernel
+from sassas.hazards import KINDS
+from sassas.listing import read_listing
+from sassas.resolve import resolve_kernel
+from sassas.schedule import apply_yield_strategy
+
+CORPUS = Path(__file__).parent / "control_corpus"
+ROOT = Path(__file__).parent.parent
+ARCHS = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
+
+
+def _tool(name: str, *subdirs: str):
+    base = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages" / "nvidia"
+    for sub in subdirs:
+        p = base / sub / "bin" / name
+        if p.exists():
+            return str(p)
+    return shutil.which(name)
+
+
+PTXAS = _tool("ptxas", "cuda_nvcc")
+CUOBJDUMP = _tool("cuobjdump", "cu13", "cuda_cuobjdump")
+needs_oracle = pytest.mark.skipif(PTXAS is None or CUOBJDUMP is None,
+                                  reason="ptxas / cuobjdump not installed (pip install -e '.[test]')")
+
+
+@functools.lru_cache(maxsize=None)
+def corpus_listing(arch: str) -> str:
+    """cuobjdump -sass of tests/control_corpus compiled by ptxas for `arch`."""
+    import tempfile
+    ptx = CORPUS / ("kernels.compute_75.ptx" if arch == "sm_75" else "kernels.compute_80.ptx")
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = os.path.join(tmp, "k.cubin")
+        subprocess.run([PTXAS, f"-arch={arch}", "-O3", "-o", cubin, str(ptx)], check=True, capture_output=True)
+        return subprocess.run([CUOBJDUMP, "-sass", cubin], check=True, capture_output=True, text=True).stdout
+
+
+def corpus_kernels(arch: str):
+    kernels, _ = read_listing(corpus_listing(arch), f"corpus-{arch}")
+    return kernels
+
+
+def problems(hazards):
+    """Errors and warnings (notes are informational)."""
+    return [h for h in hazards if h.severity != "note"]
+
+
+def program(text: str, arch: str = "sm_90"):
+    prog = parse(text, arch, "test.sass")
+    for k in prog.kernels:
+        resolve_kernel(k, get_arch(arch))
+    return prog
+
+
+# ---- the checker on small programs --------------------------------------------------------
+
+SAFE = """
+--:-:0:-:2  LDG.E R2, [R4.64];
+--:-:-:-:4  FADD R6, R7, R8;
+01:-:-:-:4  FFMA R9, R2, R6, R2;
+--:-:-:Y:5  EXIT;
+"""
+
+
+def kinds(text: str, arch: str = "sm_90"):
+    return sorted({h.kind for h in problems(check(program(text, arch)))})
+
+
+def test_correct_program_is_clean():
+    assert kinds(SAFE) == []
+
+
+def test_missing_wait_on_variable_result():
+    assert kinds(SAFE.replace("01:-:-:-:4  FFMA", "--:-:-:-:4  FFMA")) == ["raw-variable"]
+
+
+def test_fixed_latency_read_too_early():
+    assert "raw-fixed" in kinds(SAFE.replace("--:-:-:-:4  FADD", "--:-:-:-:1  FADD"))
+
+
+def test_wait_on_unset_barrier():
+    assert "wait-unset" in kinds(SAFE.replace("01:-:-:-:4  FFMA", "03:-:-:-:4  FFMA"))
+
+
+def test_source_of_store_overwritten_before_read_barrier():
+    text = """
+    --:0:-:-:2  STG.E [R4.64], R2;
+    --:-:-:-:4  MOV R2, R7;
+    --:-:-:Y:5  EXIT;
+    """
+    assert kinds(text) == ["war"]
+    assert kinds(text.replace("--:-:-:-:4  MOV", "01:-:-:-:4  MOV")) == []
+
+
+def test_barrier_waited_too_soon():
+    assert "barrier-delay" in kinds(SAFE.replace("--:-:0:-:2  LDG", "--:-:0:-:1  LDG").replace(
+        "--:-:-:-:4  FADD R6, R7, R8;\n", ""))
+
+
+def test_predicate_dependency_of_a_branch():
+    text = """
+    --:-:-:Y:{stall}  ISETP.GE.AND P0, PT, R1, R2, PT;
+    --:-:-:-:5  @P0 BRA END;
+    --:-:-:Y:5  EXIT;
+    END:
+    --:-:-:Y:5  EXIT;
+    """
+    assert kinds(text.format(stall="d")) == []
+    assert kinds(text.format(stall="4")) == ["raw-fixed"]
+
+
+def test_loop_carried_dependency():
+    # The load at the bottom of the loop is read at the top of the next iteration.
+    text = """
+    --:-:0:-:2  LDG.E R2, [R4.64];
+    LOOP:
+    {wait}:-:-:-:4  FADD R6, R2, R6;
+    --:-:0:-:2  LDG.E R2, [R4.64];
+    --:-:-:-:5  @P0 BRA LOOP;
+    --:-:-:Y:5  EXIT;
+    """
+    assert kinds(text.format(wait="01")) == []
+    assert "raw-variable" in kinds(text.format(wait="--"))
+
+
+def test_reuse_that_cannot_hit_is_a_note():
+    text = """
+    --:-:-:-:4  FFMA R1, R2.reuse, R3, R4;
+    --:-:-:-:4  FFMA R5, R6, R3, R4;
+    --:-:-:Y:5  EXIT;
+    """
+    hazards = check(program(text))
+    assert [h.kind for h in hazards] == ["reuse-miss"] and hazards[0].severity == "note"
+
+
+def test_every_kind_has_a_severity():
+    assert set(KINDS.values()) <= {"error", "warning", "note"}
+
+
+def test_examples_pass_or_report_with_location():
+    for path in (ROOT / "examples").glob("*.sass"):
+        for h in problems(check(program(path.read_text()))):
+            assert h.loc is not None and h.loc.line > 0
+
+
+# ---- automatic scheduling ---------------------------------------------------------------
+
+def strip_controls(text: str) -> str:
+    import re
+    return re.sub(r"^(\s*)[0-9a-fA-F-]{1,6}:[0-7-]:[0-7-]:[yY-]:[0-9a-fA-F]{1,2}\s", r"\1", text, flags=re.M)
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in (ROOT / "examples").glob("*.sass")))
+def test_scheduler_output_passes_check(example):
+    prog = program(strip_controls((ROOT / "examples" / example).read_text()))
+    for k in prog.kernels:
+        assert all(i.control is None for i in k.instructions)
+        schedule_kernel(k, get_arch("sm_90"))
+        assert all(i.control is not None for i in k.instructions)
+    assert problems(check(prog)) == []
+
+
+def test_scheduler_keeps_written_codes():
+    text = SAFE.replace("--:-:-:-:4  FADD", "FADD").replace("--:-:-:Y:5  EXIT", "EXIT")
+    prog = program(text)
+    kernel = prog.kernels[0]
+    written = [i.control for i in kernel.instructions]
+    schedule_kernel(kernel, "sm_90")
+    after = [i.control for i in kernel.instructions]
+    assert after[0] == written[0] and after[2] == written[2]
+    assert after[1] is not None and problems(check(prog)) == []
+
+
+def test_yield_strategies():
+    prog = program(strip_controls((ROOT / "examples" / "saxpy.sass").read_text()))
+    kernel = prog.kernels[0]
+    schedule_kernel(kernel, "sm_90")
+    apply_yield_strategy(kernel, "every:7")
+    flags = [i.control.yield_ for i in kernel.instructions]
+    for n, flag in enumerate(flags):
+        c = kernel.instructions[n].control
+        assert flag == ((n + 1) % 7 == 0 or c.stall == 0 or c.stall > 11)
+    apply_yield_strategy(kernel, "natural")
+    assert all(i.control.yield_ == (i.control.stall > 11 or i.control.stall == 0) for i in kernel.instructions)
+    with pytest.raises(ValueError):
+        apply_yield_strategy(kernel, "sometimes")
+
+
+# ---- the oracle: ptxas output -------------------------------------------------------------
+
+@needs_oracle
+@pytest.mark.parametrize("arch", ARCHS)
+def test_no_false_alarms_on_ptxas_code(arch):
+    kernels = corpus_kernels(arch)
+    assert len(kernels) >= 15
+    found = [h.render() for k in kernels for h in problems(check(k, arch))]
+    assert found == [], "\n\n".join(found[:5])
+
+
+@needs_oracle
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_scheduler_on_ptxas_code(arch):
+    """Throw ptxas's control codes away, schedule again: the result must pass the checker."""
+    for kernel in corpus_kernels(arch):
+        for inst in kernel.instructions:
+            inst.control = None
+        schedule_kernel(kernel, arch)
+        found = [h.render() for h in problems(check(kernel, arch))]
+        assert found == [], kernel.name + "\n" + "\n\n".join(found[:3])
+
+
+def _direct_waits(kernel):
+    """(instruction, barrier) pairs where the instruction waits on a write barrier whose
+    setter, earlier in the same straight-line run, wrote a register the instruction reads."""
+    from sassas.semantics import effects
+    insts = kernel.instructions
+    out = []
+    for n, inst in enumerate(insts):
+        for b in range(6):
+            if not inst.control.wait_mask >> b & 1:
+                continue
+            for m in range(n - 1, max(n - 40, -1), -1):
+                other = insts[m]
+                if other.opcode in ("BRA", "EXIT", "RET", "CALL", "BSYNC", "BSSY", "WARPSYNC", "BAR"):
+                    break
+                if other.control.write_barrier == b:
+                    if set(effects(other).writes) & set(effects(inst).reads):
+                        out.append((n, b))
+                    break
+    return out
+
+
+@needs_oracle
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_mutations_are_caught(arch):
+    from sassas.semantics import effects
+    caught = tried = 0
+    missed = []
+    # 1. drop a wait that orders a consumer after its producer (ptxas code)
+    for kernel in corpus_kernels(arch):
+        for n, b in _direct_waits(kernel):
+            inst = kernel.instructions[n]
+            original = inst.control
+            inst.control = replace(original, wait_mask=original.wait_mask & ~(1 << b))
+            tried += 1
+            if any(h.severity == "error" for h in check(kernel, arch)):
+                caught += 1
+            else:
+                missed.append(f"drop wait {b}: {kernel.name} {inst.mnemonic} /*{inst.address:04x}*/")
+            inst.control = original
+    # 2. shorten a stall / 3. reuse a barrier too early (scheduler output: every stall > 1 of
+    #    a non-branch is needed, every barrier is waited on by a consumer)
+    for kernel in corpus_kernels(arch)[:8]:
+        for inst in kernel.instructions:
+            inst.control = None
+        schedule_kernel(kernel, arch)
+        insts = kernel.instructions
+        for n, inst in enumerate(insts):
+            original = inst.control
+            mutations = []
+            if original.stall > 1 and inst.opcode not in ("BRA", "EXIT", "RET", "CALL"):
+                mutations.append(("shorten stall", replace(original, stall=original.stall - 1)))
+            if original.write_barrier != NO_BARRIER:
+                results = set(effects(inst).writes)
+                consumer = next((c for c in insts[n + 1:] if c.control.wait_mask >> original.write_barrier & 1
+                                 and results & set(effects(c).reads + effects(c).writes)), None)
+                if consumer is not None:
+                    other = next(b for b in range(6) if b != original.write_barrier
+                                 and not consumer.control.wait_mask >> b & 1 and b != original.read_barrier)
+                    mutations.append(("reuse barrier", replace(original, write_barrier=other)))
+            for what, mutated in mutations:
+                inst.control = mutated
+                tried += 1
+                if any(h.severity in ("error", "warning") for h in check(kernel, arch)):
+                    caught += 1
+                else:
+                    missed.append(f"{what}: {kernel.name} {inst.mnemonic} /*{inst.address:04x}*/")
+                inst.control = original
+    assert tried > 50
+    assert missed == [], f"{caught}/{tried} caught; missed:\n" + "\n".join(missed[:10])
