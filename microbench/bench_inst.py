@@ -109,7 +109,7 @@ class InstLatency(Benchmark):
              "reference shows the stall ptxas chooses (cycles per operation).")
 
     def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
-        iters = 8 if quick else 16
+        iters = 16 if quick else 32
         n = CHAIN_UNROLL * iters
         out = []
         for op, (_step, p0, p1, expected, cuda_kernel) in CHAINS.items():
@@ -242,7 +242,7 @@ class InstMufu(Benchmark):
              "operation. CUDA-C: the .approx.ftz PTX instruction (sin adds an FMUL.RZ).")
 
     def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
-        iters = 8 if quick else 16
+        iters = 16 if quick else 32
         n = CHAIN_UNROLL * iters
         out = []
         for fn, p0 in MUFU.items():
@@ -262,7 +262,7 @@ class InstClock(Benchmark):
              "S2R SR_CLOCKLO / SR_TID.X each waiting for the last: S2R latency.")
 
     def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
-        iters = 8 if quick else 16
+        iters = 16 if quick else 32
         n = CHAIN_UNROLL * iters
         out = []
         for variant, (kname, src) in clock_sources().items():
@@ -374,7 +374,7 @@ class FfmaBanks(Benchmark):
              "warp, and FFMA/clk/SM with 16 warps a block (limit 128).")
 
     def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
-        iters = 16 if quick else 32
+        iters = 32 if quick else 64
         n = FFMA_UNROLL * iters
         out = []
         cpi = Metric("cycles_per_ffma", "cycles", _cpi(n), ONE_CLOCK)
@@ -414,7 +414,7 @@ class FfmaIssue(Benchmark):
              "block per SM): FFMA/clk/SM (limit 128).")
 
     def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
-        iters = 8 if quick else 16
+        iters = 32 if quick else 64
         out = []
         sm = Metric("ffma_per_clk_sm", "FFMA/clk/SM", _ffma_per_sm(iters), FFMA_SM_LIMIT)
         for warps in ISSUE_WARPS:

@@ -203,7 +203,7 @@ class SmemBandwidth(Benchmark):
              "over each SM's cycles (in-kernel clocks). Limit: 128 B/clk/SM.")
 
     def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
-        iters = 8 if quick else 16
+        iters = 16 if quick else 32
         out = []
         for op in OPS:
             for width in WIDTHS:
@@ -237,7 +237,7 @@ class SmemWarp(Benchmark):
              "pipeline is full (clock pair around UNROLL x iters instructions).")
 
     def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
-        iters = 32 if quick else 64
+        iters = 64 if quick else 128
         out = []
         for op in OPS:
             for width in WIDTHS:
@@ -328,7 +328,7 @@ class SmemLatency(Benchmark):
              "each lane its own, conflict-free; '32-way': all lanes in one bank.")
 
     def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
-        iters = 8 if quick else 16
+        iters = 16 if quick else 32
         hops = CHASE_UNROLL * iters
         out = []
         for width in WIDTHS:

@@ -45,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("names", nargs="*", default=["all"])
     s.add_argument("--arch", default="sm_90")
     s.add_argument("--jobs", type=int, default=0)
+    s.add_argument("--verify", action="store_true",
+                   help="also check each SASS cubin against its source with nvdisasm")
 
     s = sub.add_parser("dump", help="write the kernels' SASS and CUDA-C sources into a folder")
     s.add_argument("dir")
@@ -140,12 +142,29 @@ def cmd_build(args) -> int:
 
     from .core import select
     from .runner import prebuild
+    from .runner import source_digest
     cases = [c for b in select(args.names) for c in b.cases(False, args.arch)]
+    problems = 0
     with tempfile.TemporaryDirectory() as tmp:
         errors = prebuild(cases, args.arch, tmp, args.jobs, sys.stderr)
-    for d, e in errors.items():
-        print(e, file=sys.stderr)
-    return 1 if errors else 0
+        for d, e in errors.items():
+            print(e, file=sys.stderr)
+        if args.verify:
+            from .verify import compare
+            seen = set()
+            for c in cases:
+                d = source_digest(c.source, args.arch)
+                if c.source.lang != "sass" or d in seen or d in errors:
+                    continue
+                seen.add(d)
+                with open(os.path.join(tmp, d + ".cubin"), "rb") as f:
+                    found = compare(c.source.text, f.read(), args.arch)
+                for line in found:
+                    print(f"{c.source.filename}: {line}", file=sys.stderr)
+                problems += len(found)
+            print(f"[verify] {len(seen)} SASS kernels checked with nvdisasm: {problems} differences",
+                  file=sys.stderr)
+    return 1 if errors or problems else 0
 
 
 def cmd_dump(args) -> int:

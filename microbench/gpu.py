@@ -123,14 +123,14 @@ class Gpu:
             clock_khz=optional("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_CLOCK_RATE, dev),
             driver=optional("cuDriverGetVersion"))
         self._modules: dict[tuple, Any] = {}
-        self._inputs: dict[int, Any] = {}
         self.build_seconds = 0.0
+        self.builder = None         # callable(source, arch) -> cubin; default: build()
 
     def module(self, source: Source):
         mod = self._modules.get(source.key)
         if mod is None:
             t = time.perf_counter()
-            cubin = build(source, self.info.arch)
+            cubin = (self.builder or build)(source, self.info.arch)
             mod = self.sl.load(cubin)
             self.build_seconds += time.perf_counter() - t
             self._modules[source.key] = mod

@@ -132,8 +132,8 @@ def run_cases_inprocess(bench: Benchmark, cases: Sequence[Case], start: int, rep
     from .gpu import CaseFailed, Gpu, GpuError
     gpu = gpu if gpu is not None else Gpu()
     device = gpu.info.as_dict()
-    if cache_dir and hasattr(gpu, "module"):
-        _install_cache(gpu, cache_dir)
+    if cache_dir and hasattr(gpu, "builder"):
+        gpu.builder = cached_builder(cache_dir)
     skip = skip or {}
     for i in range(start, len(cases)):
         case = cases[i]
@@ -166,12 +166,11 @@ def run_cases_inprocess(bench: Benchmark, cases: Sequence[Case], start: int, rep
     return 0
 
 
-def _install_cache(gpu, cache_dir: str) -> None:
-    """Make gpu.module() read prebuilt cubins (or their build errors) from cache_dir."""
-    from . import gpu as gpumod
-    original = gpumod.build
-
+def cached_builder(cache_dir: str):
+    """A builder that reads prebuilt cubins (or their build errors) from cache_dir, and
+    builds what is not there."""
     def cached_build(source: Source, arch: str) -> bytes:
+        from .gpu import build
         d = source_digest(source, arch)
         path = os.path.join(cache_dir, d + ".cubin")
         if os.path.exists(path):
@@ -181,8 +180,8 @@ def _install_cache(gpu, cache_dir: str) -> None:
         if os.path.exists(err):
             with open(err) as f:
                 raise BuildFailed(f.read())
-        return original(source, arch)
-    gpumod.build = cached_build
+        return build(source, arch)
+    return cached_build
 
 
 class BuildFailed(RuntimeError):

@@ -24,7 +24,7 @@ from typing import Iterable, Optional, Union
 
 from .ast import NO_BARRIER, ControlCode, Instruction, Kernel, Label, Loc, Program
 from .errors import Diagnostic
-from .semantics import ArchTiming, Effects, Reg, arch_timing, effects
+from .semantics import ArchTiming, Effects, Reg, arch_timing, async_read_files, effects
 
 # Ages (cycles since issue) are capped here: every fixed latency is far below, and capping
 # keeps the dataflow finite around loops.
@@ -282,9 +282,13 @@ class Checker:
         else:
             for reg in eff.writes:
                 state.fixed[reg] = (0, i)
-        if eff.info.async_read and ctrl.read_barrier != NO_BARRIER:
+        # A read barrier says the sources are read after issue, whatever the opcode.
+        if ctrl.read_barrier != NO_BARRIER:
             token = Token(i, ctrl.read_barrier, None, 0, 0)
+            late = async_read_files()
             for reg in eff.reads:
+                if reg[0] not in late:
+                    continue
                 state.reads[reg] = state.reads.get(reg, frozenset()) | {token}
         # 5. time passes
         self._advance(state, max(ctrl.stall, 1))

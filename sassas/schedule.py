@@ -19,7 +19,7 @@ from typing import Optional, Union
 
 from .ast import NO_BARRIER, ControlCode, Instruction, Kernel, Label
 from .hazards import BARRIER_COUNT, _instructions
-from .semantics import ArchTiming, Effects, Reg, arch_timing, effects
+from .semantics import ArchTiming, Effects, Reg, arch_timing, async_read_files, effects
 
 MAX_STALL = 15
 # Stalls 1..11 are legal without the yield flag; longer ones need it (see sassas.control).
@@ -110,7 +110,7 @@ class _Scheduler:
     def _reads_overwritten_later(self, n: int) -> bool:
         """Does straight-line code after `n` overwrite one of its sources (or leave the block,
         where we cannot see)?"""
-        sources = set(self.effs[n].reads)
+        sources = {r for r in self.effs[n].reads if r[0] in async_read_files()}
         for m in range(n + 1, len(self.insts)):
             if m in self.labels_at:
                 return True
@@ -169,7 +169,10 @@ class _Scheduler:
                 write_barrier = read_barrier = NO_BARRIER
                 if self.timing.is_variable(eff.cls) and eff.writes:
                     write_barrier = self._free_barrier(state, wait, set())
-                if eff.info.async_read and eff.reads and self._reads_overwritten_later(n):
+                # Memory ops read their sources late, and so do variable-latency ops (ptxas gives
+                # POPC, MUFU, F2I, SHFL read barriers).
+                late_reader = eff.info.async_read or self.timing.is_variable(eff.cls)
+                if late_reader and eff.reads and self._reads_overwritten_later(n):
                     read_barrier = self._free_barrier(state, wait, {write_barrier})
                 stall = 1
                 if branch is not None:
@@ -201,9 +204,10 @@ class _Scheduler:
             else:
                 for reg in eff.writes:
                     state.fixed[reg] = (0, n)
-            if eff.info.async_read and ctrl.read_barrier != NO_BARRIER:
+            if ctrl.read_barrier != NO_BARRIER:
                 for reg in eff.reads:
-                    state.reads.setdefault(reg, set()).add(ctrl.read_barrier)
+                    if reg[0] in async_read_files():
+                        state.reads.setdefault(reg, set()).add(ctrl.read_barrier)
             for b in (ctrl.write_barrier, ctrl.read_barrier):
                 if b != NO_BARRIER:
                     state.busy[b] = 0

@@ -97,6 +97,11 @@ def _defaults() -> dict:
     return _load("semantics.toml")["defaults"]
 
 
+def async_read_files() -> frozenset[str]:
+    """Register files an instruction with `async_read` reads after issue."""
+    return frozenset(_load("semantics.toml")["registers"]["async_read_files"])
+
+
 def _data_width() -> dict[str, int]:
     return _load("semantics.toml")["data_width"]
 

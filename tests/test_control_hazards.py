@@ -237,6 +237,9 @@ def _direct_waits(kernel):
     insts = kernel.instructions
     out = []
     for n, inst in enumerate(insts):
+        # With several barriers waited on, another may cover the same result (in-order queues).
+        if bin(inst.control.wait_mask).count("1") != 1:
+            continue
         for b in range(6):
             if not inst.control.wait_mask >> b & 1:
                 continue

@@ -213,6 +213,22 @@ def output_transform_ops(m):
     return ops, [m[0], m[3], m[4], m[7]]
 
 
+def mad(q: Seq, d: int, a: int, m: int, c, tmp: int) -> None:
+    """R<d> = R<a> * m + c (c: a register number or None for zero). Multiplications by powers
+    of two are shifts (SHF + IADD3): nvdisasm shows IMAD by 2^k as IMAD.SHL, whose meaning we
+    do not rely on."""
+    cz = "RZ" if c is None else f"R{c}"
+    if m > 0 and m & (m - 1) == 0:
+        sh = m.bit_length() - 1
+        if c is None:
+            q.op(f"SHF.L.U32 R{d}, R{a}, {sh:#x}, RZ")
+        else:
+            q.op(f"SHF.L.U32 R{tmp}, R{a}, {sh:#x}, RZ")
+            q.op(f"IADD3 R{d}, R{tmp}, {cz}, RZ")
+    else:
+        q.op(f"IMAD R{d}, R{a}, {_hex(m) if m < 0 else hex(m)}, {cz}")
+
+
 # ---- the generator -------------------------------------------------------------------------
 class Generator:
     def __init__(self, shape: Shape, opts: Options = Options()):
@@ -258,11 +274,12 @@ class Generator:
         b = [f"LDS.128 R{RB(buf, 4 * q)}, [R{R_LDSB}+{step * 32 * 4 + q * 16 * 4:#x}]" for q in range(2)]
         return a + b
 
-    def advance_ops(self, carry: int) -> list[str]:
-        return [f"IADD3 R{R_XP}, P{carry}, R{R_XP}, {self.chan_stride:#x}, RZ",
-                f"IADD3.X R{R_XP + 1}, RZ, R{R_XP + 1}, RZ, P{carry}, !PT",
-                f"IADD3 R{R_UP}, P{carry}, R{R_UP}, {self.ublock_stride:#x}, RZ",
-                f"IADD3.X R{R_UP + 1}, RZ, R{R_UP + 1}, RZ, P{carry}, !PT"]
+    def advance_ops(self, cx: int, cu: int) -> list[str]:
+        """Both pointers to the next channel block (64-bit adds, carries in P<cx>, P<cu>)."""
+        return [f"IADD3 R{R_XP}, P{cx}, R{R_XP}, {self.chan_stride:#x}, RZ",
+                f"IADD3 R{R_UP}, P{cu}, R{R_UP}, {self.ublock_stride:#x}, RZ",
+                f"IADD3.X R{R_XP + 1}, RZ, R{R_XP + 1}, RZ, P{cx}, !PT",
+                f"IADD3.X R{R_UP + 1}, RZ, R{R_UP + 1}, RZ, P{cu}, !PT"]
 
     # ---- prologue ----
     def prologue(self) -> Seq:
@@ -270,7 +287,7 @@ class Generator:
         q = Seq(ARCH)
         R_tid, R_kb, R_nb, R_pos, R_th, R_tw = 0, 1, 2, 3, 4, 5
         R_lane, R_warp, R_n, R_off, R_lo, R_hi, R_e, R_c16, R_rf, R_cf, R_t = 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16
-        R_x, R_u = 18, 20
+        R_x, R_u, R_tmp = 18, 20, 17
         q.op(f"S2R R{R_tid}, SR_TID.X")
         q.op(f"S2R R{R_kb}, SR_CTAID.X")
         q.op(f"S2R R{R_nb}, SR_CTAID.Y")
@@ -284,14 +301,14 @@ class Generator:
             q.op(f"MOV R{R_tw}, RZ")
         else:
             q.op(f"IMAD.HI.U32 R{R_th}, R{R_pos}, {_magic(s.TW):#x}, RZ")
-            q.op(f"IMAD R{R_tw}, R{R_th}, {(-s.TW) & 0xffffffff:#x}, R{R_pos}")
+            mad(q, R_tw, R_th, -s.TW, R_pos, R_tmp)
         q.op(f"LOP3.LUT R{R_lane}, R{R_tid}, 0x1f, RZ, 0xc0, !PT")
         q.op(f"SHF.R.U32.HI R{R_warp}, RZ, 0x5, R{R_tid}")
-        q.op(f"IMAD R{R_n}, R{R_nb}, 0x20, R{R_lane}")
+        mad(q, R_n, R_nb, 0x20, R_lane, R_tmp)
         # input pointer: x + 4 * (warp*HWN + (2th-1)*W*N + (2tw-1)*N + n)
-        q.op(f"IMAD R{R_off}, R{R_warp}, {s.HWN:#x}, R{R_n}")
-        q.op(f"IMAD R{R_off}, R{R_th}, {2 * s.W * s.N:#x}, R{R_off}")
-        q.op(f"IMAD R{R_off}, R{R_tw}, {2 * s.N:#x}, R{R_off}")
+        mad(q, R_off, R_warp, s.HWN, R_n, R_tmp)
+        mad(q, R_off, R_th, 2 * s.W * s.N, R_off, R_tmp)
+        mad(q, R_off, R_tw, 2 * s.N, R_off, R_tmp)
         q.op(f"IADD3 R{R_off}, R{R_off}, {_hex(-(s.W + 1) * s.N)}, RZ")
         q.op(f"SHF.L.U32 R{R_lo}, R{R_off}, 0x2, RZ")
         q.op(f"SHF.R.S32.HI R{R_hi}, RZ, 0x1e, R{R_off}")
@@ -301,24 +318,28 @@ class Generator:
         q.op(f"SHF.R.U32.HI R{R_e}, RZ, 0x4, R{R_tid}")
         q.op(f"LOP3.LUT R{R_c16}, R{R_tid}, 0xf, RZ, 0xc0, !PT")
         q.op(f"SHF.L.U32 R{R_t}, R{R_kb}, 0x6, RZ")
-        q.op(f"IMAD R{R_off}, R{R_e}, {s.Kpad:#x}, R{R_t}")
-        q.op(f"IMAD R{R_off}, R{R_c16}, 0x4, R{R_off}")
+        mad(q, R_off, R_e, s.Kpad, R_t, R_tmp)
+        mad(q, R_off, R_c16, 0x4, R_off, R_tmp)
         q.op(f"SHF.L.U32 R{R_lo}, R{R_off}, 0x2, RZ")
         q.op(f"SHF.R.U32.HI R{R_hi}, RZ, 0x1e, R{R_off}")
         q.op(f"IADD3 R{R_UP}, P0, R{R_lo}, R{R_u}, RZ")
         q.op(f"IADD3.X R{R_UP + 1}, R{R_hi}, R{R_u + 1}, RZ, P0, !PT")
         # shared-memory addresses (buffer 0)
-        q.op(f"IMAD R{R_LDSA}, R{R_e}, {ES_U * 4:#x}, {SMEM_BASE:#x}")
+        mad(q, R_LDSA, R_e, ES_U * 4, None, R_tmp)
+        q.op(f"IADD3 R{R_LDSA}, R{R_LDSA}, {SMEM_BASE:#x}, RZ")
         q.op(f"SHF.L.U32 R{R_t}, R{R_tid}, 0x2, RZ")
         q.op(f"LOP3.LUT R{R_t}, R{R_t}, 0x30, RZ, 0xc0, !PT")               # kg * 16
         q.op(f"IADD3 R{R_LDSA}, R{R_LDSA}, R{R_t}, RZ")
-        q.op(f"IMAD R{R_LDSB}, R{R_e}, {ES_V * 4:#x}, {SMEM_BASE + V_OFF * 4:#x}")
+        mad(q, R_LDSB, R_e, ES_V * 4, None, R_tmp)
+        q.op(f"IADD3 R{R_LDSB}, R{R_LDSB}, {SMEM_BASE + V_OFF * 4:#x}, RZ")
         q.op(f"SHF.L.U32 R{R_t}, R{R_tid}, 0x4, RZ")
         q.op(f"LOP3.LUT R{R_t}, R{R_t}, 0x30, RZ, 0xc0, !PT")               # tg * 16
         q.op(f"IADD3 R{R_LDSB}, R{R_LDSB}, R{R_t}, RZ")
-        q.op(f"IMAD R{R_STSV}, R{R_tid}, 0x4, {SMEM_BASE + V_OFF * 4:#x}")
-        q.op(f"IMAD R{R_STSU}, R{R_e}, {ES_U * 4:#x}, {SMEM_BASE:#x}")
-        q.op(f"IMAD R{R_STSU}, R{R_c16}, 0x10, R{R_STSU}")
+        mad(q, R_STSV, R_tid, 0x4, None, R_tmp)
+        q.op(f"IADD3 R{R_STSV}, R{R_STSV}, {SMEM_BASE + V_OFF * 4:#x}, RZ")
+        mad(q, R_STSU, R_e, ES_U * 4, None, R_tmp)
+        q.op(f"IADD3 R{R_STSU}, R{R_STSU}, {SMEM_BASE:#x}, RZ")
+        mad(q, R_STSU, R_c16, 0x10, R_STSU, R_tmp)
         # the 16-bit load mask: rows, columns, image in range
         q.op(f"ISETP.GE.AND P0, PT, R{R_th}, 0x1, PT")
         q.op(f"ISETP.LE.AND P1, PT, R{R_th}, {_hex((s.H - 2) // 2)}, PT")
@@ -361,7 +382,7 @@ class Generator:
             q.op(self.sts_v(e, where[e]))
         for j in range(8):
             q.op(self.sts_u(j))
-        for t in self.advance_ops(0):
+        for t in self.advance_ops(0, 1):
             q.op(t)
         q.op(f"MOV R{R_C0}, 0x8")
         # the stores' address registers: toggled only after the stores have read them
@@ -408,10 +429,10 @@ class Generator:
         for j in range(8):
             at(S1 + ss * j, self.sts_u(j), rb=4, wait=(1 << 3) if j == 0 else 0)
         S2 = S1 + ss * 8 + 2
-        for m, t in enumerate(self.advance_ops(6)):
-            at(S2 + 2 * m, t)
+        for m, t in enumerate(self.advance_ops(6, 5)):
+            at(S2 + 8 * (m // 2) + m % 2, t)
         last = 7 * SLOTS_PER_STEP
-        if S2 + 8 > last - 8:
+        if S2 + 10 > last - 8:
             raise ValueError(f"options {o} do not fit the iteration: stores end at slot {S2}")
         at(last - 6, f"LOP3.LUT R{R_STSV}, R{R_STSV}, {BUF:#x}, RZ, 0x3c, !PT", wait=1 << 4)
         at(last - 5, f"LOP3.LUT R{R_STSU}, R{R_STSU}, {BUF:#x}, RZ, 0x3c, !PT")
@@ -435,24 +456,32 @@ class Generator:
             step, r = divmod(slot, SLOTS_PER_STEP)
             buf = step % 2
             i, jj = divmod(r, 8)
-            j = jj if i % 2 == 0 else 7 - jj
-            reuse_a = jj < 7
-            reuse_b = jj == 7 and i < 15
-            a = f"R{RA(buf, i)}" + (".reuse" if reuse_a else "")
-            b = f"R{RB(buf, j)}" + (".reuse" if reuse_b else "")
+            j = jj if i % 2 == 0 else 7 - jj        # zigzag: B is reused across rows
             acc = ACC(i, j)
-            body.append(Op(f"FFMA R{acc}, {a}, {b}, R{acc}", wait=(1 << buf) if r == 0 else 0))
+            op = Op(f"FFMA R{acc}, R{RA(buf, i)}, R{RB(buf, j)}, R{acc}", wait=(1 << buf) if r == 0 else 0)
+            op.ffma = (RA(buf, i), RB(buf, j))
+            body.append(op)
         body.append(Op(f"@P6 BRA LOOP", y=True, stall=5))
         # yield strategies
         if o.yield_mode in ("every7", "every8"):
             n = 7 if o.yield_mode == "every7" else 8
             for idx, op in enumerate(body):
                 op.y = (idx % n == n - 1) or op.text.startswith(("BAR", "@P6 BRA"))
-                if op.y and ".reuse" in op.text:
-                    op.text = op.text.replace(".reuse", "")
         elif o.yield_mode == "none":
             for op in body:
                 op.y = op.text.startswith(("BAR", "@P6 BRA"))
+        # operand reuse: only where the very next instruction is an FFMA reading the same
+        # register in the same slot, and not on a yielding instruction (the cache does not
+        # survive a switch; nvdisasm does not even print .reuse there)
+        for idx, op in enumerate(body[:-1]):
+            nxt = body[idx + 1]
+            if op.ffma is None or nxt.ffma is None or op.y:
+                continue
+            (a, b), (na, nb) = op.ffma, nxt.ffma
+            if a == na:
+                op.text = op.text.replace(f"R{a},", f"R{a}.reuse,", 1)
+            if b == nb:
+                op.text = op.text.replace(f"R{b},", f"R{b}.reuse,", 1)
         return body
 
     # ---- epilogue: output transform through shared memory ----
@@ -463,7 +492,7 @@ class Generator:
         R_tid, R_kb, R_nb, R_pos, R_th, R_tw = 192, 193, 194, 195, 196, 197
         R_lane, R_warp, R_n, R_off, R_lo, R_hi, R_e, R_t = 198, 199, 200, 201, 202, 203, 204, 205
         R_ms, R_mr, R_k = 206, 207, 208
-        R_y, R_yb, R_yp = 210, 212, 214
+        R_y, R_yb, R_yp, R_tmp = 210, 212, 214, 209
         q.op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=1 << 0)   # the last LDS (barrier 0) landed
         q.op(f"S2R R{R_tid}, SR_TID.X")
         q.op(f"S2R R{R_kb}, SR_CTAID.X")
@@ -475,29 +504,31 @@ class Generator:
             q.op(f"MOV R{R_tw}, RZ")
         else:
             q.op(f"IMAD.HI.U32 R{R_th}, R{R_pos}, {_magic(s.TW):#x}, RZ")
-            q.op(f"IMAD R{R_tw}, R{R_th}, {(-s.TW) & 0xffffffff:#x}, R{R_pos}")
+            mad(q, R_tw, R_th, -s.TW, R_pos, R_tmp)
         q.op(f"LOP3.LUT R{R_lane}, R{R_tid}, 0x1f, RZ, 0xc0, !PT")
         q.op(f"SHF.R.U32.HI R{R_warp}, RZ, 0x5, R{R_tid}")
-        q.op(f"IMAD R{R_n}, R{R_nb}, 0x20, R{R_lane}")
+        mad(q, R_n, R_nb, 0x20, R_lane, R_tmp)
         q.op(f"SHF.R.U32.HI R{R_e}, RZ, 0x4, R{R_tid}")
         # staging addresses: write M[e][kg*4 + ..][tg*4 + ..] (tile columns swapped in pairs,
         # as in the accumulators), read M[q][warp*4 + xx][lane ^ 1]
-        q.op(f"IMAD R{R_ms}, R{R_e}, {ES_M * 4:#x}, {SMEM_BASE:#x}")
+        mad(q, R_ms, R_e, ES_M * 4, None, R_tmp)
+        q.op(f"IADD3 R{R_ms}, R{R_ms}, {SMEM_BASE:#x}, RZ")
         q.op(f"SHF.L.U32 R{R_t}, R{R_tid}, 0x4, RZ")
         q.op(f"LOP3.LUT R{R_t}, R{R_t}, 0x30, RZ, 0xc0, !PT")                 # tg * 16
         q.op(f"IADD3 R{R_ms}, R{R_ms}, R{R_t}, RZ")
         q.op(f"SHF.R.U32.HI R{R_t}, RZ, 0x2, R{R_tid}")
         q.op(f"LOP3.LUT R{R_t}, R{R_t}, 0x3, RZ, 0xc0, !PT")                  # kg
-        q.op(f"IMAD R{R_ms}, R{R_t}, {4 * KS_M * 4:#x}, R{R_ms}")
+        mad(q, R_ms, R_t, 4 * KS_M * 4, R_ms, R_tmp)
         q.op(f"LOP3.LUT R{R_t}, R{R_lane}, 0x1, RZ, 0x3c, !PT")               # lane ^ 1
-        q.op(f"IMAD R{R_mr}, R{R_t}, 0x4, {SMEM_BASE:#x}")
-        q.op(f"IMAD R{R_mr}, R{R_warp}, {4 * KS_M * 4:#x}, R{R_mr}")
+        mad(q, R_mr, R_t, 0x4, None, R_tmp)
+        q.op(f"IADD3 R{R_mr}, R{R_mr}, {SMEM_BASE:#x}, RZ")
+        mad(q, R_mr, R_warp, 4 * KS_M * 4, R_mr, R_tmp)
         # output pointer: y + 4 * ((kb*64 + warp*4)*HWN + 2th*W*N + 2tw*N + n)
         q.op(f"SHF.L.U32 R{R_k}, R{R_kb}, 0x6, RZ")
-        q.op(f"IMAD R{R_k}, R{R_warp}, 0x4, R{R_k}")
-        q.op(f"IMAD R{R_off}, R{R_k}, {s.HWN:#x}, R{R_n}")
-        q.op(f"IMAD R{R_off}, R{R_th}, {2 * s.W * s.N:#x}, R{R_off}")
-        q.op(f"IMAD R{R_off}, R{R_tw}, {2 * s.N:#x}, R{R_off}")
+        mad(q, R_k, R_warp, 0x4, R_k, R_tmp)
+        mad(q, R_off, R_k, s.HWN, R_n, R_tmp)
+        mad(q, R_off, R_th, 2 * s.W * s.N, R_off, R_tmp)
+        mad(q, R_off, R_tw, 2 * s.N, R_off, R_tmp)
         q.op(f"SHF.L.U32 R{R_lo}, R{R_off}, 0x2, RZ")
         q.op(f"SHF.R.U32.HI R{R_hi}, RZ, 0x1e, R{R_off}")
         q.op(f"IADD3 R{R_yb}, P0, R{R_lo}, R{R_y}, RZ")
@@ -519,7 +550,7 @@ class Generator:
                     kk = (2 * r + qq) * 4 + i
                     for tq in range(2):
                         off = ((qq * 16 + i) * KS_M + tq * 16) * 4
-                        q.op(f"STS.128 [R{R_ms}+{off:#x}], R{ACC(kk, 4 * tq)}")
+                        q.op(f"STS.128 [R{R_ms}+{off:#x}], R{kk * 8 + 4 * tq}")   # tiles 4tq+{1,0,3,2}
             q.op("BAR.SYNC.DEFER_BLOCKING 0x0")
             mregs = [[128 + 16 * xx + e for e in range(16)] for xx in range(4)]
             for xx in range(4):
@@ -556,11 +587,11 @@ class Generator:
                f".kernel {name}", "<params>"]
         out += [f"{n}, {b}" for n, b in PARAMS]
         out.append("</params>")
-        out += self.prologue().lines()
+        pro = self.prologue()
+        out += pro.lines()
         # The prologue's last wait: everything it left in flight must land before the loop
         # (the loop's barrier plan starts from a clean scoreboard).
-        pro = self.prologue_tail()
-        out += pro
+        out += self.prologue_tail(pro.wait_all())
         out.append("LOOP:")
         out += [op.line() for op in self.loop_body()]
         out += self.epilogue().lines()
@@ -568,11 +599,11 @@ class Generator:
         out.append("--:-:-:Y:0      BRA END;")
         return "\n".join(out) + "\n"
 
-    def prologue_tail(self) -> list[str]:
+    def prologue_tail(self, wait: int) -> list[str]:
         """BAR (after every barrier of the prologue), then the first channel's LDS on barrier 0."""
-        lines = [Op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=0x3F, y=True, stall=6).line()]
+        lines = [Op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=wait, y=True, stall=6).line()]
         for t in self.lds_ops(0, 0):
-            lines.append(Op(t, wb=0, y=True, stall=1).line())
+            lines.append(Op(t, wb=0, y=True, stall=2).line())
         return lines
 
 

@@ -36,6 +36,7 @@ class Op:
     y: bool = False
     stall: int = 1
     comment: str = ""
+    ffma: Optional[tuple] = None   # (A register, B register) of a main-loop FFMA
 
     def line(self) -> str:
         if not self.y and (self.stall == 0 or self.stall >= 12):
@@ -95,11 +96,13 @@ class Seq:
         self.issue.append(self._now())
         self.ops.append(op)
 
-    def _barrier_of(self, reg, which: str) -> Optional[int]:
+    def _barriers_of(self, reg, which: str) -> int:
+        """Mask of the barriers on which `reg` has a pending write ('w') or late read ('r')."""
+        m = 0
         for b, p in self.pend.items():
             if reg in (p.regs_w if which == "w" else p.regs_r):
-                return b
-        return None
+                m |= 1 << b
+        return m
 
     def _take_barrier(self) -> int:
         for b in self.lru:
@@ -123,14 +126,9 @@ class Seq:
         writes = list(eff.writes)
         waits = 0
         for r in reads:
-            b = self._barrier_of(r, "w")
-            if b is not None:
-                waits |= 1 << b
+            waits |= self._barriers_of(r, "w")
         for r in writes:
-            for which in ("w", "r"):
-                b = self._barrier_of(r, which)
-                if b is not None:
-                    waits |= 1 << b
+            waits |= self._barriers_of(r, "w") | self._barriers_of(r, "r")
         waits |= wait
         # Earliest issue: fixed-latency producers, and barriers set too recently.
         need = 0

@@ -144,6 +144,17 @@ class Encoding:
     source_word: int = field(default=0, repr=False)   # the learner's representative
     support: int = 0                      # corpus words it reproduces: encoder preference
 
+    def __post_init__(self):
+        if self.support == 0:
+            # Learned from the opcode sweep only: bits nvdisasm never shows were filled at random
+            # there. What no field, group or match bit covers is written as 0, as ptxas does
+            # for the hidden bits of the forms we can compare.
+            shown = self.match_mask | self.group_mask | ((1 << CONTROL_SHIFT) - 1) << CONTROL_SHIFT
+            for f in self.fields:
+                if type(f) is not tuple:
+                    shown |= f.mask
+            self.base &= shown
+
     @functools.cached_property
     def example_tokens(self) -> frozenset:
         if not self.example:
