@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Union
 
-from .ast import NO_BARRIER, ControlCode, Instruction, Kernel, Label, Loc, Program
+from .ast import NO_BARRIER, ControlCode, Instruction, Kernel, Label, Program
 from .errors import Diagnostic
 from .semantics import ArchTiming, Effects, Reg, arch_timing, async_read_files, effects
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Optional, Union
 
-from .ast import NO_BARRIER, ControlCode, Instruction, Kernel, Label
+from .ast import NO_BARRIER, ControlCode, Instruction, Kernel
 from .hazards import BARRIER_COUNT, _instructions
 from .semantics import ArchTiming, Effects, Reg, arch_timing, async_read_files, effects
 

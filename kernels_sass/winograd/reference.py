@@ -94,3 +94,22 @@ def direct_conv2d(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 def conv_flops(n: int, c: int, h: int, w: int, k: int) -> int:
     """Direct-convolution FLOPs, the convention of the effective-TFLOPS figures."""
     return 2 * n * c * h * w * k * 9
+
+
+# ---- the GPU kernels' layouts, in NumPy (for the simulator and CPU tests) ------------------
+def to_chwn(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(x).transpose(1, 2, 3, 0))
+
+
+def from_khwn(y: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(y).transpose(3, 0, 1, 2))
+
+
+def fx_layout(w: np.ndarray, kpad: int, rows: int, dtype=np.float32) -> np.ndarray:
+    """The filter-transform kernel's output: U[c][e][k] for c < rows (zero past C), k < kpad
+    (zero past K)."""
+    k, c = w.shape[:2]
+    u = filter_transform(w)                       # [16, C, K]
+    out = np.zeros((rows, 16, kpad), dtype=np.float64)
+    out[:c, :, :k] = u.transpose(1, 0, 2)
+    return out.astype(dtype)

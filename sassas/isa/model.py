@@ -144,16 +144,15 @@ class Encoding:
     source_word: int = field(default=0, repr=False)   # the learner's representative
     support: int = 0                      # corpus words it reproduces: encoder preference
 
-    def __post_init__(self):
-        if self.support == 0:
-            # Learned from the opcode sweep only: bits nvdisasm never shows were filled at random
-            # there. What no field, group or match bit covers is written as 0, as ptxas does
-            # for the hidden bits of the forms we can compare.
-            shown = self.match_mask | self.group_mask | ((1 << CONTROL_SHIFT) - 1) << CONTROL_SHIFT
-            for f in self.fields:
-                if type(f) is not tuple:
-                    shown |= f.mask
-            self.base &= shown
+    def clear_hidden_bits(self) -> None:
+        """For an encoding learned from the opcode sweep alone: the bits nvdisasm never shows
+        were filled at random there; write what no field, group or match bit covers as 0,
+        as ptxas does for the hidden bits of the forms we can compare (P2R, R2P)."""
+        shown = self.match_mask | self.group_mask | ((1 << CONTROL_SHIFT) - 1) << CONTROL_SHIFT
+        for f in self.fields:
+            if type(f) is not tuple:
+                shown |= f.mask
+        self.base &= shown
 
     @functools.cached_property
     def example_tokens(self) -> frozenset:
@@ -355,6 +354,12 @@ class Isa:
         self.table_names = {t: {v: k for k, v in tab.items()} for t, tab in tables.items()}
         self.syntax = syntax
         self._order_cache: dict = {}
+        # Descriptions that record corpus support (learner with the opcode sweep) mark the
+        # sweep-only encodings by support 0; older ones record none and are left as they are.
+        if any(e.support for e in encodings):
+            for e in encodings:
+                if e.support == 0:
+                    e.clear_hidden_bits()
         self._index()
 
     def _index(self) -> None:

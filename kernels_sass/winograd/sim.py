@@ -1,0 +1,450 @@
+"""A functional simulator for the SASS the Winograd generator emits: the kernel's logic on the
+CPU, before any GPU time is spent.
+
+    out = simulate(text, grid, params={"x": x_chwn, "u": u, "y": y_khwn})
+
+It executes one block at a time, all 256 threads in lock step (NumPy vectors over threads),
+for exactly the instruction subset sassgen.py uses, with its sm_90 meaning. What it checks
+besides the arithmetic:
+
+- every global access lies inside the buffer its pointer came from (no out-of-bounds reads,
+  also from predicated-on loads), shared accesses inside the allocation and aligned;
+- shared-memory races: in lock step a missing BAR cannot change a result, so each 4-byte word
+  records which warp wrote/read it since the last BAR; a cross-warp write-read, read-write or
+  write-write between two BARs is reported;
+- reads of registers no instruction has written (per thread);
+- branches are uniform over the block (the kernel's loop is).
+
+It does not model timing: control codes are the hazard checker's job (sassas.hazards).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+
+from sassas.parse import parse_instruction
+
+THREADS = 256
+SMEM_BASE = 0x400
+PARAM_BASE = 0x210
+
+
+class SimError(RuntimeError):
+    pass
+
+
+@dataclass
+class Buffer:
+    name: str
+    base: int
+    data: np.ndarray          # uint8 view of the contents
+
+
+class Memory:
+    """Global memory: named buffers at fake, well-separated device addresses."""
+
+    def __init__(self):
+        self.buffers: list[Buffer] = []
+        self.next = 0x7f0000000000
+
+    def add(self, name: str, array: np.ndarray) -> int:
+        arr = np.ascontiguousarray(array)
+        raw = arr.view(np.uint8).reshape(-1).copy()
+        base = self.next
+        self.next += (raw.size + 0xFFFFF) // 0x100000 * 0x100000 + 0x1000000
+        self.buffers.append(Buffer(name, base, raw))
+        return base
+
+    def get(self, name: str) -> np.ndarray:
+        for b in self.buffers:
+            if b.name == name:
+                return b.data
+        raise KeyError(name)
+
+    def locate(self, addr: np.ndarray, width: int, what: str) -> tuple[Buffer, np.ndarray]:
+        if addr.size == 0:
+            return None, addr
+        lo, hi = int(addr.min()), int(addr.max())
+        for b in self.buffers:
+            if b.base <= lo and hi + width <= b.base + b.data.size:
+                if (addr % width).any() and width > 4:
+                    raise SimError(f"{what}: misaligned {width}-byte access")
+                return b, (addr - b.base).astype(np.int64)
+        raise SimError(f"{what}: global access outside every buffer: [{lo:#x}, {hi + width:#x})"
+                       + "".join(f"\n  {b.name}: [{b.base:#x}, {b.base + b.data.size:#x})" for b in self.buffers))
+
+
+def _lop3(a, b, c, lut):
+    r = np.zeros_like(a)
+    for k in range(8):
+        if lut >> k & 1:
+            t = (a if k & 4 else ~a) & (b if k & 2 else ~b) & (c if k & 1 else ~c)
+            r |= t
+    return r
+
+
+def _f(u32):
+    return u32.view(np.float32)
+
+
+def _u(f32):
+    return np.asarray(f32, dtype=np.float32).view(np.uint32)
+
+
+class Machine:
+    def __init__(self, text: str, grid, params: dict[str, int], mem: Memory, shared_bytes: int,
+                 param_sizes: list[int]):
+        self.grid = grid
+        self.mem = mem
+        self.shared_bytes = shared_bytes
+        self.params = params
+        self.cbank = np.zeros(0x1000, dtype=np.uint8)
+        off = PARAM_BASE
+        for (name, value), size in zip(params.items(), param_sizes):
+            self.cbank[off:off + size] = np.frombuffer(int(value).to_bytes(size, "little"), np.uint8)
+            off += size
+        self.program, self.labels = self._compile(text)
+        self.race_log: list[str] = []
+        self.undefined_log: list[str] = []
+
+    # ---- decoding ----
+    def _compile(self, text: str):
+        prog: list[tuple[Callable, str]] = []
+        labels: dict[str, int] = {}
+        for line in text.splitlines():
+            line = line.split("#", 1)[0].strip()
+            if re.fullmatch(r"[A-Za-z_]\w*:", line):
+                labels[line[:-1]] = len(prog)
+                continue
+            m = re.match(r"^[-0-9]{2,6}:[-0-9]:[-0-9]:[-Yy]:[0-9a-fA-F]\s+(.*?);?\s*$", line)
+            if m:
+                prog.append((None, m.group(1).rstrip(";").strip()))
+        return prog, labels
+
+    # ---- operands ----
+    def _src(self, op, st):
+        k = op.kind
+        if k == "R":
+            n = op.values[0]
+            v = st.zero if n == 255 else st.R[n]
+            if n != 255 and not st.defined[n].all():
+                st.undef.add(n)
+            if "-" in op.flags:
+                v = (-(v.astype(np.int64))).astype(np.uint32)
+            if "~" in op.flags:
+                v = ~v
+            return v
+        if k == "I":
+            v = op.values[0]
+            if isinstance(v, float):
+                return np.full(THREADS, np.float32(v).view(np.uint32), np.uint32)
+            return np.full(THREADS, v & 0xFFFFFFFF, np.uint32)
+        raise SimError(f"operand kind {k} not supported")
+
+    def _fsrc(self, op, st):
+        k = op.kind
+        if k == "R":
+            n = op.values[0]
+            v = np.zeros(THREADS, np.float32) if n == 255 else _f(st.R[n]).copy()
+            if n != 255 and not st.defined[n].all():
+                st.undef.add(n)
+        elif k == "I":
+            v = np.full(THREADS, np.float32(op.values[0]), np.float32)
+        else:
+            raise SimError(f"float operand kind {k}")
+        if "-" in op.flags:
+            v = -v
+        return v
+
+    def _pred(self, op, st):
+        n = op.values[0]
+        v = np.ones(THREADS, bool) if n == 7 else st.P[n].copy()
+        if "!" in op.flags:
+            v = ~v
+        return v
+
+    def _write(self, st, n, val, g):
+        if n == 255:
+            return
+        st.R[n] = np.where(g, val.astype(np.uint32), st.R[n])
+        st.defined[n] |= g
+
+    # ---- shared memory ----
+    def _smem_index(self, addr, width, what):
+        if (addr % width).any():
+            raise SimError(f"{what}: misaligned shared access")
+        if (addr < SMEM_BASE).any() or (addr + width > SMEM_BASE + self.shared_bytes).any():
+            raise SimError(f"{what}: shared access outside [{SMEM_BASE:#x}, {SMEM_BASE + self.shared_bytes:#x})")
+        return ((addr - SMEM_BASE) // 4).astype(np.int64)
+
+    def _race(self, st, words, g, write: bool, what: str):
+        warps = np.arange(THREADS) // 32
+        for k in range(words.shape[1]):
+            w = words[g, k]
+            wp = warps[g]
+            ep = st.epoch
+            # write by another warp in this epoch?
+            ww = st.w_epoch[w] == ep
+            bad = ww & (st.w_warp[w] != wp)
+            if bad.any():
+                self.race_log.append(f"{what}: {'write' if write else 'read'} after another warp's write "
+                                     f"without a BAR (word {int(w[bad][0])})")
+            if write:
+                rr = (st.r_epoch[w] == ep) & ((st.r_warps[w] & ~(np.uint32(1) << wp.astype(np.uint32))) != 0)
+                if rr.any():
+                    self.race_log.append(f"{what}: write after another warp's read without a BAR "
+                                         f"(word {int(w[rr][0])})")
+                st.w_epoch[w] = ep
+                st.w_warp[w] = wp
+            else:
+                fresh = st.r_epoch[w] != ep
+                st.r_warps[w[fresh]] = 0
+                st.r_epoch[w] = ep
+                np.bitwise_or.at(st.r_warps, w, (np.uint32(1) << wp.astype(np.uint32)))
+
+    # ---- execution ----
+    def run(self, max_steps: int = 10_000_000):
+        gx, gy, gz = self.grid
+        for bz in range(gz):
+            for by in range(gy):
+                for bx in range(gx):
+                    self.run_block((bx, by, bz), max_steps)
+
+    def run_block(self, ctaid, max_steps):
+        st = _State(self.shared_bytes)
+        st.ctaid = ctaid
+        pc = 0
+        steps = 0
+        parsed = self._parsed()
+        while True:
+            steps += 1
+            if steps > max_steps:
+                raise SimError("too many steps")
+            inst, text = parsed[pc]
+            g = np.ones(THREADS, bool)
+            if inst.predicate is not None:
+                g = self._pred(inst.predicate, st)
+            op = inst.opcode
+            if op == "EXIT":
+                if not g.all():
+                    raise SimError("divergent EXIT")
+                break
+            if op == "BRA":
+                if g.any() and not g.all():
+                    raise SimError(f"divergent branch: {text}")
+                if g.all():
+                    target = text.split()[-1]
+                    pc = self.labels[target]
+                    continue
+                pc += 1
+                continue
+            st.undef = set()
+            self._exec(inst, text, st, g)
+            if st.undef:
+                self.undefined_log.append(f"{text}: reads never-written R{sorted(st.undef)}")
+            pc += 1
+
+    def _parsed(self):
+        if not hasattr(self, "_cache"):
+            out = []
+            for _, text in self.program:
+                t = text
+                if re.search(r"\bBRA\b", t):
+                    # labels are not numbers: parse a stand-in
+                    pred = t.split("BRA")[0]
+                    inst = parse_instruction(pred + "BRA 0x0 ;")
+                else:
+                    inst = parse_instruction(t + " ;")
+                out.append((inst, t))
+            self._cache = out
+        return self._cache
+
+    def _exec(self, inst, text, st, g):
+        op, mods, ops = inst.opcode, inst.modifiers, inst.operands
+        if op == "S2R":
+            sr = ops[1].values[0]
+            if sr == "SR_TID.X":
+                v = np.arange(THREADS, dtype=np.uint32)
+            elif sr.startswith("SR_CTAID."):
+                v = np.full(THREADS, st.ctaid["XYZ".index(sr[-1])], np.uint32)
+            else:
+                raise SimError(f"S2R {sr}")
+            self._write(st, ops[0].values[0], v, g)
+        elif op in ("ULDC", "NOP", "BAR"):
+            if op == "BAR":
+                if not g.all():
+                    raise SimError("BAR under a guard")
+                st.epoch += 1
+        elif op == "LDC":
+            off = ops[1].values[1]
+            n = 2 if "64" in mods else 1
+            for k in range(n):
+                word = int.from_bytes(self.cbank[off + 4 * k:off + 4 * k + 4].tobytes(), "little")
+                self._write(st, ops[0].values[0] + k, np.full(THREADS, word, np.uint32), g)
+        elif op == "MOV":
+            self._write(st, ops[0].values[0], self._src(ops[1], st), g)
+        elif op == "IMAD":
+            a = self._src(ops[1], st).astype(np.uint64)
+            b = self._src(ops[2], st).astype(np.uint64)
+            c = self._src(ops[3], st).astype(np.uint64)
+            if "HI" in mods:
+                v = ((a * b) >> np.uint64(32)) + c
+            else:
+                if mods:
+                    raise SimError(f"IMAD.{'.'.join(mods)} not modelled")
+                v = a * b + c
+            self._write(st, ops[0].values[0], (v & np.uint64(0xFFFFFFFF)).astype(np.uint32), g)
+        elif op == "IADD3":
+            d = ops[0].values[0]
+            rest = list(ops[1:])
+            carry_out = None
+            if rest[0].kind == "P":
+                carry_out = rest.pop(0).values[0]
+            if "X" in mods:
+                a, b, c = (self._src(x, st).astype(np.uint64) for x in rest[:3])
+                cin = self._pred(rest[3], st).astype(np.uint64)
+                v = a + b + c + cin
+            else:
+                a, b, c = (self._src(x, st).astype(np.uint64) for x in rest[:3])
+                v = a + b + c
+            if carry_out is not None and carry_out != 7:
+                st.P[carry_out] = np.where(g, (v >> np.uint64(32)) & np.uint64(1) != 0, st.P[carry_out])
+            self._write(st, d, (v & np.uint64(0xFFFFFFFF)).astype(np.uint32), g)
+        elif op == "SHF":
+            d = ops[0].values[0]
+            lo = self._src(ops[1], st)
+            sh = int(ops[2].values[0])
+            hi = self._src(ops[3], st)
+            if mods == ("L", "U32"):
+                v = (lo.astype(np.uint64) << np.uint64(sh)) & np.uint64(0xFFFFFFFF)
+            elif mods == ("R", "U32", "HI"):
+                v = hi.astype(np.uint64) >> np.uint64(sh)
+            elif mods == ("R", "S32", "HI"):
+                v = (hi.view(np.int32).astype(np.int64) >> sh).astype(np.uint64) & np.uint64(0xFFFFFFFF)
+            else:
+                raise SimError(f"SHF.{'.'.join(mods)}")
+            self._write(st, d, v.astype(np.uint32), g)
+        elif op == "LOP3":
+            if ops[0].kind == "P":
+                a, b, c = (self._src(x, st) for x in ops[2:5])
+                r = _lop3(a, b, c, ops[5].values[0])
+                p = ops[0].values[0]
+                if p != 7:
+                    st.P[p] = np.where(g, r != 0, st.P[p])
+            else:
+                a, b, c = (self._src(x, st) for x in ops[1:4])
+                self._write(st, ops[0].values[0], _lop3(a, b, c, ops[4].values[0]), g)
+        elif op == "PLOP3":
+            a, b, c = (self._pred(x, st) for x in ops[2:5])
+            lut = ops[5].values[0]
+            r = np.zeros(THREADS, bool)
+            for k in range(8):
+                if lut >> k & 1:
+                    r |= (a if k & 4 else ~a) & (b if k & 2 else ~b) & (c if k & 1 else ~c)
+            p = ops[0].values[0]
+            st.P[p] = np.where(g, r, st.P[p])
+        elif op == "ISETP":
+            cmp, unsigned = mods[0], "U32" in mods
+            a, b = self._src(ops[2], st), self._src(ops[3], st)
+            if not unsigned:
+                a, b = a.view(np.int32), b.view(np.int32)
+            r = {"LT": a < b, "LE": a <= b, "GT": a > b, "GE": a >= b, "EQ": a == b, "NE": a != b}[cmp]
+            if "AND" not in mods:
+                raise SimError(f"ISETP {mods}")
+            r = r & self._pred(ops[4], st)
+            p = ops[0].values[0]
+            if p != 7:
+                st.P[p] = np.where(g, r, st.P[p])
+        elif op == "SEL":
+            a, b = self._src(ops[1], st), self._src(ops[2], st)
+            self._write(st, ops[0].values[0], np.where(self._pred(ops[3], st), a, b), g)
+        elif op == "FADD":
+            v = self._fsrc(ops[1], st) + self._fsrc(ops[2], st)
+            self._write(st, ops[0].values[0], _u(v), g)
+        elif op == "FFMA":
+            a = self._fsrc(ops[1], st).astype(np.float64)
+            b = self._fsrc(ops[2], st).astype(np.float64)
+            c = self._fsrc(ops[3], st).astype(np.float64)
+            self._write(st, ops[0].values[0], _u((a * b + c).astype(np.float32)), g)
+        elif op in ("LDG", "STG"):
+            width = 16 if "128" in mods else 8 if "64" in mods else 4
+            memop = ops[1] if op == "LDG" else ops[0]
+            areg, off = memop.values[1], memop.values[2]
+            addr = st.R[areg].astype(np.uint64) | (st.R[areg + 1].astype(np.uint64) << np.uint64(32))
+            addr = addr.astype(np.int64) + off
+            if not (st.defined[areg][g].all() and st.defined[areg + 1][g].all()):
+                raise SimError(f"{text}: undefined address register")
+            buf, idx = self.mem.locate(addr[g], width, text)
+            if buf is None:
+                return
+            if op == "LDG":
+                d = ops[0].values[0]
+                for k in range(width // 4):
+                    words = np.zeros(THREADS, np.uint32)
+                    sel = idx + 4 * k
+                    words[g] = buf.data.view(np.uint8)[sel[:, None] + np.arange(4)].copy().view(np.uint32).reshape(-1)
+                    self._write(st, d + k, words, g)
+            else:
+                s = ops[1].values[0]
+                for k in range(width // 4):
+                    vals = st.R[s + k][g]
+                    b4 = vals.view(np.uint8).reshape(-1, 4)
+                    for bb in range(4):
+                        buf.data[idx + 4 * k + bb] = b4[:, bb]
+        elif op in ("LDS", "STS"):
+            width = 16 if "128" in mods else 8 if "64" in mods else 4
+            memop = ops[1] if op == "LDS" else ops[0]
+            areg, off = memop.values[0], memop.values[1]
+            if not st.defined[areg][g].all():
+                raise SimError(f"{text}: undefined address register")
+            addr = st.R[areg].astype(np.int64) + off
+            ag = addr[g]
+            widx = self._smem_index(ag, width, text)
+            words = widx[:, None] + np.arange(width // 4)[None, :]
+            if op == "LDS":
+                self._race(st, words, g, False, text)
+                d = ops[0].values[0]
+                for k in range(width // 4):
+                    v = np.zeros(THREADS, np.uint32)
+                    v[g] = st.smem[words[:, k]]
+                    self._write(st, d + k, v, g)
+            else:
+                self._race(st, words, g, True, text)
+                s = ops[1].values[0]
+                for k in range(width // 4):
+                    st.smem[words[:, k]] = st.R[s + k][g]
+        else:
+            raise SimError(f"opcode {op} not modelled: {text}")
+
+
+class _State:
+    def __init__(self, shared_bytes):
+        self.R = np.zeros((256, THREADS), np.uint32)
+        self.defined = np.zeros((256, THREADS), bool)
+        self.P = np.zeros((7, THREADS), bool)
+        self.zero = np.zeros(THREADS, np.uint32)
+        nwords = shared_bytes // 4
+        self.smem = np.full(nwords, 0x7FC00001, np.uint32)     # NaN: reads of unwritten data show
+        self.w_epoch = np.full(nwords, -1, np.int64)
+        self.w_warp = np.full(nwords, -1, np.int64)
+        self.r_epoch = np.full(nwords, -1, np.int64)
+        self.r_warps = np.zeros(nwords, np.uint32)
+        self.epoch = 0
+        self.ctaid = (0, 0, 0)
+        self.undef = set()
+
+
+def simulate(text: str, grid, buffers: dict[str, np.ndarray], param_order: list[tuple[str, int]],
+             shared_bytes: int) -> tuple[dict[str, np.ndarray], Machine]:
+    """Run the kernel on copies of `buffers` (name -> array); returns the final contents (uint8
+    views reshaped by the caller) and the machine (race_log, undefined_log)."""
+    mem = Memory()
+    params = {}
+    for name, _size in param_order:
+        params[name] = mem.add(name, buffers[name])
+    m = Machine(text, grid, params, mem, shared_bytes, [s for _n, s in param_order])
+    m.run()
+    return {name: mem.get(name) for name, _ in param_order}, m
