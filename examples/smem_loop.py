@@ -27,8 +27,10 @@ def reference(x: np.ndarray, iters: int) -> np.ndarray:
     return acc.reshape(-1)
 
 
-def run(blocks: int = 264, iters: int = 37, arch: str = "sm_90", seed=None) -> float:
-    cubin = sassas.assemble_file(os.path.join(HERE, "smem_loop.sass"), arch=arch)
+def run(blocks: int = 264, iters: int = 37, arch: str = "sm_90", seed=None,
+        source: str = os.path.join(HERE, "smem_loop.sass"), repeat: int = 0):
+    """Relative error against float64, and (with repeat > 0) the median time in ms."""
+    cubin = sassas.assemble_file(source, arch=arch)
     module = sassas.load(cubin)
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(blocks * BLOCK).astype(np.float32)
@@ -37,7 +39,12 @@ def run(blocks: int = 264, iters: int = 37, arch: str = "sm_90", seed=None) -> f
     module["smem_loop"](blocks, BLOCK, dx, dout, np.int32(iters))
     got = dout.to_numpy()
     want = reference(x, iters)
-    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+    err = float(np.linalg.norm(got - want) / np.linalg.norm(want))
+    ms = None
+    if repeat:
+        times = module["smem_loop"].time(blocks, BLOCK, dx, dout, np.int32(iters), repeat=repeat, warmup=3)
+        ms = float(np.median(times))
+    return err, ms
 
 
 def main() -> int:
@@ -45,11 +52,14 @@ def main() -> int:
     p.add_argument("--blocks", type=int, default=264)
     p.add_argument("--iters", type=int, default=37)
     p.add_argument("--arch", default="sm_90")
+    p.add_argument("--source", default=os.path.join(HERE, "smem_loop.sass"), help="the .sass file to run")
+    p.add_argument("--repeat", type=int, default=0, help="also time it: launches to take the median of")
     args = p.parse_args()
-    err = run(args.blocks, args.iters, args.arch)
+    err, ms = run(args.blocks, args.iters, args.arch, source=args.source, repeat=args.repeat)
     ok = err < 1e-6
-    print(f"smem_loop blocks={args.blocks} iters={args.iters}: relative error vs float64 {err:.2e} "
-          f"-> {'OK' if ok else 'MISMATCH'}")
+    timing = f", median {ms:.4f} ms" if ms is not None else ""
+    print(f"{os.path.basename(args.source)} blocks={args.blocks} iters={args.iters}: relative error vs "
+          f"float64 {err:.2e} -> {'OK' if ok else 'MISMATCH'}{timing}")
     return 0 if ok else 1
 
 

@@ -40,17 +40,18 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 QUICK="--quick"
 [ "${FULL:-0}" = "1" ] && QUICK=""
 
+BRIEF="$(mktemp /tmp/microbench-brief.XXXXXX)"
 start=$(date +%s)
 "$PY" -m microbench run all $QUICK --json "$OUT/microbench.json" --plot "$OUT" \
     --table "$OUT/summary.txt" --brief --case-timeout 30 "$@" \
-    >"$OUT/brief.txt" 2>>"$OUT/progress.log"
+    >"$BRIEF" 2>>"$OUT/progress.log"
 rc=$?
 end=$(date +%s)
 
-echo "== progress (last 40 lines of $OUT/progress.log) =="
-tail -n 40 "$OUT/progress.log"
+echo "== progress (last 12 lines of $OUT/progress.log) =="
+tail -n 12 "$OUT/progress.log"
 echo
 echo "== microbench exit code $rc after $((end - start)) s; files in $OUT: $(ls "$OUT" | tr '\n' ' ')"
 echo
-cat "$OUT/brief.txt"
+cat "$BRIEF"
 exit $rc

@@ -213,6 +213,7 @@ def run(names: Sequence[str], *, quick: bool = False, repeat: Optional[int] = No
     elif fake.enabled():
         gpu_info = fake.FakeGpu().info
         why, arch = gpu_info.name, arch or gpu_info.arch
+        build = False                  # the fake runs no kernel
         if not isolate:
             gpu = fake.FakeGpu()
     else:

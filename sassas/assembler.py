@@ -54,9 +54,12 @@ def parse(text: str, arch: str = "sm_90", filename: str = "<input>", include_dir
 
 def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, include_dirs=(),
              kernel_name: Optional[str] = None, allow_exec: bool = True, auto_reuse: bool = False,
-             warnings_as_errors: bool = False) -> Cubin:
+             warnings_as_errors: bool = False, yield_strategy: Optional[str] = None) -> Cubin:
     """Assemble SASS source text into a cubin for `arch`.
 
+    Instructions written without a control code are scheduled automatically
+    (:mod:`sassas.schedule`). ``yield_strategy`` ('natural', 'every:N' or N) then sets the
+    yield flags of every instruction (see :func:`sassas.schedule.apply_yield_strategy`).
     Raises :class:`sassas.SassError` (with file:line:col) for any error in the input; the
     warnings are in ``Cubin.warnings``. See :func:`parse` for the options.
     """
@@ -71,6 +74,10 @@ def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, inclu
     images = []
     for kernel in program.kernels:
         resolve_kernel(kernel, target)
+        if yield_strategy is not None:
+            from .schedule import apply_yield_strategy, schedule_kernel
+            schedule_kernel(kernel, target)
+            apply_yield_strategy(kernel, yield_strategy)
         encoded = encode_kernel(kernel, target, isa)
         images.append(_image(encoded))
     data = elf.write_cubin(target.name, images)

@@ -24,7 +24,8 @@ def _cmd_asm(args) -> int:
             text, name = f.read(), args.input
     cubin = assemble(text, args.arch, filename=name, include_dirs=tuple(args.include),
                      kernel_name=args.kernel_name, allow_exec=not args.no_exec,
-                     auto_reuse=args.auto_reuse, warnings_as_errors=args.werror)
+                     auto_reuse=args.auto_reuse, warnings_as_errors=args.werror,
+                     yield_strategy=args.yield_strategy)
     for warning in cubin.warnings:
         print(warning.render(), file=sys.stderr)
     out = args.output or os.path.splitext(os.path.basename(args.input if args.input != "-" else "out"))[0] + ".cubin"
@@ -33,6 +34,11 @@ def _cmd_asm(args) -> int:
         print(f"{out}: {len(cubin.data)} bytes, {cubin.arch}, kernels: {', '.join(cubin.kernel_names)}",
               file=sys.stderr)
     return 0
+
+
+def _cmd_check(args) -> int:
+    from .hazards import run_check
+    return run_check(args.files, args.arch, args.notes)
 
 
 def _cmd_disasm(args) -> int:
@@ -69,8 +75,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--auto-reuse", action="store_true", help="set operand .reuse flags where it is safe")
     p.add_argument("-Werror", "--warnings-as-errors", dest="werror", action="store_true",
                    help="treat warnings as errors")
+    p.add_argument("--yield", dest="yield_strategy", metavar="STRATEGY",
+                   help="set every yield flag: 'natural' (only where a stall needs it) or 'every:N'")
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=_cmd_asm)
+
+    p = sub.add_parser("check", help="report control-code hazards (stalls, barriers, reuse)")
+    p.add_argument("files", nargs="+", help="source files or cuobjdump/nvdisasm listings")
+    _arch_arg(p)
+    p.add_argument("--notes", action="store_true", help="also print notes (barriers re-armed, idle reuse flags)")
+    p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser("disasm", help="disassemble a cubin into editable source")
     p.add_argument("input")

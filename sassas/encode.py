@@ -26,17 +26,32 @@ class EncodedKernel:
     barriers: int = 0
 
 
+# ptxas reports two registers more than the highest one a kernel touches (+1), on every arch
+# from sm_70 (compare its REGCOUNT with its code); the hardware needs them: on an H100 a kernel
+# whose count omits them stops with CUDA_ERROR_ILLEGAL_INSTRUCTION.
+RESERVED_REGISTERS = 2
+MAX_REGISTER_COUNT = 255
+
+
 def count_registers(kernel: Kernel) -> int:
-    """Registers the kernel touches: the highest R written or read, plus its vector width."""
+    """The register count the driver allocates: the highest R the kernel reads or writes (with
+    each operand's width, from the semantics table), plus one, plus the reserved two."""
+    from .semantics import SemanticsError, effects
     top = -1
     for inst in kernel.instructions:
-        width = max((WIDE_MODIFIERS.get(m, 1) for m in inst.modifiers), default=1)
-        for op in inst.operands:
-            w = 2 if ".64" in op.flags else width
-            for piece, value in zip(value_pieces(op.kind), op.values):
-                if piece == "R" and value != 255:
-                    top = max(top, value + w - 1)
-    return min(top + 1, 255) if top >= 0 else 1
+        try:
+            regs = effects(inst)
+            touched = regs.writes + regs.reads
+            top = max([top] + [number for file, number in touched if file == "R"])
+        except (SemanticsError, KeyError):
+            # An opcode the table does not know: count its registers from its modifiers.
+            width = max((WIDE_MODIFIERS.get(m, 1) for m in inst.modifiers), default=1)
+            for op in inst.operands:
+                w = 2 if ".64" in op.flags else width
+                for piece, value in zip(value_pieces(op.kind), op.values):
+                    if piece == "R" and value != 255:
+                        top = max(top, value + w - 1)
+    return min(top + 1 + RESERVED_REGISTERS, MAX_REGISTER_COUNT)
 
 
 def count_barriers(kernel: Kernel) -> int:
@@ -48,13 +63,13 @@ def count_barriers(kernel: Kernel) -> int:
 
 
 def encode_kernel(kernel: Kernel, arch: Arch, isa) -> EncodedKernel:
+    if any(inst.control is None for inst in kernel.instructions):
+        # Instructions written without a control code get one; hand-written ones stay.
+        from .schedule import schedule_kernel
+        schedule_kernel(kernel, arch)
     words = bytearray()
     errors: list[SassError] = []
     for inst in kernel.instructions:
-        if inst.control is None:
-            errors.append(SassError("instruction has no control code; write one "
-                                    "(wait:read:write:yield:stall, e.g. '--:-:-:Y:4')", inst.loc))
-            continue
         if inst.raw is not None and inst.raw[0] == ALL_BITS:
             word = inst.raw[1] & ALL_BITS      # every bit given: the text is only a placeholder
         else:

@@ -83,3 +83,18 @@ def test_relocations_are_refused():
         _refuse_what_cannot_be_carried(Info(), [Kernel()])
     Info.sections = [Section(".rel.debug_frame", 48), Section(".rela.text.k", 0)]
     _refuse_what_cannot_be_carried(Info(), [Kernel()])     # empty or debug-only: fine
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ARCHS)
+def test_register_count_matches_ptxas(arch):
+    """Without `.registers`, the count is ptxas's: highest register + 1 + the reserved two
+    (an H100 traps with an illegal instruction when they are missing)."""
+    import re
+    from sassas.encode import count_registers
+    original = _compile(arch)
+    text = re.sub(r"^\.registers .*$", "", disassemble(original), flags=re.M)
+    program = sassas.parse(text, arch, "k.sass")
+    info = read_cubin(original)
+    assert {k.name: count_registers(k) for k in program.kernels} == \
+           {k.name: k.registers for k in info.kernels}

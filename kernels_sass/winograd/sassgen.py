@@ -665,3 +665,34 @@ def assemble(text: str, *, check_hazards: bool = True) -> bytes:
 def hazards(program) -> list:
     from sassas import hazards as hz
     return [h for h in hz.check(program) if h.severity == "error"]
+
+
+def disasm_mismatches(text: str, cubin: bytes) -> list[str]:
+    """Instructions where NVIDIA's disassembler reads the cubin differently from the source
+    (operand reuse flags and branch targets aside): the encoder check of the tests.
+    Needs nvdisasm (sassas.isa.oracle)."""
+    import re
+    from sassas.isa import oracle
+    from sassas.parse import parse_instruction
+    (_, code), = oracle.text_sections(cubin)[:1]
+    dis = oracle.disassemble_code(code, ARCH)
+    src = [m.group(1) for m in (re.match(r"^[-0-9]{2,6}:[-0-9]:[-0-9]:[-Yy]:[0-9a-fA-F]\s+(.*?);", l)
+                                for l in text.splitlines()) if m]
+    if len(src) != len(dis):
+        return [f"{len(src)} source instructions, {len(dis)} disassembled"]
+
+    def canon(t: str):
+        i = parse_instruction(t.strip().rstrip(";") + " ;")
+        ops = tuple((o.kind, o.values, tuple(sorted(f for f in o.flags if f != "reuse"))) for o in i.operands)
+        pred = None if i.predicate is None else (i.predicate.values, tuple(sorted(i.predicate.flags)))
+        return i.opcode, tuple(i.modifiers), ops, pred
+
+    out = []
+    for n, (s, d) in enumerate(zip(src, dis)):
+        if re.search(r"\bBRA\b", s):
+            if not re.search(r"\bBRA\b", d.text):
+                out.append(f"{n}: {s} | {d.text}")
+            continue
+        if canon(s) != canon(d.text):
+            out.append(f"{n}: {s} | {d.text}")
+    return out

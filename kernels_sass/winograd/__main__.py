@@ -1,0 +1,463 @@
+"""python -m kernels_sass.winograd check|bench|report|sass|sim
+
+  check   correctness of every implementation on the 16 ResNet configurations and odd shapes:
+          fresh random data, outputs poisoned with NaN before each run, relative error
+          ||y - ref|| / ||ref|| against a float64 reference (torch float64 conv2d on the GPU),
+          limit 1e-5.
+  bench   in one process: the SASS kernel, the CUDA-C reference, cuDNN FP32 (torch,
+          allow_tf32=False, benchmark=True: cuDNN's own choice of its fastest algorithm),
+          PyTorch's default conv2d; effective TFLOPS = 2*N*C*H*W*K*9 / time, ratio to cuDNN;
+          JSON (--json) and a plot (--plot).
+  report  re-render a bench JSON (here, no GPU): table, anchors from ../shared/anchors, plot.
+  sass    print the generated SASS of one shape.
+  sim     run the generated SASS in the CPU simulator on one shape and compare with NumPy.
+
+Progress goes to stderr; tables to stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from . import reference as ref
+from .sassgen import Options, Shape
+
+RESNET = {"Conv2": (64, 56, 64), "Conv3": (128, 28, 128), "Conv4": (256, 14, 256), "Conv5": (512, 7, 512)}
+BATCHES = (32, 64, 96, 128)
+ODD = [Shape(1, 3, 5, 7, 5), Shape(33, 20, 9, 11, 70), Shape(7, 1, 1, 1, 1), Shape(40, 12, 6, 13, 130),
+       Shape(130, 9, 2, 3, 64), Shape(64, 256, 15, 15, 200), Shape(2, 64, 56, 56, 64), Shape(96, 72, 28, 28, 40)]
+TOL = 1e-5
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ANCHORS = os.path.join(os.path.dirname(REPO), "shared", "anchors")
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def resnet_configs():
+    out = []
+    for layer, (c, hw, k) in RESNET.items():
+        for n in BATCHES:
+            out.append((f"{layer}/N{n}", Shape(n, c, hw, hw, k)))
+    return out
+
+
+def flops(s: Shape) -> int:
+    return ref.conv_flops(s.N, s.C, s.H, s.W, s.K)
+
+
+# ---- check -------------------------------------------------------------------------------------
+def cmd_check(args) -> int:
+    import torch
+    from . import api
+    from .sassgen import Options
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = torch.device("cuda")
+    configs = resnet_configs() + [(f"odd/{s.N}x{s.C}x{s.H}x{s.W}x{s.K}", s) for s in ODD]
+    if args.quick:
+        configs = configs[::4] + configs[16:]
+    impls = args.impl or ["sass", "cuda", "direct"]
+    opts = Options(yield_mode=args.yield_mode, ldg_spacing=args.ldg_spacing, sts_spacing=args.sts_spacing)
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(int(time.time()) if args.seed is None else args.seed)
+    rows, failed = [], 0
+    for name, s in configs:
+        x = torch.randn((s.N, s.C, s.H, s.W), device=dev, generator=gen)
+        w = torch.randn((s.K, s.C, 3, 3), device=dev, generator=gen)
+        want = torch.nn.functional.conv2d(x.double(), w.double(), padding=1)
+        wn = float(torch.linalg.vector_norm(want))
+        for impl in impls:
+            for layout in (["NCHW", "CHWN"] if impl == "sass" and args.chwn else ["NCHW"]):
+                t0 = time.perf_counter()
+                try:
+                    if layout == "NCHW":
+                        y = torch.full((s.N, s.K, s.H, s.W), float("nan"), device=dev)
+                        ws = api.Workspace(yk=torch.full((s.K, s.H, s.W, s.N), float("nan"), device=dev))
+                        api.conv2d(x, w, impl, out=y, workspace=ws, opts=opts)
+                        got = y
+                    else:
+                        xc = x.permute(1, 2, 3, 0).contiguous()
+                        wc = w.permute(1, 2, 3, 0).contiguous()
+                        y = torch.full((s.K, s.H, s.W, s.N), float("nan"), device=dev)
+                        api.conv2d(xc, wc, impl, layout="CHWN", out=y, opts=opts)
+                        got = y.permute(3, 0, 1, 2)
+                    torch.cuda.synchronize()
+                    nan = int(torch.isnan(got).sum())
+                    err = float(torch.linalg.vector_norm(got.double() - want)) / wn
+                    maxe = float((got.double() - want).abs().max()) / float(want.abs().max())
+                    ok = nan == 0 and err <= TOL
+                    status = "ok" if ok else "FAIL"
+                except Exception as e:       # a launch error is a failure of this row, not of the run
+                    nan, err, maxe, ok, status = -1, float("nan"), float("nan"), False, f"ERROR {type(e).__name__}: {e}"
+                    if "illegal" in str(e).lower() or "launch failed" in str(e).lower():
+                        rows.append((name, impl, layout, nan, err, maxe, status))
+                        log(f"[check] {name} {impl} {layout}: {status} (context lost, stopping)")
+                        _print_check(rows)
+                        return 2
+                failed += not ok
+                rows.append((name, impl, layout, nan, err, maxe, status))
+                log(f"[check] {name:<24} {impl:<6} {layout}: rel err {err:.2e} nan {nan} {status} "
+                    f"({time.perf_counter() - t0:.2f}s)")
+    _print_check(rows)
+    print(f"{len(rows) - failed}/{len(rows)} passed (relative error <= {TOL:g}, no NaN)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([dict(zip(("config", "impl", "layout", "nan", "rel_err", "max_rel_err", "status"), r))
+                       for r in rows], f, indent=1)
+    return 0 if failed == 0 else 1
+
+
+def _print_check(rows):
+    print(f"{'config':<26}{'impl':<8}{'layout':<7}{'rel err':>10}{'max err':>10}{'NaN':>6}  status")
+    for name, impl, layout, nan, err, maxe, status in rows:
+        print(f"{name:<26}{impl:<8}{layout:<7}{err:>10.2e}{maxe:>10.2e}{nan:>6}  {status}")
+
+
+# ---- timing --------------------------------------------------------------------------------------
+def timeit(fn, sets: int, reps: int = 30, rounds: int = 5, graph: bool = True) -> tuple[float, str]:
+    """Milliseconds of one call: median over `rounds` of (events around reps calls) / reps;
+    calls cycle through `sets` input sets (fn(i)). Captured in a CUDA graph when possible,
+    so that launch overhead does not count."""
+    import torch
+    for i in range(2 * sets):          # warm-up: module loads, cuDNN autotuning, allocations
+        fn(i % sets)
+    torch.cuda.synchronize()
+    how = "loop"
+    g = None
+    if graph:
+        try:
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                fn(0)
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                for i in range(reps):
+                    fn(i % sets)
+            g.replay()
+            torch.cuda.synchronize()
+            how = "graph"
+        except Exception as e:
+            log(f"[bench] graph capture failed ({type(e).__name__}: {e}); timing launches in a loop")
+            g = None
+            torch.cuda.synchronize()
+    times = []
+    for _ in range(rounds):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        if g is not None:
+            g.replay()
+        else:
+            for i in range(reps):
+                fn(i % sets)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / reps)
+    return statistics.median(times), how
+
+
+def cmd_bench(args) -> int:
+    import torch
+    from . import api
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev)
+    info = {"device": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
+            "cudnn": torch.backends.cudnn.version(), "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "method": "median of 5 rounds of a CUDA graph of 30 calls cycling through 3 input sets; "
+                      "effective TFLOPS = 2*N*C*H*W*K*9/time"}
+    log(f"[bench] {info}")
+    opts = Options(yield_mode=args.yield_mode, ldg_spacing=args.ldg_spacing, sts_spacing=args.sts_spacing)
+    configs = resnet_configs()
+    if args.configs:
+        configs = [c for c in configs if any(c[0].startswith(p) for p in args.configs)]
+    results = []
+    for name, s in configs:
+        sets = 3
+        xs = [torch.randn((s.N, s.C, s.H, s.W), device=dev) for _ in range(sets)]
+        wts = [torch.randn((s.K, s.C, 3, 3), device=dev) for _ in range(sets)]
+        xcs = [x.permute(1, 2, 3, 0).contiguous() for x in xs]
+        wcs = [w.permute(1, 2, 3, 0).contiguous() for w in wts]
+        us = [torch.empty((s.U_ROWS, 16, s.Kpad), device=dev) for _ in range(sets)]
+        yks = [torch.empty((s.K, s.H, s.W, s.N), device=dev) for _ in range(sets)]
+        ys = [torch.empty((s.N, s.K, s.H, s.W), device=dev) for _ in range(sets)]
+        wss = [api.Workspace(xc=torch.empty((s.C, s.H, s.W, s.N), device=dev), u=us[i], yk=yks[i]) for i in range(sets)]
+        row = {"config": name, "N": s.N, "C": s.C, "H": s.H, "W": s.W, "K": s.K, "gflop": flops(s) / 1e9, "ms": {}, "how": {}}
+
+        def stream():
+            return torch.cuda.current_stream().cuda_stream
+
+        for i in range(sets):   # the transformed filters for the main-kernel-only timings
+            api.filter_transform(wcs[i], us[i], s, "CHWN", stream())
+        cases = {}
+        if "sass" in args.impl:
+            cases["sass main"] = lambda i: api.main_kernel("sass", xcs[i], us[i], yks[i], s, opts, stream())
+            cases["sass CHWN"] = lambda i: api.conv2d(xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i], opts=opts,
+                                                      workspace=api.Workspace(u=us[i]))
+            cases["sass NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "sass", out=ys[i], opts=opts, workspace=wss[i])
+        if "cuda" in args.impl:
+            cases["cuda main"] = lambda i: api.main_kernel("cuda", xcs[i], us[i], yks[i], s, opts, stream())
+            cases["cuda NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "cuda", out=ys[i], workspace=wss[i])
+        cases["filter transform"] = lambda i: api.filter_transform(wcs[i], us[i], s, "CHWN", stream())
+
+        def cudnn(i):
+            torch.backends.cudnn.benchmark = True
+            return torch.nn.functional.conv2d(xs[i], wts[i], padding=1)
+
+        def torch_default(i):
+            torch.backends.cudnn.benchmark = False
+            return torch.nn.functional.conv2d(xs[i], wts[i], padding=1)
+        cases["cudnn (benchmark)"] = cudnn
+        cases["torch default"] = torch_default
+        for cname, fn in cases.items():
+            try:
+                ms, how = timeit(fn, sets, reps=args.reps, graph=not args.no_graph)
+            except Exception as e:
+                log(f"[bench] {name} {cname}: {type(e).__name__}: {e}")
+                ms, how = float("nan"), f"error: {e}"
+            torch.backends.cudnn.benchmark = False
+            row["ms"][cname] = ms
+            row["how"][cname] = how
+            log(f"[bench] {name:<10} {cname:<18} {ms:8.4f} ms  {flops(s) / ms / 1e9:7.2f} TFLOPS ({how})")
+        results.append(row)
+        del xs, wts, xcs, wcs, us, yks, ys, wss
+        torch.cuda.empty_cache()
+    out = {"info": info, "options": opts.__dict__, "results": results}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    render(out, plot=args.plot)
+    return 0
+
+
+# ---- report ---------------------------------------------------------------------------------
+def anchors(path: str = ANCHORS) -> dict:
+    """{(layer, N): {algo: tflops}} from the cuDNN anchor CSV (H200), if present."""
+    fn = os.path.join(path, "cudnn9.19_h200_fp32_nchw.csv")
+    out: dict = {}
+    if not os.path.exists(fn):
+        return out
+    with open(fn) as f:
+        lines = [l for l in f if not l.startswith("cudnn version") and not l.startswith("sgemm")]
+    for r in csv.DictReader(lines):
+        if r.get("status") == "ok":
+            out.setdefault((r["layer"], int(r["N"])), {})[r["algo"]] = float(r["eff_tflops"])
+    return out
+
+
+def render(data: dict, plot: str = None) -> None:
+    res = data["results"]
+    anc = anchors()
+    cols = [c for c in ("sass main", "sass CHWN", "sass NCHW", "cuda NCHW", "cudnn (benchmark)", "torch default")
+            if any(c in r["ms"] for r in res)]
+    print(f"# {data['info'].get('device')}  torch {data['info'].get('torch')}  cuDNN {data['info'].get('cudnn')}")
+    print("# effective TFLOPS (2*N*C*H*W*K*9 / time); x = ratio to cuDNN (benchmark=True, FP32, no TF32)")
+    head = f"{'config':<12}" + "".join(f"{c:>19}" for c in cols) + f"{'sass CHWN/cudnn':>17}{'sass NCHW/cudnn':>17}"
+    if anc:
+        head += f"{'anchor best (H200)':>22}"
+    print(head)
+    ratios_chwn, ratios_nchw = [], []
+    for r in res:
+        tf = {c: r["gflop"] / r["ms"][c] if r["ms"].get(c) and r["ms"][c] == r["ms"][c] else float("nan")
+              for c in cols}
+        line = f"{r['config']:<12}" + "".join(f"{tf[c]:>19.2f}" for c in cols)
+        base = tf.get("cudnn (benchmark)", float("nan"))
+        rc = tf.get("sass CHWN", float("nan")) / base
+        rn = tf.get("sass NCHW", float("nan")) / base
+        if rc == rc:
+            ratios_chwn.append(rc)
+        if rn == rn:
+            ratios_nchw.append(rn)
+        line += f"{rc:>17.2f}{rn:>17.2f}"
+        if anc:
+            layer, n = r["config"].split("/N")
+            a = anc.get((layer, int(n)), {})
+            if a:
+                best = max(a, key=a.get)
+                line += f"{a[best]:>12.2f} {best[:9]:>9}"
+        print(line)
+
+    def gm(v):
+        return math.exp(sum(math.log(x) for x in v) / len(v)) if v else float("nan")
+    print(f"geometric mean of sass/cudnn: CHWN (filter transform + main kernel) {gm(ratios_chwn):.3f}, "
+          f"NCHW (with the layout transposes) {gm(ratios_nchw):.3f}; min CHWN {min(ratios_chwn, default=float('nan')):.3f}")
+    if plot:
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except Exception as e:
+            log(f"[report] no plot: matplotlib unavailable ({e})")
+            return
+        fig, ax = plt.subplots(figsize=(12, 5))
+        xs = np.arange(len(res))
+        wdt = 0.8 / len(cols)
+        for k, c in enumerate(cols):
+            ax.bar(xs + k * wdt, [r["gflop"] / r["ms"][c] if r["ms"].get(c) else 0 for r in res], wdt, label=c)
+        ax.set_xticks(xs + 0.4 - wdt / 2)
+        ax.set_xticklabels([r["config"] for r in res], rotation=60, fontsize=8)
+        ax.set_ylabel("effective TFLOPS (2NCHWK9 / t)")
+        ax.set_title(f"Winograd F(2x2,3x3) FP32, {data['info'].get('device')}")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(plot, dpi=120)
+        log(f"[report] plot written to {plot}")
+
+
+def cmd_report(args) -> int:
+    with open(args.json) as f:
+        data = json.load(f)
+    render(data, plot=args.plot)
+    return 0
+
+
+def cmd_sass(args) -> int:
+    from .sassgen import generate
+    sys.stdout.write(generate(Shape(*args.shape), _opts(args)))
+    return 0
+
+
+def _opts(args) -> Options:
+    return Options(yield_mode=args.yield_mode, ldg_spacing=args.ldg_spacing, sts_spacing=args.sts_spacing)
+
+
+def cmd_sim(args) -> int:
+    from . import sassgen, sim
+    s = Shape(*args.shape)
+    rng = np.random.default_rng(args.seed)
+    x = rng.standard_normal((s.N, s.C, s.H, s.W)).astype(np.float32)
+    w = rng.standard_normal((s.K, s.C, 3, 3)).astype(np.float32)
+    u = ref.fx_layout(w, s.Kpad, s.U_ROWS)
+    y = np.full((s.K, s.H, s.W, s.N), np.nan, np.float32)
+    text = sassgen.generate(s, _opts(args))
+    out, m = sim.simulate(text, s.grid(), {"x": ref.to_chwn(x), "u": u, "y": y}, list(sassgen.PARAMS),
+                          sassgen.SMEM_BYTES)
+    got = ref.from_khwn(out["y"].view(np.float32).reshape(s.K, s.H, s.W, s.N))
+    want = ref.direct_conv2d(x, w)
+    err = float(np.linalg.norm(np.nan_to_num(got - want, nan=1e30)) / np.linalg.norm(want))
+    print(f"sim {s}: relative error {err:.2e}, NaN {int(np.isnan(got).sum())}, "
+          f"races {len(m.race_log)}, undefined reads {len(m.undefined_log)}")
+    for line in (m.race_log + m.undefined_log)[:10]:
+        print("  " + line)
+    return 0 if err <= TOL and not m.race_log and not m.undefined_log else 1
+
+
+def cmd_smoke(args) -> int:
+    """Small shapes, NumPy reference, no torch: for compute-sanitizer runs."""
+    from sassas.load import DeviceBuffer, synchronize
+    from .api import conv2d
+    rng = np.random.default_rng(args.seed)
+    bad = 0
+    for s in (Shape(33, 20, 9, 11, 70), Shape(1, 3, 1, 2, 5), Shape(32, 16, 6, 6, 64)):
+        x = rng.standard_normal((s.N, s.C, s.H, s.W)).astype(np.float32)
+        w = rng.standard_normal((s.K, s.C, 3, 3)).astype(np.float32)
+        want = ref.direct_conv2d(x, w)
+        for impl in args.impl or ["sass", "cuda", "direct"]:
+            out = DeviceBuffer.from_numpy(np.full((s.N, s.K, s.H, s.W), np.nan, np.float32))
+            conv2d(DeviceBuffer.from_numpy(x), DeviceBuffer.from_numpy(w), impl, out=out)
+            synchronize()
+            got = out.to_numpy()
+            err = float(np.linalg.norm(np.nan_to_num(got - want, nan=1e30)) / np.linalg.norm(want))
+            ok = err <= TOL
+            bad += not ok
+            print(f"smoke {s} {impl}: relative error {err:.2e} {'ok' if ok else 'FAIL'}", flush=True)
+    return 1 if bad else 0
+
+
+def cmd_prebuild(args) -> int:
+    """Assemble the SASS kernels of the check/bench shapes into the cache (to carry them to a
+    GPU machine whose time is short)."""
+    from concurrent.futures import ProcessPoolExecutor
+    jobs = []
+    variants = [Options()]
+    if args.ablation:
+        variants += ablation_variants()
+    for _, s in resnet_configs():
+        for o in variants:
+            jobs.append((s, o))
+    for s in ODD:
+        jobs.append((s, Options()))
+    t = time.time()
+    with ProcessPoolExecutor(max_workers=args.jobs or os.cpu_count()) as ex:
+        list(ex.map(_build, jobs))
+    log(f"[prebuild] {len(jobs)} kernels in {time.time() - t:.1f}s")
+    return 0
+
+
+def _build(job):
+    from . import sassgen
+    s, o = job
+    sassgen.build(s, o)
+
+
+def ablation_variants() -> list[Options]:
+    return [Options(yield_mode="every7"), Options(yield_mode="every8"), Options(yield_mode="none"),
+            Options(ldg_spacing=8), Options(sts_spacing=2)]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m kernels_sass.winograd", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def switches(q):
+        q.add_argument("--yield-mode", default="natural", choices=["natural", "every7", "every8", "none"])
+        q.add_argument("--ldg-spacing", type=int, default=2)
+        q.add_argument("--sts-spacing", type=int, default=6)
+
+    q = sub.add_parser("check")
+    q.add_argument("--impl", action="append", choices=["sass", "cuda", "direct"])
+    q.add_argument("--quick", action="store_true", help="4 ResNet configurations and the odd shapes")
+    q.add_argument("--chwn", action="store_true", help="also the CHWN entry of the SASS path")
+    q.add_argument("--seed", type=int)
+    q.add_argument("--json")
+    switches(q)
+    q.set_defaults(func=cmd_check)
+    q = sub.add_parser("bench")
+    q.add_argument("--impl", nargs="*", default=["sass", "cuda"])
+    q.add_argument("--configs", nargs="*", help="prefixes, e.g. Conv2 Conv5/N128")
+    q.add_argument("--reps", type=int, default=30)
+    q.add_argument("--no-graph", action="store_true")
+    q.add_argument("--json")
+    q.add_argument("--plot")
+    switches(q)
+    q.set_defaults(func=cmd_bench)
+    q = sub.add_parser("report")
+    q.add_argument("json")
+    q.add_argument("--plot")
+    q.set_defaults(func=cmd_report)
+    q = sub.add_parser("sass")
+    q.add_argument("shape", nargs=5, type=int, metavar=("N", "C", "H", "W", "K"))
+    switches(q)
+    q.set_defaults(func=cmd_sass)
+    q = sub.add_parser("sim")
+    q.add_argument("shape", nargs=5, type=int, metavar=("N", "C", "H", "W", "K"))
+    q.add_argument("--seed", type=int, default=0)
+    switches(q)
+    q.set_defaults(func=cmd_sim)
+    q = sub.add_parser("smoke")
+    q.add_argument("--impl", action="append", choices=["sass", "cuda", "direct"])
+    q.add_argument("--seed", type=int)
+    q.set_defaults(func=cmd_smoke)
+    q = sub.add_parser("prebuild")
+    q.add_argument("--ablation", action="store_true")
+    q.add_argument("--jobs", type=int)
+    q.set_defaults(func=cmd_prebuild)
+    args = p.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,231 @@
+"""conv2d for device tensors (torch, CuPy, anything with __cuda_array_interface__ or DLPack):
+padding 1, stride 1, 3x3 filters, FP32.
+
+    y = conv2d(x, w)                       # x [N, C, H, W], w [K, C, 3, 3] -> [N, K, H, W]
+    y = conv2d(x, w, impl="cuda")          # the CUDA-C reference of the same algorithm
+    y = conv2d(x, w, impl="direct")        # direct convolution (checking)
+    y = conv2d(xc, wc, layout="CHWN")      # x [C, H, W, N], w [C, 3, 3, K] -> [K, H, W, N]
+
+impl="sass" is the generated SASS main kernel (sm_90); the filter transform and, for NCHW,
+the layout transposes are the CUDA-C kernels of winograd.cu. Shapes the SASS kernel cannot
+take (offsets past 32 bits) raise sassgen.Unsupported; use impl="cuda" for those.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Optional
+
+import numpy as np
+
+from . import sassgen
+from .sassgen import Options, Shape
+
+IMPLS = ("sass", "cuda", "direct")
+
+
+# ---- tensors ---------------------------------------------------------------------------------
+class _Lib:
+    """Allocation and stream of the library the caller's tensors come from."""
+
+    def __init__(self, like: Any):
+        self.kind = "buffer"
+        mod = type(like).__module__
+        if mod.startswith("torch"):
+            self.kind = "torch"
+        elif mod.startswith("cupy"):
+            self.kind = "cupy"
+        self.like = like
+
+    def empty(self, shape, dtype=np.float32):
+        if self.kind == "torch":
+            import torch
+            return torch.empty(tuple(shape), dtype={np.dtype(np.float32): torch.float32,
+                                                    np.dtype(np.float64): torch.float64}[np.dtype(dtype)],
+                               device=self.like.device)
+        if self.kind == "cupy":
+            import cupy
+            return cupy.empty(tuple(shape), dtype=dtype)
+        from sassas.load import DeviceBuffer
+        return DeviceBuffer.empty(tuple(shape), dtype)
+
+    def stream(self):
+        if self.kind == "torch":
+            import torch
+            return torch.cuda.current_stream(self.like.device).cuda_stream
+        if self.kind == "cupy":
+            import cupy
+            return cupy.cuda.get_current_stream().ptr
+        return 0
+
+
+def _interface(t: Any) -> dict:
+    if hasattr(t, "__cuda_array_interface__"):
+        return t.__cuda_array_interface__
+    raise TypeError(f"{type(t).__name__} is not a CUDA array (no __cuda_array_interface__)")
+
+
+def shape_of(t: Any) -> tuple[int, ...]:
+    return tuple(int(d) for d in (t.shape if hasattr(t, "shape") else _interface(t)["shape"]))
+
+
+def pointer(t: Any) -> int:
+    """Device address of a C-contiguous device array."""
+    if hasattr(t, "__cuda_array_interface__"):
+        ai = t.__cuda_array_interface__
+        if ai.get("strides") is not None:
+            itemsize = np.dtype(ai["typestr"]).itemsize
+            expect, acc = [], itemsize
+            for d in reversed(ai["shape"]):
+                expect.append(acc)
+                acc *= d
+            if tuple(reversed(expect)) != tuple(ai["strides"]) and int(np.prod(ai["shape"])) > 1:
+                raise ValueError("conv2d needs C-contiguous tensors")
+        return int(ai["data"][0])
+    from sassas.load import _dlpack_pointer
+    return _dlpack_pointer(t)
+
+
+def _dtype(t: Any) -> np.dtype:
+    if hasattr(t, "__cuda_array_interface__"):
+        return np.dtype(t.__cuda_array_interface__["typestr"])
+    return np.dtype(str(t.dtype).replace("torch.", ""))
+
+
+# ---- kernels -----------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _arch() -> str:
+    from sassas.load import compute_capability
+    major, minor = compute_capability()
+    return f"sm_{major}{minor}"
+
+
+def cuda_module():
+    from . import cuda
+    return cuda.module(_arch())
+
+
+@lru_cache(maxsize=None)
+def sass_kernel(shape: Shape, opts: Options = Options()):
+    import sassas
+    if _arch() != sassgen.ARCH:
+        raise RuntimeError(f"the SASS kernel is for {sassgen.ARCH}, this GPU is {_arch()}")
+    module = sassas.load(sassgen.build(shape, opts))
+    return module[sassgen.kernel_name(shape, opts)]
+
+
+@dataclass
+class Workspace:
+    """Intermediate buffers of one call (kept by the caller to reuse, e.g. when timing)."""
+    xc: Any = None      # CHWN input
+    u: Any = None       # transformed filters
+    yk: Any = None      # KHWN output
+
+
+def transpose(src, dst, rows: int, cols: int, stream=0) -> None:
+    """dst[c][r] = src[r][c] (rows x cols, row-major)."""
+    k = cuda_module()["transpose2d"]
+    k(((cols + 31) // 32, (rows + 31) // 32), (32, 8), pointer(src), pointer(dst),
+      np.int32(rows), np.int32(cols), stream=stream)
+
+
+def filter_transform(w, u, s: Shape, layout: str, stream=0) -> None:
+    """U[c][e][k] (rows Cpad + 8, Kpad) from w in KCRS (NCHW front) or CRSK."""
+    if layout == "NCHW":
+        sk, sc, sr, ss = s.C * 9, 9, 3, 1
+    else:
+        sk, sc, sr, ss = 1, 9 * s.K, 3 * s.K, s.K
+    k = cuda_module()["filter_transform"]
+    k(((s.Kpad + 127) // 128, s.U_ROWS), 128, pointer(w), pointer(u), np.int32(s.K), np.int32(s.C),
+      np.int32(s.Kpad), np.int32(s.U_ROWS), np.int64(sk), np.int64(sc), np.int64(sr), np.int64(ss),
+      stream=stream)
+
+
+def main_kernel(impl: str, xc, u, yk, s: Shape, opts: Options = Options(), stream=0) -> None:
+    if impl == "sass":
+        sass_kernel(s, opts)(s.grid(), sassgen.THREADS, pointer(xc), pointer(u), pointer(yk),
+                             shared=sassgen.SMEM_BYTES, stream=stream)
+    elif impl == "cuda":
+        k = cuda_module()["winograd_2x2_3x3"]
+        k(s.grid(), 256, pointer(xc), pointer(u), pointer(yk), np.int32(s.N), np.int32(s.C),
+          np.int32(s.H), np.int32(s.W), np.int32(s.K), np.int32(s.TW), np.int32(s.Kpad),
+          shared=sassgen.SMEM_BYTES, stream=stream)
+    else:
+        raise ValueError(impl)
+
+
+def direct(x, w, y, s: Shape, dtype=np.float32, stream=0) -> None:
+    """Direct convolution, NCHW/KCRS/NKHW, in float32 or float64."""
+    name = "direct_conv_f64" if np.dtype(dtype) == np.float64 else "direct_conv_f32"
+    total = s.N * s.K * s.H * s.W
+    cuda_module()[name]((total + 255) // 256, 256, pointer(x), pointer(w), pointer(y), np.int32(s.N),
+                        np.int32(s.C), np.int32(s.H), np.int32(s.W), np.int32(s.K), stream=stream)
+
+
+def fill(t, value: float, stream=0) -> None:
+    n = int(np.prod(shape_of(t)))
+    cuda_module()["fill_f32"](min((n + 255) // 256, 65535), 256, pointer(t), np.int64(n), float(value),
+                              stream=stream)
+
+
+# ---- the entry point ---------------------------------------------------------------------------
+def problem(x, w, layout: str = "NCHW") -> Shape:
+    xs, ws = shape_of(x), shape_of(w)
+    if layout == "NCHW":
+        if len(xs) != 4 or len(ws) != 4 or ws[2:] != (3, 3) or ws[1] != xs[1]:
+            raise ValueError(f"conv2d: x [N, C, H, W] and w [K, C, 3, 3], got {xs} and {ws}")
+        n, c, h, wd = xs
+        k = ws[0]
+    elif layout == "CHWN":
+        if len(xs) != 4 or len(ws) != 4 or ws[1:3] != (3, 3) or ws[0] != xs[0]:
+            raise ValueError(f"conv2d: x [C, H, W, N] and w [C, 3, 3, K], got {xs} and {ws}")
+        c, h, wd, n = xs
+        k = ws[3]
+    else:
+        raise ValueError(f"layout {layout!r}: NCHW or CHWN")
+    return Shape(n, c, h, wd, k)
+
+
+def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Options = Options(),
+           workspace: Optional[Workspace] = None):
+    """3x3 convolution, padding 1, stride 1, FP32. See the module docstring."""
+    if impl not in IMPLS:
+        raise ValueError(f"impl {impl!r}: one of {IMPLS}")
+    for t in (x, w):
+        if _dtype(t) != np.float32:
+            raise TypeError(f"conv2d is FP32: got {_dtype(t)}")
+    s = problem(x, w, layout)
+    if impl == "sass":
+        sassgen.check_shape(s)
+    lib = _Lib(x)
+    stream = lib.stream()
+    ws = workspace or Workspace()
+    if layout == "NCHW":
+        y = out if out is not None else lib.empty((s.N, s.K, s.H, s.W))
+        if impl == "direct":
+            direct(x, w, y, s, stream=stream)
+            return y
+        if ws.xc is None:
+            ws.xc = lib.empty((s.C, s.H, s.W, s.N))
+        if ws.yk is None:
+            ws.yk = lib.empty((s.K, s.H, s.W, s.N))
+        transpose(x, ws.xc, s.N, s.C * s.H * s.W, stream)
+        xc, yk = ws.xc, ws.yk
+    else:
+        y = out if out is not None else lib.empty((s.K, s.H, s.W, s.N))
+        if impl == "direct":
+            # through NCHW: checking only
+            xn, yn, wn = lib.empty((s.N, s.C, s.H, s.W)), lib.empty((s.N, s.K, s.H, s.W)), lib.empty((s.K, s.C, 3, 3))
+            transpose(x, xn, s.C * s.H * s.W, s.N, stream)
+            transpose(w, wn, s.C * 9, s.K, stream)
+            direct(xn, wn, yn, s, stream=stream)
+            transpose(yn, y, s.N, s.K * s.H * s.W, stream)
+            return y
+        xc, yk = x, y
+    if ws.u is None:
+        ws.u = lib.empty((s.U_ROWS, 16, s.Kpad))
+    filter_transform(w, ws.u, s, layout, stream)
+    main_kernel(impl, xc, ws.u, yk, s, opts, stream)
+    if layout == "NCHW":
+        transpose(yk, y, s.K * s.H * s.W, s.N, stream)
+    return y

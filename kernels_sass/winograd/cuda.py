@@ -1,0 +1,135 @@
+"""The CUDA-C kernels of winograd.cu, compiled at run time with NVRTC (cuda.bindings.nvrtc;
+nvcc as a fallback) for the GPU at hand, cached on disk, loaded with sassas.load."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from functools import lru_cache
+from typing import Sequence
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.join(HERE, "winograd.cu")
+OPTIONS = ("--std=c++17", "-default-device")
+
+
+class CompileError(RuntimeError):
+    pass
+
+
+class CompilerMissing(RuntimeError):
+    pass
+
+
+def source() -> str:
+    with open(SOURCE) as f:
+        return f.read()
+
+
+def nvrtc_available() -> tuple[bool, str]:
+    try:
+        from cuda.bindings import nvrtc
+        err, major, minor = nvrtc.nvrtcVersion()
+        if int(err) != 0:
+            return False, f"nvrtcVersion failed: {err}"
+        return True, f"NVRTC {major}.{minor}"
+    except Exception as e:
+        return False, f"NVRTC unavailable: {e}"
+
+
+def _nvrtc_compile(src: str, arch: str, options: Sequence[str], name: str) -> bytes:
+    try:
+        from cuda.bindings import nvrtc
+    except Exception as e:
+        raise CompilerMissing(f"cuda.bindings.nvrtc: {e}") from e
+
+    def check(result, what, prog=None):
+        err = result[0]
+        if int(err) != 0:
+            log = ""
+            if prog is not None:
+                try:
+                    _, n = nvrtc.nvrtcGetProgramLogSize(prog)
+                    buf = b" " * n
+                    nvrtc.nvrtcGetProgramLog(prog, buf)
+                    log = buf.decode(errors="replace").rstrip("\x00")
+                except Exception:
+                    pass
+            raise CompileError(f"{what} failed: {err}\n{log}")
+        return result[1:] if len(result) > 2 else (result[1] if len(result) == 2 else None)
+
+    try:
+        prog = check(nvrtc.nvrtcCreateProgram(src.encode(), name.encode(), 0, [], []), "nvrtcCreateProgram")
+    except CompileError:
+        raise
+    except Exception as e:     # libnvrtc not found
+        raise CompilerMissing(f"NVRTC cannot be used: {e}") from e
+    try:
+        opts = [f"--gpu-architecture={arch}".encode()] + [o.encode() for o in options]
+        check(nvrtc.nvrtcCompileProgram(prog, len(opts), opts), f"compiling {name} for {arch}", prog)
+        size = check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize", prog)
+        buf = b" " * size
+        check(nvrtc.nvrtcGetCUBIN(prog, buf), "nvrtcGetCUBIN", prog)
+        return bytes(buf)
+    finally:
+        try:
+            nvrtc.nvrtcDestroyProgram(prog)
+        except Exception:
+            pass
+
+
+def _nvcc_compile(src: str, arch: str) -> bytes:
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    if nvcc is None:
+        raise CompilerMissing("neither NVRTC nor nvcc is available")
+    with tempfile.TemporaryDirectory() as d:
+        cu, out = os.path.join(d, "winograd.cu"), os.path.join(d, "winograd.cubin")
+        with open(cu, "w") as f:
+            f.write(src)
+        r = subprocess.run([nvcc, "-cubin", f"-arch={arch}", "-std=c++17", "-o", out, cu],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise CompileError(f"nvcc failed:\n{r.stderr}")
+        with open(out, "rb") as f:
+            return f.read()
+
+
+def compile_source(src: str = None, arch: str = "sm_90", name: str = "winograd.cu") -> bytes:
+    """CUDA-C -> cubin: NVRTC, else nvcc."""
+    src = source() if src is None else src
+    try:
+        return _nvrtc_compile(src, arch, OPTIONS, name)
+    except CompilerMissing:
+        return _nvcc_compile(src, arch)
+
+
+def _cache_dir() -> str:
+    from .sassgen import CACHE_DIR
+    return CACHE_DIR
+
+
+def cubin(arch: str) -> bytes:
+    """The compiled winograd.cu for `arch`, through an on-disk cache keyed by source and the
+    NVRTC version (a cubin from a newer compiler may not load on an older driver)."""
+    src = source()
+    ok, version = nvrtc_available()
+    key = hashlib.sha1((src + arch + version + " ".join(OPTIONS)).encode()).hexdigest()[:16]
+    path = os.path.join(_cache_dir(), f"winograd_cuda-{arch}-{key}.cubin")
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            return f.read()
+    data = compile_source(src, arch)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + f".{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+    return data
+
+
+@lru_cache(maxsize=None)
+def module(arch: str):
+    import sassas
+    return sassas.load(cubin(arch))

@@ -1,0 +1,162 @@
+"""kernels_sass.winograd: the float64 math, the CUDA-C sources, the generated SASS (assembly,
+hazards, NVIDIA's disassembler, the CPU simulator), and on a GPU the kernels themselves."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels_sass.winograd import reference as ref
+from kernels_sass.winograd import sassgen
+from kernels_sass.winograd.sassgen import Options, Shape
+
+
+# ---- the math (float64, CPU) ------------------------------------------------------------------
+def test_transform_matrices_are_the_f23_algorithm():
+    # F(2,3): A^T [(G g) * (B^T d)] is the correlation of d (4) with g (3), exactly.
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        d, g = rng.standard_normal(4), rng.standard_normal(3)
+        want = np.array([d[0:3] @ g, d[1:4] @ g])
+        got = ref.AT @ ((ref.G @ g) * (ref.BT @ d))
+        assert np.allclose(got, want, rtol=0, atol=1e-13)
+    # entries are dyadic: exact in binary floating point
+    for m in (ref.G, ref.BT, ref.AT):
+        assert np.all(m * 2 == np.round(m * 2))
+
+
+@pytest.mark.parametrize("n,c,h,w,k", [(2, 3, 5, 7, 4), (1, 8, 6, 6, 5), (3, 2, 1, 1, 2), (2, 4, 2, 9, 3),
+                                       (1, 5, 8, 3, 7)])
+def test_winograd_equals_direct_float64(n, c, h, w, k):
+    rng = np.random.default_rng(n * 1000 + c * 100 + h * 10 + w)
+    x = rng.standard_normal((n, c, h, w))
+    wt = rng.standard_normal((k, c, 3, 3))
+    a = ref.winograd_conv2d(x, wt)
+    b = ref.direct_conv2d(x, wt)
+    assert a.shape == (n, k, h, w)
+    assert np.linalg.norm(a - b) / np.linalg.norm(b) < 1e-14
+
+
+def test_direct_matches_definition():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 2, 4, 5))
+    w = rng.standard_normal((3, 2, 3, 3))
+    y = ref.direct_conv2d(x, w)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    for k in range(3):
+        for i in range(4):
+            for j in range(5):
+                assert np.isclose(y[0, k, i, j], np.sum(xp[0, :, i:i + 3, j:j + 3] * w[k]))
+
+
+# ---- CUDA-C sources ---------------------------------------------------------------------------------
+def test_cuda_sources_compile_with_nvrtc_for_sm90():
+    from kernels_sass.winograd import cuda
+    ok, why = cuda.nvrtc_available()
+    if not ok:
+        pytest.skip(why)
+    try:
+        data = cuda._nvrtc_compile(cuda.source(), "sm_90", cuda.OPTIONS, "winograd.cu")
+    except cuda.CompilerMissing as e:
+        pytest.skip(str(e))
+    from sassas.elf import read_cubin
+    names = {k.name for k in read_cubin(data).kernels}
+    assert {"winograd_2x2_3x3", "filter_transform", "transpose2d", "direct_conv_f32", "direct_conv_f64"} <= names
+
+
+# ---- the generated SASS ----------------------------------------------------------------------------
+SHAPES = [Shape(64, 64, 56, 56, 64), Shape(33, 20, 9, 11, 70), Shape(1, 1, 1, 1, 1), Shape(128, 512, 7, 7, 512)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_sass_assembles_for_sm90_without_hazards(shape):
+    import sassas
+    text = sassgen.generate(shape)
+    cubin = sassas.assemble(text, "sm_90", filename="winograd.sass")
+    assert sassgen.kernel_name(shape) in cubin.kernel_names
+    assert sassgen.hazards(cubin.program) == []
+    from sassas.elf import read_cubin
+    info = read_cubin(cubin.data).kernel(sassgen.kernel_name(shape))
+    assert info.registers <= 255
+    assert [p.size for p in info.params] == [8, 8, 8]
+
+
+@pytest.mark.parametrize("opts", [Options(yield_mode="every7", ldg_spacing=8, sts_spacing=2),
+                                  Options(yield_mode="every8"), Options(yield_mode="none", transform_step=5)],
+                         ids=lambda o: o.tag())
+def test_sass_switches_assemble(opts):
+    text = sassgen.generate(Shape(32, 16, 14, 14, 64), opts)
+    sassgen.assemble(text)        # raises on hazards
+
+
+def test_nvdisasm_reads_the_sass_as_written():
+    from sassas.isa import oracle
+    if not oracle.have_tools("sm_90"):
+        pytest.skip("nvdisasm not installed (pip install -e '.[test]')")
+    for shape in SHAPES[:2]:
+        text = sassgen.generate(shape)
+        assert sassgen.disasm_mismatches(text, sassgen.assemble(text)) == []
+
+
+def test_unsupported_shapes_are_refused():
+    with pytest.raises(sassgen.Unsupported):
+        sassgen.generate(Shape(1024, 1024, 64, 64, 64))   # input of 16 GiB: offsets past 32 bits
+
+
+def _simulate(shape, seed=0, text=None):
+    from kernels_sass.winograd import sim
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((shape.N, shape.C, shape.H, shape.W)).astype(np.float32)
+    w = rng.standard_normal((shape.K, shape.C, 3, 3)).astype(np.float32)
+    u = ref.fx_layout(w, shape.Kpad, shape.U_ROWS)
+    y = np.full((shape.K, shape.H, shape.W, shape.N), np.nan, np.float32)
+    text = text or sassgen.generate(shape)
+    out, m = sim.simulate(text, shape.grid(), {"x": ref.to_chwn(x), "u": u, "y": y}, list(sassgen.PARAMS),
+                          sassgen.SMEM_BYTES)
+    got = ref.from_khwn(out["y"].view(np.float32).reshape(shape.K, shape.H, shape.W, shape.N))
+    want = ref.direct_conv2d(x, w)
+    return got, want, m
+
+
+@pytest.mark.parametrize("shape", [Shape(5, 3, 3, 4, 2), Shape(40, 12, 5, 6, 70), Shape(3, 9, 2, 9, 65),
+                                   Shape(1, 1, 1, 1, 1)], ids=str)
+def test_sass_in_the_simulator_matches_float64(shape):
+    got, want, m = _simulate(shape)
+    assert not np.isnan(got).any(), "outputs left unwritten"
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-6
+    assert m.race_log == []
+    assert m.undefined_log == []
+
+
+def test_simulator_finds_a_missing_barrier():
+    shape = Shape(8, 16, 3, 3, 8)
+    lines = sassgen.generate(shape).splitlines()
+    loop = lines.index("LOOP:")
+    bar = next(i for i, l in enumerate(lines) if i > loop and "BAR.SYNC" in l)
+    _, _, m = _simulate(shape, text="\n".join(lines[:bar] + lines[bar + 1:]))
+    assert m.race_log
+
+
+# ---- on the GPU -----------------------------------------------------------------------------------
+def _gpu():
+    from sassas.load import gpu_available
+    ok, why = gpu_available()
+    if not ok:
+        pytest.skip(f"no GPU: {why}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("impl", ["sass", "cuda", "direct"])
+@pytest.mark.parametrize("shape", [Shape(33, 20, 9, 11, 70), Shape(32, 64, 14, 14, 64), Shape(1, 3, 1, 2, 5)], ids=str)
+def test_conv2d_on_the_gpu(impl, shape):
+    _gpu()
+    from sassas.load import DeviceBuffer
+    from kernels_sass.winograd import conv2d
+    rng = np.random.default_rng()
+    x = rng.standard_normal((shape.N, shape.C, shape.H, shape.W)).astype(np.float32)
+    w = rng.standard_normal((shape.K, shape.C, 3, 3)).astype(np.float32)
+    out = DeviceBuffer.from_numpy(np.full((shape.N, shape.K, shape.H, shape.W), np.nan, np.float32))
+    conv2d(DeviceBuffer.from_numpy(x), DeviceBuffer.from_numpy(w), impl, out=out)
+    got = out.to_numpy()
+    want = ref.direct_conv2d(x, w)
+    assert not np.isnan(got).any()
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) <= 1e-5
