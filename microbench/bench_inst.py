@@ -187,10 +187,10 @@ def barrier_chain_kernel(name: str, step: str, unroll: int = CHAIN_UNROLL) -> Sa
     inc, cmp, bra = loop_control(regs, "LOOP")
     k.label("LOOP")
     for j in range(unroll):
-        k.op(step, wait=0x01, write=0, stall=1)
+        k.op(step, wait=0x01, write=0, stall=2)
         if j == 0:
             k.op(inc, stall=1)
-        elif j == 1:
+        elif j == 16:
             k.op(cmp, stall=1)
     k.op(bra, stall=5)
     epilogue(k, regs, end_wait=0x01, sink=8, sink_always=True)

@@ -15,11 +15,15 @@ from .sassgen import Regs, Sass, block_start, epilogue, loop_control, prologue, 
 WIDTHS = (4, 8, 16)
 OPS = ("LDS", "STS")
 UNROLL = 128          # accesses per loop iteration
-GROUP = 16            # LDS sharing one scoreboard barrier before it is waited on
+SETS = 4              # register sets / scoreboard barriers the loads rotate over
 HALF = 16 * 1024      # the two halves the unrolled accesses alternate between
 SHARED_BYTES = 2 * HALF
-DATA_REGS = 32        # R8..R39 hold loaded/stored data
-SM_BLOCK = 1024       # threads per block for SM-level figures (one block per SM)
+DATA_REGS = 64        # R8..R71 hold loaded/stored data
+# Registers of the stream kernels' record code, above the data.
+STREAM_REGS = Regs(start=72, end=74, gid=76, sink=77, addr=78)
+# Threads per block for SM-level figures: 24 warps; with 80 registers a thread only one
+# block fits an SM (2 x 768 x 80 > 65536).
+SM_BLOCK = 768
 STREAM_TABLE = "smem.bandwidth + smem.warp (LDS/STS streams)"
 BRIEF_PATTERNS = {"conflict-free", "2-way", "32-way", "broadcast", "half-warp", "quarter-warp",
                   "phase-cross"}
@@ -48,15 +52,21 @@ def stream_kernel(op: str, width: int, arch: str = "sm_90", unroll: int = UNROLL
 
     R2 = this lane's byte offset (from inp[tid]) + the shared window base; P1 = lane active
     (bit 31 of the offset clear): every access is predicated on P1, so inactive lanes issue
-    nothing, as under divergence. Loads rotate over 8 destination vectors in R8..R39 and
-    set barrier (j // 16) % 4; the first load of a group of 16 waits for the barrier the
-    group four groups back set, so at most 16 loads are pending on a barrier and the wait
-    is long satisfied when reached.
+    nothing, as under divergence.
+
+    Loads go in groups of G = 64 / (4 x width/4) (16 LDS.32, 8 LDS.64, 4 LDS.128): group g
+    writes register set g % 4 (64 data registers R8..R71 in all) and sets barrier g % 4; its
+    first load waits on that barrier, i.e. for group g - 4, which wrote the same registers
+    three groups (48 registers' worth of loads) earlier. So no register is written by two
+    loads in flight, at most 16 loads are pending on a barrier, and the wait is long
+    satisfied when a warp gets there at full speed.
     """
     if op not in OPS or width not in WIDTHS:
         raise ValueError(f"no stream kernel for {op} {width}")
-    regs = Regs()
+    regs = STREAM_REGS
     base = shared_base(arch)
+    vec = width // 4
+    group = DATA_REGS // (SETS * vec)
     name = f"{op_name(op, width)}_stream"
     # Declare the reserved first 1 KiB too, as ptxas does on sm_90 (its .nv.shared section is
     # the reserved area + the user's bytes), so every address used is inside the allocation.
@@ -70,22 +80,19 @@ def stream_kernel(op: str, width: int, arch: str = "sm_90", unroll: int = UNROLL
     k.op("LOP3.LUT R2, R2, 0x7fffffff, RZ, 0xc0, !PT", y=True, stall=6)
     if base:
         k.op(f"IADD3 R2, R2, {base:#x}, RZ", y=True, stall=6, note="+ shared window base")
-    vec = width // 4
     for i in range(DATA_REGS):
         k.op(f"IADD3 R{8 + i}, R0, {(0x01010101 * (i + 1)) & 0x7fffffff:#x}, RZ", stall=1)
     block_start(k, regs)
     inc, cmp, bra = loop_control(regs, "LOOP")
     k.label("LOOP")
-    nvec = DATA_REGS // vec                     # 8 (128-bit) .. 32 (32-bit) distinct vectors
-    rot = min(nvec, 8)
     for j in range(unroll):
         off = (j % 2) * HALF
         addr = f"[R2+{off:#x}]" if off else "[R2]"
-        reg = 8 + (j % rot) * vec
+        g, slot = divmod(j, group)
+        reg = 8 + ((g % SETS) * group + slot) * vec
         if op == "LDS":
-            group = j // GROUP
-            barrier = group % 4
-            wait = (1 << barrier) if j % GROUP == 0 else 0
+            barrier = g % SETS
+            wait = (1 << barrier) if slot == 0 else 0
             k.op(f"@P1 LDS{suffix(width)} R{reg}, {addr}", wait=wait, write=barrier, stall=stall)
         else:
             k.op(f"@P1 STS{suffix(width)} {addr}, R{reg}", stall=stall)
@@ -94,8 +101,8 @@ def stream_kernel(op: str, width: int, arch: str = "sm_90", unroll: int = UNROLL
         elif j == 16:
             k.op(cmp, stall=1)
     k.op(bra, stall=5)
-    used = [8 + (j % rot) * vec + e for j in range(rot) for e in range(vec)]
-    epilogue(k, regs, end_wait=0x0F if op == "LDS" else 0,
+    used = list(range(8, 8 + DATA_REGS))
+    epilogue(k, regs, end_wait=k.pending & 0x0F if op == "LDS" else 0,
              sink=regs.sink, before_store=lambda kk: xor_fold(kk, regs.sink, used))
     return k
 
@@ -134,14 +141,14 @@ def chase_kernel(width: int, arch: str = "sm_90", unroll: int = 64) -> Sass:
     k.op("IMAD.WIDE R10, R0, 0x4, R4", wait=0x10, y=True, stall=6)
     k.op("LDG.E R20, desc[UR4][R10.64+0x4]", write=3, stall=1, note="inp[1 + tid]")
     k.op(f"IADD3 R20, R20, {base:#x}, RZ", wait=0x08, y=True, stall=6)
-    block_start(k, regs)
+    block_start(k, regs, also=1 << 2)     # S2R SR_VIRTUALSMID, if the copy loop did not run
     inc, cmp, bra = loop_control(regs, "LOOP")
     k.label("LOOP")
     for j in range(unroll):
-        k.op(f"LDS{suffix(width)} R20, [R20]", wait=0x01, write=0, stall=1)
+        k.op(f"LDS{suffix(width)} R20, [R20]", wait=0x01, write=0, stall=2)
         if j == 0:
             k.op(inc, stall=1)
-        elif j == 1:
+        elif j == 16:
             k.op(cmp, stall=1)
     k.op(bra, stall=5)
     epilogue(k, regs, end_wait=0x01, sink=regs.sink, sink_always=True,
@@ -198,7 +205,7 @@ def _expect_stream(op: str, width: int, lang: str) -> dict:
 class SmemBandwidth(Benchmark):
     name = "smem.bandwidth"
     title = "Shared memory: bytes per clock per SM, many warps"
-    about = ("LDS/STS 32/64/128-bit streams, 32 warps a block, one block per SM, over bank-"
+    about = ("LDS/STS 32/64/128-bit streams, 24 warps a block, one block per SM, over bank-"
              "conflict, broadcast and partial-warp patterns; bytes the active lanes ask for, "
              "over each SM's cycles (in-kernel clocks). Limit: 128 B/clk/SM.")
 

@@ -36,6 +36,34 @@ def gpu_available() -> tuple[bool, str]:
         return False, f"gpu_available() failed: {e}"
 
 
+def probe_device() -> tuple[bool, str, str]:
+    """(ok, device name or why not, 'sm_XY') for device 0, without creating a CUDA context
+    (the parent process of a run leaves the GPU to its workers: a GPU in an exclusive
+    compute mode takes one context at a time)."""
+    try:
+        from cuda.bindings import driver
+    except ImportError as e:
+        return False, f"cuda-python is not installed ({e})", ""
+    try:
+        err = driver.cuInit(0)[0]
+    except Exception as e:
+        return False, f"the NVIDIA driver (libcuda) cannot be loaded: {e}", ""
+    if int(err) != 0:
+        return False, f"cuInit failed: {err}", ""
+    try:
+        if _call("cuDeviceGetCount") == 0:
+            return False, "the CUDA driver reports no devices", ""
+        dev = _call("cuDeviceGet", 0)
+        attr = driver.CUdevice_attribute
+        major = _call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+        minor = _call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+        name = _call("cuDeviceGetName", 256, dev)
+        name = name.split(b"\0", 1)[0].decode(errors="replace") if isinstance(name, bytes) else str(name)
+        return True, name, f"sm_{major}{minor}"
+    except Exception as e:
+        return False, f"cannot query device 0: {e}", ""
+
+
 def build(source: Source, arch: str) -> bytes:
     """A Source -> cubin bytes (no GPU needed)."""
     if source.lang == SASS:

@@ -201,7 +201,7 @@ def run(names: Sequence[str], *, quick: bool = False, repeat: Optional[int] = No
     `gpu`: an object with .info and .run_case (tests pass a fake); it implies in-process
     runs. `build=False` skips building the kernels first (the fake needs none).
     """
-    from .gpu import GpuError, gpu_available
+    from .gpu import Gpu, GpuError, gpu_available, probe_device
     repeat = repeat or (9 if quick else 21)
     warmup = 2 if warmup is None else warmup
     benches = select(names)
@@ -216,14 +216,18 @@ def run(names: Sequence[str], *, quick: bool = False, repeat: Optional[int] = No
         build = False                  # the fake runs no kernel
         if not isolate:
             gpu = fake.FakeGpu()
+    elif isolate:
+        # No CUDA context in this process: the workers take the GPU.
+        ok, why, found = probe_device()
+        if not ok:
+            raise GpuError(f"no GPU to run on: {why}")
+        arch = arch or found
     else:
         ok, why = gpu_available()
         if not ok:
             raise GpuError(f"no GPU to run on: {why}")
-    if arch is None:
-        from .gpu import loader
-        major, minor = loader().compute_capability()
-        arch = f"sm_{major}{minor}"
+        gpu = Gpu()
+        arch = arch or gpu.info.arch
     device: dict = {}
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="microbench-") as tmp:

@@ -23,11 +23,17 @@ responsible for hazards. The conventions used here (see also DESIGN.md):
 - fixed-latency results (IADD3, IMAD, LOP3, MOV, ISETP...) are consumed at least 6 cycles
   later (stall counts, or enough instructions in between); predicates from ISETP at least
   13 cycles before a branch or a predicated store;
-- variable-latency instructions (S2R, LDG, LDS, MUFU) set a write barrier that the consumer
-  waits on; no benchmark overwrites the source registers of a pending store, so stores set
-  no read barriers, except the copy loop of the pointer chase;
-- CS2R reads of SR_CLOCKLO are fixed latency in ptxas's own code (no barrier); their results
-  are read only dozens of cycles later.
+- variable-latency instructions (S2R, LDG, LDS, MUFU, LDC) set a write barrier that the
+  consumer waits on; a barrier takes two cycles to be raised, so an instruction followed
+  directly by a wait on its barrier gets a stall of 2 (Sass.op does this); no register is
+  written by two loads in flight; no benchmark overwrites the source registers of a pending
+  store, so stores set no read barriers, except the copy loop of the pointer chase;
+- CS2R reads of SR_CLOCKLO are fixed latency in ptxas's own code (no barrier; a barrier on a
+  fixed-latency instruction is not something ptxas does, so we do not rely on it); their
+  results are read only dozens of cycles later.
+
+`sassas check` (sassas.hazards) finds nothing in these kernels except the deliberately
+short stalls of the inst.latency chains; the CPU tests hold them to that.
 """
 from __future__ import annotations
 
@@ -103,28 +109,63 @@ def wait_field(mask: int) -> str:
 
 @dataclass
 class Line:
-    text: str                 # the instruction without ';', or a label 'NAME:', or a comment
-    kind: str = "inst"        # 'inst' | 'label' | 'comment' | 'raw'
-    ctl: str = ""
+    text: str                 # the instruction without ';' (+ comment), a label 'NAME:', a comment
+    kind: str = "inst"        # 'inst' | 'label' | 'comment'
+    wait: int = 0
+    read: Optional[int] = None
+    write: Optional[int] = None
+    yield_: bool = False
+    stall: int = 1
+
+    @property
+    def ctl(self) -> str:
+        return control(self.wait, self.read, self.write, self.yield_, self.stall)
+
+    @property
+    def sets(self) -> int:
+        """Mask of the barriers this instruction sets."""
+        return sum(1 << b for b in (self.read, self.write) if b is not None)
 
 
 @dataclass
 class Sass:
-    """A growing SASS source: instructions with their control codes, labels and comments."""
+    """A growing SASS source: instructions with their control codes, labels and comments.
+
+    Two rules are applied as instructions are added: a barrier needs two cycles to be raised,
+    so an instruction whose successor waits on a barrier it sets gets a stall of at least 2;
+    and `pending` tracks the barriers set and not yet waited on (straight-line order), for
+    waits that should cover exactly what is in flight.
+    """
     name: str
     shared: int = 0
     registers: Optional[int] = None
     comment: str = ""
     lines: list[Line] = field(default_factory=list)
+    pending: int = 0
 
     def op(self, text: str, *, wait: int = 0, read: Optional[int] = None,
            write: Optional[int] = None, y: bool = False, stall: int = 1,
            note: str = "") -> "Sass":
         text = text.strip().rstrip(";")
-        ln = Line(text + ";" + (f"   # {note}" if note else ""), "inst",
-                  control(wait, read, write, y, stall))
-        self.lines.append(ln)
+        control(wait, read, write, y, stall)            # validate now, with the caller's values
+        prev = self._last_inst()
+        if prev is not None and wait & prev.sets and prev.stall < 2:
+            prev.stall = 2
+        self.lines.append(Line(text + ";" + (f"   # {note}" if note else ""), "inst",
+                               wait, read, write, y, stall))
+        self.pending &= ~wait
+        for b in (read, write):
+            if b is not None:
+                self.pending |= 1 << b
         return self
+
+    def _last_inst(self) -> Optional[Line]:
+        for ln in reversed(self.lines):
+            if ln.kind == "inst":
+                return ln
+            if ln.kind == "label":      # a branch target: handled by the generator's stalls
+                return None
+        return None
 
     def label(self, name: str) -> "Sass":
         self.lines.append(Line(f"{name}:", "label"))
@@ -163,8 +204,6 @@ class Sass:
         for ln in self.lines:
             if ln.kind == "inst":
                 body.append(f"{ln.ctl:<16}{_indent(ln.text)}")
-            elif ln.kind == "label":
-                body.append(ln.text)
             else:
                 body.append(ln.text)
         return "\n".join(head + body) + "\n"
@@ -223,9 +262,10 @@ def prologue(k: Sass, r: Regs, *, flag_predicate: bool = True) -> None:
         k.op("ISETP.NE.AND P0, PT, RZ, UR8, PT", y=True, stall=6, note="P0 = flag != 0")
 
 
-def block_start(k: Sass, r: Regs, wait: int = 0x3F) -> None:
-    """Wait for every pending barrier, synchronize the block, read the start clock."""
-    k.op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=wait, y=True, stall=6)
+def block_start(k: Sass, r: Regs, also: int = 0) -> None:
+    """Wait for the barriers still pending (in text order; `also`: more, e.g. those a
+    skipped loop might leave pending), synchronize the block, read the start clock."""
+    k.op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=k.pending | also, y=True, stall=6)
     k.op(f"CS2R R{r.start}, SR_CLOCKLO", y=True, stall=6, note="start clock")
 
 
@@ -246,7 +286,7 @@ def epilogue(k: Sass, r: Regs, *, end_wait: int = 0, sink: Optional[int] = None,
     k.op(f"CS2R R{r.end}, SR_CLOCKLO", wait=end_wait, y=True, stall=6, note="end clock")
     if before_store is not None:
         before_store(k)
-    k.op(f"IMAD R{r.gid}, R{r.ctaid}, UR6, R{r.tid}", wait=0x07, y=True, stall=6,
+    k.op(f"IMAD R{r.gid}, R{r.ctaid}, UR6, R{r.tid}", wait=k.pending & 0x07, y=True, stall=6,
          note="gid = ctaid * ntid + tid")
     k.op(f"LDC.64 R{r.addr}, out[0]", write=5, stall=1, note="out pointer (barrier 5)")
     k.op(f"IMAD.WIDE R{r.addr}, R{r.gid}, 0x10, R{r.addr}", wait=0x20, y=True, stall=6,

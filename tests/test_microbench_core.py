@@ -220,8 +220,8 @@ def test_every_sass_case_has_a_cuda_reference():
 def test_bandwidth_limits_follow_the_patterns():
     cases = SmemBandwidth().cases(True)
     c = next(c for c in cases if c.variant == "lds128 conflict-free" and c.impl == "sass")
-    assert c.metrics[0].limit.max == 128 and c.grid == "sms" and c.block == 1024
-    assert len(c.inp) == 1024
+    assert c.metrics[0].limit.max == 128 and c.grid == "sms" and c.block == 768
+    assert len(c.inp) == 768
     c = next(c for c in cases if c.variant == "lds32 half-warp")
     assert c.metrics[0].limit.max == 64
 
@@ -333,7 +333,7 @@ def _fake_gpu(monkeypatch, behaviour):
 
 def test_gpu_run_case_measures_bandwidth_from_records(monkeypatch):
     def behaviour(name, grid, block, rec, inp, iters):
-        bytes_per_block = 1024 * 16 * 128 * iters
+        bytes_per_block = block * 16 * 128 * iters
         for b in range(grid):
             rows = rec[b * block:(b + 1) * block]
             rows[:, 0] = 1000 + b

@@ -94,6 +94,20 @@ def test_sass_decodes_as_written(item, sass_cubins):
             assert counts.get(mnemonic, 0) >= n, (c.label, mnemonic, counts)
 
 
+@pytest.mark.parametrize("item", SASS_SOURCES, ids=_id)
+def test_sass_passes_the_hazard_checker(item):
+    """sassas's own hazard checker finds nothing, except in the inst.latency chains run on
+    purpose with stalls shorter than the latency (reads too early: 'raw-fixed')."""
+    hazards_mod = pytest.importorskip("sassas.hazards")
+    src, cases = item
+    found = [h for h in hazards_mod.check_file(src.filename, ARCH, src.text)
+             if h.severity in ("error", "warning")]
+    intended = src.filename.startswith("chain_") and all(
+        c.extra.get("stall", 99) < 8 for c in cases)
+    bad = [h for h in found if not (intended and h.kind == "raw-fixed")]
+    assert not bad, "\n".join(h.render() for h in bad[:10])
+
+
 def test_verify_notices_a_difference(sass_cubins):
     _oracle_or_skip()
     from microbench.verify import compare

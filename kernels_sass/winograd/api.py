@@ -125,7 +125,7 @@ class Workspace:
 def transpose(src, dst, rows: int, cols: int, stream=0) -> None:
     """dst[c][r] = src[r][c] (rows x cols, row-major)."""
     k = cuda_module()["transpose2d"]
-    k(((cols + 31) // 32, (rows + 31) // 32), (32, 8), pointer(src), pointer(dst),
+    k(((cols + 31) // 32) * ((rows + 31) // 32), (32, 8), pointer(src), pointer(dst),
       np.int32(rows), np.int32(cols), stream=stream)
 
 

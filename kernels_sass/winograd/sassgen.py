@@ -300,7 +300,8 @@ class Generator:
             q.op(f"MOV R{R_th}, R{R_pos}")
             q.op(f"MOV R{R_tw}, RZ")
         else:
-            q.op(f"IMAD.HI.U32 R{R_th}, R{R_pos}, {_magic(s.TW):#x}, RZ")
+            q.op(f"MOV R{R_th}, {_magic(s.TW):#x}")
+            q.op(f"IMAD.HI.U32 R{R_th}, R{R_pos}, R{R_th}, RZ")       # pos / TW
             mad(q, R_tw, R_th, -s.TW, R_pos, R_tmp)
         q.op(f"LOP3.LUT R{R_lane}, R{R_tid}, 0x1f, RZ, 0xc0, !PT")
         q.op(f"SHF.R.U32.HI R{R_warp}, RZ, 0x5, R{R_tid}")
@@ -503,7 +504,8 @@ class Generator:
             q.op(f"MOV R{R_th}, R{R_pos}")
             q.op(f"MOV R{R_tw}, RZ")
         else:
-            q.op(f"IMAD.HI.U32 R{R_th}, R{R_pos}, {_magic(s.TW):#x}, RZ")
+            q.op(f"MOV R{R_th}, {_magic(s.TW):#x}")
+            q.op(f"IMAD.HI.U32 R{R_th}, R{R_pos}, R{R_th}, RZ")       # pos / TW
             mad(q, R_tw, R_th, -s.TW, R_pos, R_tmp)
         q.op(f"LOP3.LUT R{R_lane}, R{R_tid}, 0x1f, RZ, 0xc0, !PT")
         q.op(f"SHF.R.U32.HI R{R_warp}, RZ, 0x5, R{R_tid}")

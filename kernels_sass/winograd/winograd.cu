@@ -32,17 +32,19 @@ typedef long long i64;
 extern "C" __global__ void transpose2d(const float* __restrict__ in, float* __restrict__ out,
                                        int rows, int cols)
 {
-    // out[c][r] = in[r][c], in: rows x cols (row-major).
+    // out[c][r] = in[r][c], in: rows x cols (row-major). 1-D grid of 32x32 tiles, 32x8 threads.
     __shared__ float tile[32][33];
-    int c = blockIdx.x * 32 + threadIdx.x;
+    const int tiles_c = (cols + 31) / 32;
+    const int bx = blockIdx.x % tiles_c, by = blockIdx.x / tiles_c;
+    int c = bx * 32 + threadIdx.x;
     for (int k = threadIdx.y; k < 32; k += 8) {
-        int r = blockIdx.y * 32 + k;
+        int r = by * 32 + k;
         if (r < rows && c < cols) tile[k][threadIdx.x] = in[(i64)r * cols + c];
     }
     __syncthreads();
-    int r = blockIdx.y * 32 + threadIdx.x;
+    int r = by * 32 + threadIdx.x;
     for (int k = threadIdx.y; k < 32; k += 8) {
-        int cc = blockIdx.x * 32 + k;
+        int cc = bx * 32 + k;
         if (r < rows && cc < cols) out[(i64)cc * rows + r] = tile[threadIdx.x][k];
     }
 }
