@@ -19,10 +19,12 @@ SETS = 4              # register sets / scoreboard barriers the loads rotate ove
 HALF = 16 * 1024      # the two halves the unrolled accesses alternate between
 SHARED_BYTES = 2 * HALF
 DATA_REGS = 64        # R8..R71 hold loaded/stored data
-# Registers of the stream kernels' record code, above the data.
-STREAM_REGS = Regs(start=72, end=74, gid=76, sink=77, addr=78)
-# Threads per block for SM-level figures: 24 warps; with 80 registers a thread only one
-# block fits an SM (2 x 768 x 80 > 65536).
+# Registers of the stream kernels' record code: the start clock above the data (R72:R73);
+# the rest reuses registers free after the loop (inp pointer, counter, data after the fold).
+STREAM_REGS = Regs(start=72, end=4, gid=6, sink=7, addr=8)
+# Threads per block for SM-level figures: 24 warps. The kernels use R0..R73, so 76 registers
+# as the cubin counts them (two reserved), 80 as allocated: 768 x 80 = 61440 fit the 64K
+# register file once, two blocks would not: one block per SM.
 SM_BLOCK = 768
 STREAM_TABLE = "smem.bandwidth + smem.warp (LDS/STS streams)"
 BRIEF_PATTERNS = {"conflict-free", "2-way", "32-way", "broadcast", "half-warp", "quarter-warp",

@@ -447,11 +447,13 @@ def check_file(path: str, arch: str, text: Optional[str] = None) -> list[Hazard]
     from .arch import get_arch
     from .assembler import parse
     from .listing import read_listing
+    from .preprocess import is_listing
     from .resolve import resolve_kernel
+    from .schedule import schedule_kernel
     if text is None:
         with open(path) as f:
             text = f.read()
-    if "/* 0x" in text and ("Function :" in text or ".text." in text):
+    if is_listing(text):
         kernels, errors = read_listing(text, path)
         hazards = [Hazard("warning", e.message, e.loc, kind="unreadable") for e in errors]
     else:
@@ -459,6 +461,9 @@ def check_file(path: str, arch: str, text: Optional[str] = None) -> list[Hazard]
         target = get_arch(arch)
         for kernel in program.kernels:
             resolve_kernel(kernel, target)
+            # What `sassas asm` would build: instructions without a control code get one.
+            if any(inst.control is None for inst in kernel.instructions):
+                schedule_kernel(kernel, target)
         kernels, hazards = program.kernels, []
     for kernel in kernels:
         hazards += check(kernel, arch)

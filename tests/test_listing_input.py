@@ -25,7 +25,7 @@ from sassas.resolve import resolve_kernel
 ARCHS = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
 SOURCE = os.path.join(os.path.dirname(__file__), "data", "realistic_kernels.cu")
 # Where every instruction is reproduced, this becomes 100; it may only go up.
-MIN_EXACT_PERCENT = 95.0
+MIN_EXACT_PERCENT = 97.0
 
 _ok, _why = nvrtc.available()
 needs_nvrtc = pytest.mark.skipif(not _ok, reason=f"NVRTC is needed to compile the test kernels: {_why}")

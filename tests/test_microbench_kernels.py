@@ -74,9 +74,11 @@ def test_sass_assembles_for_sm90(item):
         assert c.kernel in names
     for k in info.kernels:
         assert [p.size for p in k.params] == [8, 8, 4, 4, 4, 4]
-        # Blocks as large as the cases launch must fit the 64K-register file.
-        biggest = max(c.block for c in cases)
-        assert k.registers * biggest <= 65536, (k.name, k.registers, biggest)
+        # Blocks as large as the cases launch must fit the 64K-register file (registers
+        # are allocated 8 a thread at a time).
+        biggest = max(c.block for c in cases if c.kernel == k.name)
+        allocated = -(-k.registers // 8) * 8
+        assert allocated * biggest <= 65536, (k.name, k.registers, biggest)
         assert k.shared_bytes <= 48 * 1024
 
 

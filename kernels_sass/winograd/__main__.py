@@ -178,6 +178,14 @@ def cmd_bench(args) -> int:
             "cudnn": torch.backends.cudnn.version(), "time": time.strftime("%Y-%m-%d %H:%M:%S"),
             "method": "median of 5 rounds of a CUDA graph of 30 calls cycling through 3 input sets; "
                       "effective TFLOPS = 2*N*C*H*W*K*9/time"}
+    try:
+        import subprocess
+        q = subprocess.run(["nvidia-smi", "--query-gpu=clocks.max.sm,clocks.sm", "--format=csv,noheader,nounits"],
+                           capture_output=True, text=True, timeout=20).stdout.strip().split(",")
+        info["max_sm_clock_mhz"], info["sm_clock_mhz_at_start"] = float(q[0]), float(q[1])
+    except Exception as e:
+        info["max_sm_clock_mhz"] = 1980.0
+        log(f"[bench] nvidia-smi: {e}; assuming 1980 MHz")
     log(f"[bench] {info}")
     opts = Options(yield_mode=args.yield_mode, ldg_spacing=args.ldg_spacing, sts_spacing=args.sts_spacing)
     configs = resnet_configs()
@@ -264,15 +272,17 @@ def render(data: dict, plot: str = None) -> None:
             if any(c in r["ms"] for r in res)]
     print(f"# {data['info'].get('device')}  torch {data['info'].get('torch')}  cuDNN {data['info'].get('cudnn')}")
     print("# effective TFLOPS (2*N*C*H*W*K*9 / time); x = ratio to cuDNN (benchmark=True, FP32, no TF32)")
-    head = f"{'config':<12}" + "".join(f"{c:>19}" for c in cols) + f"{'sass CHWN/cudnn':>17}{'sass NCHW/cudnn':>17}"
+    short = {"sass main": "sassMain", "sass CHWN": "sassCHWN", "sass NCHW": "sassNCHW", "cuda NCHW": "cudaNCHW",
+             "cudnn (benchmark)": "cuDNN", "torch default": "torchDef"}
+    head = f"{'config':<11}" + "".join(f"{short[c]:>9}" for c in cols) + f"{'CHWN/cuDNN':>11}{'NCHW/cuDNN':>11}"
     if anc:
-        head += f"{'anchor best (H200)':>22}"
+        head += f"{'anchor best (H200)':>26}"
     print(head)
     ratios_chwn, ratios_nchw = [], []
     for r in res:
         tf = {c: r["gflop"] / r["ms"][c] if r["ms"].get(c) and r["ms"][c] == r["ms"][c] else float("nan")
               for c in cols}
-        line = f"{r['config']:<12}" + "".join(f"{tf[c]:>19.2f}" for c in cols)
+        line = f"{r['config']:<11}" + "".join(f"{tf[c]:>9.2f}" for c in cols)
         base = tf.get("cudnn (benchmark)", float("nan"))
         rc = tf.get("sass CHWN", float("nan")) / base
         rn = tf.get("sass NCHW", float("nan")) / base
@@ -280,19 +290,35 @@ def render(data: dict, plot: str = None) -> None:
             ratios_chwn.append(rc)
         if rn == rn:
             ratios_nchw.append(rn)
-        line += f"{rc:>17.2f}{rn:>17.2f}"
+        line += f"{rc:>11.2f}{rn:>11.2f}"
         if anc:
             layer, n = r["config"].split("/N")
             a = anc.get((layer, int(n)), {})
             if a:
                 best = max(a, key=a.get)
-                line += f"{a[best]:>12.2f} {best[:9]:>9}"
+                line += f"{a[best]:>9.2f} {best[:16]:>16}"
         print(line)
+
+    clk = data["info"].get("max_sm_clock_mhz", 1980.0) * 1e6
+    sms = data["info"].get("sms", 132)
+    print(f"# FFMA issue utilisation of the main kernels (whole kernel, prologue and epilogue included): "
+          f"warp FFMAs / ({sms} SMs x 4 schedulers x time x {clk / 1e6:.0f} MHz)")
+    for r in res:
+        s = Shape(r["N"], r["C"], r["H"], r["W"], r["K"])
+        blocks = s.KB * s.NB * s.TH * s.TW
+        ffma = blocks * 8 * (s.Cpad // 8) * 1024
+        parts = []
+        for c in ("sass main", "cuda main"):
+            ms = r["ms"].get(c)
+            if ms and ms == ms:
+                parts.append(f"{c} {ffma / (sms * 4 * ms * 1e-3 * clk):6.1%} ({ms:.4f} ms)")
+        print(f"  {r['config']:<12} " + "   ".join(parts))
 
     def gm(v):
         return math.exp(sum(math.log(x) for x in v) / len(v)) if v else float("nan")
     print(f"geometric mean of sass/cudnn: CHWN (filter transform + main kernel) {gm(ratios_chwn):.3f}, "
-          f"NCHW (with the layout transposes) {gm(ratios_nchw):.3f}; min CHWN {min(ratios_chwn, default=float('nan')):.3f}")
+          f"NCHW (with the layout transposes) {gm(ratios_nchw):.3f}; min CHWN {min(ratios_chwn, default=float('nan')):.3f}",
+          flush=True)
     if plot:
         try:
             import matplotlib

@@ -623,10 +623,28 @@ CACHE_DIR = os.environ.get("KERNELS_SASS_CACHE",
                                         ".cache", "winograd"))
 
 
+_ASSEMBLER_KEY = None
+
+
+def _assembler_key() -> bytes:
+    """A digest of the assembler itself: a changed encoder or cubin writer rebuilds the cache."""
+    global _ASSEMBLER_KEY
+    if _ASSEMBLER_KEY is None:
+        import glob
+        import sassas
+        root = os.path.dirname(os.path.abspath(sassas.__file__))
+        h = hashlib.sha1()
+        for fn in sorted(glob.glob(os.path.join(root, "**", "*.*"), recursive=True)):
+            if fn.endswith((".py", ".toml", ".lark")):
+                with open(fn, "rb") as f:
+                    h.update(f.read())
+        _ASSEMBLER_KEY = h.digest()
+    return _ASSEMBLER_KEY
+
+
 def _source_hash(text: str) -> str:
-    import sassas
     h = hashlib.sha1(text.encode())
-    h.update(getattr(sassas, "__version__", "").encode())
+    h.update(_assembler_key())
     return h.hexdigest()[:16]
 
 

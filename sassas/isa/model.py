@@ -144,15 +144,28 @@ class Encoding:
     source_word: int = field(default=0, repr=False)   # the learner's representative
     support: int = 0                      # corpus words it reproduces: encoder preference
 
-    def clear_hidden_bits(self) -> None:
-        """For an encoding learned from the opcode sweep alone: the bits nvdisasm never shows
-        were filled at random there; write what no field, group or match bit covers as 0,
-        as ptxas does for the hidden bits of the forms we can compare (P2R, R2P)."""
+    @property
+    def shown_mask(self) -> int:
+        """Bits that some match bit, field, group or the control code covers."""
         shown = self.match_mask | self.group_mask | ((1 << CONTROL_SHIFT) - 1) << CONTROL_SHIFT
         for f in self.fields:
             if type(f) is not tuple:
                 shown |= f.mask
-        self.base &= shown
+        return shown
+
+    def replace_hidden_bits(self, siblings: list["Encoding"]) -> None:
+        """For an encoding learned from the opcode sweep alone, whose hidden bits (those
+        nvdisasm never shows) were filled at random there: take them from the best-supported
+        ptxas-confirmed encoding of the same opcode where they are hidden too (ptxas writes RZ
+        into an unused register field of LEA, say), and write the rest as 0, as ptxas does for
+        P2R and R2P. Random hidden bits made an H100 stop with an illegal instruction."""
+        hidden = ~self.shown_mask & ((1 << 128) - 1)
+        base = self.base & ~hidden
+        for sib in sorted(siblings, key=lambda e: -e.support):
+            common = hidden & ~sib.shown_mask
+            base |= sib.base & common
+            hidden &= ~common
+        self.base = base
 
     @functools.cached_property
     def example_tokens(self) -> frozenset:
@@ -357,9 +370,13 @@ class Isa:
         # Descriptions that record corpus support (learner with the opcode sweep) mark the
         # sweep-only encodings by support 0; older ones record none and are left as they are.
         if any(e.support for e in encodings):
+            confirmed: dict[str, list[Encoding]] = {}
+            for e in encodings:
+                if e.support:
+                    confirmed.setdefault(e.opcode, []).append(e)
             for e in encodings:
                 if e.support == 0:
-                    e.clear_hidden_bits()
+                    e.replace_hidden_bits(confirmed.get(e.opcode, []))
         self._index()
 
     def _index(self) -> None:
