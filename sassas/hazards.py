@@ -24,7 +24,7 @@ from typing import Iterable, Optional, Union
 
 from .ast import NO_BARRIER, ControlCode, Instruction, Kernel, Label, Program
 from .errors import Diagnostic
-from .semantics import ArchTiming, Effects, Reg, arch_timing, async_read_files, effects
+from .semantics import ArchTiming, Effects, Reg, arch_timing, async_read_files, consumer_class, effects
 
 # Ages (cycles since issue) are capped here: every fixed latency is far below, and capping
 # keeps the dataflow finite around loops.
@@ -246,7 +246,7 @@ class Checker:
                 report("raw-variable", i, _raw_variable_message(reg, self.insts[t.producer], t), t.producer)
             if reg in state.fixed:
                 age, producer = state.fixed[reg]
-                need = self.timing.fixed_latency(self.effs[producer].cls, eff.cls)
+                need = self.timing.fixed_latency(self.effs[producer].cls, consumer_class(eff, reg))
                 if emit:
                     self.observed.append((producer, i, age))
                 if age < need:

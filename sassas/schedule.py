@@ -19,7 +19,7 @@ from typing import Optional, Union
 
 from .ast import NO_BARRIER, ControlCode, Instruction, Kernel
 from .hazards import BARRIER_COUNT, _instructions
-from .semantics import ArchTiming, Effects, Reg, arch_timing, async_read_files, effects
+from .semantics import ArchTiming, Effects, Reg, arch_timing, async_read_files, consumer_class, effects
 
 MAX_STALL = 15
 # Stalls 1..11 are legal without the yield flag; longer ones need it (see sassas.control).
@@ -89,7 +89,7 @@ class _Scheduler:
         for reg in eff.reads + eff.guard:
             if reg in state.fixed:
                 age, p = state.fixed[reg]
-                short = max(short, self.timing.fixed_latency(self.effs[p].cls, eff.cls) - age)
+                short = max(short, self.timing.fixed_latency(self.effs[p].cls, consumer_class(eff, reg)) - age)
         return short
 
     def _worst_latency(self, cls: str) -> int:

@@ -196,6 +196,16 @@ class ArchTiming:
         return self.params[name]
 
 
+# A predicate read as an instruction's guard is read at issue, earlier than an operand: its
+# producer needs the latency of the pair "X -> guard" in latency.toml.
+GUARD_CLASS = "guard"
+
+
+def consumer_class(eff: "Effects", reg: Reg) -> str:
+    """The latency class under which `eff` reads `reg`: 'guard' for its guard predicate."""
+    return GUARD_CLASS if reg in eff.guard else eff.cls
+
+
 # ---- operands -> registers --------------------------------------------------------------
 
 def _registers(op: Operand) -> list[tuple[str, int, int]]:

@@ -68,7 +68,7 @@ def cmd_check(args) -> int:
     if args.quick:
         configs = configs[::4] + configs[16:]
     impls = args.impl or ["sass", "cuda", "direct"]
-    opts = Options(yield_mode=args.yield_mode, ldg_spacing=args.ldg_spacing, sts_spacing=args.sts_spacing)
+    opts = _opts(args)
     gen = torch.Generator(device=dev)
     gen.manual_seed(int(time.time()) if args.seed is None else args.seed)
     rows, failed = [], 0
@@ -188,10 +188,12 @@ def cmd_bench(args) -> int:
         info["max_sm_clock_mhz"] = 1980.0
         log(f"[bench] nvidia-smi: {e}; assuming 1980 MHz")
     log(f"[bench] {info}")
-    opts = Options(yield_mode=args.yield_mode, ldg_spacing=args.ldg_spacing, sts_spacing=args.sts_spacing)
+    opts = _opts(args)
     configs = resnet_configs()
     if args.configs:
         configs = [c for c in configs if any(c[0].startswith(p) for p in args.configs)]
+    if args.ablation:
+        return bench_ablation(args, configs, info)
     results = []
     for name, s in configs:
         sets = 3
@@ -249,6 +251,60 @@ def cmd_bench(args) -> int:
             json.dump(out, f, indent=1)
     render(out, plot=args.plot)
     return 0
+
+
+def bench_ablation(args, configs, info) -> int:
+    """The SASS switches (main kernel only), and the main loop's FFMA issue rate by difference:
+    the same layer with twice the channels costs (C/8 more iterations) x blocks; the extra
+    time holds only main-loop work."""
+    import torch
+    from . import api
+    dev = torch.device("cuda")
+    variants = [Options()] + ablation_variants()
+    clk = info.get("max_sm_clock_mhz", 1980.0) * 1e6
+    sms = info["sms"]
+    rows = []
+    for name, s in configs:
+        sets = 3
+        row = {"config": name, "ms": {}}
+        for shape, label in ((s, ""), (Shape(s.N, 2 * s.C, s.H, s.W, s.K), " 2C")):
+            xcs = [torch.randn((shape.C, shape.H, shape.W, shape.N), device=dev) for _ in range(sets)]
+            us = [torch.randn((shape.U_ROWS, 16, shape.Kpad), device=dev) for _ in range(sets)]
+            yks = [torch.empty((shape.K, shape.H, shape.W, shape.N), device=dev) for _ in range(sets)]
+            for o in (variants if not label else [Options()]):
+                def fn(i, o=o):
+                    api.main_kernel("sass", xcs[i], us[i], yks[i], shape, o, torch.cuda.current_stream().cuda_stream)
+                try:
+                    ms, _ = timeit(fn, sets, reps=args.reps)
+                except Exception as e:
+                    log(f"[ablation] {name} {o.tag()}{label}: {type(e).__name__}: {e}")
+                    ms = float("nan")
+                row["ms"][o.tag() + label] = ms
+                log(f"[ablation] {name:<10} {o.tag() + label:<28} {ms:8.4f} ms")
+            del xcs, us, yks
+        d = row["ms"][Options().tag() + " 2C"] - row["ms"][Options().tag()]
+        blocks = s.KB * s.NB * s.TH * s.TW
+        ffma = blocks * 8 * (s.C // 8) * 1024
+        row["loop_ffma_util"] = ffma / (sms * 4 * d * 1e-3 * clk) if d > 0 else float("nan")
+        rows.append(row)
+    out = {"info": info, "ablation": rows}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    render_ablation(out)
+    return 0
+
+
+def render_ablation(data: dict) -> None:
+    rows = data["ablation"]
+    tags = [o.tag() for o in [Options()] + ablation_variants()]
+    print("# SASS switches: main kernel ms (and time relative to the default, first column)")
+    print(f"{'config':<12}" + "".join(f"{t:>22}" for t in tags) + f"{'loop FFMA util':>16}")
+    for r in rows:
+        base = r["ms"][tags[0]]
+        print(f"{r['config']:<12}" + "".join(f"{r['ms'][t]:>13.4f} ({r['ms'][t] / base:5.3f})" for t in tags)
+              + f"{r['loop_ffma_util']:>16.1%}")
+    print("# loop FFMA util: extra warp FFMAs of the 2C run / (SMs x 4 x extra time x max SM clock)", flush=True)
 
 
 # ---- report ---------------------------------------------------------------------------------
@@ -346,7 +402,10 @@ def render(data: dict, plot: str = None) -> None:
 def cmd_report(args) -> int:
     with open(args.json) as f:
         data = json.load(f)
-    render(data, plot=args.plot)
+    if "ablation" in data:
+        render_ablation(data)
+    else:
+        render(data, plot=args.plot)
     return 0
 
 
@@ -357,7 +416,8 @@ def cmd_sass(args) -> int:
 
 
 def _opts(args) -> Options:
-    return Options(yield_mode=args.yield_mode, ldg_spacing=args.ldg_spacing, sts_spacing=args.sts_spacing)
+    return Options(yield_mode=args.yield_mode, ldg_spacing=args.ldg_spacing, sts_spacing=args.sts_spacing,
+                   safe=getattr(args, "safe", False))
 
 
 def cmd_sim(args) -> int:
@@ -385,6 +445,7 @@ def cmd_smoke(args) -> int:
     """Small shapes, NumPy reference, no torch: for compute-sanitizer runs."""
     from sassas.load import DeviceBuffer, synchronize
     from .api import conv2d
+    opts = _opts(args)
     rng = np.random.default_rng(args.seed)
     bad = 0
     for s in SMOKE:
@@ -393,13 +454,14 @@ def cmd_smoke(args) -> int:
         want = ref.direct_conv2d(x, w)
         for impl in args.impl or ["sass", "cuda", "direct"]:
             out = DeviceBuffer.from_numpy(np.full((s.N, s.K, s.H, s.W), np.nan, np.float32))
-            conv2d(DeviceBuffer.from_numpy(x), DeviceBuffer.from_numpy(w), impl, out=out)
+            conv2d(DeviceBuffer.from_numpy(x), DeviceBuffer.from_numpy(w), impl, out=out, opts=opts)
             synchronize()
             got = out.to_numpy()
             err = float(np.linalg.norm(np.nan_to_num(got - want, nan=1e30)) / np.linalg.norm(want))
             ok = err <= TOL
             bad += not ok
-            print(f"smoke {s} {impl}: relative error {err:.2e} {'ok' if ok else 'FAIL'}", flush=True)
+            print(f"smoke {s} {impl}{' ' + opts.tag() if impl == 'sass' else ''}: relative error {err:.2e} "
+                  f"NaN {int(np.isnan(got).sum())} {'ok' if ok else 'FAIL'}", flush=True)
     return 1 if bad else 0
 
 
@@ -411,12 +473,16 @@ def cmd_prebuild(args) -> int:
     variants = [Options()]
     if args.ablation:
         variants += ablation_variants()
-    for _, s in resnet_configs():
-        for o in variants:
+    for name, s in resnet_configs():
+        for o in (variants if name.endswith("N128") else [Options()]):
             jobs.append((s, o))
+        if args.ablation and name.endswith("N128"):
+            jobs.append((Shape(s.N, 2 * s.C, s.H, s.W, s.K), Options()))
     for s in ODD + SMOKE:
         if (s, Options()) not in jobs:
             jobs.append((s, Options()))
+    for s in SMOKE:
+        jobs.append((s, Options(safe=True)))
     t = time.time()
     with ProcessPoolExecutor(max_workers=args.jobs or os.cpu_count()) as ex:
         list(ex.map(_build, jobs))
@@ -442,8 +508,9 @@ def main(argv=None) -> int:
 
     def switches(q):
         q.add_argument("--yield-mode", default="natural", choices=["natural", "every7", "every8", "none"])
-        q.add_argument("--ldg-spacing", type=int, default=2)
+        q.add_argument("--ldg-spacing", type=int, default=3)
         q.add_argument("--sts-spacing", type=int, default=6)
+        q.add_argument("--safe", action="store_true", help="diagnosis: far larger latencies everywhere")
 
     q = sub.add_parser("check")
     q.add_argument("--impl", action="append", choices=["sass", "cuda", "direct"])
@@ -458,6 +525,7 @@ def main(argv=None) -> int:
     q.add_argument("--configs", nargs="*", help="prefixes, e.g. Conv2 Conv5/N128")
     q.add_argument("--reps", type=int, default=30)
     q.add_argument("--no-graph", action="store_true")
+    q.add_argument("--ablation", action="store_true", help="the SASS switches and the main-loop FFMA rate")
     q.add_argument("--json")
     q.add_argument("--plot")
     switches(q)
@@ -478,6 +546,7 @@ def main(argv=None) -> int:
     q = sub.add_parser("smoke")
     q.add_argument("--impl", action="append", choices=["sass", "cuda", "direct"])
     q.add_argument("--seed", type=int)
+    switches(q)
     q.set_defaults(func=cmd_smoke)
     q = sub.add_parser("prebuild")
     q.add_argument("--ablation", action="store_true")

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# One GPU session of the Winograd work: correctness, benchmark, sanitizers (and, with
-# "ablation", the SASS switches). Run from the repository root on the GPU machine, with
-# sassas's dependencies importable (PYTHONPATH); logs and JSON go to $OUT (default ./out).
-#   bash kernels_sass/winograd/device_run.sh [full|ablation|quick]
+# One GPU session of the Winograd work: correctness, benchmark, switches, sanitizers. Run from
+# the repository root on the GPU machine with sassas importable (PYTHONPATH); logs and JSON go
+# to $OUT (default ./out).   bash kernels_sass/winograd/device_run.sh [full|quick]
 set -u
 MODE=${1:-full}
 OUT=${OUT:-out}
@@ -21,42 +20,30 @@ step() {  # step NAME SECONDS CMD...: run with a time limit, log to $OUT/NAME.lo
   echo "[run] $name: rc=$rc in $(( $(date +%s) - t0 ))s" | tee -a "$OUT/summary.log"
   return $rc
 }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$OUT/gpu.log"
-python3 -c 'import torch, cuda.bindings; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version(), "cuda.bindings", cuda.bindings.__version__)' | tee -a "$OUT/gpu.log"
-case "$MODE" in
-  full|quick)
-    step saxpy 60 python3 examples/saxpy.py
-    if step smoke 90 $W smoke; then
-      SASS=1
-    else
-      SASS=0
-    fi
-    if [ "$MODE" = full ]; then
-      step check 200 $W check --chwn --json "$OUT/check.json"
-      step bench 240 $W bench --json "$OUT/bench.json" --plot "$OUT/bench.png"
-      step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 1 $W smoke --impl sass --impl cuda
-      step racecheck 150 compute-sanitizer --tool racecheck --error-exitcode 1 $W smoke --impl sass
-    else
-      step check 120 $W check --quick --json "$OUT/check.json"
-    fi
-    ;;
-  ablation)
-    for v in "--yield-mode natural" "--yield-mode every7" "--yield-mode every8" "--yield-mode none" \
-             "--ldg-spacing 8" "--sts-spacing 2"; do
-      tag=$(echo $v | tr -d ' -')
-      step "abl_$tag" 120 $W bench --impl sass --configs Conv2/N128 Conv3/N128 Conv4/N128 Conv5/N128 $v \
-        --json "$OUT/abl_$tag.json"
-    done
-    ;;
-esac
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$OUT/gpu.log"
+python3 -c 'import torch, cuda.bindings; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version(), "cuda.bindings", cuda.bindings.__version__)' >> "$OUT/gpu.log"
+if step smoke 90 $W smoke; then
+  step check 200 $W check --chwn --json "$OUT/check.json"
+  step bench 240 $W bench --json "$OUT/bench.json" --plot "$OUT/bench.png"
+  if [ "$MODE" = full ]; then
+    step ablation 200 $W bench --ablation --configs Conv2/N128 Conv3/N128 Conv4/N128 Conv5/N128 --json "$OUT/ablation.json"
+    step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 1 $W smoke --impl sass --impl cuda
+    step racecheck 150 compute-sanitizer --tool racecheck --error-exitcode 1 $W smoke --impl sass
+  fi
+else
+  step smoke_safe 90 $W smoke --impl sass --safe
+  step smoke_l8 90 $W smoke --impl sass --ldg-spacing 8 --sts-spacing 6
+  step bench 240 $W bench --impl cuda --json "$OUT/bench.json" --plot "$OUT/bench.png"
+fi
 # at most 8 files come back: fold the logs into one
-for f in gpu summary saxpy smoke check bench memcheck racecheck $(ls "$OUT" | sed -n 's/^\(abl_.*\)\.log$/\1/p'); do
+for f in gpu summary smoke smoke_safe smoke_l8 check bench ablation memcheck racecheck; do
   [ -f "$OUT/$f.log" ] && { echo "==== $f"; cat "$OUT/$f.log"; rm -f "$OUT/$f.log"; }
 done > "$OUT/all.log.tmp"
 mv "$OUT/all.log.tmp" "$OUT/all.log"
-echo "==== summary"; grep '^\[run\]' "$OUT/all.log"
-grep -h -A3 '^==== smoke' "$OUT/all.log" | head -12
-grep -h 'passed (relative\|FAIL\|ERROR' "$OUT/all.log" | head -20
+echo "==== summary"; grep '^\[run\]' "$OUT/all.log"; head -3 "$OUT/all.log"
+grep -h '^smoke' "$OUT/all.log" | head -24
+grep -h 'passed (relative\|FAIL\|ERROR' "$OUT/all.log" | grep -v '^smoke' | head -20
 grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/all.log"
 sed -n '/^# .*torch/,/^geometric mean/p' "$OUT/all.log"
+sed -n '/^# SASS switches/,/^# loop FFMA/p' "$OUT/all.log"
 exit 0

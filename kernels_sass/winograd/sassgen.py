@@ -52,6 +52,8 @@ KS_M, ES_M = 48, 32 * 48   # output staging: floats per filter row, per position
 SLOTS_PER_STEP = 128       # FFMAs per channel (16 x 8 tile)
 STEPS = BC
 SLOTS = SLOTS_PER_STEP * STEPS
+MIN_DIST = 8               # main loop: slots (>= cycles) from a fixed-latency result to its use
+PRED_DIST = 14             # ... from a predicate result (ISETP, LOP3 P, carry) to its use
 
 # Parameters: x (CHWN input), u (transformed filters [C+pad][16][Kpad]), y (KHWN output).
 PARAMS = (("x", 8), ("u", 8), ("y", 8))
@@ -135,12 +137,14 @@ class Shape:
 @dataclass(frozen=True)
 class Options:
     yield_mode: str = "natural"   # natural (memory/ALU ops yield, FFMAs don't), every7, every8, none
-    ldg_spacing: int = 2          # FFMAs between consecutive global loads
+    ldg_spacing: int = 3          # FFMAs between consecutive global loads (>= 3: see PRED_DIST)
     sts_spacing: int = 6          # FFMAs between consecutive shared stores
     transform_step: int = 4       # k-step in which the loaded input is transformed and stored
+    safe: bool = False            # diagnosis: every latency far above need (slow, same results)
 
     def tag(self) -> str:
-        return f"y{self.yield_mode}-l{self.ldg_spacing}-s{self.sts_spacing}-t{self.transform_step}"
+        return (f"y{self.yield_mode}-l{self.ldg_spacing}-s{self.sts_spacing}-t{self.transform_step}"
+                + ("-safe" if self.safe else ""))
 
 
 class Unsupported(ValueError):
@@ -253,6 +257,11 @@ class Generator:
     def u_off(self, j: int) -> int:        # byte offset of the j-th filter chunk (channel j)
         return j * 16 * self.s.Kpad * 4
 
+    def seq(self) -> Seq:
+        if self.o.safe:
+            return Seq(ARCH, min_fixed=24, pred_latency=40)
+        return Seq(ARCH)
+
     # ---- pieces shared by the prologue and the loop ----
     def pred_ops(self, q: int, p: int) -> str:
         return f"LOP3.LUT P{p}, RZ, R{R_M}, {1 << q:#x}, RZ, 0xc0, !PT"
@@ -284,7 +293,7 @@ class Generator:
     # ---- prologue ----
     def prologue(self) -> Seq:
         s = self.s
-        q = Seq(ARCH)
+        q = self.seq()
         R_tid, R_kb, R_nb, R_pos, R_th, R_tw = 0, 1, 2, 3, 4, 5
         R_lane, R_warp, R_n, R_off, R_lo, R_hi, R_e, R_c16, R_rf, R_cf, R_t = 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16
         R_x, R_u, R_tmp = 18, 20, 17
@@ -409,11 +418,16 @@ class Generator:
         # channel check and predicates for the next block's input loads (step 0)
         at(1, f"ISETP.LT.AND P6, PT, R{R_C0}, R{R_CLIM}, PT")
         at(16, f"SEL R{R_M}, R{R_MASK}, RZ, P6")
-        L0 = 34
+        # The 16 load predicates rotate through P0..P5: the LOP3 of load q + 6 must come
+        # after load q has read its guard, and PRED_DIST after its own LOP3.
         sp = o.ldg_spacing
+        if 6 * sp <= PRED_DIST:
+            raise ValueError(f"ldg_spacing {sp}: six predicates cannot cover {PRED_DIST} cycles of predicate "
+                             f"latency at that spacing (needs > {PRED_DIST // 6})")
+        L0 = 16 + MIN_DIST + PRED_DIST
         for q in range(16):
             p = q % 6
-            at(L0 + sp * q - 11, self.pred_ops(q, p))
+            at(L0 + sp * q - PRED_DIST, self.pred_ops(q, p))
             at(L0 + sp * q, self.ldg_x(q, p), wb=2)
         for j in range(8):
             at(L0 + sp * (16 + j), self.ldg_u(j), wb=3, wait=(1 << 4) if j == 0 else 0)
@@ -431,9 +445,9 @@ class Generator:
             at(S1 + ss * j, self.sts_u(j), rb=4, wait=(1 << 3) if j == 0 else 0)
         S2 = S1 + ss * 8 + 2
         for m, t in enumerate(self.advance_ops(6, 5)):
-            at(S2 + 8 * (m // 2) + m % 2, t)
+            at(S2 + PRED_DIST * (m // 2) + m % 2, t)
         last = 7 * SLOTS_PER_STEP
-        if S2 + 10 > last - 8:
+        if S2 + PRED_DIST + 2 > last - 8:
             raise ValueError(f"options {o} do not fit the iteration: stores end at slot {S2}")
         at(last - 6, f"LOP3.LUT R{R_STSV}, R{R_STSV}, {BUF:#x}, RZ, 0x3c, !PT", wait=1 << 4)
         at(last - 5, f"LOP3.LUT R{R_STSU}, R{R_STSU}, {BUF:#x}, RZ, 0x3c, !PT")
@@ -442,7 +456,7 @@ class Generator:
         at(last + 3, f"LOP3.LUT R{R_LDSA}, R{R_LDSA}, {BUF:#x}, RZ, 0x3c, !PT")
         at(last + 3, f"LOP3.LUT R{R_LDSB}, R{R_LDSB}, {BUF:#x}, RZ, 0x3c, !PT")
         for m, t in enumerate(self.lds_ops(0, 0)):
-            at(last + 10 + 4 * m, t, wb=0)
+            at(last + 3 + MIN_DIST + 4 * m, t, wb=0)
         # loop control
         at(SLOTS - 40, f"IADD3 R{R_C0}, R{R_C0}, 0x8, RZ")
         at(SLOTS - 30, f"ISETP.LE.AND P6, PT, R{R_C0}, {self.s.Cpad:#x}, PT")
@@ -471,6 +485,12 @@ class Generator:
         elif o.yield_mode == "none":
             for op in body:
                 op.y = op.text.startswith(("BAR", "@P6 BRA"))
+        if o.safe:
+            for op in body:
+                if op.ffma is None:
+                    op.stall, op.y = 15, True
+                else:
+                    op.stall = 4
         # operand reuse: only where the very next instruction is an FFMA reading the same
         # register in the same slot, and not on a yielding instruction (the cache does not
         # survive a switch; nvdisasm does not even print .reuse there)
@@ -488,7 +508,7 @@ class Generator:
     # ---- epilogue: output transform through shared memory ----
     def epilogue(self) -> Seq:
         s = self.s
-        q = Seq(ARCH)
+        q = self.seq()
         # registers: R128.. for staging values, R192.. for addresses
         R_tid, R_kb, R_nb, R_pos, R_th, R_tw = 192, 193, 194, 195, 196, 197
         R_lane, R_warp, R_n, R_off, R_lo, R_hi, R_e, R_t = 198, 199, 200, 201, 202, 203, 204, 205

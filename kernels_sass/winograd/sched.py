@@ -21,8 +21,9 @@ from typing import Optional
 from sassas.parse import parse_instruction
 from sassas.semantics import arch_timing, effects
 
-MIN_FIXED = 6          # cycles from a fixed-latency producer's issue to a consumer's issue
-PRED_BRANCH = 13       # predicate -> branch
+MIN_FIXED = 8          # cycles from a fixed-latency producer's issue to a consumer's issue
+PRED_LATENCY = 14      # predicate producer (ISETP, LOP3/PLOP3 to P, carry out) -> any consumer
+                       # (on an H100, LOP3 -> @P LDG 6 cycles apart read a stale predicate)
 BARRIER_SET_DELAY = 2  # an instruction may wait on a barrier this many cycles after it is set
 BARRIERS = 6
 
@@ -63,7 +64,9 @@ class _Pending:
 class Seq:
     """Straight-line code with automatic stalls and scoreboard barriers."""
 
-    def __init__(self, arch: str = "sm_90", barriers=tuple(range(BARRIERS)), yield_all: bool = True):
+    def __init__(self, arch: str = "sm_90", barriers=tuple(range(BARRIERS)), yield_all: bool = True,
+                 min_fixed: int = MIN_FIXED, pred_latency: int = PRED_LATENCY):
+        self.min_fixed, self.pred_latency = min_fixed, pred_latency
         self.timing = arch_timing(arch)
         self.ops: list[Op] = []
         self.issue: list[int] = []          # issue cycle of each op
@@ -135,7 +138,7 @@ class Seq:
         for r in reads:
             if r in self.ready:
                 cyc, pcls = self.ready[r]
-                extra = PRED_BRANCH if (r[0] == "P" and cls == "branch") else MIN_FIXED
+                extra = self.pred_latency if r[0] == "P" else self.min_fixed
                 need = max(need, cyc + max(extra, self.timing.fixed_latency(pcls, cls)))
         for b in range(BARRIERS):
             if waits >> b & 1 and b in self.pend:
