@@ -8,6 +8,7 @@ tables cannot decode is kept bit for bit with the `.raw` escape.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import replace
 from typing import Optional, Union
 
@@ -48,11 +49,19 @@ def disassemble_file(path: Union[str, os.PathLike], kernel: Optional[str] = None
 
 def _refuse_what_cannot_be_carried(info, kernels) -> None:
     """Relocations tie the code or its constants to symbols of the module (globals, other
-    functions); sassas source has no way to say that yet, so refuse rather than drop them."""
+    functions); sassas source has no way to say that yet, so refuse rather than drop them.
+    Only the chosen kernels' own sections count (`.rel.text.<k>`, `.rel.nv.constant0.<k>`),
+    and the module-wide constant banks."""
+    mine = {k.name for k in kernels}
     for s in info.sections:
         if not s.name.startswith(".rel") or s.size == 0 or s.name.endswith("debug_frame"):
             continue
         target = s.name.split(".", 2)[-1]
+        if target.startswith("text.") and target[len("text."):] not in mine:
+            continue
+        m = re.match(r"nv\.constant\d+\.(.+)$", target)
+        if m and m.group(1) not in mine:
+            continue
         if target.startswith(("text.", "nv.constant")):
             raise UnsupportedCubin(
                 f"section {s.name}: {s.size // max(s.entsize, 1)} relocation(s) against "

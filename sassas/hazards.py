@@ -24,7 +24,7 @@ from typing import Iterable, Optional, Union
 
 from .ast import NO_BARRIER, ControlCode, Instruction, Kernel, Label, Program
 from .errors import Diagnostic
-from .semantics import ArchTiming, Effects, Reg, arch_timing, async_read_files, consumer_class, effects
+from .semantics import MEMORY_ORDER, ArchTiming, Effects, Reg, arch_timing, async_read_files, consumer_class, effects
 
 # Ages (cycles since issue) are capped here: every fixed latency is far below, and capping
 # keeps the dataflow finite around loops.
@@ -380,6 +380,8 @@ class Checker:
 
 
 def _reg(reg: Reg) -> str:
+    if reg == MEMORY_ORDER:
+        return "memory (ordered by the block barrier)"
     return f"{reg[0]}{reg[1]}"
 
 

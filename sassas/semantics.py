@@ -261,10 +261,22 @@ def _conversion_widths(info: OpcodeInfo, modifiers: tuple[str, ...]) -> tuple[in
     return slots[0] or 1, slots[1] or 1
 
 
+# Memory ordering after a block barrier, modelled as a register: BAR writes it with the
+# barrier class's latency and every memory access reads it, so a load or store issued too
+# soon after BAR.SYNC is a fixed-latency hazard (the scheduler stalls, the checker reports).
+MEMORY_ORDER: Reg = ("MEM", 0)
+BARRIER_CLASS = "barrier"
+MEMORY_CLASSES = frozenset({"shared", "global"})
+
+
 def effects(inst: Instruction) -> Effects:
     """Registers read and written by `inst`, from the semantics table."""
     info = opcode_info(inst.opcode, inst.modifiers)
     eff = Effects(info)
+    if info.cls == BARRIER_CLASS:
+        eff.writes.append(MEMORY_ORDER)
+    elif info.cls in MEMORY_CLASSES:
+        eff.reads.append(MEMORY_ORDER)
     if inst.predicate is not None:
         eff.guard += _span(inst.predicate.kind, inst.predicate.values[0], 1)
     if info.branch is not None and info.target is not None and inst.operands:

@@ -1,7 +1,8 @@
 """`sassas disasm` -> `sassas asm` on NVRTC-compiled cubins: same code bytes, same launch metadata.
 
-The kernels (tests/data/realistic_kernels.cu) are compiled by NVRTC for every architecture it
-supports (sm_75..sm_90); skips with the reason where NVRTC is missing. Reports how many
+The kernels (tests/data/realistic_kernels.cu) are compiled by NVRTC for sm_75..sm_90, and for
+sm_70 through NVRTC's PTX and ptxas 12.9 (tests/_realistic.py); skips with the reason where a
+tool is missing. Reports how many
 instructions needed the `.raw` escape (bits the ISA tables do not reproduce from text).
 """
 import itertools
@@ -13,8 +14,9 @@ import sassas
 from sassas.disasm import UnsupportedCubin, disassemble
 from sassas.elf import read_cubin
 from sassas import nvrtc
+from _realistic import compile_realistic
 
-ARCHS = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
+ARCHS = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
 LAUNCH_ATTRIBUTES = ("params", "registers", "shared_bytes", "max_threads", "exit_offsets",
                      "param_base", "barriers", "frame_size")
 SOURCE = os.path.join(os.path.dirname(__file__), "data", "realistic_kernels.cu")
@@ -24,8 +26,7 @@ needs_nvrtc = pytest.mark.skipif(not _ok, reason=f"NVRTC is needed to compile th
 
 
 def _compile(arch: str) -> bytes:
-    with open(SOURCE) as f:
-        return nvrtc.compile_cuda(f.read(), arch, options=["-std=c++17"], filename="realistic_kernels.cu")
+    return compile_realistic(arch, ["-std=c++17"])
 
 
 @needs_nvrtc

@@ -18,8 +18,11 @@ def test_description_loads(arch):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_corpus_round_trip(arch):
-    if not oracle.have_tools(arch):
-        pytest.skip(f"ptxas/nvdisasm for {arch} not installed")
+    for tool in ("ptxas", "nvdisasm"):
+        try:
+            oracle.find_tool(tool, arch)
+        except oracle.OracleMissing as e:
+            pytest.skip(f"{tool} for {arch} not installed: {e}")
     from sassas.isa import corpus, fit, get_isa
     from sassas.isa.learn import check_sample
     isa = get_isa(arch)
@@ -29,3 +32,22 @@ def test_corpus_round_trip(arch):
     rate = 1 - len(bad) / len(samples)
     print(f"{arch}: {len(samples) - len(bad)}/{len(samples)} bit-exact ({rate:.1%})")
     assert rate >= 0.85, bad[:10]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_uniform_registers_only_where_the_arch_has_them(arch):
+    """Volta (sm_70) has no uniform registers or predicates: no form may take one, and
+    writing one is an error naming the arch."""
+    from sassas.arch import get_arch
+    from sassas.errors import SassError
+    from sassas.isa import get_isa
+    from sassas.parse import parse_instruction
+    isa = get_isa(arch)
+    pieces = {p for e in isa.encodings for k in e.kinds for p in k.replace("[", " ").replace("]", " ")
+              .replace("+", " ").split()}
+    has_uniform = bool(pieces & {"UR", "UP"})
+    assert has_uniform == get_arch(arch).uniform_registers, sorted(pieces)
+    if not has_uniform:
+        for text in ("ULDC UR4, c[0x0][0x160]", "IADD3 R0, R1, UR4, RZ", "LDG.E R0, [R2.64+UR4]"):
+            with pytest.raises(SassError, match=arch):
+                isa.encode(parse_instruction(text))

@@ -133,6 +133,15 @@ def timeit(fn, sets: int, reps: int = 30, rounds: int = 5, graph: bool = True) -
     for i in range(2 * sets):          # warm-up: module loads, cuDNN autotuning, allocations
         fn(i % sets)
     torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    fn(0)
+    b.record()
+    b.synchronize()
+    one = a.elapsed_time(b)
+    if one * reps > 60:                # slow algorithms: about 60 ms a round
+        reps = max(sets, int(60 / max(one, 1e-3)) // sets * sets)
+        rounds = 3
     how = "loop"
     g = None
     if graph:
@@ -166,6 +175,9 @@ def timeit(fn, sets: int, reps: int = 30, rounds: int = 5, graph: bool = True) -
         b.synchronize()
         times.append(a.elapsed_time(b) / reps)
     return statistics.median(times), how
+
+
+_CUDNN = None
 
 
 def cmd_bench(args) -> int:
@@ -232,6 +244,42 @@ def cmd_bench(args) -> int:
             return torch.nn.functional.conv2d(xs[i], wts[i], padding=1)
         cases["cudnn (benchmark)"] = cudnn
         cases["torch default"] = torch_default
+        row["cudnn_algos"] = {}
+        if not args.no_cudnn_algos:
+            try:
+                global _CUDNN
+                if _CUDNN is None:
+                    from .cudnn import Cudnn
+                    torch.nn.functional.conv2d(xs[0], wts[0], padding=1)     # torch loads libcudnn
+                    _CUDNN = Cudnn()
+                    info["cudnn_direct"] = f"cuDNN {_CUDNN.version} through its C API (ctypes), FMA math"
+                conv = _CUDNN.conv(s.N, s.C, s.H, s.W, s.K)
+                want = torch.nn.functional.conv2d(xs[0].double(), wts[0].double(), padding=1)
+                from .cudnn import ALGOS
+                for algo, aname in enumerate(ALGOS):
+                    size, status = conv.workspace(algo)
+                    if size is None:
+                        row["cudnn_algos"][aname] = status
+                        continue
+                    wsb = torch.empty(max(size, 16), dtype=torch.uint8, device=dev)
+
+                    def fa(i, algo=algo, wsb=wsb, size=size):
+                        conv.forward(algo, xs[i].data_ptr(), wts[i].data_ptr(), ys[i].data_ptr(), wsb.data_ptr(),
+                                     size, torch.cuda.current_stream().cuda_stream)
+                    try:
+                        ys[0].fill_(float("nan"))
+                        fa(0)
+                        torch.cuda.synchronize()
+                        err = float(torch.linalg.vector_norm(ys[0].double() - want) / torch.linalg.vector_norm(want))
+                        if not err <= 1e-4:
+                            row["cudnn_algos"][aname] = f"wrong result (rel err {err:.1e})"
+                            continue
+                        cases[f"cudnn {aname}"] = fa
+                    except Exception as e:
+                        row["cudnn_algos"][aname] = f"{type(e).__name__}: {e}"
+            except Exception as e:
+                log(f"[bench] per-algorithm cuDNN unavailable: {type(e).__name__}: {e}")
+                row["cudnn_algos"]["error"] = f"{type(e).__name__}: {e}"
         for cname, fn in cases.items():
             try:
                 ms, how = timeit(fn, sets, reps=args.reps, graph=not args.no_graph)
@@ -271,16 +319,24 @@ def bench_ablation(args, configs, info) -> int:
             xcs = [torch.randn((shape.C, shape.H, shape.W, shape.N), device=dev) for _ in range(sets)]
             us = [torch.randn((shape.U_ROWS, 16, shape.Kpad), device=dev) for _ in range(sets)]
             yks = [torch.empty((shape.K, shape.H, shape.W, shape.N), device=dev) for _ in range(sets)]
+            ref0 = None
             for o in (variants if not label else [Options()]):
                 def fn(i, o=o):
                     api.main_kernel("sass", xcs[i], us[i], yks[i], shape, o, torch.cuda.current_stream().cuda_stream)
                 try:
+                    yks[0].fill_(float("nan"))
+                    fn(0)
+                    torch.cuda.synchronize()
+                    if o == Options():
+                        ref0 = yks[0].clone()
+                    same = bool(torch.equal(yks[0], ref0))   # scheduling only: bit-identical results
                     ms, _ = timeit(fn, sets, reps=args.reps)
                 except Exception as e:
                     log(f"[ablation] {name} {o.tag()}{label}: {type(e).__name__}: {e}")
-                    ms = float("nan")
+                    ms, same = float("nan"), False
                 row["ms"][o.tag() + label] = ms
-                log(f"[ablation] {name:<10} {o.tag() + label:<28} {ms:8.4f} ms")
+                row.setdefault("same", {})[o.tag() + label] = same
+                log(f"[ablation] {name:<10} {o.tag() + label:<28} {ms:8.4f} ms  output {'identical' if same else 'DIFFERS'}")
             del xcs, us, yks
         d = row["ms"][Options().tag() + " 2C"] - row["ms"][Options().tag()]
         blocks = s.KB * s.NB * s.TH * s.TW
@@ -303,7 +359,8 @@ def render_ablation(data: dict) -> None:
     for r in rows:
         base = r["ms"][tags[0]]
         print(f"{r['config']:<12}" + "".join(f"{r['ms'][t]:>13.4f} ({r['ms'][t] / base:5.3f})" for t in tags)
-              + f"{r['loop_ffma_util']:>16.1%}")
+              + f"{r['loop_ffma_util']:>16.1%}"
+              + ("" if all(r.get("same", {}).values()) else "  OUTPUT DIFFERS from the default"))
     print("# loop FFMA util: extra warp FFMAs of the 2C run / (SMs x 4 x extra time x max SM clock)", flush=True)
 
 
@@ -325,13 +382,22 @@ def anchors(path: str = ANCHORS) -> dict:
 def render(data: dict, plot: str = None) -> None:
     res = data["results"]
     anc = anchors()
-    cols = [c for c in ("sass main", "sass CHWN", "sass NCHW", "cuda NCHW", "cudnn (benchmark)", "torch default")
-            if any(c in r["ms"] for r in res)]
+    for r in res:      # the best cuDNN algorithm run directly, where there were such runs
+        algos = {k: v for k, v in r["ms"].items() if k.startswith("cudnn ") and k != "cudnn (benchmark)" and v == v}
+        if algos:
+            best = min(algos, key=algos.get)
+            r["ms"]["cudnn best"] = algos[best]
+            r["cudnn_best_algo"] = best[6:]
+    cols = [c for c in ("sass main", "sass CHWN", "sass NCHW", "cuda NCHW", "cudnn (benchmark)", "torch default",
+                        "cudnn best") if any(c in r["ms"] for r in res)]
     print(f"# {data['info'].get('device')}  torch {data['info'].get('torch')}  cuDNN {data['info'].get('cudnn')}")
-    print("# effective TFLOPS (2*N*C*H*W*K*9 / time); x = ratio to cuDNN (benchmark=True, FP32, no TF32)")
+    print("# effective TFLOPS (2*N*C*H*W*K*9 / time), FP32 everywhere (no TF32)")
     short = {"sass main": "sassMain", "sass CHWN": "sassCHWN", "sass NCHW": "sassNCHW", "cuda NCHW": "cudaNCHW",
-             "cudnn (benchmark)": "cuDNN", "torch default": "torchDef"}
-    head = f"{'config':<11}" + "".join(f"{short[c]:>9}" for c in cols) + f"{'CHWN/cuDNN':>11}{'NCHW/cuDNN':>11}"
+             "cudnn (benchmark)": "torchBM", "torch default": "torchDef", "cudnn best": "cudnnBest"}
+    ref_col = "cudnn best" if "cudnn best" in cols else "cudnn (benchmark)"
+    print(f"# ratios against {ref_col}: torchBM = torch conv2d, cudnn.benchmark=True; cudnnBest = fastest "
+          f"cuDNN algorithm run directly (FMA math), its name last")
+    head = f"{'config':<11}" + "".join(f"{short[c]:>10}" for c in cols) + f"{'CHWN/cuDNN':>11}{'NCHW/cuDNN':>11}"
     if anc:
         head += f"{'anchor best (H200)':>26}"
     print(head)
@@ -339,8 +405,8 @@ def render(data: dict, plot: str = None) -> None:
     for r in res:
         tf = {c: r["gflop"] / r["ms"][c] if r["ms"].get(c) and r["ms"][c] == r["ms"][c] else float("nan")
               for c in cols}
-        line = f"{r['config']:<11}" + "".join(f"{tf[c]:>9.2f}" for c in cols)
-        base = tf.get("cudnn (benchmark)", float("nan"))
+        line = f"{r['config']:<11}" + "".join(f"{tf[c]:>10.2f}" for c in cols)
+        base = tf.get(ref_col, float("nan"))
         rc = tf.get("sass CHWN", float("nan")) / base
         rn = tf.get("sass NCHW", float("nan")) / base
         if rc == rc:
@@ -348,6 +414,8 @@ def render(data: dict, plot: str = None) -> None:
         if rn == rn:
             ratios_nchw.append(rn)
         line += f"{rc:>11.2f}{rn:>11.2f}"
+        if r.get("cudnn_best_algo"):
+            line += f"  {r['cudnn_best_algo']}"
         if anc:
             layer, n = r["config"].split("/N")
             a = anc.get((layer, int(n)), {})
@@ -526,6 +594,7 @@ def main(argv=None) -> int:
     q.add_argument("--reps", type=int, default=30)
     q.add_argument("--no-graph", action="store_true")
     q.add_argument("--ablation", action="store_true", help="the SASS switches and the main-loop FFMA rate")
+    q.add_argument("--no-cudnn-algos", action="store_true", help="skip the per-algorithm cuDNN runs")
     q.add_argument("--json")
     q.add_argument("--plot")
     switches(q)

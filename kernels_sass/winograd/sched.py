@@ -150,7 +150,13 @@ class Seq:
         for b in range(BARRIERS):
             if waits >> b & 1 and b in self.pend:
                 self.pend[b] = _Pending(set_at=self.pend[b].set_at)
-        o = Op(text, wait=waits, y=self.yield_all if y is None else y, stall=stall, comment=comment)
+        # Some classes must stall a minimum whatever follows (BAR.SYNC: 6 on sm_90; with 1, an
+        # LDS after the barrier read shared memory before the barrier had resolved on an H100).
+        min_stall = getattr(self.timing, "min_stall", lambda c: 1)(cls)
+        if cls == "sync" or inst.opcode == "BAR":
+            min_stall = max(min_stall, 6)
+        o = Op(text, wait=waits, y=self.yield_all if y is None else y, stall=max(stall, min_stall),
+               comment=comment)
         self._append(o, reads, writes)
         t = self.issue[-1]
         for r in writes:

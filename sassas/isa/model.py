@@ -346,8 +346,10 @@ _KIND_FOR_ENCODING = {"L": "I"}
 
 def form_key(inst: Instruction) -> tuple[str, tuple[str, ...]]:
     kinds = tuple([op.kind for op in inst.operands])
-    if "L" in kinds:
-        kinds = tuple(_KIND_FOR_ENCODING.get(k, k) for k in kinds)
+    if any("L" in k for k in kinds):
+        # Also inside a larger operand: a listing's `RET.REL.NODEC R6 `(fn)`` is `R L`.
+        kinds = tuple(_KIND_FOR_ENCODING.get(k, k) if " " not in k else
+                      " ".join(_KIND_FOR_ENCODING.get(p, p) for p in k.split(" ")) for k in kinds)
     return inst.opcode, kinds
 
 

@@ -27,10 +27,22 @@ _WHEEL_DIRS = {
     "nvdisasm": ["cu13/bin", "cuda_nvdisasm/bin"],
     "cuobjdump": ["cu13/bin", "cuda_cuobjdump/bin"],
 }
-# Disassemblers that still know the archs newer tools call deprecated (sm_70): nvdisasm 12.8
-# unpacked from the Triton wheel into the cache (see README / learn.py --help).
-_LEGACY_DIR = CACHE_DIR / "nvdisasm-12.8"
+# Disassemblers that still know the archs newer tools call deprecated (sm_70): nvdisasm and
+# cuobjdump 12.8 unpacked from the Triton wheel into one folder (cuobjdump -sass runs the
+# nvdisasm beside it). The folder is $SASSAS_LEGACY_TOOLS, else <cache>/nvdisasm-12.8;
+# `python -m sassas.isa.oracle --fetch-legacy` fills it (pip download + unzip of two files).
+LEGACY_ENV = "SASSAS_LEGACY_TOOLS"
 _LEGACY_ARCHS = {"sm_70", "sm_72"}
+_LEGACY_TOOLS = ("nvdisasm", "cuobjdump")
+# Triton wheels that bundle nvdisasm/cuobjdump 12.8 (tried in order).
+_LEGACY_WHEELS = ("triton==3.4.0", "triton==3.5.0", "triton==3.3.1")
+_LEGACY_MEMBER = "triton/backends/nvidia/bin/"
+
+
+def legacy_dir() -> Path:
+    """The folder holding nvdisasm/cuobjdump 12.8 for sm_70 (it may not exist)."""
+    env = os.environ.get(LEGACY_ENV)
+    return Path(env) if env else CACHE_DIR / "nvdisasm-12.8"
 
 
 class OracleMissing(RuntimeError):
@@ -48,7 +60,8 @@ def find_tool(name: str, arch: Optional[str] = None) -> Path:
     """The path of `name` (ptxas, nvdisasm, cuobjdump) able to handle `arch`.
 
     Order: environment variable SASSAS_<NAME> (SASSAS_<NAME>_LEGACY for sm_70), the pip
-    wheels' binaries, the legacy cache folder, then PATH. Raises OracleMissing.
+    wheels' binaries (for sm_70: the legacy folder, see :func:`legacy_dir`), then PATH
+    (never for sm_70: a PATH nvdisasm 13 refuses it). Raises OracleMissing.
     """
     legacy = arch in _LEGACY_ARCHS and name != "ptxas"
     env = os.environ.get(f"SASSAS_{name.upper()}{'_LEGACY' if legacy else ''}")
@@ -56,7 +69,7 @@ def find_tool(name: str, arch: Optional[str] = None) -> Path:
         return Path(env)
     candidates: list[Path] = []
     if legacy:
-        candidates.append(_LEGACY_DIR / name)
+        candidates.append(legacy_dir() / name)
     else:
         for base in _nvidia_package_dirs():
             candidates += [base / sub / name for sub in _WHEEL_DIRS.get(name, [])]
@@ -66,8 +79,46 @@ def find_tool(name: str, arch: Optional[str] = None) -> Path:
     found = shutil.which(name)
     if found and not legacy:
         return Path(found)
+    hint = (f"; run `python -m sassas.isa.oracle --fetch-legacy` (unpacks nvdisasm/cuobjdump 12.8 "
+            f"from the Triton wheel into {legacy_dir()}) or set {LEGACY_ENV}" if legacy else "")
     raise OracleMissing(f"{name} not found for {arch or 'any arch'} "
-                        f"(set SASSAS_{name.upper()}{'_LEGACY' if legacy else ''})")
+                        f"(set SASSAS_{name.upper()}{'_LEGACY' if legacy else ''}{hint})")
+
+
+def fetch_legacy_tools(dest: Optional[Path] = None, log=print) -> Path:
+    """Download a Triton wheel with pip (no dependencies) and unpack only its nvdisasm and
+    cuobjdump 12.8 into `dest` (default :func:`legacy_dir`). Idempotent; the wheel itself is
+    deleted afterwards. Raises OracleMissing when no wheel can be had (e.g. no network)."""
+    import sys
+    import zipfile
+    dest = Path(dest) if dest else legacy_dir()
+    if all((dest / t).is_file() for t in _LEGACY_TOOLS):
+        return dest
+    errors = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for spec in _LEGACY_WHEELS:
+            proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                                   "--only-binary", ":all:", spec, "-d", tmp],
+                                  capture_output=True, text=True)
+            wheels = sorted(Path(tmp).glob("triton-*.whl"))
+            if proc.returncode != 0 or not wheels:
+                errors.append(f"{spec}: {(proc.stderr.strip().splitlines() or ['no wheel'])[-1]}")
+                continue
+            with zipfile.ZipFile(wheels[0]) as z:
+                names = set(z.namelist())
+                if not all(_LEGACY_MEMBER + t in names for t in _LEGACY_TOOLS):
+                    errors.append(f"{spec}: the wheel has no {_LEGACY_MEMBER}nvdisasm")
+                    wheels[0].unlink()
+                    continue
+                dest.mkdir(parents=True, exist_ok=True)
+                for t in _LEGACY_TOOLS:
+                    part = dest / f".{t}.part"
+                    part.write_bytes(z.read(_LEGACY_MEMBER + t))
+                    part.chmod(0o755)
+                    part.replace(dest / t)
+            log(f"legacy tools from {wheels[0].name} -> {dest}")
+            return dest
+    raise OracleMissing("could not fetch nvdisasm/cuobjdump 12.8 (Triton wheel): " + "; ".join(errors))
 
 
 def have_tools(arch: str) -> bool:
@@ -266,3 +317,31 @@ def disassemble_code(code: bytes, arch: str) -> list[Disassembled]:
     """Disassemble one code section as it is (raw mode, addresses from 0)."""
     listing, _bad, err = _run_raw(words_of(code), arch)
     return listing
+
+
+def main(argv=None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m sassas.isa.oracle",
+                                 description="Locate (or fetch) the oracle tools; never needed to assemble.")
+    ap.add_argument("--fetch-legacy", action="store_true",
+                    help=f"unpack nvdisasm/cuobjdump 12.8 (sm_70) from the Triton wheel into {legacy_dir()}")
+    ap.add_argument("--arch", action="append", default=[], help="print the tools found for this arch")
+    args = ap.parse_args(argv)
+    status = 0
+    if args.fetch_legacy:
+        try:
+            fetch_legacy_tools()
+        except OracleMissing as e:
+            print(f"warning: {e}")
+            status = 1
+    for arch in args.arch:
+        for name in ("ptxas", "nvdisasm", "cuobjdump"):
+            try:
+                print(f"{arch} {name}: {find_tool(name, arch)}")
+            except OracleMissing as e:
+                print(f"{arch} {name}: missing ({e})")
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
