@@ -24,7 +24,7 @@ from typing import Iterable, Optional, Union
 
 from .ast import NO_BARRIER, ControlCode, Instruction, Kernel, Label, Program
 from .errors import Diagnostic
-from .semantics import MEMORY_ORDER, ArchTiming, Effects, Reg, arch_timing, async_read_files, consumer_class, effects
+from .semantics import MEMORY_ORDER, ArchTiming, Effects, Reg, arch_timing, async_read_files, consumer_class, effects, overwrite_class
 
 # Ages (cycles since issue) are capped here: every fixed latency is far below, and capping
 # keeps the dataflow finite around loops.
@@ -43,6 +43,7 @@ class Hazard(Diagnostic):
 # (the program can compute wrong results) or a warning (wasted or suspicious control bits).
 KINDS = {
     "raw-fixed": "error",        # fixed-latency result read too early
+    "waw-fixed": "error",        # a result of another pipe could land after this one
     "raw-variable": "error",     # variable-latency result read without waiting on its barrier
     "waw-variable": "error",     # register overwritten while a variable-latency write is pending
     "war": "error",              # source of an in-flight load/store overwritten before its read barrier
@@ -255,6 +256,14 @@ class Checker:
         # 3. results
         variable = self.timing.is_variable(eff.cls)
         for reg in eff.writes:
+            if reg in state.fixed:
+                age, producer = state.fixed[reg]
+                cls = overwrite_class(eff, self.effs[producer].cls, reg)
+                need = self.timing.fixed_latency(self.effs[producer].cls, cls) if cls else 0
+                if age < need:
+                    report("waw-fixed", i, f"overwrites {_reg(reg)} {age} cycle(s) after {_describe(self.insts[producer])} "
+                           f"wrote it on another pipe; that result lands up to {need} cycles after issue and "
+                           f"could come last (raise the stall counts in between)", producer)
             for t in state.writes.get(reg, ()):
                 report("waw-variable", i, f"overwrites {_reg(reg)} while {_describe(self.insts[t.producer])} "
                               f"may still write it: {_wait_hint(t)}", t.producer)

@@ -19,7 +19,7 @@ from typing import Optional, Union
 
 from .ast import NO_BARRIER, ControlCode, Instruction, Kernel
 from .hazards import BARRIER_COUNT, _instructions
-from .semantics import ArchTiming, Effects, Reg, arch_timing, async_read_files, consumer_class, effects
+from .semantics import ArchTiming, Effects, Reg, arch_timing, async_read_files, consumer_class, effects, overwrite_class
 
 MAX_STALL = 15
 # Stalls 1..11 are legal without the yield flag; longer ones need it (see sassas.control).
@@ -90,6 +90,12 @@ class _Scheduler:
             if reg in state.fixed:
                 age, p = state.fixed[reg]
                 short = max(short, self.timing.fixed_latency(self.effs[p].cls, consumer_class(eff, reg)) - age)
+        for reg in eff.writes:
+            if reg in state.fixed:
+                age, p = state.fixed[reg]
+                cls = overwrite_class(eff, self.effs[p].cls, reg)
+                if cls is not None:
+                    short = max(short, self.timing.fixed_latency(self.effs[p].cls, cls) - age)
         return short
 
     def _worst_latency(self, cls: str) -> int:

@@ -199,11 +199,25 @@ class ArchTiming:
 # A predicate read as an instruction's guard is read at issue, earlier than an operand: its
 # producer needs the latency of the pair "X -> guard" in latency.toml.
 GUARD_CLASS = "guard"
+SETP_CLASS = "setp"
 
 
 def consumer_class(eff: "Effects", reg: Reg) -> str:
     """The latency class under which `eff` reads `reg`: 'guard' for its guard predicate."""
     return GUARD_CLASS if reg in eff.guard else eff.cls
+
+
+def overwrite_class(eff: "Effects", producer_cls: str, reg: Reg) -> Optional[str]:
+    """Writing `reg` while a fixed-latency result of `producer_cls` to it is in flight: results
+    of one class come out in order, but another pipe may finish first and be overwritten by
+    the older result (an ISETP to P1 landing after an R2P to P1, seen on an H100). Returns the
+    consumer class whose latency the new writer must wait, or None when there is no hazard."""
+    # Only what has been seen to go wrong: a comparison's predicate (its result comes late:
+    # 12-13 cycles before a guard may read it) overwritten from another pipe. ptxas code
+    # overwrites registers across pipes sooner elsewhere without harm.
+    if producer_cls != SETP_CLASS or eff.cls == SETP_CLASS or reg[0] not in ("P", "UP"):
+        return None
+    return GUARD_CLASS
 
 
 # ---- operands -> registers --------------------------------------------------------------

@@ -319,10 +319,29 @@ def disassemble_code(code: bytes, arch: str) -> list[Disassembled]:
     return listing
 
 
+def _run_tool(argv: list[str]) -> int:
+    """`python -m sassas.isa.oracle nvdisasm FILE.cubin ...`: run the tool able to read FILE's
+    arch (nvdisasm 12.8 for sm_70 cubins)."""
+    arch = None
+    for a in argv[1:]:
+        if a.endswith(".cubin") and os.path.isfile(a):
+            try:
+                from ..elf import read_cubin
+                arch = read_cubin(Path(a).read_bytes()).arch
+            except Exception:
+                pass
+    return subprocess.run([str(find_tool(argv[0], arch)), *argv[1:]]).returncode
+
+
 def main(argv=None) -> int:
     import argparse
+    import sys
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in _WHEEL_DIRS:
+        return _run_tool(argv)
     ap = argparse.ArgumentParser(prog="python -m sassas.isa.oracle",
-                                 description="Locate (or fetch) the oracle tools; never needed to assemble.")
+                                 description="Locate (or fetch) the oracle tools; never needed to assemble. "
+                                 "`python -m sassas.isa.oracle nvdisasm|cuobjdump|ptxas ARGS...` runs one.")
     ap.add_argument("--fetch-legacy", action="store_true",
                     help=f"unpack nvdisasm/cuobjdump 12.8 (sm_70) from the Triton wheel into {legacy_dir()}")
     ap.add_argument("--arch", action="append", default=[], help="print the tools found for this arch")
