@@ -5,9 +5,9 @@ libbitsandbytes_cuda128.so holds fatbins (found by their magic 0x50ed55ba), from
 `cuobjdump -xelf all` extracts one linked cubin per arch (sm_70..sm_90 are tested). Per arch,
 on a deterministic sample of kernels (at most MAX_INSTRUCTIONS instructions), it measures
 
-1. `sassas disasm` -> `sassas asm`: the kernel's code byte-identical (the `.raw` escape should
-   guarantee it; the few kernels that fail today are capped by KNOWN_NOT_IDENTICAL) and how
-   many instructions needed `.raw` bits (kernels with relocations are left out);
+1. `sassas disasm` -> `sassas asm`: the kernel's code byte-identical (the `.raw` escape
+   guarantees it where the text is lossy) and how many instructions needed `.raw` bits
+   (kernels with relocations are left out);
 2. listing input: `nvdisasm -hex` text of each instruction re-encoded from its text alone
    (control bits from the hex), bit-exact share;
 3. decode + format equal to nvdisasm's text (raw mode, whitespace aside), share.
@@ -54,9 +54,6 @@ FLOORS = {
     "sm_89": (91.2, 92.8),
     "sm_90": (96.4, 93.3),
 }
-# Sampled kernels whose disasm -> asm round trip is NOT identical today (a bug to fix, e.g.
-# `S2UR UR5, SR165` printed but not readable back); may only go down, to 0.
-KNOWN_NOT_IDENTICAL = {"sm_70": 0, "sm_75": 5, "sm_80": 4, "sm_86": 4, "sm_89": 7, "sm_90": 1}
 
 pytestmark = pytest.mark.oracle
 
@@ -242,7 +239,7 @@ def test_realworld_corpus(arch, corpus, capsys):
               + "".join(f"\n    listing: {f[:160]}" for f in failures[:4])
               + "".join(f"\n    format:  {f[:160]}" for f in format_failures[:4]))
     assert kernels > 0 and listed > 0 and decoded > 0
-    assert len(round_trip_failures) <= KNOWN_NOT_IDENTICAL[arch], round_trip_failures[:10]
+    assert not round_trip_failures, round_trip_failures[:10]
     floor_listing, floor_format = FLOORS[arch]
     assert p_listing >= floor_listing, failures[:10]
     assert p_format >= floor_format, format_failures[:10]

@@ -16,7 +16,7 @@ from ..operands import Atom, canonical_operand
 _TOKEN = re.compile(r"""
     (?P<LABEL_REF>`\([^)]*\))
   | (?P<REGISTER>(?:R\d{1,3}|RZ|UR\d{1,2}|URZ|P[0-7]|PT|UP[0-7]|UPT|B\d{1,2}|SB\d)(?![\w$]))
-  | (?P<SPECIAL_REGISTER>SR_[A-Za-z0-9_]+(?:\.[XYZ])?(?![\w$])|SRZ(?![\w$]))
+  | (?P<SPECIAL_REGISTER>SR_[A-Za-z0-9_]+(?:\.[XYZ])?(?![\w$])|SRZ(?![\w$])|SR\d+(?![\w$]))
   | (?P<FLOAT>[+-]?(?:\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|INF|QNAN|SNAN|NAN)(?![\w$]))
   | (?P<NUMBER>-?(?:0[xX][0-9a-fA-F]+|\d+)(?![\w$]))
   | (?P<NAME>[A-Za-z_$][\w$]*)
