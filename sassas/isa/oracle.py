@@ -162,12 +162,9 @@ def compile_ptx(ptx: str, arch: str, options: Iterable[str] = ()) -> Optional[by
 
 
 def text_sections(cubin: bytes) -> list[tuple[str, bytes]]:
-    """The code sections (.text.*) of a cubin."""
-    import io
-
-    from elftools.elf.elffile import ELFFile
-    elf = ELFFile(io.BytesIO(cubin))
-    return [(s.name, s.data()) for s in elf.iter_sections() if s.name.startswith(".text")]
+    """The code sections (.text.*) of a cubin, read with sassas's own ELF reader."""
+    from ..elf import read_cubin
+    return [(s.name, s.data) for s in read_cubin(cubin).sections if s.name.startswith(".text")]
 
 
 def words_of(code: bytes) -> list[int]:
