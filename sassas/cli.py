@@ -55,8 +55,13 @@ def _cmd_disasm(args) -> int:
 def _cmd_isa(args) -> int:
     from .isa import get_isa
     isa = get_isa(args.arch)
-    for line in isa.describe(args.opcode):
+    forms = [f for f in isa.forms() if args.opcode is None or f.split()[0] == args.opcode.upper()]
+    if not forms:
+        raise SassError(f"no opcode '{args.opcode}' on {isa.arch}")
+    for line in forms:
         print(line)
+    if args.opcode is None:
+        print(f"{len(forms)} forms, {len({f.split()[0] for f in forms})} opcodes on {isa.arch}", file=sys.stderr)
     return 0
 
 
