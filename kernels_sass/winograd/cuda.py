@@ -10,6 +10,8 @@ import tempfile
 from functools import lru_cache
 from typing import Sequence
 
+from sassas import nvrtc
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "winograd.cu")
 OPTIONS = ("--std=c++17", "-default-device")
@@ -29,55 +31,16 @@ def source() -> str:
 
 
 def nvrtc_available() -> tuple[bool, str]:
-    try:
-        from cuda.bindings import nvrtc
-        err, major, minor = nvrtc.nvrtcVersion()
-        if int(err) != 0:
-            return False, f"nvrtcVersion failed: {err}"
-        return True, f"NVRTC {major}.{minor}"
-    except Exception as e:
-        return False, f"NVRTC unavailable: {e}"
+    return nvrtc.available()
 
 
 def _nvrtc_compile(src: str, arch: str, options: Sequence[str], name: str) -> bytes:
     try:
-        from cuda.bindings import nvrtc
-    except Exception as e:
-        raise CompilerMissing(f"cuda.bindings.nvrtc: {e}") from e
-
-    def check(result, what, prog=None):
-        err = result[0]
-        if int(err) != 0:
-            log = ""
-            if prog is not None:
-                try:
-                    _, n = nvrtc.nvrtcGetProgramLogSize(prog)
-                    buf = b" " * n
-                    nvrtc.nvrtcGetProgramLog(prog, buf)
-                    log = buf.decode(errors="replace").rstrip("\x00")
-                except Exception:
-                    pass
-            raise CompileError(f"{what} failed: {err}\n{log}")
-        return result[1:] if len(result) > 2 else (result[1] if len(result) == 2 else None)
-
-    try:
-        prog = check(nvrtc.nvrtcCreateProgram(src.encode(), name.encode(), 0, [], []), "nvrtcCreateProgram")
-    except CompileError:
-        raise
-    except Exception as e:     # libnvrtc not found
-        raise CompilerMissing(f"NVRTC cannot be used: {e}") from e
-    try:
-        opts = [f"--gpu-architecture={arch}".encode()] + [o.encode() for o in options]
-        check(nvrtc.nvrtcCompileProgram(prog, len(opts), opts), f"compiling {name} for {arch}", prog)
-        size = check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize", prog)
-        buf = b" " * size
-        check(nvrtc.nvrtcGetCUBIN(prog, buf), "nvrtcGetCUBIN", prog)
-        return bytes(buf)
-    finally:
-        try:
-            nvrtc.nvrtcDestroyProgram(prog)
-        except Exception:
-            pass
+        return nvrtc.compile_cuda(src, arch, options, filename=name)
+    except nvrtc.NvrtcMissing as e:
+        raise CompilerMissing(str(e)) from e
+    except nvrtc.NvrtcError as e:
+        raise CompileError(str(e)) from e
 
 
 def _nvcc_compile(src: str, arch: str) -> bytes:

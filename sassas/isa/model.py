@@ -700,22 +700,9 @@ class Isa:
         return "".join(parts) + text
 
     def _format_operand(self, op: Operand) -> str:
-        from ..operands import format_operand, format_register
+        from ..operands import format_operand
         if op.kind == "L" and op.symbol is None:
             return self._format_number(int(op.values[0]))
-        # A register with suffixes: nvdisasm writes `-|R3|.reuse.H0_H0` (bars around the name,
-        # then .reuse, then the suffixes). sassas.operands.format_operand puts the suffixes
-        # inside the bars and .reuse last, so registers are printed here.
-        if op.kind in ("R", "UR") and any(f.startswith(".") for f in op.flags):
-            body = format_register(op.kind, op.values[0])
-            if "|" in op.flags:
-                body = f"|{body}|"
-            for f in ("-", "~", "!"):
-                if f in op.flags:
-                    body = f + body
-            if "reuse" in op.flags:
-                body += ".reuse"
-            return body + "".join(sorted(f for f in op.flags if f.startswith(".")))
         return format_operand(op, number=self._format_number)
 
     def _format_number(self, v) -> str:
