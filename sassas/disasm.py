@@ -120,6 +120,11 @@ def _kernel_source(k, isa) -> list[str]:
         lines.append(f".shared {k.shared_bytes}")
     if k.max_threads:
         lines.append(f".maxthreads {_threads(k.max_threads)}")
+    for bank, data in sorted(k.constant_banks.items()):
+        # Constant banks besides bank 0 (ptxas keeps 64-bit immediates in bank 2), word by word.
+        padded = data + bytes(-len(data) % 4)
+        for offset in range(0, len(padded), 4):
+            lines.append(f".constbank {bank} 0x{offset:x} 0x{int.from_bytes(padded[offset:offset + 4], 'little'):08x}")
     if k.params:
         lines.append("<params>")
         end = 0

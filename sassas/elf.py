@@ -19,6 +19,8 @@ are named objects here (:class:`NvInfoAttribute` of an :class:`AttributeKind` fr
 """
 from __future__ import annotations
 
+import re
+
 import struct
 from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
@@ -390,6 +392,9 @@ class KernelImage:
     max_registers: Optional[int] = None  # MAXREG_COUNT; None: arch limit or launch-bounds value
     shared_align: int = 16
     extra_attributes: list[NvInfoAttribute] = field(default_factory=list)   # per-kernel, verbatim
+    # Constant banks of the kernel besides bank 0 (ptxas puts 64-bit immediates in bank 2):
+    # bank -> bytes, written as `.nv.constant<bank>.<kernel>`.
+    constant_banks: dict[int, bytes] = field(default_factory=dict)
 
     @property
     def param_bytes(self) -> int:
@@ -629,6 +634,11 @@ def _build_model(arch: Arch, abi: ElfAbi, kernels: list[KernelImage],
         const0 = Section(f".nv.constant0.{k.name}", SHT.PROGBITS, flags=SHF.ALLOC | SHF.INFO_LINK,
                          content=bytes(k.const0_size(arch)), info=text, align=4)
         const0s.append(const0)
+        for bank, data in sorted(k.constant_banks.items()):
+            cbank = Section(f".nv.constant{bank}.{k.name}", SHT.PROGBITS, flags=SHF.ALLOC | SHF.INFO_LINK,
+                            content=bytes(data), info=text, align=4)
+            const0s.append(cbank)
+            local_syms.append(Symbol(cbank.name, cbank, type=STT.SECTION))
         const0_sym = Symbol(const0.name, const0, type=STT.SECTION)
         local_syms.append(const0_sym)
 
@@ -846,6 +856,7 @@ class KernelInfo:
     attributes: list[NvInfoAttribute]           # from .nv.info.<k>
     module_attributes: list[NvInfoAttribute]    # this kernel's entries in .nv.info
     symbol_index: int = 0
+    constant_banks: dict[int, bytes] = field(default_factory=dict)   # bank (not 0) -> data
 
     def attribute(self, name: str) -> list[Any]:
         """Values of every attribute called `name` (per-kernel, then module-wide)."""
@@ -858,6 +869,7 @@ class KernelInfo:
             shared_bytes=self.shared_bytes, max_threads=self.max_threads, exit_offsets=list(self.exit_offsets),
             s2r_ctaid_offsets=list(self.s2r_ctaid_offsets), barriers=self.barriers, uses_local=self.frame_size,
             req_threads=self.req_threads, max_registers=self.max_registers,
+            constant_banks=dict(self.constant_banks),
             extra_attributes=[a for a in self.attributes if a.name not in _WRITER_KERNEL_ATTRIBUTES])
 
 
@@ -970,7 +982,9 @@ def read_cubin(data: bytes) -> CubinInfo:
             barriers=barriers, frame_size=frame.value if frame else 0,
             max_registers=first("EIATTR_MAXREG_COUNT"),
             param_base=cbank.offset if cbank else default_param_base,
-            attributes=attrs, module_attributes=mine, symbol_index=sym.index))
+            attributes=attrs, module_attributes=mine, symbol_index=sym.index,
+            constant_banks={int(m.group(1)): sec.data for name, sec in by_name.items()
+                            if (m := re.fullmatch(rf"\.nv\.constant([1-9]\d*)\.{re.escape(sym.name)}", name))}))
 
     const3 = by_name.get(".nv.constant3")
     compat = by_name.get(".nv.compat")

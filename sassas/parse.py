@@ -142,6 +142,13 @@ class _Build(Transformer):
     shared = _directive_number("shared")
     registers = _directive_number("registers")
     maxthreads = _directive_number("maxthreads")
+
+    def constbank(self, items):
+        bank, offset, word = (self._num(t) for t in items)
+        loc = self._loc(items[0])
+        if not 1 <= bank <= 17 or offset % 4 or not 0 <= word < 1 << 32:
+            raise SassError(".constbank takes a bank 1..17, a 4-byte aligned offset and a 32-bit word", loc)
+        return ("constbank", (bank, offset, word), loc)
     minblocks = _directive_number("minblocks")
     align = _directive_number("align")
 
@@ -370,6 +377,12 @@ def _declare(k: Kernel, declarations: dict, kind: str, value, loc) -> None:
         k.max_threads = value
     elif kind == "minblocks":
         k.min_blocks = value
+    elif kind == "constbank":
+        bank, offset, word = value
+        data = k.attributes.setdefault("constant_banks", {}).setdefault(bank, bytearray())
+        if len(data) < offset + 4:
+            data.extend(bytes(offset + 4 - len(data)))
+        data[offset:offset + 4] = word.to_bytes(4, "little")
     elif kind == "reg":
         name, reg = value
         decls.declare(name, loc)

@@ -18,7 +18,7 @@ from _realistic import compile_realistic
 
 ARCHS = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
 LAUNCH_ATTRIBUTES = ("params", "registers", "shared_bytes", "max_threads", "exit_offsets",
-                     "param_base", "barriers", "frame_size")
+                     "param_base", "barriers", "frame_size", "constant_banks")
 SOURCE = os.path.join(os.path.dirname(__file__), "data", "realistic_kernels.cu")
 
 _ok, _why = nvrtc.available()
