@@ -378,6 +378,10 @@ def _check(inst: Instruction, diags: Diagnostics) -> None:
         diags.error(SassError(f"{inst.opcode} writes no register, so its write barrier "
                               f"{inst.control.write_barrier} would never be released; use the read "
                               "barrier (second field) to know when its operands were read", inst.loc))
+    if inst.control is not None and inst.control.read_barrier != NO_BARRIER and inst.opcode in BRANCH_OPCODES:
+        # nvdisasm rejects the encoding (BRA, EXIT, RET with a read barrier), so does the GPU.
+        diags.error(SassError(f"{inst.opcode} takes no read barrier (the hardware rejects it); "
+                              f"write '-' in the second control field", inst.loc))
 
 
 # ---- automatic reuse flags --------------------------------------------------------------

@@ -87,6 +87,8 @@ def test_control_bits_layout():
     ("--:-:6:Y:4 NOP;", "write barrier 6 out of range"),
     ("--:-:-:-:0 NOP;", "stall 0 needs the yield flag"),
     ("--:-:-:-:d NOP;", "stall 13 needs the yield flag"),
+    ("--:3:-:Y:5 EXIT;", "EXIT takes no read barrier"),
+    ("--:-:2:Y:5 STS [R2], R3;", "STS writes no register"),
 ])
 def test_illegal_control_codes(text, message):
     with pytest.raises(SassError, match=message) as e:
