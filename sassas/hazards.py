@@ -52,7 +52,7 @@ KINDS = {
     # Barrier set again while still in flight: legal (barriers count; a wait waits for all
     # setters) and common in ptxas code, but it makes the first result wait for the second.
     "rearm": "note",
-    "wait-unset": "warning",     # wait on a barrier that nothing set
+    "wait-unset": "warning",  # wait on a barrier that nothing set
     # Reuse flag that cannot hit. A note: the model (one cache per operand slot, kept until the
     # slot's next read) is simpler than the hardware, whose caches ptxas uses across
     # instructions of other pipes.
