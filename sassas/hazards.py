@@ -41,6 +41,8 @@ class Hazard(Diagnostic):
 
 # The rules, by the name tests and callers filter on, and whether breaking them is an error
 # (the program can compute wrong results) or a warning (wasted or suspicious control bits).
+ALL_BARRIERS = (1 << BARRIER_COUNT) - 1
+
 KINDS = {
     "raw-fixed": "error",        # fixed-latency result read too early
     "waw-fixed": "error",        # a result of another pipe could land after this one
@@ -305,7 +307,10 @@ class Checker:
     def _wait(self, i: int, b: int, state: State, report) -> None:
         setters = state.barriers.pop(b, None)
         if not setters:
-            report("wait-unset", i, f"waits on barrier {b}, which no instruction before it sets")
+            # Waiting on all six at once is the "drain everything" idiom (ptxas writes it at
+            # memory fences, CCTL.IVALL): not a mistake even where some were never set.
+            if self.insts[i].control.wait_mask != ALL_BARRIERS:
+                report("wait-unset", i, f"waits on barrier {b}, which no instruction before it sets")
             return
         young = min(setters, key=lambda t: t.age)
         if young.age < self.barrier_set_delay:
