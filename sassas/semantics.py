@@ -213,9 +213,10 @@ def overwrite_class(eff: "Effects", producer_cls: str, reg: Reg) -> Optional[str
     the older result (an ISETP to P1 landing after an R2P to P1, seen on an H100). Returns the
     consumer class whose latency the new writer must wait, or None when there is no hazard."""
     # Only what has been seen to go wrong: a comparison's predicate (its result comes late:
-    # 12-13 cycles before a guard may read it) overwritten from another pipe. ptxas code
-    # overwrites registers across pipes sooner elsewhere without harm.
-    if producer_cls != SETP_CLASS or eff.cls == SETP_CLASS or reg[0] not in ("P", "UP"):
+    # 12-13 cycles before a guard may read it) overwritten by R2P, which writes the whole
+    # predicate file. ptxas overwrites predicates from other pipes sooner elsewhere
+    # (PLOP3 after ISETP) without harm, so nothing else is flagged.
+    if producer_cls != SETP_CLASS or not eff.info.writes_all_preds or reg[0] not in ("P", "UP"):
         return None
     return GUARD_CLASS
 
