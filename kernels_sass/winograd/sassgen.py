@@ -217,6 +217,30 @@ def output_transform_ops(m):
     return ops, [m[0], m[3], m[4], m[7]]
 
 
+def block_ids(q: Seq, tid: int, kb: int, nb: int, pos: int) -> None:
+    """Thread index and the three block indices: filter block, tile-column block, position."""
+    q.op(f"S2R R{tid}, SR_TID.X")
+    q.op(f"S2R R{kb}, SR_CTAID.X")
+    q.op(f"S2R R{nb}, SR_CTAID.Y")
+    q.op(f"S2R R{pos}, SR_CTAID.Z")
+
+
+def tile_coordinates(q: Seq, s: "Shape", tid: int, nb: int, pos: int, th: int, tw: int,
+                     lane: int, warp: int, n: int, tmp: int) -> None:
+    """Tile row/column from the position (pos / TW by a magic multiply), lane and warp from
+    the thread index, and the batch index n of this thread (32 per block column)."""
+    if s.TW == 1:
+        q.op(f"MOV R{th}, R{pos}")
+        q.op(f"MOV R{tw}, RZ")
+    else:
+        q.op(f"MOV R{th}, {_magic(s.TW):#x}")
+        q.op(f"IMAD.HI.U32 R{th}, R{pos}, R{th}, RZ")       # pos / TW
+        mad(q, tw, th, -s.TW, pos, tmp)
+    q.op(f"LOP3.LUT R{lane}, R{tid}, 0x1f, RZ, 0xc0, !PT")
+    q.op(f"SHF.R.U32.HI R{warp}, RZ, 0x5, R{tid}")
+    mad(q, n, nb, 0x20, lane, tmp)
+
+
 def mad(q: Seq, d: int, a: int, m: int, c, tmp: int) -> None:
     """R<d> = R<a> * m + c (c: a register number or None for zero). Multiplications by powers
     of two are shifts (SHF + IADD3): nvdisasm shows IMAD by 2^k as IMAD.SHL, whose meaning we
@@ -297,24 +321,12 @@ class Generator:
         R_tid, R_kb, R_nb, R_pos, R_th, R_tw = 0, 1, 2, 3, 4, 5
         R_lane, R_warp, R_n, R_off, R_lo, R_hi, R_e, R_c16, R_rf, R_cf, R_t = 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16
         R_x, R_u, R_tmp = 18, 20, 17
-        q.op(f"S2R R{R_tid}, SR_TID.X")
-        q.op(f"S2R R{R_kb}, SR_CTAID.X")
-        q.op(f"S2R R{R_nb}, SR_CTAID.Y")
-        q.op(f"S2R R{R_pos}, SR_CTAID.Z")
+        block_ids(q, R_tid, R_kb, R_nb, R_pos)
         q.op(f"ULDC.64 UR4, {DESC}")
         q.op(f"LDC.64 R{R_x}, c[0x0][{P_X:#x}]")
         q.op(f"LDC.64 R{R_u}, c[0x0][{P_U:#x}]")
         # tile position
-        if s.TW == 1:
-            q.op(f"MOV R{R_th}, R{R_pos}")
-            q.op(f"MOV R{R_tw}, RZ")
-        else:
-            q.op(f"MOV R{R_th}, {_magic(s.TW):#x}")
-            q.op(f"IMAD.HI.U32 R{R_th}, R{R_pos}, R{R_th}, RZ")       # pos / TW
-            mad(q, R_tw, R_th, -s.TW, R_pos, R_tmp)
-        q.op(f"LOP3.LUT R{R_lane}, R{R_tid}, 0x1f, RZ, 0xc0, !PT")
-        q.op(f"SHF.R.U32.HI R{R_warp}, RZ, 0x5, R{R_tid}")
-        mad(q, R_n, R_nb, 0x20, R_lane, R_tmp)
+        tile_coordinates(q, s, R_tid, R_nb, R_pos, R_th, R_tw, R_lane, R_warp, R_n, R_tmp)
         # input pointer: x + 4 * (warp*HWN + (2th-1)*W*N + (2tw-1)*N + n)
         mad(q, R_off, R_warp, s.HWN, R_n, R_tmp)
         mad(q, R_off, R_th, 2 * s.W * s.N, R_off, R_tmp)
@@ -515,21 +527,9 @@ class Generator:
         R_ms, R_mr, R_k = 206, 207, 208
         R_y, R_yb, R_yp, R_tmp = 210, 212, 214, 209
         q.op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=1 << 0)   # the last LDS (barrier 0) landed
-        q.op(f"S2R R{R_tid}, SR_TID.X")
-        q.op(f"S2R R{R_kb}, SR_CTAID.X")
-        q.op(f"S2R R{R_nb}, SR_CTAID.Y")
-        q.op(f"S2R R{R_pos}, SR_CTAID.Z")
+        block_ids(q, R_tid, R_kb, R_nb, R_pos)
         q.op(f"LDC.64 R{R_y}, c[0x0][{P_Y:#x}]")
-        if s.TW == 1:
-            q.op(f"MOV R{R_th}, R{R_pos}")
-            q.op(f"MOV R{R_tw}, RZ")
-        else:
-            q.op(f"MOV R{R_th}, {_magic(s.TW):#x}")
-            q.op(f"IMAD.HI.U32 R{R_th}, R{R_pos}, R{R_th}, RZ")       # pos / TW
-            mad(q, R_tw, R_th, -s.TW, R_pos, R_tmp)
-        q.op(f"LOP3.LUT R{R_lane}, R{R_tid}, 0x1f, RZ, 0xc0, !PT")
-        q.op(f"SHF.R.U32.HI R{R_warp}, RZ, 0x5, R{R_tid}")
-        mad(q, R_n, R_nb, 0x20, R_lane, R_tmp)
+        tile_coordinates(q, s, R_tid, R_nb, R_pos, R_th, R_tw, R_lane, R_warp, R_n, R_tmp)
         q.op(f"SHF.R.U32.HI R{R_e}, RZ, 0x4, R{R_tid}")
         # staging addresses: write M[e][kg*4 + ..][tg*4 + ..] (tile columns swapped in pairs,
         # as in the accumulators), read M[q][warp*4 + xx][lane ^ 1]
