@@ -81,7 +81,8 @@ def test_sass_assembles_for_sm90_without_hazards(shape):
 
 
 @pytest.mark.parametrize("opts", [Options(yield_mode="every7", ldg_spacing=8, sts_spacing=2),
-                                  Options(yield_mode="every8"), Options(yield_mode="none", transform_step=5)],
+                                  Options(yield_mode="every8"), Options(yield_mode="none", transform_step=5),
+                                  Options(cluster=1), Options(cluster=2, ldg_spacing=5, sts_spacing=3)],
                          ids=lambda o: o.tag())
 def test_sass_switches_assemble(opts):
     text = sassgen.generate(Shape(32, 16, 14, 14, 64), opts)
@@ -125,6 +126,14 @@ def test_sass_in_the_simulator_matches_float64(shape):
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-6
     assert m.race_log == []
     assert m.undefined_log == []
+
+
+def test_spread_layout_in_the_simulator_matches_float64():
+    """cluster=1 (inserted work spread one instruction at a time) computes the same."""
+    shape = Shape(40, 12, 5, 6, 70)
+    got, want, m = _simulate(shape, text=sassgen.generate(shape, Options(cluster=1)))
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-6
+    assert m.race_log == [] and m.undefined_log == []
 
 
 def test_simulator_finds_a_missing_barrier():

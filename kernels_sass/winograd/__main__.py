@@ -353,7 +353,8 @@ def bench_ablation(args, configs, info) -> int:
 
 def render_ablation(data: dict) -> None:
     rows = data["ablation"]
-    tags = [o.tag() for o in [Options()] + ablation_variants()]
+    # the variants recorded in the data (a run of an older generator has other tags), default first
+    tags = [t for t in rows[0]["ms"] if not t.endswith(" 2C")] if rows else []
     print("# SASS switches: main kernel ms (and time relative to the default, first column)")
     print(f"{'config':<12}" + "".join(f"{t:>22}" for t in tags) + f"{'loop FFMA util':>16}")
     for r in rows:
@@ -477,6 +478,28 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_profile(args) -> int:
+    """Launch the SASS main kernel of one shape a few times on random data: a target for a
+    profiler (ncu --kernel-name regex:wino --launch-skip 1 --launch-count 1 ...)."""
+    import torch
+    from . import api
+    s = Shape(*args.shape)
+    dev = torch.device("cuda")
+    xc = torch.randn((s.C, s.H, s.W, s.N), device=dev)
+    u = torch.randn((s.U_ROWS, 16, s.Kpad), device=dev)
+    yk = torch.empty((s.K, s.H, s.W, s.N), device=dev)
+    for _ in range(args.launches):
+        api.main_kernel("sass", xc, u, yk, s, _opts(args), torch.cuda.current_stream().cuda_stream)
+    torch.cuda.synchronize()
+    log(f"[profile] {args.launches} launches of {sassgen_name(s, _opts(args))}")
+    return 0
+
+
+def sassgen_name(s: Shape, o: Options) -> str:
+    from .sassgen import kernel_name
+    return kernel_name(s, o)
+
+
 def cmd_sass(args) -> int:
     from .sassgen import generate
     sys.stdout.write(generate(Shape(*args.shape), _opts(args)))
@@ -485,7 +508,7 @@ def cmd_sass(args) -> int:
 
 def _opts(args) -> Options:
     return Options(yield_mode=args.yield_mode, ldg_spacing=args.ldg_spacing, sts_spacing=args.sts_spacing,
-                   safe=getattr(args, "safe", False))
+                   cluster=args.cluster, safe=getattr(args, "safe", False))
 
 
 def cmd_sim(args) -> int:
@@ -566,7 +589,7 @@ def _build(job):
 
 def ablation_variants() -> list[Options]:
     return [Options(yield_mode="every7"), Options(yield_mode="every8"), Options(yield_mode="none"),
-            Options(ldg_spacing=8), Options(sts_spacing=2)]
+            Options(ldg_spacing=8), Options(sts_spacing=2), Options(cluster=1), Options(cluster=8)]
 
 
 def main(argv=None) -> int:
@@ -578,6 +601,8 @@ def main(argv=None) -> int:
         q.add_argument("--yield-mode", default="natural", choices=["natural", "every7", "every8", "none"])
         q.add_argument("--ldg-spacing", type=int, default=3)
         q.add_argument("--sts-spacing", type=int, default=6)
+        q.add_argument("--cluster", type=int, default=Options().cluster,
+                       help="non-FFMA instructions placed back to back in the main loop (1: spread)")
         q.add_argument("--safe", action="store_true", help="diagnosis: far larger latencies everywhere")
 
     q = sub.add_parser("check")
@@ -607,6 +632,11 @@ def main(argv=None) -> int:
     q.add_argument("shape", nargs=5, type=int, metavar=("N", "C", "H", "W", "K"))
     switches(q)
     q.set_defaults(func=cmd_sass)
+    q = sub.add_parser("profile", help="launch one shape's main kernel (for ncu)")
+    q.add_argument("shape", nargs=5, type=int, metavar=("N", "C", "H", "W", "K"))
+    q.add_argument("--launches", type=int, default=3)
+    switches(q)
+    q.set_defaults(func=cmd_profile)
     q = sub.add_parser("sim")
     q.add_argument("shape", nargs=5, type=int, metavar=("N", "C", "H", "W", "K"))
     q.add_argument("--seed", type=int, default=0)

@@ -32,6 +32,12 @@ if step smoke 60 $W smoke; then
     step ablation 70 $W bench --ablation --configs Conv2/N128 Conv3/N128 Conv4/N128 Conv5/N128 --json "$OUT/ablation.json"
     step memcheck 60 compute-sanitizer --tool memcheck --error-exitcode 1 $W smoke --impl sass --impl cuda
     step racecheck 60 compute-sanitizer --tool racecheck --error-exitcode 1 $W smoke --impl sass
+    # hardware counters of one main kernel (Conv3/N128): issue slots, stall reasons, pipes
+    step ncu 150 ncu --clock-control none --kernel-name regex:wino --launch-skip 1 --launch-count 1 \
+      --section SchedulerStats --section WarpStateStats --section ComputeWorkloadAnalysis \
+      --section InstructionStats --section Occupancy --section SourceCounters \
+      --metrics smsp__inst_executed_pipe_fma.sum,smsp__cycles_active.avg,sm__cycles_elapsed.avg \
+      $W profile 128 128 28 28 128
   fi
 else
   step smoke_safe 60 $W smoke --impl sass --safe
@@ -42,6 +48,7 @@ echo "==== summary"; grep '^\[run\]' "$LOG"; grep -h 'NVIDIA\|^torch' "$LOG" | h
 grep -h '^smoke' "$LOG" | head -24
 grep -h 'passed (relative\|FAIL\|ERROR\|Error' "$LOG" | grep -v '^smoke\|ERROR SUMMARY' | head -20
 grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$LOG"
+sed -n '/^==== ncu/,/^\[run\] ncu/p' "$LOG" | grep -i 'issue\|stall\|pipe_fma\|Warp Cycles\|Eligible\|cycles_active\|elapsed' | head -40
 sed -n '/^# .*torch/,/^geometric mean/p' "$LOG"
 sed -n '/^# SASS switches/,/^# loop FFMA/p' "$LOG"
 exit 0

@@ -55,6 +55,24 @@ SLOTS = SLOTS_PER_STEP * STEPS
 MIN_DIST = 8               # main loop: slots (>= cycles) from a fixed-latency result to its use
 PRED_DIST = 14             # ... from a predicate result (ISETP, LOP3 P, carry) to its use
 
+# The 16-bit load mask: load q of the 4x4 input window (q = 4*row + col) is bit MASK_BIT[q].
+# The loads come in groups of at most six, one group a byte, so that one R2P turns a group's
+# bits into P0..P5 (three R2P instead of 16 LOP3s an iteration; P6 stays the channel and loop
+# predicate).
+LOAD_GROUPS = ((0, 1, 2, 3, 4, 5), (6, 7, 8, 9, 10, 11), (12, 13, 14, 15))
+MASK_BIT = {q: 8 * g + i for g, group in enumerate(LOAD_GROUPS) for i, q in enumerate(group)}
+
+
+def window_bits(rows=range(4), cols=range(4)) -> int:
+    """The mask bits of the window elements in the given rows and columns."""
+    return sum(1 << MASK_BIT[4 * i + j] for i in rows for j in cols)
+
+
+def load_pred(q: int) -> int:
+    """The predicate register that guards load q after its group's R2P."""
+    return MASK_BIT[q] % 8
+
+
 # Parameters: x (CHWN input), u (transformed filters [C+pad][16][Kpad]), y (KHWN output).
 PARAMS = (("x", 8), ("u", 8), ("y", 8))
 PARAM_BASE = 0x210
@@ -137,14 +155,15 @@ class Shape:
 @dataclass(frozen=True)
 class Options:
     yield_mode: str = "natural"   # natural (memory/ALU ops yield, FFMAs don't), every7, every8, none
-    ldg_spacing: int = 3          # FFMAs between consecutive global loads (>= 3: see PRED_DIST)
-    sts_spacing: int = 6          # FFMAs between consecutive shared stores
+    ldg_spacing: int = 3          # FFMAs between consecutive clusters of global loads
+    sts_spacing: int = 6          # FFMAs between consecutive clusters of shared stores
     transform_step: int = 4       # k-step in which the loaded input is transformed and stored
+    cluster: int = 4              # non-FFMA instructions placed back to back (1: spread one by one)
     safe: bool = False            # diagnosis: every latency far above need (slow, same results)
 
     def tag(self) -> str:
         return (f"y{self.yield_mode}-l{self.ldg_spacing}-s{self.sts_spacing}-t{self.transform_step}"
-                + ("-safe" if self.safe else ""))
+                + (f"-g{self.cluster}" if self.cluster != 1 else "") + ("-safe" if self.safe else ""))
 
 
 class Unsupported(ValueError):
@@ -287,11 +306,13 @@ class Generator:
         return Seq(ARCH)
 
     # ---- pieces shared by the prologue and the loop ----
-    def pred_ops(self, q: int, p: int) -> str:
-        return f"LOP3.LUT P{p}, RZ, R{R_M}, {1 << q:#x}, RZ, 0xc0, !PT"
+    def r2p_op(self, group: int) -> str:
+        """Predicates P0.. of load group `group` from its byte of the load mask."""
+        byte = f".B{group}" if group else ""
+        return f"R2P PR, R{R_M}{byte}, {(1 << len(LOAD_GROUPS[group])) - 1:#x}"
 
-    def ldg_x(self, q: int, p: int) -> str:
-        return f"@P{p} LDG.E R{RX(q)}, desc[UR4][R{R_XP}.64+{self.x_off(q):#x}]"
+    def ldg_x(self, q: int) -> str:
+        return f"@P{load_pred(q)} LDG.E R{RX(q)}, desc[UR4][R{R_XP}.64+{self.x_off(q):#x}]"
 
     def ldg_u(self, j: int) -> str:
         return f"LDG.E.128 R{RF + 4 * j}, desc[UR4][R{R_UP}.64+{self.u_off(j):#x}]"
@@ -370,14 +391,14 @@ class Generator:
         q.op(f"ISETP.LE.AND P4, PT, R{R_tw}, {_hex((s.W - 2) // 2)}, PT")
         q.op(f"ISETP.LE.AND P5, PT, R{R_tw}, {_hex((s.W - 3) // 2)}, PT")
         q.op(f"ISETP.LT.AND P6, PT, R{R_n}, {s.N:#x}, PT")
-        q.op(f"MOV R{R_rf}, 0xf0")
-        q.op(f"@P0 LOP3.LUT R{R_rf}, R{R_rf}, 0xf, RZ, 0xfc, !PT")
-        q.op(f"@P1 LOP3.LUT R{R_rf}, R{R_rf}, 0xf00, RZ, 0xfc, !PT")
-        q.op(f"@P2 LOP3.LUT R{R_rf}, R{R_rf}, 0xf000, RZ, 0xfc, !PT")
-        q.op(f"MOV R{R_cf}, 0x2222")
-        q.op(f"@P3 LOP3.LUT R{R_cf}, R{R_cf}, 0x1111, RZ, 0xfc, !PT")
-        q.op(f"@P4 LOP3.LUT R{R_cf}, R{R_cf}, 0x4444, RZ, 0xfc, !PT")
-        q.op(f"@P5 LOP3.LUT R{R_cf}, R{R_cf}, 0x8888, RZ, 0xfc, !PT")
+        # window row 1 and column 1 are always inside the image; rows 0, 2, 3 and columns
+        # 0, 2, 3 depend on P0..P2 and P3..P5
+        q.op(f"MOV R{R_rf}, {window_bits(rows=[1]):#x}")
+        for p, row in ((0, 0), (1, 2), (2, 3)):
+            q.op(f"@P{p} LOP3.LUT R{R_rf}, R{R_rf}, {window_bits(rows=[row]):#x}, RZ, 0xfc, !PT")
+        q.op(f"MOV R{R_cf}, {window_bits(cols=[1]):#x}")
+        for p, col in ((3, 0), (4, 2), (5, 3)):
+            q.op(f"@P{p} LOP3.LUT R{R_cf}, R{R_cf}, {window_bits(cols=[col]):#x}, RZ, 0xfc, !PT")
         q.op(f"LOP3.LUT R{R_MASK}, R{R_rf}, R{R_cf}, RZ, 0xc0, !PT")
         q.op(f"@!P6 MOV R{R_MASK}, RZ")
         q.op(f"IADD3 R{R_CLIM}, -R{R_warp}, {s.C:#x}, RZ")                    # C - warp
@@ -387,10 +408,10 @@ class Generator:
         # first channel block: masks, loads
         q.op(f"ISETP.LT.AND P6, PT, RZ, R{R_CLIM}, PT")
         q.op(f"SEL R{R_M}, R{R_MASK}, RZ, P6")
-        for q_ in range(16):
-            p = q_ % 6
-            q.op(self.pred_ops(q_, p))
-            q.op(self.ldg_x(q_, p))
+        for g, group in enumerate(LOAD_GROUPS):
+            q.op(self.r2p_op(g))
+            for q_ in group:
+                q.op(self.ldg_x(q_))
         for j in range(8):
             q.op(self.ldg_u(j))
         for kk in range(16):
@@ -422,56 +443,69 @@ class Generator:
             ins.setdefault(slot, []).append(op)
             return op
 
+        # Every instruction between two FFMAs breaks the operand-reuse chain: the FFMA after it
+        # reads all three sources from the register file, two banks on sm_90, and issues in two
+        # cycles (microbench inst.ffma_banks). So the inserted work goes in clusters of up to
+        # `cluster` instructions: one lost cycle a cluster, not one an instruction.
+        g = max(1, o.cluster)
+
+        def clustered(slot: int, texts: list[str], gap: int, **kw) -> int:
+            """Place texts in clusters of g, `gap` FFMAs apart from `slot` on; returns the slot
+            of the last cluster."""
+            for c in range(0, len(texts), g):
+                for m, t in enumerate(texts[c:c + g]):
+                    at(slot, t, **{k: (v(c + m) if callable(v) else v) for k, v in kw.items()})
+                slot += gap
+            return slot - gap
+
         # LDS of the next channel's operands: steps 0..6 from this buffer
         for step in range(STEPS - 1):
             nxt = step + 1
-            for m, t in enumerate(self.lds_ops(nxt, nxt % 2)):
-                at(step * SLOTS_PER_STEP + 2 + 4 * m, t, wb=nxt % 2)
-        # channel check and predicates for the next block's input loads (step 0)
+            clustered(step * SLOTS_PER_STEP + 2, self.lds_ops(nxt, nxt % 2), 4, wb=nxt % 2)
+        # channel check and the next block's input loads (step 0): three groups, each after
+        # the R2P that sets its predicates; an R2P follows the last load of the group before
+        # (the guards are read at issue)
         at(1, f"ISETP.LT.AND P6, PT, R{R_C0}, R{R_CLIM}, PT")
         at(16, f"SEL R{R_M}, R{R_MASK}, RZ, P6")
-        # The 16 load predicates rotate through P0..P5: the LOP3 of load q + 6 must come
-        # after load q has read its guard, and PRED_DIST after its own LOP3.
         sp = o.ldg_spacing
-        if 6 * sp <= PRED_DIST:
-            raise ValueError(f"ldg_spacing {sp}: six predicates cannot cover {PRED_DIST} cycles of predicate "
-                             f"latency at that spacing (needs > {PRED_DIST // 6})")
-        L0 = 16 + MIN_DIST + PRED_DIST
-        for q in range(16):
-            p = q % 6
-            at(L0 + sp * q - PRED_DIST, self.pred_ops(q, p))
-            at(L0 + sp * q, self.ldg_x(q, p), wb=2)
-        for j in range(8):
-            at(L0 + sp * (16 + j), self.ldg_u(j), wb=3, wait=(1 << 4) if j == 0 else 0)
-        # transform, stores to the other buffer
+        slot = 16 + MIN_DIST
+        for grp, loads in enumerate(LOAD_GROUPS):
+            at(slot, self.r2p_op(grp))
+            slot = clustered(slot + PRED_DIST, [self.ldg_x(q) for q in loads], sp, wb=2)
+        clustered(slot + sp, [self.ldg_u(j) for j in range(8)], sp, wb=3,
+                  wait=lambda j: (1 << 4) if j == 0 else 0)
+        # transform (pass 1 per column, pass 2 per row: clusters of 4 independent FADDs),
+        # stores to the other buffer
         P1 = o.transform_step * SLOTS_PER_STEP
         ops, where = input_transform_ops([RX(i) for i in range(16)], [RT(i) for i in range(16)], RT(16))
-        for m, t in enumerate(ops):
-            at(P1 + 2 * m, t, wait=((1 << 2) | (1 << 4)) if m == 0 else 0)
-        S0 = P1 + 2 * len(ops) + 6
+        for m in range(0, len(ops), 4):
+            slot = P1 + 2 * m if g == 1 else P1 + MIN_DIST * (m // 4)
+            for k, t in enumerate(ops[m:m + 4]):
+                at(slot + (2 * k if g == 1 else 0), t,
+                   wait=((1 << 2) | (1 << 4)) if m + k == 0 else 0)
+        last_fadd = max(s_ for s_, lst in ins.items() for op in lst if op.text.startswith("FADD"))
         ss = o.sts_spacing
-        for e in range(16):
-            at(S0 + ss * e, self.sts_v(e, where[e]), rb=4)
-        S1 = S0 + ss * 16
-        for j in range(8):
-            at(S1 + ss * j, self.sts_u(j), rb=4, wait=(1 << 3) if j == 0 else 0)
-        S2 = S1 + ss * 8 + 2
-        for m, t in enumerate(self.advance_ops(6, 5)):
-            at(S2 + PRED_DIST * (m // 2) + m % 2, t)
+        slot = clustered(last_fadd + MIN_DIST, [self.sts_v(e, where[e]) for e in range(16)], ss, rb=4)
+        slot = clustered(slot + ss, [self.sts_u(j) for j in range(8)], ss, rb=4,
+                         wait=lambda j: (1 << 3) if j == 0 else 0)
+        S2 = slot + ss
+        adv = self.advance_ops(6, 5)
+        for m, t in enumerate(adv):   # the carries need PRED_DIST before the high halves
+            at(S2 + PRED_DIST * (m // 2) + (0 if g > 1 else m % 2), t)
         last = 7 * SLOTS_PER_STEP
         if S2 + PRED_DIST + 2 > last - 8:
             raise ValueError(f"options {o} do not fit the iteration: stores end at slot {S2}")
-        at(last - 6, f"LOP3.LUT R{R_STSV}, R{R_STSV}, {BUF:#x}, RZ, 0x3c, !PT", wait=1 << 4)
-        at(last - 5, f"LOP3.LUT R{R_STSU}, R{R_STSU}, {BUF:#x}, RZ, 0x3c, !PT")
-        # step 7: barrier, switch buffers, LDS of the next iteration's first channel
+        # the stores' address toggles (after the stores read them: read barrier 4), the
+        # loop counter; then the barrier, the loads' address toggles and the loop test
+        at(last - 8, f"LOP3.LUT R{R_STSV}, R{R_STSV}, {BUF:#x}, RZ, 0x3c, !PT", wait=1 << 4)
+        at(last - 8, f"LOP3.LUT R{R_STSU}, R{R_STSU}, {BUF:#x}, RZ, 0x3c, !PT")
+        at(last - 8, f"IADD3 R{R_C0}, R{R_C0}, 0x8, RZ")
         at(last + 2, "BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6)
-        at(last + 3, f"LOP3.LUT R{R_LDSA}, R{R_LDSA}, {BUF:#x}, RZ, 0x3c, !PT")
-        at(last + 3, f"LOP3.LUT R{R_LDSB}, R{R_LDSB}, {BUF:#x}, RZ, 0x3c, !PT")
-        for m, t in enumerate(self.lds_ops(0, 0)):
-            at(last + 3 + MIN_DIST + 4 * m, t, wb=0)
-        # loop control
-        at(SLOTS - 40, f"IADD3 R{R_C0}, R{R_C0}, 0x8, RZ")
-        at(SLOTS - 30, f"ISETP.LE.AND P6, PT, R{R_C0}, {self.s.Cpad:#x}, PT")
+        at(last + 2, f"LOP3.LUT R{R_LDSA}, R{R_LDSA}, {BUF:#x}, RZ, 0x3c, !PT")
+        at(last + 2, f"LOP3.LUT R{R_LDSB}, R{R_LDSB}, {BUF:#x}, RZ, 0x3c, !PT")
+        at(last + 2, f"ISETP.LE.AND P6, PT, R{R_C0}, {self.s.Cpad:#x}, PT")
+        # step 7: LDS of the next iteration's first channel
+        clustered(last + 2 + MIN_DIST, self.lds_ops(0, 0), 4, wb=0)
 
         # the FFMA stream, with the inserted work
         body: list[Op] = []

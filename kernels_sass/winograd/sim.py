@@ -337,6 +337,15 @@ class Machine:
             else:
                 a, b, c = (self._src(x, st) for x in ops[1:4])
                 self._write(st, ops[0].values[0], _lop3(a, b, c, ops[4].values[0]), g)
+        elif op == "R2P":
+            # R2P PR, Rx{.B1,.B2,.B3}, mask: predicate Pi = bit i of the selected byte, for the
+            # bits set in mask (P0..P6; PT is not writable)
+            byte = next((int(f[2]) for f in ops[1].flags if f in (".B1", ".B2", ".B3")), 0)
+            v = self._src(ops[1], st) >> np.uint32(8 * byte)
+            mask = ops[2].values[0]
+            for p in range(7):
+                if mask >> p & 1:
+                    st.P[p] = np.where(g, (v >> np.uint32(p)) & np.uint32(1) != 0, st.P[p])
         elif op == "PLOP3":
             a, b, c = (self._pred(x, st) for x in ops[2:5])
             lut = ops[5].values[0]
