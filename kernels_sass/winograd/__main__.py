@@ -589,7 +589,7 @@ def _build(job):
 
 def ablation_variants() -> list[Options]:
     return [Options(yield_mode="every7"), Options(yield_mode="every8"), Options(yield_mode="none"),
-            Options(ldg_spacing=8), Options(sts_spacing=2), Options(cluster=1), Options(cluster=8)]
+            Options(ldg_spacing=8), Options(sts_spacing=2), Options(cluster=4)]
 
 
 def main(argv=None) -> int:

@@ -141,8 +141,10 @@ class Shape:
         return -(-self.C // BC) * BC
 
     @property
-    def U_ROWS(self) -> int:           # filter-transform rows: Cpad + one zero block
-        return self.Cpad + BC
+    def U_ROWS(self) -> int:
+        """Filter-transform rows: Cpad and two zero blocks, so that the main loop's prefetch of
+        the block after next stays in bounds in the last iteration."""
+        return self.Cpad + 2 * BC
 
     @property
     def HWN(self) -> int:
@@ -158,7 +160,7 @@ class Options:
     ldg_spacing: int = 3          # FFMAs between consecutive clusters of global loads
     sts_spacing: int = 6          # FFMAs between consecutive clusters of shared stores
     transform_step: int = 4       # k-step in which the loaded input is transformed and stored
-    cluster: int = 4              # non-FFMA instructions placed back to back (1: spread one by one)
+    cluster: int = 1              # non-FFMA instructions placed back to back (1: spread one by one)
     safe: bool = False            # diagnosis: every latency far above need (slow, same results)
 
     def tag(self) -> str:
@@ -317,6 +319,26 @@ class Generator:
     def ldg_u(self, j: int) -> str:
         return f"LDG.E.128 R{RF + 4 * j}, desc[UR4][R{R_UP}.64+{self.u_off(j):#x}]"
 
+    def block_loads(self, chan_check: str) -> tuple[list[tuple[str, dict]], list[tuple[str, dict]]]:
+        """The loads of one channel block: (input loads, filter loads), each in order as
+        (text, placement) with placement keys `after` (FFMA slots, >= cycles, after the previous
+        instruction of the list), `wb`, `wait`. The channel check sets P6 (this thread's
+        channel of the block exists); SEL clears the mask if not; each load group comes
+        PRED_DIST after its R2P; the R2P of a group follows the last load of the group before
+        (guards are read at issue)."""
+        sp = self.o.ldg_spacing
+        out = [(chan_check, {"after": 0}),
+               (f"SEL R{R_M}, R{R_MASK}, RZ, P6", {"after": PRED_DIST})]
+        gap = MIN_DIST
+        for grp, loads in enumerate(LOAD_GROUPS):
+            out.append((self.r2p_op(grp), {"after": gap}))
+            for m, q in enumerate(loads):
+                out.append((self.ldg_x(q), {"after": PRED_DIST if m == 0 else sp, "wb": 2}))
+            gap = 0
+        # the filter loads overwrite RF: after the stores of the filters read it (barrier 4)
+        filters = [(self.ldg_u(j), {"after": sp, "wb": 3, "wait": (1 << 4) if j == 0 else 0}) for j in range(8)]
+        return out, filters
+
     def sts_v(self, e: int, reg: int) -> str:
         return f"STS [R{R_STSV}+{e * ES_V * 4:#x}], R{reg}"
 
@@ -406,14 +428,9 @@ class Generator:
         for q_ in range(16):
             q.op(f"MOV R{RX(q_)}, RZ", y=False)
         # first channel block: masks, loads
-        q.op(f"ISETP.LT.AND P6, PT, RZ, R{R_CLIM}, PT")
-        q.op(f"SEL R{R_M}, R{R_MASK}, RZ, P6")
-        for g, group in enumerate(LOAD_GROUPS):
-            q.op(self.r2p_op(g))
-            for q_ in group:
-                q.op(self.ldg_x(q_))
-        for j in range(8):
-            q.op(self.ldg_u(j))
+        inputs, filters = self.block_loads(f"ISETP.LT.AND P6, PT, RZ, R{R_CLIM}, PT")
+        for text, _ in inputs + filters:
+            q.op(text)
         for kk in range(16):
             for tt in range(8):
                 q.op(f"MOV R{ACC(kk, tt)}, RZ", y=False)
@@ -462,18 +479,12 @@ class Generator:
         for step in range(STEPS - 1):
             nxt = step + 1
             clustered(step * SLOTS_PER_STEP + 2, self.lds_ops(nxt, nxt % 2), 4, wb=nxt % 2)
-        # channel check and the next block's input loads (step 0): three groups, each after
-        # the R2P that sets its predicates; an R2P follows the last load of the group before
-        # (the guards are read at issue)
-        at(1, f"ISETP.LT.AND P6, PT, R{R_C0}, R{R_CLIM}, PT")
-        at(16, f"SEL R{R_M}, R{R_MASK}, RZ, P6")
-        sp = o.ldg_spacing
-        slot = 16 + MIN_DIST
-        for grp, loads in enumerate(LOAD_GROUPS):
-            at(slot, self.r2p_op(grp))
-            slot = clustered(slot + PRED_DIST, [self.ldg_x(q) for q in loads], sp, wb=2)
-        clustered(slot + sp, [self.ldg_u(j) for j in range(8)], sp, wb=3,
-                  wait=lambda j: (1 << 4) if j == 0 else 0)
+        # step 0: the channel counter and both global pointers move on to the block after next
+        # (the previous iteration's loads of that block have read them)
+        A0 = 2 + 4 * 6 + MIN_DIST
+        at(A0, f"IADD3 R{R_C0}, R{R_C0}, 0x8, RZ")
+        for m, t in enumerate(self.advance_ops(6, 5)):   # carries PRED_DIST before the high halves
+            at(A0 + PRED_DIST * (m // 2) + (0 if g > 1 else m % 2), t)
         # transform (pass 1 per column, pass 2 per row: clusters of 4 independent FADDs),
         # stores to the other buffer
         P1 = o.transform_step * SLOTS_PER_STEP
@@ -483,27 +494,37 @@ class Generator:
             for k, t in enumerate(ops[m:m + 4]):
                 at(slot + (2 * k if g == 1 else 0), t,
                    wait=((1 << 2) | (1 << 4)) if m + k == 0 else 0)
-        last_fadd = max(s_ for s_, lst in ins.items() for op in lst if op.text.startswith("FADD"))
+        fadds = sorted(s_ for s_, lst in ins.items() for op in lst if op.text.startswith("FADD"))
+        last_fadd = fadds[-1]
+        # The loads of the block after next (R_C0 and both pointers were moved on at the start
+        # of the iteration): the inputs as soon as pass 1 has read RX, the filters after the
+        # filter stores below. Global latency gets most of an iteration.
+        inputs, filters = self.block_loads(f"ISETP.LT.AND P6, PT, R{R_C0}, R{R_CLIM}, PT")
+
+        def place(slot, loads):
+            for text, kw in loads:
+                slot += kw["after"]
+                at(slot, text, **{k: v for k, v in kw.items() if k != "after" and v})
+            return slot
+
+        inputs_end = place(fadds[15] + MIN_DIST, inputs)
         ss = o.sts_spacing
         slot = clustered(last_fadd + MIN_DIST, [self.sts_v(e, where[e]) for e in range(16)], ss, rb=4)
         slot = clustered(slot + ss, [self.sts_u(j) for j in range(8)], ss, rb=4,
                          wait=lambda j: (1 << 3) if j == 0 else 0)
-        S2 = slot + ss
-        adv = self.advance_ops(6, 5)
-        for m, t in enumerate(adv):   # the carries need PRED_DIST before the high halves
-            at(S2 + PRED_DIST * (m // 2) + (0 if g > 1 else m % 2), t)
+        slot = max(place(slot, filters), inputs_end)
+        # the loop test (after the last R2P and SEL read P6), PRED_DIST before the branch
+        at(slot + 1, f"ISETP.LE.AND P6, PT, R{R_C0}, {self.s.Cpad:#x}, PT")
         last = 7 * SLOTS_PER_STEP
-        if S2 + PRED_DIST + 2 > last - 8:
-            raise ValueError(f"options {o} do not fit the iteration: stores end at slot {S2}")
-        # the stores' address toggles (after the stores read them: read barrier 4), the
-        # loop counter; then the barrier, the loads' address toggles and the loop test
+        if slot + 1 + PRED_DIST > last - 8:
+            raise ValueError(f"options {o} do not fit the iteration: the loads end at slot {slot}")
+        # the stores' address toggles (after the stores read them: read barrier 4); then the
+        # barrier and the loads' address toggles
         at(last - 8, f"LOP3.LUT R{R_STSV}, R{R_STSV}, {BUF:#x}, RZ, 0x3c, !PT", wait=1 << 4)
         at(last - 8, f"LOP3.LUT R{R_STSU}, R{R_STSU}, {BUF:#x}, RZ, 0x3c, !PT")
-        at(last - 8, f"IADD3 R{R_C0}, R{R_C0}, 0x8, RZ")
         at(last + 2, "BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6)
         at(last + 2, f"LOP3.LUT R{R_LDSA}, R{R_LDSA}, {BUF:#x}, RZ, 0x3c, !PT")
         at(last + 2, f"LOP3.LUT R{R_LDSB}, R{R_LDSB}, {BUF:#x}, RZ, 0x3c, !PT")
-        at(last + 2, f"ISETP.LE.AND P6, PT, R{R_C0}, {self.s.Cpad:#x}, PT")
         # step 7: LDS of the next iteration's first channel
         clustered(last + 2 + MIN_DIST, self.lds_ops(0, 0), 4, wb=0)
 
@@ -656,10 +677,17 @@ class Generator:
         return "\n".join(out) + "\n"
 
     def prologue_tail(self, wait: int) -> list[str]:
-        """BAR (after every barrier of the prologue), then the first channel's LDS on barrier 0."""
+        """BAR (after every barrier of the prologue), the first channel's LDS on barrier 0, then
+        the loads of channel block 1 on barriers 2 and 3, as the loop expects them in flight
+        (the loop loads the block after next: global latency gets a whole iteration)."""
         lines = [Op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=wait, y=True, stall=6).line()]
         for t in self.lds_ops(0, 0):
             lines.append(Op(t, wb=0, y=True, stall=2).line())
+        inputs, filters = self.block_loads(f"ISETP.LT.AND P6, PT, R{R_C0}, R{R_CLIM}, PT")
+        loads = inputs + filters
+        for (text, kw), (_, nxt) in zip(loads, loads[1:] + [("", {"after": 1})]):
+            lines.append(Op(text, wb=kw.get("wb"), wait=kw.get("wait", 0), y=True,
+                            stall=max(1, nxt["after"])).line())
         return lines
 
 
