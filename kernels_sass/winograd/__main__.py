@@ -588,8 +588,8 @@ def _build(job):
 
 
 def ablation_variants() -> list[Options]:
-    return [Options(yield_mode="every7"), Options(yield_mode="every8"), Options(yield_mode="none"),
-            Options(ldg_spacing=8), Options(sts_spacing=2), Options(cluster=4)]
+    return [Options(yield_mode="natural"), Options(yield_mode="every7"), Options(yield_mode="every8"),
+            Options(ldg_spacing=3), Options(sts_spacing=2), Options(cluster=4)]
 
 
 def main(argv=None) -> int:
@@ -598,9 +598,9 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
 
     def switches(q):
-        q.add_argument("--yield-mode", default="natural", choices=["natural", "every7", "every8", "none"])
-        q.add_argument("--ldg-spacing", type=int, default=3)
-        q.add_argument("--sts-spacing", type=int, default=6)
+        q.add_argument("--yield-mode", default=Options().yield_mode, choices=["none", "natural", "every7", "every8"])
+        q.add_argument("--ldg-spacing", type=int, default=Options().ldg_spacing)
+        q.add_argument("--sts-spacing", type=int, default=Options().sts_spacing)
         q.add_argument("--cluster", type=int, default=Options().cluster,
                        help="non-FFMA instructions placed back to back in the main loop (1: spread)")
         q.add_argument("--safe", action="store_true", help="diagnosis: far larger latencies everywhere")

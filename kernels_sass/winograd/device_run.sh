@@ -41,7 +41,7 @@ if step smoke 60 $W smoke; then
   fi
 else
   step smoke_safe 60 $W smoke --impl sass --safe
-  step smoke_l8 60 $W smoke --impl sass --ldg-spacing 8 --sts-spacing 6
+  step smoke_l8 60 $W smoke --impl sass --ldg-spacing 3 --sts-spacing 2
   step bench 160 $W bench --impl cuda --json "$OUT/bench.json" --plot "$OUT/bench.png"
 fi
 echo "==== summary"; grep '^\[run\]' "$LOG"; grep -h 'NVIDIA\|^torch' "$LOG" | head -2

@@ -142,9 +142,9 @@ class Shape:
 
     @property
     def U_ROWS(self) -> int:
-        """Filter-transform rows: Cpad and two zero blocks, so that the main loop's prefetch of
-        the block after next stays in bounds in the last iteration."""
-        return self.Cpad + 2 * BC
+        """Filter-transform rows: Cpad and one zero block, so that the main loop's prefetch of
+        the next block's filters stays in bounds in the last iteration."""
+        return self.Cpad + BC
 
     @property
     def HWN(self) -> int:
@@ -156,8 +156,9 @@ class Shape:
 
 @dataclass(frozen=True)
 class Options:
-    yield_mode: str = "natural"   # natural (memory/ALU ops yield, FFMAs don't), every7, every8, none
-    ldg_spacing: int = 3          # FFMAs between consecutive clusters of global loads
+    yield_mode: str = "none"      # none (only BAR and BRA yield), natural (memory/ALU ops yield,
+                                  # FFMAs don't), every7, every8
+    ldg_spacing: int = 8          # FFMAs between consecutive global loads (>= 3: see PRED_DIST)
     sts_spacing: int = 6          # FFMAs between consecutive clusters of shared stores
     transform_step: int = 4       # k-step in which the loaded input is transformed and stored
     cluster: int = 1              # non-FFMA instructions placed back to back (1: spread one by one)
@@ -325,7 +326,8 @@ class Generator:
         instruction of the list), `wb`, `wait`. The channel check sets P6 (this thread's
         channel of the block exists); SEL clears the mask if not; each load group comes
         PRED_DIST after its R2P; the R2P of a group follows the last load of the group before
-        (guards are read at issue)."""
+        (guards are read at issue). The loads read their address registers late, after issue:
+        read barrier 5, which the pointer advance waits on."""
         sp = self.o.ldg_spacing
         out = [(chan_check, {"after": 0}),
                (f"SEL R{R_M}, R{R_MASK}, RZ, P6", {"after": PRED_DIST})]
@@ -333,10 +335,11 @@ class Generator:
         for grp, loads in enumerate(LOAD_GROUPS):
             out.append((self.r2p_op(grp), {"after": gap}))
             for m, q in enumerate(loads):
-                out.append((self.ldg_x(q), {"after": PRED_DIST if m == 0 else sp, "wb": 2}))
+                out.append((self.ldg_x(q), {"after": PRED_DIST if m == 0 else sp, "wb": 2, "rb": 5}))
             gap = 0
         # the filter loads overwrite RF: after the stores of the filters read it (barrier 4)
-        filters = [(self.ldg_u(j), {"after": sp, "wb": 3, "wait": (1 << 4) if j == 0 else 0}) for j in range(8)]
+        filters = [(self.ldg_u(j), {"after": sp, "wb": 3, "rb": 5, "wait": (1 << 4) if j == 0 else 0})
+                   for j in range(8)]
         return out, filters
 
     def sts_v(self, e: int, reg: int) -> str:
@@ -350,12 +353,10 @@ class Generator:
         b = [f"LDS.128 R{RB(buf, 4 * q)}, [R{R_LDSB}+{step * 32 * 4 + q * 16 * 4:#x}]" for q in range(2)]
         return a + b
 
-    def advance_ops(self, cx: int, cu: int) -> list[str]:
-        """Both pointers to the next channel block (64-bit adds, carries in P<cx>, P<cu>)."""
-        return [f"IADD3 R{R_XP}, P{cx}, R{R_XP}, {self.chan_stride:#x}, RZ",
-                f"IADD3 R{R_UP}, P{cu}, R{R_UP}, {self.ublock_stride:#x}, RZ",
-                f"IADD3.X R{R_XP + 1}, RZ, R{R_XP + 1}, RZ, P{cx}, !PT",
-                f"IADD3.X R{R_UP + 1}, RZ, R{R_UP + 1}, RZ, P{cu}, !PT"]
+    def advance_ops(self, ptr: int, stride: int, carry: int) -> list[str]:
+        """A 64-bit pointer to the next channel block (carry in P<carry>)."""
+        return [f"IADD3 R{ptr}, P{carry}, R{ptr}, {stride:#x}, RZ",
+                f"IADD3.X R{ptr + 1}, RZ, R{ptr + 1}, RZ, P{carry}, !PT"]
 
     # ---- prologue ----
     def prologue(self) -> Seq:
@@ -442,7 +443,7 @@ class Generator:
             q.op(self.sts_v(e, where[e]))
         for j in range(8):
             q.op(self.sts_u(j))
-        for t in self.advance_ops(0, 1):
+        for t in self.advance_ops(R_XP, self.chan_stride, 0) + self.advance_ops(R_UP, self.ublock_stride, 1):
             q.op(t)
         q.op(f"MOV R{R_C0}, 0x8")
         # the stores' address registers: toggled only after the stores have read them
@@ -479,12 +480,28 @@ class Generator:
         for step in range(STEPS - 1):
             nxt = step + 1
             clustered(step * SLOTS_PER_STEP + 2, self.lds_ops(nxt, nxt % 2), 4, wb=nxt % 2)
-        # step 0: the channel counter and both global pointers move on to the block after next
-        # (the previous iteration's loads of that block have read them)
+        # Global loads. Iteration i computes channel block i from shared memory, transforms and
+        # stores block i+1 (inputs loaded in iteration i-1, filters at the start of this one),
+        # and loads the inputs of block i+2 as soon as the transform has read RX: global
+        # latency gets most of an iteration. Memory instructions read their address registers
+        # after issue: the loads set read barrier 5 and a pointer moves on after waiting on it.
+        inputs, filters = self.block_loads(f"ISETP.LT.AND P6, PT, R{R_C0}, R{R_CLIM}, PT")
+
+        def place(slot, loads):
+            for text, kw in loads:
+                slot += kw["after"]
+                at(slot, text, **{k: v for k, v in kw.items() if k != "after" and v})
+            return slot
+
+        # step 0: the channel counter and the input pointer move on to block i+2; the filters
+        # of block i+1, then their pointer moves on
         A0 = 2 + 4 * 6 + MIN_DIST
         at(A0, f"IADD3 R{R_C0}, R{R_C0}, 0x8, RZ")
-        for m, t in enumerate(self.advance_ops(6, 5)):   # carries PRED_DIST before the high halves
-            at(A0 + PRED_DIST * (m // 2) + (0 if g > 1 else m % 2), t)
+        for m, t in enumerate(self.advance_ops(R_XP, self.chan_stride, 6)):
+            at(A0 + PRED_DIST * m, t, wait=(1 << 5) if m == 0 else 0)
+        slot = place(A0 + 1, filters)
+        for m, t in enumerate(self.advance_ops(R_UP, self.ublock_stride, 5)):
+            at(slot + 4 * MIN_DIST + PRED_DIST * m, t, wait=(1 << 5) if m == 0 else 0)
         # transform (pass 1 per column, pass 2 per row: clusters of 4 independent FADDs),
         # stores to the other buffer
         P1 = o.transform_step * SLOTS_PER_STEP
@@ -496,23 +513,12 @@ class Generator:
                    wait=((1 << 2) | (1 << 4)) if m + k == 0 else 0)
         fadds = sorted(s_ for s_, lst in ins.items() for op in lst if op.text.startswith("FADD"))
         last_fadd = fadds[-1]
-        # The loads of the block after next (R_C0 and both pointers were moved on at the start
-        # of the iteration): the inputs as soon as pass 1 has read RX, the filters after the
-        # filter stores below. Global latency gets most of an iteration.
-        inputs, filters = self.block_loads(f"ISETP.LT.AND P6, PT, R{R_C0}, R{R_CLIM}, PT")
-
-        def place(slot, loads):
-            for text, kw in loads:
-                slot += kw["after"]
-                at(slot, text, **{k: v for k, v in kw.items() if k != "after" and v})
-            return slot
-
-        inputs_end = place(fadds[15] + MIN_DIST, inputs)
+        inputs_end = place(fadds[15] + MIN_DIST, inputs)    # after pass 1 read RX
         ss = o.sts_spacing
         slot = clustered(last_fadd + MIN_DIST, [self.sts_v(e, where[e]) for e in range(16)], ss, rb=4)
         slot = clustered(slot + ss, [self.sts_u(j) for j in range(8)], ss, rb=4,
                          wait=lambda j: (1 << 3) if j == 0 else 0)
-        slot = max(place(slot, filters), inputs_end)
+        slot = max(slot, inputs_end)
         # the loop test (after the last R2P and SEL read P6), PRED_DIST before the branch
         at(slot + 1, f"ISETP.LE.AND P6, PT, R{R_C0}, {self.s.Cpad:#x}, PT")
         last = 7 * SLOTS_PER_STEP
@@ -678,15 +684,13 @@ class Generator:
 
     def prologue_tail(self, wait: int) -> list[str]:
         """BAR (after every barrier of the prologue), the first channel's LDS on barrier 0, then
-        the loads of channel block 1 on barriers 2 and 3, as the loop expects them in flight
-        (the loop loads the block after next: global latency gets a whole iteration)."""
+        the input loads of channel block 1 on barrier 2, as the loop expects them in flight."""
         lines = [Op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=wait, y=True, stall=6).line()]
         for t in self.lds_ops(0, 0):
             lines.append(Op(t, wb=0, y=True, stall=2).line())
-        inputs, filters = self.block_loads(f"ISETP.LT.AND P6, PT, R{R_C0}, R{R_CLIM}, PT")
-        loads = inputs + filters
+        loads, _ = self.block_loads(f"ISETP.LT.AND P6, PT, R{R_C0}, R{R_CLIM}, PT")
         for (text, kw), (_, nxt) in zip(loads, loads[1:] + [("", {"after": 1})]):
-            lines.append(Op(text, wb=kw.get("wb"), wait=kw.get("wait", 0), y=True,
+            lines.append(Op(text, wb=kw.get("wb"), rb=kw.get("rb"), wait=kw.get("wait", 0), y=True,
                             stall=max(1, nxt["after"])).line())
         return lines
 
