@@ -141,13 +141,17 @@ def gpu_available() -> tuple[bool, str]:
         return False, str(e)
 
 
-def compute_capability() -> tuple[int, int]:
+def device_attribute(name: str) -> int:
+    """A CUdevice_attribute of the current device by its short name, e.g.
+    device_attribute("MULTIPROCESSOR_COUNT")."""
     driver = _driver()
     _context()
     dev = _call("cuDeviceGet", _state["ordinal"])
-    attr = driver.CUdevice_attribute
-    return (_call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
-            _call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
+    return _call("cuDeviceGetAttribute", getattr(driver.CUdevice_attribute, "CU_DEVICE_ATTRIBUTE_" + name), dev)
+
+
+def compute_capability() -> tuple[int, int]:
+    return device_attribute("COMPUTE_CAPABILITY_MAJOR"), device_attribute("COMPUTE_CAPABILITY_MINOR")
 
 
 def synchronize() -> None:

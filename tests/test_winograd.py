@@ -103,15 +103,17 @@ def test_unsupported_shapes_are_refused():
         sassgen.generate(Shape(1024, 1024, 64, 64, 64))   # input of 16 GiB: offsets past 32 bits
 
 
-def _simulate(shape, seed=0, text=None):
+def _simulate(shape, seed=0, opts=Options(), sms=3, text=None):
+    """Run the generated kernel (or `text`) in the simulator on a GPU of `sms` multiprocessors
+    (a persistent block then computes several tiles)."""
     from kernels_sass.winograd import sim
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((shape.N, shape.C, shape.H, shape.W)).astype(np.float32)
     w = rng.standard_normal((shape.K, shape.C, 3, 3)).astype(np.float32)
     u = ref.fx_layout(w, shape.Kpad, shape.U_ROWS)
     y = np.full((shape.K, shape.H, shape.W, shape.N), np.nan, np.float32)
-    text = text or sassgen.generate(shape)
-    out, m = sim.simulate(text, shape.grid(), {"x": ref.to_chwn(x), "u": u, "y": y}, list(sassgen.PARAMS),
+    text = text or sassgen.generate(shape, opts)
+    out, m = sim.simulate(text, sassgen.launch_grid(shape, opts, sms), {"x": ref.to_chwn(x), "u": u, "y": y}, list(sassgen.PARAMS),
                           sassgen.SMEM_BYTES)
     got = ref.from_khwn(out["y"].view(np.float32).reshape(shape.K, shape.H, shape.W, shape.N))
     want = ref.direct_conv2d(x, w)
@@ -128,10 +130,11 @@ def test_sass_in_the_simulator_matches_float64(shape):
     assert m.undefined_log == []
 
 
-def test_spread_layout_in_the_simulator_matches_float64():
-    """cluster=1 (inserted work spread one instruction at a time) computes the same."""
+@pytest.mark.parametrize("opts", [Options(cluster=4), Options(persistent=False)], ids=lambda o: o.tag())
+def test_switches_in_the_simulator_match_float64(opts):
+    """Clustered inserted work and one block a tile compute the same."""
     shape = Shape(40, 12, 5, 6, 70)
-    got, want, m = _simulate(shape, text=sassgen.generate(shape, Options(cluster=1)))
+    got, want, m = _simulate(shape, opts=opts)
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-6
     assert m.race_log == [] and m.undefined_log == []
 

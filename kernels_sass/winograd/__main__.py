@@ -520,7 +520,7 @@ def cmd_sim(args) -> int:
     u = ref.fx_layout(w, s.Kpad, s.U_ROWS)
     y = np.full((s.K, s.H, s.W, s.N), np.nan, np.float32)
     text = sassgen.generate(s, _opts(args))
-    out, m = sim.simulate(text, s.grid(), {"x": ref.to_chwn(x), "u": u, "y": y}, list(sassgen.PARAMS),
+    out, m = sim.simulate(text, sassgen.launch_grid(s, _opts(args), 3), {"x": ref.to_chwn(x), "u": u, "y": y}, list(sassgen.PARAMS),
                           sassgen.SMEM_BYTES)
     got = ref.from_khwn(out["y"].view(np.float32).reshape(s.K, s.H, s.W, s.N))
     want = ref.direct_conv2d(x, w)
@@ -589,7 +589,7 @@ def _build(job):
 
 def ablation_variants() -> list[Options]:
     return [Options(yield_mode="natural"), Options(yield_mode="every7"), Options(yield_mode="every8"),
-            Options(ldg_spacing=3), Options(sts_spacing=2), Options(cluster=4)]
+            Options(ldg_spacing=3), Options(sts_spacing=2), Options(cluster=4), Options(persistent=False)]
 
 
 def main(argv=None) -> int:

@@ -100,6 +100,13 @@ def _arch() -> str:
     return f"sm_{major}{minor}"
 
 
+@lru_cache(maxsize=None)
+def _sms() -> int:
+    """Multiprocessors of the GPU (the persistent kernel launches one block each)."""
+    from sassas.load import device_attribute
+    return device_attribute("MULTIPROCESSOR_COUNT")
+
+
 def cuda_module():
     from . import cuda
     return cuda.module(_arch())
@@ -143,7 +150,7 @@ def filter_transform(w, u, s: Shape, layout: str, stream=0) -> None:
 
 def main_kernel(impl: str, xc, u, yk, s: Shape, opts: Options = Options(), stream=0) -> None:
     if impl == "sass":
-        sass_kernel(s, opts)(s.grid(), sassgen.THREADS, pointer(xc), pointer(u), pointer(yk),
+        sass_kernel(s, opts)(sassgen.launch_grid(s, opts, _sms()), sassgen.THREADS, pointer(xc), pointer(u), pointer(yk),
                              shared=sassgen.SMEM_BYTES, stream=stream)
     elif impl == "cuda":
         k = cuda_module()["winograd_2x2_3x3"]

@@ -105,6 +105,7 @@ def RT(q: int) -> int:                 # transformed window (16 + 1 spare)
 RF = 212                               # 8 x 4 prefetched filter values (212..243)
 R_MASK, R_CLIM, R_M = 209, 210, 211
 R_XP, R_UP = 244, 246                  # 64-bit pointers
+UR_TILE, UR_STRIDE = 6, 7              # persistent blocks: this block's tile number, grid size
 R_LDSA, R_LDSB, R_STSV, R_STSU, R_C0 = 248, 249, 250, 251, 252
 
 
@@ -150,6 +151,10 @@ class Shape:
     def HWN(self) -> int:
         return self.H * self.W * self.N
 
+    @property
+    def tiles(self) -> int:
+        return self.KB * self.NB * self.TH * self.TW
+
     def grid(self) -> tuple[int, int, int]:
         return (self.KB, self.NB, self.TH * self.TW)
 
@@ -162,11 +167,23 @@ class Options:
     sts_spacing: int = 6          # FFMAs between consecutive clusters of shared stores
     transform_step: int = 4       # k-step in which the loaded input is transformed and stored
     cluster: int = 1              # non-FFMA instructions placed back to back (1: spread one by one)
+    persistent: bool = True       # one block an SM looping over tiles (no block launch a tile)
     safe: bool = False            # diagnosis: every latency far above need (slow, same results)
 
     def tag(self) -> str:
         return (f"y{self.yield_mode}-l{self.ldg_spacing}-s{self.sts_spacing}-t{self.transform_step}"
-                + (f"-g{self.cluster}" if self.cluster != 1 else "") + ("-safe" if self.safe else ""))
+                + (f"-g{self.cluster}" if self.cluster != 1 else "") + ("" if self.persistent else "-np")
+                + ("-safe" if self.safe else ""))
+
+
+def uses_tile_loop(s: Shape, o: Options) -> bool:
+    """Persistent blocks, where the tile count suits the 16-bit magic division of the tile number."""
+    return o.persistent and s.tiles < (1 << 16)
+
+
+def launch_grid(s: Shape, o: Options, sms: int) -> tuple[int, int, int]:
+    """The grid to launch the kernel of (s, o) with, on a GPU with `sms` multiprocessors."""
+    return (min(s.tiles, sms), 1, 1) if uses_tile_loop(s, o) else s.grid()
 
 
 class Unsupported(ValueError):
@@ -239,12 +256,31 @@ def output_transform_ops(m):
     return ops, [m[0], m[3], m[4], m[7]]
 
 
-def block_ids(q: Seq, tid: int, kb: int, nb: int, pos: int) -> None:
-    """Thread index and the three block indices: filter block, tile-column block, position."""
+def block_ids(q: Seq, s: "Shape", tile_loop: bool, tid: int, kb: int, nb: int, pos: int, tmp: int) -> None:
+    """Thread index and the three indices of the tile: filter block, tile-column block,
+    position. From the block index, or in the persistent tile loop from the tile number in
+    UR_TILE (tile = kb + KB * (nb + NB * pos), the order of a (KB, NB, positions) grid)."""
     q.op(f"S2R R{tid}, SR_TID.X")
-    q.op(f"S2R R{kb}, SR_CTAID.X")
-    q.op(f"S2R R{nb}, SR_CTAID.Y")
-    q.op(f"S2R R{pos}, SR_CTAID.Z")
+    if not tile_loop:
+        q.op(f"S2R R{kb}, SR_CTAID.X")
+        q.op(f"S2R R{nb}, SR_CTAID.Y")
+        q.op(f"S2R R{pos}, SR_CTAID.Z")
+        return
+    q.op(f"MOV R{pos}, UR{UR_TILE}")
+    if s.KB > 1:                                         # nb <- tile / KB, kb <- tile % KB
+        q.op(f"MOV R{tmp}, {_magic(s.KB):#x}")
+        q.op(f"IMAD.HI.U32 R{nb}, R{pos}, R{tmp}, RZ")
+        mad(q, kb, nb, -s.KB, pos, tmp)
+    else:
+        q.op(f"MOV R{kb}, RZ")
+        q.op(f"MOV R{nb}, R{pos}")
+    if s.NB > 1:                                         # pos <- nb / NB, nb <- nb % NB
+        q.op(f"MOV R{tmp}, {_magic(s.NB):#x}")
+        q.op(f"IMAD.HI.U32 R{pos}, R{nb}, R{tmp}, RZ")
+        mad(q, nb, pos, -s.NB, nb, tmp)
+    else:
+        q.op(f"MOV R{pos}, R{nb}")
+        q.op(f"MOV R{nb}, RZ")
 
 
 def tile_coordinates(q: Seq, s: "Shape", tid: int, nb: int, pos: int, th: int, tw: int,
@@ -285,6 +321,7 @@ class Generator:
         check_shape(shape)
         self.s = shape
         self.o = opts
+        self.tile_loop = uses_tile_loop(shape, opts)
         self.lines: list[str] = []
 
     # constants
@@ -365,7 +402,7 @@ class Generator:
         R_tid, R_kb, R_nb, R_pos, R_th, R_tw = 0, 1, 2, 3, 4, 5
         R_lane, R_warp, R_n, R_off, R_lo, R_hi, R_e, R_c16, R_rf, R_cf, R_t = 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16
         R_x, R_u, R_tmp = 18, 20, 17
-        block_ids(q, R_tid, R_kb, R_nb, R_pos)
+        block_ids(q, s, self.tile_loop, R_tid, R_kb, R_nb, R_pos, R_tmp)
         q.op(f"ULDC.64 UR4, {DESC}")
         q.op(f"LDC.64 R{R_x}, c[0x0][{P_X:#x}]")
         q.op(f"LDC.64 R{R_u}, c[0x0][{P_U:#x}]")
@@ -588,7 +625,7 @@ class Generator:
         R_ms, R_mr, R_k = 206, 207, 208
         R_y, R_yb, R_yp, R_tmp = 210, 212, 214, 209
         q.op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=1 << 0)   # the last LDS (barrier 0) landed
-        block_ids(q, R_tid, R_kb, R_nb, R_pos)
+        block_ids(q, s, self.tile_loop, R_tid, R_kb, R_nb, R_pos, R_tmp)
         q.op(f"LDC.64 R{R_y}, c[0x0][{P_Y:#x}]")
         tile_coordinates(q, s, R_tid, R_nb, R_pos, R_th, R_tw, R_lane, R_warp, R_n, R_tmp)
         q.op(f"SHF.R.U32.HI R{R_e}, RZ, 0x4, R{R_tid}")
@@ -657,7 +694,15 @@ class Generator:
                 else:
                     for idx in range(4):
                         q.op(f"@P{idx} STG.E desc[UR4][R{R_yp}.64+{offs[idx]:#x}], R{outs[idx]}")
-        q.op("EXIT")
+        if self.tile_loop:
+            # every warp has read the staging area before the next tile's stores; the next tile
+            q.op("BAR.SYNC.DEFER_BLOCKING 0x0")
+            q.op(f"UIADD3 UR{UR_TILE}, UR{UR_TILE}, UR{UR_STRIDE}, URZ")
+            q.op(f"MOV R{R_t}, UR{UR_TILE}")
+            q.op(f"ISETP.LT.AND P0, PT, R{R_t}, {s.tiles:#x}, PT")
+            q.ops[-1].stall = max(q.ops[-1].stall, PRED_DIST)     # -> @P0 BRA TILE
+        else:
+            q.op("EXIT")
         return q
 
     # ---- the whole kernel ----
@@ -666,10 +711,19 @@ class Generator:
         name = name or kernel_name(s, o)
         out = [f"# Winograd F(2x2,3x3) FP32 main kernel for {ARCH}, generated by kernels_sass/winograd/sassgen.py",
                f"# shape N={s.N} C={s.C} H={s.H} W={s.W} K={s.K}; options {o}",
-               f"# grid {s.grid()}, {THREADS} threads, {SMEM_BYTES} bytes of dynamic shared memory",
+               f"# grid {s.grid() if not self.tile_loop else '(min(tiles, SMs), 1, 1): persistent over ' + str(s.tiles) + ' tiles'}, "
+               f"{THREADS} threads, {SMEM_BYTES} bytes of dynamic shared memory",
                f".kernel {name}", "<params>"]
         out += [f"{n}, {b}" for n, b in PARAMS]
         out.append("</params>")
+        if self.tile_loop:
+            # persistent blocks: block b computes tiles b, b + grid, b + 2 grid, ...
+            entry = self.seq()
+            entry.op(f"S2UR UR{UR_TILE}, SR_CTAID.X")
+            entry.op(f"ULDC UR{UR_STRIDE}, c[0x0][0xc]")      # gridDim.x
+            out += entry.lines()
+            out.append(Op("NOP", wait=entry.wait_all(), y=True, stall=2).line())
+            out.append("TILE:")
         pro = self.prologue()
         out += pro.lines()
         # The prologue's last wait: everything it left in flight must land before the loop
@@ -677,7 +731,11 @@ class Generator:
         out += self.prologue_tail(pro.wait_all())
         out.append("LOOP:")
         out += [op.line() for op in self.loop_body()]
-        out += self.epilogue().lines()
+        epi = self.epilogue()
+        out += epi.lines()
+        if self.tile_loop:   # the next tile starts from a clean scoreboard (stores have read their data)
+            out.append(Op("@P0 BRA TILE", wait=epi.wait_all(), y=True, stall=5).line())
+            out.append(Op("EXIT", y=True, stall=5).line())
         out.append("END:")
         out.append("--:-:-:Y:0      BRA END;")
         return "\n".join(out) + "\n"

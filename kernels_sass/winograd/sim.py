@@ -102,6 +102,9 @@ class Machine:
         self.shared_bytes = shared_bytes
         self.params = params
         self.cbank = np.zeros(0x1000, dtype=np.uint8)
+        # the launch geometry at the start of bank 0: blockDim (x, y, z), then gridDim (x, y, z)
+        geometry = (THREADS, 1, 1) + tuple(grid)
+        self.cbank[:24] = np.frombuffer(np.array(geometry, np.uint32).tobytes(), np.uint8)
         off = PARAM_BASE
         for (name, value), size in zip(params.items(), param_sizes):
             self.cbank[off:off + size] = np.frombuffer(int(value).to_bytes(size, "little"), np.uint8)
@@ -137,12 +140,22 @@ class Machine:
             if "~" in op.flags:
                 v = ~v
             return v
+        if k == "UR":
+            return np.full(THREADS, self._usrc(op, st), np.uint32)
         if k == "I":
             v = op.values[0]
             if isinstance(v, float):
                 return np.full(THREADS, np.float32(v).view(np.uint32), np.uint32)
             return np.full(THREADS, v & 0xFFFFFFFF, np.uint32)
         raise SimError(f"operand kind {k} not supported")
+
+    def _usrc(self, op, st) -> int:
+        n = op.values[0]
+        if n == 63:
+            return 0
+        if n not in st.UR:
+            raise SimError(f"UR{n} read before it is written")
+        return st.UR[n]
 
     def _fsrc(self, op, st):
         k = op.kind
@@ -273,6 +286,17 @@ class Machine:
             else:
                 raise SimError(f"S2R {sr}")
             self._write(st, ops[0].values[0], v, g)
+        elif op == "S2UR":
+            sr = ops[1].values[0]
+            if not sr.startswith("SR_CTAID."):
+                raise SimError(f"S2UR {sr}")
+            st.UR[ops[0].values[0]] = st.ctaid["XYZ".index(sr[-1])]
+        elif op == "ULDC" and "64" not in mods:
+            off = ops[1].values[1]
+            st.UR[ops[0].values[0]] = int.from_bytes(self.cbank[off:off + 4].tobytes(), "little")
+        elif op == "UIADD3":
+            a, b, c = (self._usrc(x, st) for x in ops[1:4])
+            st.UR[ops[0].values[0]] = (a + b + c) & 0xFFFFFFFF
         elif op in ("ULDC", "NOP", "BAR"):
             if op == "BAR":
                 if not g.all():
@@ -443,6 +467,7 @@ class _State:
         self.r_warps = np.zeros(nwords, np.uint32)
         self.epoch = 0
         self.ctaid = (0, 0, 0)
+        self.UR: dict[int, int] = {}
         self.undef = set()
 
 
