@@ -48,7 +48,11 @@ BUF = 0x10000              # one buffer, 64 KiB; buffers toggled by XOR
 SMEM_BYTES = 2 * BUF
 ES_U, ES_V = 528, 272      # floats per position e (filter, input) in a buffer
 V_OFF = 16 * ES_U          # floats: the input tile follows the filter tile
-KS_M, ES_M = 48, 32 * 48   # output staging: floats per filter row, per position
+# Output staging: floats per filter row (32 images + 4 padding), per position. A row of 36
+# floats (9 16-byte chunks) spreads a warp's STS.128 of 4 kg x 4 tg x 2 e over all 8 bank
+# quads (4 threads each, the minimum of 4 wavefronts); with 48 the kg rows hit the same quads
+# and the stores took 8 (ncu: the kernel's only excess shared-memory wavefronts).
+KS_M, ES_M = 36, 32 * 36
 SLOTS_PER_STEP = 128       # FFMAs per channel (16 x 8 tile)
 STEPS = BC
 SLOTS = SLOTS_PER_STEP * STEPS

@@ -23,7 +23,7 @@
 #define ES_V 272              // floats per e in the shared input tile (8*32 + 16 pad)
 #define V_OFF (16 * ES_U)     // input tile after the filter tile
 #define BUF_FLOATS 16384      // one buffer: 64 KiB
-#define KS_M 48               // floats per filter row in the output-transform staging
+#define KS_M 36               // floats per filter row in the output-transform staging (sassgen.py: why 36)
 #define ES_M (32 * KS_M)      // floats per e there
 #define SMEM_BYTES (2 * BUF_FLOATS * 4)
 
