@@ -589,7 +589,8 @@ def _build(job):
 
 def ablation_variants() -> list[Options]:
     return [Options(yield_mode="natural"), Options(yield_mode="every7"), Options(yield_mode="every8"),
-            Options(ldg_spacing=3), Options(sts_spacing=2), Options(cluster=4), Options(persistent=False)]
+            Options(ldg_spacing=3), Options(sts_spacing=2), Options(cluster=4), Options(persistent=False),
+            Options(overlap=False)]
 
 
 def main(argv=None) -> int:

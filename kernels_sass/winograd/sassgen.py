@@ -109,7 +109,7 @@ def RT(q: int) -> int:                 # transformed window (16 + 1 spare)
 RF = 212                               # 8 x 4 prefetched filter values (212..243)
 R_MASK, R_CLIM, R_M = 209, 210, 211
 R_XP, R_UP = 244, 246                  # 64-bit pointers
-UR_TILE, UR_STRIDE = 6, 7              # persistent blocks: this block's tile number, grid size
+UR_TILE, UR_STRIDE, UR_NEXT = 6, 7, 8   # persistent blocks: this block's tile number, grid size, next tile
 R_LDSA, R_LDSB, R_STSV, R_STSU, R_C0 = 248, 249, 250, 251, 252
 
 
@@ -172,17 +172,20 @@ class Options:
     transform_step: int = 4       # k-step in which the loaded input is transformed and stored
     cluster: int = 1              # non-FFMA instructions placed back to back (1: spread one by one)
     persistent: bool = True       # one block an SM looping over tiles (no block launch a tile)
+    overlap: bool = True          # tile loop: the next tile's global loads issued inside this
+                                  # tile's epilogue (else at the start of the next tile)
     safe: bool = False            # diagnosis: every latency far above need (slow, same results)
 
     def tag(self) -> str:
         return (f"y{self.yield_mode}-l{self.ldg_spacing}-s{self.sts_spacing}-t{self.transform_step}"
-                + (f"-g{self.cluster}" if self.cluster != 1 else "") + ("" if self.persistent else "-np")
+                + (f"-g{self.cluster}" if self.cluster != 1 else "") + ("" if self.persistent else "-np") + ("" if self.overlap else "-nov")
                 + ("-safe" if self.safe else ""))
 
 
 def uses_tile_loop(s: Shape, o: Options) -> bool:
-    """Persistent blocks, where the tile count suits the 16-bit magic division of the tile number."""
-    return o.persistent and s.tiles < (1 << 16)
+    """Persistent blocks, where the tile count suits the 16-bit magic division of the tile number
+    (with room for the number of the next tile, up to 1024 SMs past the last)."""
+    return o.persistent and s.tiles + 1024 < (1 << 16)
 
 
 def launch_grid(s: Shape, o: Options, sms: int) -> tuple[int, int, int]:
@@ -260,17 +263,18 @@ def output_transform_ops(m):
     return ops, [m[0], m[3], m[4], m[7]]
 
 
-def block_ids(q: Seq, s: "Shape", tile_loop: bool, tid: int, kb: int, nb: int, pos: int, tmp: int) -> None:
+def block_ids(q: Seq, s: "Shape", tile_ur: Optional[int], tid: int, kb: int, nb: int, pos: int, tmp: int) -> None:
     """Thread index and the three indices of the tile: filter block, tile-column block,
-    position. From the block index, or in the persistent tile loop from the tile number in
-    UR_TILE (tile = kb + KB * (nb + NB * pos), the order of a (KB, NB, positions) grid)."""
+    position. From the block index (tile_ur None), or in the persistent tile loop from the tile
+    number in UR<tile_ur> (tile = kb + KB * (nb + NB * pos), the order of a (KB, NB, positions)
+    grid)."""
     q.op(f"S2R R{tid}, SR_TID.X")
-    if not tile_loop:
+    if tile_ur is None:
         q.op(f"S2R R{kb}, SR_CTAID.X")
         q.op(f"S2R R{nb}, SR_CTAID.Y")
         q.op(f"S2R R{pos}, SR_CTAID.Z")
         return
-    q.op(f"MOV R{pos}, UR{UR_TILE}")
+    q.op(f"MOV R{pos}, UR{tile_ur}")
     if s.KB > 1:                                         # nb <- tile / KB, kb <- tile % KB
         q.op(f"MOV R{tmp}, {_magic(s.KB):#x}")
         q.op(f"IMAD.HI.U32 R{nb}, R{pos}, R{tmp}, RZ")
@@ -326,6 +330,7 @@ class Generator:
         self.s = shape
         self.o = opts
         self.tile_loop = uses_tile_loop(shape, opts)
+        self.overlap = self.tile_loop and opts.overlap
         self.lines: list[str] = []
 
     # constants
@@ -399,14 +404,24 @@ class Generator:
         return [f"IADD3 R{ptr}, P{carry}, R{ptr}, {stride:#x}, RZ",
                 f"IADD3.X R{ptr + 1}, RZ, R{ptr + 1}, RZ, P{carry}, !PT"]
 
-    # ---- prologue ----
-    def prologue(self) -> Seq:
+    # ---- prologue, in two parts ----
+    # Part 1 (tile_setup) computes a tile's pointers, addresses and load mask and issues the
+    # global loads of its first channel block; part 2 (tile_start) transforms and stores that
+    # block. In the persistent tile loop, part 1 of the next tile runs inside this tile's
+    # epilogue, so the loads' latency passes under the output transform.
+    LOAD_BARRIERS = (2, 3)          # the first block's global loads (as in the loop)
+    SHORT_BARRIERS = (0, 1, 4, 5)   # everything else of the prologue and epilogue
+
+    def tile_setup(self, q: Seq, tile_ur: Optional[int], base: int) -> None:
+        """Part 1 for the tile in UR<tile_ur> (None: the block index), temporaries from R<base>
+        on (22 registers): pointers, shared addresses, mask, the zeroed input window, and the
+        first channel block's loads on LOAD_BARRIERS. A tile number past the last tile loads
+        nothing (its load mask is zero; the filter pointer stays inside U)."""
         s = self.s
-        q = self.seq()
-        R_tid, R_kb, R_nb, R_pos, R_th, R_tw = 0, 1, 2, 3, 4, 5
-        R_lane, R_warp, R_n, R_off, R_lo, R_hi, R_e, R_c16, R_rf, R_cf, R_t = 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16
-        R_x, R_u, R_tmp = 18, 20, 17
-        block_ids(q, s, self.tile_loop, R_tid, R_kb, R_nb, R_pos, R_tmp)
+        (R_tid, R_kb, R_nb, R_pos, R_th, R_tw, R_lane, R_warp, R_n, R_off, R_lo, R_hi, R_e, R_c16,
+         R_rf, R_cf, R_t, R_tmp) = range(base, base + 18)
+        R_x, R_u = base + 18, base + 20
+        block_ids(q, s, tile_ur, R_tid, R_kb, R_nb, R_pos, R_tmp)
         q.op(f"ULDC.64 UR4, {DESC}")
         q.op(f"LDC.64 R{R_x}, c[0x0][{P_X:#x}]")
         q.op(f"LDC.64 R{R_u}, c[0x0][{P_U:#x}]")
@@ -447,14 +462,19 @@ class Generator:
         mad(q, R_STSU, R_e, ES_U * 4, None, R_tmp)
         q.op(f"IADD3 R{R_STSU}, R{R_STSU}, {SMEM_BASE:#x}, RZ")
         mad(q, R_STSU, R_c16, 0x10, R_STSU, R_tmp)
-        # the 16-bit load mask: rows, columns, image in range
+        # the 16-bit load mask: rows, columns, image (and tile) in range
         q.op(f"ISETP.GE.AND P0, PT, R{R_th}, 0x1, PT")
         q.op(f"ISETP.LE.AND P1, PT, R{R_th}, {_hex((s.H - 2) // 2)}, PT")
         q.op(f"ISETP.LE.AND P2, PT, R{R_th}, {_hex((s.H - 3) // 2)}, PT")
         q.op(f"ISETP.GE.AND P3, PT, R{R_tw}, 0x1, PT")
         q.op(f"ISETP.LE.AND P4, PT, R{R_tw}, {_hex((s.W - 2) // 2)}, PT")
         q.op(f"ISETP.LE.AND P5, PT, R{R_tw}, {_hex((s.W - 3) // 2)}, PT")
-        q.op(f"ISETP.LT.AND P6, PT, R{R_n}, {s.N:#x}, PT")
+        if tile_ur is None:
+            q.op(f"ISETP.LT.AND P6, PT, R{R_n}, {s.N:#x}, PT")
+        else:
+            q.op(f"MOV R{R_t}, UR{tile_ur}")
+            q.op(f"ISETP.LT.AND P6, PT, R{R_t}, {s.tiles:#x}, PT")
+            q.op(f"ISETP.LT.AND P6, PT, R{R_n}, {s.N:#x}, P6")
         # window row 1 and column 1 are always inside the image; rows 0, 2, 3 and columns
         # 0, 2, 3 depend on P0..P2 and P3..P5
         q.op(f"MOV R{R_rf}, {window_bits(rows=[1]):#x}")
@@ -466,17 +486,20 @@ class Generator:
         q.op(f"LOP3.LUT R{R_MASK}, R{R_rf}, R{R_cf}, RZ, 0xc0, !PT")
         q.op(f"@!P6 MOV R{R_MASK}, RZ")
         q.op(f"IADD3 R{R_CLIM}, -R{R_warp}, {s.C:#x}, RZ")                    # C - warp
-        # zero the accumulators and the input window (padding elements stay zero)
+        # the input window starts at zero (padding elements stay zero); first channel block
         for q_ in range(16):
             q.op(f"MOV R{RX(q_)}, RZ", y=False)
-        # first channel block: masks, loads
         inputs, filters = self.block_loads(f"ISETP.LT.AND P6, PT, RZ, R{R_CLIM}, PT")
         for text, _ in inputs + filters:
-            q.op(text)
+            q.op(text, barriers=self.LOAD_BARRIERS, read_only=True)
+
+    def tile_start(self) -> Seq:
+        """Part 2: zero the accumulators, transform and store the first channel block into
+        buffer 0, move the pointers on (the loads of part 1 have landed: see text())."""
+        q = self.seq()
         for kk in range(16):
             for tt in range(8):
                 q.op(f"MOV R{ACC(kk, tt)}, RZ", y=False)
-        # transform and store block 0 into buffer 0
         ops, where = input_transform_ops([RX(i) for i in range(16)], [RT(i) for i in range(16)], RT(16))
         for t in ops:
             q.op(t)
@@ -621,15 +644,21 @@ class Generator:
 
     # ---- epilogue: output transform through shared memory ----
     def epilogue(self) -> Seq:
+        """The output transform through shared memory, in two rounds of 32 filters. Round r
+        stores accumulator rows 8r..8r+7 (R64r..R64r+63) and then stages its values in the
+        registers it just stored; R128..R151 hold the addresses. In the tile loop, part 1 of
+        the next tile's prologue (temporaries R152..R173, loads into RX/RF) runs after round 0's
+        stores, so its global loads are in flight during the rest of the output transform."""
         s = self.s
         q = self.seq()
-        # registers: R128.. for staging values, R192.. for addresses
-        R_tid, R_kb, R_nb, R_pos, R_th, R_tw = 192, 193, 194, 195, 196, 197
-        R_lane, R_warp, R_n, R_off, R_lo, R_hi, R_e, R_t = 198, 199, 200, 201, 202, 203, 204, 205
-        R_ms, R_mr, R_k = 206, 207, 208
-        R_y, R_yb, R_yp, R_tmp = 210, 212, 214, 209
-        q.op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=1 << 0)   # the last LDS (barrier 0) landed
-        block_ids(q, s, self.tile_loop, R_tid, R_kb, R_nb, R_pos, R_tmp)
+        q.pool = self.SHORT_BARRIERS
+        (R_tid, R_kb, R_nb, R_pos, R_th, R_tw, R_lane, R_warp, R_n, R_off, R_lo, R_hi, R_e, R_t,
+         R_ms, R_mr, R_k, R_tmp) = range(128, 146)
+        R_y, R_yb, R_yp = 146, 148, 150
+        # the loop's LDS (barriers 0, 1), loads (2, 3) and late reads (4, 5) are done; every warp
+        # has read its last operands before the staging overwrites both buffers
+        q.op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=0x3f)
+        block_ids(q, s, UR_TILE if self.tile_loop else None, R_tid, R_kb, R_nb, R_pos, R_tmp)
         q.op(f"LDC.64 R{R_y}, c[0x0][{P_Y:#x}]")
         tile_coordinates(q, s, R_tid, R_nb, R_pos, R_th, R_tw, R_lane, R_warp, R_n, R_tmp)
         q.op(f"SHF.R.U32.HI R{R_e}, RZ, 0x4, R{R_tid}")
@@ -657,14 +686,6 @@ class Generator:
         q.op(f"SHF.R.U32.HI R{R_hi}, RZ, 0x1e, R{R_off}")
         q.op(f"IADD3 R{R_yb}, P0, R{R_lo}, R{R_y}, RZ")
         q.op(f"IADD3.X R{R_yb + 1}, R{R_hi}, R{R_y + 1}, RZ, P0, !PT")
-        # store predicates: P0..P3 = image, row, column in range for output (i, j)
-        q.op(f"ISETP.LT.AND P4, PT, R{R_n}, {s.N:#x}, PT")
-        q.op(f"ISETP.LE.AND P5, PT, R{R_th}, {_hex((s.H - 2) // 2)}, P4")      # row 2th+1 < H
-        q.op(f"ISETP.LE.AND P6, PT, R{R_tw}, {_hex((s.W - 2) // 2)}, PT")      # col 2tw+1 < W
-        q.op("PLOP3.LUT P0, PT, P4, PT, PT, 0x80, 0x0")
-        q.op("PLOP3.LUT P1, PT, P4, P6, PT, 0x80, 0x0")
-        q.op("PLOP3.LUT P2, PT, P5, PT, PT, 0x80, 0x0")
-        q.op("PLOP3.LUT P3, PT, P5, P6, PT, 0x80, 0x0")
         need_k = s.K % BK != 0
         for r in range(2):
             if r == 1:
@@ -675,8 +696,20 @@ class Generator:
                     for tq in range(2):
                         off = ((qq * 16 + i) * KS_M + tq * 16) * 4
                         q.op(f"STS.128 [R{R_ms}+{off:#x}], R{kk * 8 + 4 * tq}")   # tiles 4tq+{1,0,3,2}
+            if r == 0:
+                if self.overlap:
+                    q.op(f"UIADD3 UR{UR_NEXT}, UR{UR_TILE}, UR{UR_STRIDE}, URZ")
+                    self.tile_setup(q, UR_NEXT, 152)
+                # store predicates: P0..P3 = image, row, column in range for output (i, j)
+                q.op(f"ISETP.LT.AND P4, PT, R{R_n}, {s.N:#x}, PT")
+                q.op(f"ISETP.LE.AND P5, PT, R{R_th}, {_hex((s.H - 2) // 2)}, P4")      # row 2th+1 < H
+                q.op(f"ISETP.LE.AND P6, PT, R{R_tw}, {_hex((s.W - 2) // 2)}, PT")      # col 2tw+1 < W
+                q.op("PLOP3.LUT P0, PT, P4, PT, PT, 0x80, 0x0")
+                q.op("PLOP3.LUT P1, PT, P4, P6, PT, 0x80, 0x0")
+                q.op("PLOP3.LUT P2, PT, P5, PT, PT, 0x80, 0x0")
+                q.op("PLOP3.LUT P3, PT, P5, P6, PT, 0x80, 0x0")
             q.op("BAR.SYNC.DEFER_BLOCKING 0x0")
-            mregs = [[128 + 16 * xx + e for e in range(16)] for xx in range(4)]
+            mregs = [[64 * r + 16 * xx + e for e in range(16)] for xx in range(4)]
             for xx in range(4):
                 for e in range(16):
                     q.op(f"LDS R{mregs[xx][e]}, [R{R_mr}+{(e * ES_M + xx * KS_M) * 4:#x}]")
@@ -720,15 +753,25 @@ class Generator:
                f".kernel {name}", "<params>"]
         out += [f"{n}, {b}" for n, b in PARAMS]
         out.append("</params>")
+        # part 1 of the first tile's prologue (with overlap; else of every tile) and the wait
+        # for its loads; in the tile loop with overlap, part 1 of the next tile runs inside the
+        # epilogue
+        entry = self.seq()
         if self.tile_loop:
             # persistent blocks: block b computes tiles b, b + grid, b + 2 grid, ...
-            entry = self.seq()
             entry.op(f"S2UR UR{UR_TILE}, SR_CTAID.X")
             entry.op(f"ULDC UR{UR_STRIDE}, c[0x0][0xc]")      # gridDim.x
-            out += entry.lines()
-            out.append(Op("NOP", wait=entry.wait_all(), y=True, stall=2).line())
+            if not self.overlap:
+                entry.op("NOP", wait=entry.wait_all(), y=True, stall=2)
+                out += entry.lines()
+                out.append("TILE:")
+                entry = self.seq()
+        self.tile_setup(entry, UR_TILE if self.tile_loop else None, 128)
+        entry.op("NOP", wait=entry.wait_all(), y=True, stall=2)
+        out += entry.lines()
+        if self.overlap:
             out.append("TILE:")
-        pro = self.prologue()
+        pro = self.tile_start()
         out += pro.lines()
         # The prologue's last wait: everything it left in flight must land before the loop
         # (the loop's barrier plan starts from a clean scoreboard).

@@ -73,6 +73,7 @@ class Seq:
         self.ready: dict = {}               # reg -> (cycle readable by ALU consumers, producer class)
         self.pend: dict[int, _Pending] = {b: _Pending() for b in barriers}
         self.lru = list(barriers)
+        self.pool = tuple(barriers)         # barriers an op may take unless it names its own
         self.yield_all = yield_all
 
     # -- state --------------------------------------------------------------------------
@@ -107,20 +108,21 @@ class Seq:
                 m |= 1 << b
         return m
 
-    def _take_barrier(self) -> int:
-        for b in self.lru:
-            p = self.pend[b]
-            if not p.regs_w and not p.regs_r:
-                self.lru.remove(b)
-                self.lru.append(b)
-                return b
-        b = self.lru.pop(0)
+    def _take_barrier(self, pool) -> int:
+        """A free barrier of `pool`, least recently used first; else the least recently used."""
+        cands = [b for b in self.lru if b in pool]
+        b = next((b for b in cands if not self.pend[b].regs_w and not self.pend[b].regs_r), cands[0])
+        self.lru.remove(b)
         self.lru.append(b)
         return b
 
     # -- the one entry point ------------------------------------------------------------
     def op(self, text: str, *, y: Optional[bool] = None, comment: str = "", wait: int = 0,
-           stall: int = 1) -> Op:
+           stall: int = 1, barriers: Optional[tuple] = None, read_only: bool = False) -> Op:
+        """Append `text`; a variable-latency op takes a scoreboard barrier from `barriers`
+        (default: self.pool), so that long loads can be kept off the barriers that short
+        shared-memory work waits on. read_only: a load of memory nothing writes while the kernel
+        runs, which later barriers and stores need not wait for."""
         inst, eff = op_effects(text)
         cls = eff.cls
         lat = self.timing.latency(cls)
@@ -163,13 +165,14 @@ class Seq:
             self.ready.pop(r, None)
         if variable:
             if writes:
-                b = self._take_barrier()
+                b = self._take_barrier(barriers or self.pool)
                 o.wb = b
                 self.pend[b].regs_w |= set(writes)
-                self.pend[b].regs_r |= set(eff.reads)   # sources read late: free once written
+                late = {r for r in eff.reads if not (read_only and r[0] == "MEM")}
+                self.pend[b].regs_r |= late             # sources read late: free once written
                 self.pend[b].set_at = t
             elif eff.reads and eff.info.async_read:
-                b = self._take_barrier()
+                b = self._take_barrier(barriers or self.pool)
                 o.rb = b
                 self.pend[b].regs_r |= set(eff.reads)
                 self.pend[b].set_at = t
