@@ -508,7 +508,8 @@ def cmd_sass(args) -> int:
 
 def _opts(args) -> Options:
     return Options(yield_mode=args.yield_mode, ldg_spacing=args.ldg_spacing, sts_spacing=args.sts_spacing,
-                   cluster=args.cluster, safe=getattr(args, "safe", False))
+                   cluster=args.cluster, safe=getattr(args, "safe", False),
+                   overlap=not getattr(args, "no_overlap", False))
 
 
 def cmd_sim(args) -> int:
@@ -605,6 +606,8 @@ def main(argv=None) -> int:
         q.add_argument("--cluster", type=int, default=Options().cluster,
                        help="non-FFMA instructions placed back to back in the main loop (1: spread)")
         q.add_argument("--safe", action="store_true", help="diagnosis: far larger latencies everywhere")
+        q.add_argument("--no-overlap", action="store_true",
+                       help="tile loop: a tile's first loads at its start, not in the epilogue before it")
 
     q = sub.add_parser("check")
     q.add_argument("--impl", action="append", choices=["sass", "cuda", "direct"])

@@ -263,12 +263,10 @@ def output_transform_ops(m):
     return ops, [m[0], m[3], m[4], m[7]]
 
 
-def block_ids(q: Seq, s: "Shape", tile_ur: Optional[int], tid: int, kb: int, nb: int, pos: int, tmp: int) -> None:
-    """Thread index and the three indices of the tile: filter block, tile-column block,
-    position. From the block index (tile_ur None), or in the persistent tile loop from the tile
-    number in UR<tile_ur> (tile = kb + KB * (nb + NB * pos), the order of a (KB, NB, positions)
-    grid)."""
-    q.op(f"S2R R{tid}, SR_TID.X")
+def block_ids(q: Seq, s: "Shape", tile_ur: Optional[int], kb: int, nb: int, pos: int, tmp: int) -> None:
+    """The three indices of the tile: filter block, tile-column block, position. From the
+    block index (tile_ur None), or in the persistent tile loop from the tile number in
+    UR<tile_ur> (tile = kb + KB * (nb + NB * pos), the order of a (KB, NB, positions) grid)."""
     if tile_ur is None:
         q.op(f"S2R R{kb}, SR_CTAID.X")
         q.op(f"S2R R{nb}, SR_CTAID.Y")
@@ -421,10 +419,12 @@ class Generator:
         (R_tid, R_kb, R_nb, R_pos, R_th, R_tw, R_lane, R_warp, R_n, R_off, R_lo, R_hi, R_e, R_c16,
          R_rf, R_cf, R_t, R_tmp) = range(base, base + 18)
         R_x, R_u = base + 18, base + 20
-        block_ids(q, s, tile_ur, R_tid, R_kb, R_nb, R_pos, R_tmp)
+        # (the short loads on barriers 0, 1: in the epilogue, 4 and 5 carry the staging stores)
+        q.op(f"S2R R{R_tid}, SR_TID.X", barriers=(0, 1))
+        block_ids(q, s, tile_ur, R_kb, R_nb, R_pos, R_tmp)
         q.op(f"ULDC.64 UR4, {DESC}")
-        q.op(f"LDC.64 R{R_x}, c[0x0][{P_X:#x}]")
-        q.op(f"LDC.64 R{R_u}, c[0x0][{P_U:#x}]")
+        q.op(f"LDC.64 R{R_x}, c[0x0][{P_X:#x}]", barriers=(0, 1))
+        q.op(f"LDC.64 R{R_u}, c[0x0][{P_U:#x}]", barriers=(0, 1))
         # tile position
         tile_coordinates(q, s, R_tid, R_nb, R_pos, R_th, R_tw, R_lane, R_warp, R_n, R_tmp)
         # input pointer: x + 4 * (warp*HWN + (2th-1)*W*N + (2tw-1)*N + n)
@@ -643,6 +643,18 @@ class Generator:
         return body
 
     # ---- epilogue: output transform through shared memory ----
+    @staticmethod
+    def stage_round(q: Seq, r: int, R_ms: int) -> None:
+        """The accumulator stores of round r: filter rows kk = 8r..8r+7 of this thread's tile,
+        on read barriers 4 and 5 (only the staging loads into these registers wait for them)."""
+        for qq in range(2):
+            for i in range(4):
+                kk = (2 * r + qq) * 4 + i
+                for tq in range(2):
+                    off = ((qq * 16 + i) * KS_M + tq * 16) * 4
+                    q.op(f"STS.128 [R{R_ms}+{off:#x}], R{kk * 8 + 4 * tq}",   # tiles 4tq+{1,0,3,2}
+                         barriers=(4, 5))     # leaves 0, 1 to the set-up work behind them
+
     def epilogue(self) -> Seq:
         """The output transform through shared memory, in two rounds of 32 filters. Round r
         stores accumulator rows 8r..8r+7 (R64r..R64r+63) and then stages its values in the
@@ -658,12 +670,11 @@ class Generator:
         # the loop's LDS (barriers 0, 1), loads (2, 3) and late reads (4, 5) are done; every warp
         # has read its last operands before the staging overwrites both buffers
         q.op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=0x3f)
-        block_ids(q, s, UR_TILE if self.tile_loop else None, R_tid, R_kb, R_nb, R_pos, R_tmp)
+        # round 0's stores need only the staging address: M[e][kg*4 + ..][tg*4 + ..] (tile
+        # columns swapped in pairs, as in the accumulators); the rest of the set-up follows them
+        q.op(f"S2R R{R_tid}, SR_TID.X")
         q.op(f"LDC.64 R{R_y}, c[0x0][{P_Y:#x}]")
-        tile_coordinates(q, s, R_tid, R_nb, R_pos, R_th, R_tw, R_lane, R_warp, R_n, R_tmp)
         q.op(f"SHF.R.U32.HI R{R_e}, RZ, 0x4, R{R_tid}")
-        # staging addresses: write M[e][kg*4 + ..][tg*4 + ..] (tile columns swapped in pairs,
-        # as in the accumulators), read M[q][warp*4 + xx][lane ^ 1]
         mad(q, R_ms, R_e, ES_M * 4, None, R_tmp)
         q.op(f"IADD3 R{R_ms}, R{R_ms}, {SMEM_BASE:#x}, RZ")
         q.op(f"SHF.L.U32 R{R_t}, R{R_tid}, 0x4, RZ")
@@ -672,6 +683,10 @@ class Generator:
         q.op(f"SHF.R.U32.HI R{R_t}, RZ, 0x2, R{R_tid}")
         q.op(f"LOP3.LUT R{R_t}, R{R_t}, 0x3, RZ, 0xc0, !PT")                  # kg
         mad(q, R_ms, R_t, 4 * KS_M * 4, R_ms, R_tmp)
+        self.stage_round(q, 0, R_ms)
+        block_ids(q, s, UR_TILE if self.tile_loop else None, R_kb, R_nb, R_pos, R_tmp)
+        tile_coordinates(q, s, R_tid, R_nb, R_pos, R_th, R_tw, R_lane, R_warp, R_n, R_tmp)
+        # staging read address: M[q][warp*4 + xx][lane ^ 1]
         q.op(f"LOP3.LUT R{R_t}, R{R_lane}, 0x1, RZ, 0x3c, !PT")               # lane ^ 1
         mad(q, R_mr, R_t, 0x4, None, R_tmp)
         q.op(f"IADD3 R{R_mr}, R{R_mr}, {SMEM_BASE:#x}, RZ")
@@ -690,12 +705,7 @@ class Generator:
         for r in range(2):
             if r == 1:
                 q.op("BAR.SYNC.DEFER_BLOCKING 0x0")
-            for qq in range(2):
-                for i in range(4):
-                    kk = (2 * r + qq) * 4 + i
-                    for tq in range(2):
-                        off = ((qq * 16 + i) * KS_M + tq * 16) * 4
-                        q.op(f"STS.128 [R{R_ms}+{off:#x}], R{kk * 8 + 4 * tq}")   # tiles 4tq+{1,0,3,2}
+                self.stage_round(q, 1, R_ms)
             if r == 0:
                 if self.overlap:
                     q.op(f"UIADD3 UR{UR_NEXT}, UR{UR_TILE}, UR{UR_STRIDE}, URZ")
