@@ -38,7 +38,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from .sched import Op, Seq
+from .sched import Op, Seq, op_effects
 
 ARCH = "sm_90"
 THREADS = 256
@@ -172,13 +172,15 @@ class Options:
     transform_step: int = 4       # k-step in which the loaded input is transformed and stored
     cluster: int = 1              # non-FFMA instructions placed back to back (1: spread one by one)
     persistent: bool = True       # one block an SM looping over tiles (no block launch a tile)
+    reuse_slots: bool = False     # main loop: .reuse kept across inserted instructions that
+                                  # read no register in that operand slot
     overlap: bool = True          # tile loop: the next tile's global loads issued inside this
                                   # tile's epilogue (else at the start of the next tile)
     safe: bool = False            # diagnosis: every latency far above need (slow, same results)
 
     def tag(self) -> str:
         return (f"y{self.yield_mode}-l{self.ldg_spacing}-s{self.sts_spacing}-t{self.transform_step}"
-                + (f"-g{self.cluster}" if self.cluster != 1 else "") + ("" if self.persistent else "-np") + ("" if self.overlap else "-nov")
+                + (f"-g{self.cluster}" if self.cluster != 1 else "") + ("" if self.persistent else "-np") + ("" if self.overlap else "-nov") + ("-rs" if self.reuse_slots else "")
                 + ("-safe" if self.safe else ""))
 
 
@@ -628,18 +630,32 @@ class Generator:
                     op.stall, op.y = 15, True
                 else:
                     op.stall = 4
-        # operand reuse: only where the very next instruction is an FFMA reading the same
-        # register in the same slot, and not on a yielding instruction (the cache does not
-        # survive a switch; nvdisasm does not even print .reuse there)
-        for idx, op in enumerate(body[:-1]):
-            nxt = body[idx + 1]
-            if op.ffma is None or nxt.ffma is None or op.y:
+        # operand reuse. A .reuse on source slot k keeps the register for the next instruction
+        # that reads slot k (sassas.semantics: memory addresses and the like read none), so with
+        # reuse_slots it is set where that instruction is an FFMA reading the same register, with
+        # no write of it and no yield in between (the cache does not survive a switch; nvdisasm
+        # does not even print .reuse on a yielding instruction); else only where the very next
+        # instruction is that FFMA.
+        pending: list = [None, None]       # per slot: (FFMA op, register) whose cache may hit
+        for op in body:
+            if op.y and op.ffma is None:
+                pending = [None, None]
                 continue
-            (a, b), (na, nb) = op.ffma, nxt.ffma
-            if a == na:
-                op.text = op.text.replace(f"R{a},", f"R{a}.reuse,", 1)
-            if b == nb:
-                op.text = op.text.replace(f"R{b},", f"R{b}.reuse,", 1)
+            if op.ffma is None:
+                if not o.reuse_slots:
+                    pending = [None, None]
+                    continue
+                _, eff = op_effects(op.text)
+                for k in range(2):
+                    if pending[k] and ((k < len(eff.slots) and eff.slots[k] is not None)
+                                       or ("R", pending[k][1]) in eff.writes):
+                        pending[k] = None
+                continue
+            for k, reg in enumerate(op.ffma):
+                if pending[k] and pending[k][1] == reg:
+                    prev = pending[k][0]
+                    prev.text = prev.text.replace(f"R{reg},", f"R{reg}.reuse,", 1)
+                pending[k] = None if op.y else (op, reg)
         return body
 
     # ---- epilogue: output transform through shared memory ----
