@@ -509,7 +509,7 @@ def cmd_sass(args) -> int:
 def _opts(args) -> Options:
     return Options(yield_mode=args.yield_mode, ldg_spacing=args.ldg_spacing, sts_spacing=args.sts_spacing,
                    cluster=args.cluster, safe=getattr(args, "safe", False),
-                   overlap=not getattr(args, "no_overlap", False), reuse_slots=getattr(args, "reuse_slots", False))
+                   overlap=not getattr(args, "no_overlap", False), reuse_slots=not getattr(args, "no_reuse_slots", False))
 
 
 def cmd_sim(args) -> int:
@@ -591,7 +591,7 @@ def _build(job):
 def ablation_variants() -> list[Options]:
     return [Options(yield_mode="natural"), Options(yield_mode="every7"), Options(yield_mode="every8"),
             Options(ldg_spacing=3), Options(sts_spacing=2), Options(cluster=4), Options(persistent=False),
-            Options(overlap=False), Options(reuse_slots=True)]
+            Options(overlap=False), Options(reuse_slots=False)]
 
 
 def main(argv=None) -> int:
@@ -606,8 +606,8 @@ def main(argv=None) -> int:
         q.add_argument("--cluster", type=int, default=Options().cluster,
                        help="non-FFMA instructions placed back to back in the main loop (1: spread)")
         q.add_argument("--safe", action="store_true", help="diagnosis: far larger latencies everywhere")
-        q.add_argument("--reuse-slots", action="store_true",
-                       help="main loop: .reuse kept across inserted instructions that read no register in that slot")
+        q.add_argument("--no-reuse-slots", action="store_true",
+                       help="main loop: .reuse only where the very next instruction is the FFMA that reuses it")
         q.add_argument("--no-overlap", action="store_true",
                        help="tile loop: a tile's first loads at its start, not in the epilogue before it")
 

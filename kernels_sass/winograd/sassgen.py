@@ -172,7 +172,7 @@ class Options:
     transform_step: int = 4       # k-step in which the loaded input is transformed and stored
     cluster: int = 1              # non-FFMA instructions placed back to back (1: spread one by one)
     persistent: bool = True       # one block an SM looping over tiles (no block launch a tile)
-    reuse_slots: bool = False     # main loop: .reuse kept across inserted instructions that
+    reuse_slots: bool = True      # main loop: .reuse kept across inserted instructions that
                                   # read no register in that operand slot
     overlap: bool = True          # tile loop: the next tile's global loads issued inside this
                                   # tile's epilogue (else at the start of the next tile)
@@ -180,7 +180,8 @@ class Options:
 
     def tag(self) -> str:
         return (f"y{self.yield_mode}-l{self.ldg_spacing}-s{self.sts_spacing}-t{self.transform_step}"
-                + (f"-g{self.cluster}" if self.cluster != 1 else "") + ("" if self.persistent else "-np") + ("" if self.overlap else "-nov") + ("-rs" if self.reuse_slots else "")
+                + (f"-g{self.cluster}" if self.cluster != 1 else "") + ("" if self.persistent else "-np")
+                + ("" if self.overlap else "-nov") + ("" if self.reuse_slots else "-nors")
                 + ("-safe" if self.safe else ""))
 
 
@@ -249,19 +250,21 @@ def input_transform_ops(src, dst, spare):
 
 
 def output_transform_ops(m):
-    """A^T M A in place on m[16] (row-major 4x4): returns (ops, [o00, o01, o10, o11])."""
+    """A^T M A in place on m[16] (row-major 4x4): returns (ops, [o00, o01, o10, o11]). The
+    independent columns (pass 1) and rows (pass 2) are interleaved step by step, so that an
+    FADD and the one that reads its result are 4 (pass 1) or 2 (pass 2) apart."""
     ops = []
-    for j in range(4):
-        ops.append(f"FADD R{m[j]}, R{m[j]}, R{m[4 + j]}")
-        ops.append(f"FADD R{m[4 + j]}, R{m[4 + j]}, -R{m[8 + j]}")
-        ops.append(f"FADD R{m[j]}, R{m[j]}, R{m[8 + j]}")
-        ops.append(f"FADD R{m[4 + j]}, R{m[4 + j]}, -R{m[12 + j]}")
+    pass1 = [[f"FADD R{m[j]}, R{m[j]}, R{m[4 + j]}", f"FADD R{m[4 + j]}, R{m[4 + j]}, -R{m[8 + j]}",
+              f"FADD R{m[j]}, R{m[j]}, R{m[8 + j]}", f"FADD R{m[4 + j]}, R{m[4 + j]}, -R{m[12 + j]}"]
+             for j in range(4)]
+    pass2 = []
     for base in (0, 4):
         a, b, c, d = m[base:base + 4]
-        ops.append(f"FADD R{a}, R{a}, R{b}")
-        ops.append(f"FADD R{d}, R{b}, -R{d}")
-        ops.append(f"FADD R{a}, R{a}, R{c}")
-        ops.append(f"FADD R{d}, R{d}, -R{c}")
+        pass2.append([f"FADD R{a}, R{a}, R{b}", f"FADD R{d}, R{b}, -R{d}",
+                      f"FADD R{a}, R{a}, R{c}", f"FADD R{d}, R{d}, -R{c}"])
+    for group in (pass1, pass2):
+        for step in range(4):
+            ops += [col[step] for col in group]
     return ops, [m[0], m[3], m[4], m[7]]
 
 
@@ -366,7 +369,7 @@ class Generator:
     def ldg_u(self, j: int) -> str:
         return f"LDG.E.128 R{RF + 4 * j}, desc[UR4][R{R_UP}.64+{self.u_off(j):#x}]"
 
-    def block_loads(self, chan_check: str) -> tuple[list[tuple[str, dict]], list[tuple[str, dict]]]:
+    def block_loads(self, chan_check: str, spacing: Optional[int] = None) -> tuple[list[tuple[str, dict]], list[tuple[str, dict]]]:
         """The loads of one channel block: (input loads, filter loads), each in order as
         (text, placement) with placement keys `after` (FFMA slots, >= cycles, after the previous
         instruction of the list), `wb`, `wait`. The channel check sets P6 (this thread's
@@ -374,7 +377,7 @@ class Generator:
         PRED_DIST after its R2P; the R2P of a group follows the last load of the group before
         (guards are read at issue). The loads read their address registers late, after issue:
         read barrier 5, which the pointer advance waits on."""
-        sp = self.o.ldg_spacing
+        sp = self.o.ldg_spacing if spacing is None else spacing
         out = [(chan_check, {"after": 0}),
                (f"SEL R{R_M}, R{R_MASK}, RZ, P6", {"after": PRED_DIST})]
         gap = MIN_DIST
@@ -682,7 +685,7 @@ class Generator:
         q.pool = self.SHORT_BARRIERS
         (R_tid, R_kb, R_nb, R_pos, R_th, R_tw, R_lane, R_warp, R_n, R_off, R_lo, R_hi, R_e, R_t,
          R_ms, R_mr, R_k, R_tmp) = range(128, 146)
-        R_y, R_yb, R_yp = 146, 148, 150
+        R_y, R_yb, R_yp = 146, 148, (150, 174)    # R174: operand register of the loop, free here
         # the loop's LDS (barriers 0, 1), loads (2, 3) and late reads (4, 5) are done; every warp
         # has read its last operands before the staging overwrites both buffers
         q.op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=0x3f)
@@ -735,28 +738,36 @@ class Generator:
                 q.op("PLOP3.LUT P2, PT, P5, PT, PT, 0x80, 0x0")
                 q.op("PLOP3.LUT P3, PT, P5, P6, PT, 0x80, 0x0")
             q.op("BAR.SYNC.DEFER_BLOCKING 0x0")
+            # the staging loads in two halves (filters xx = 0, 1 on barrier 0, 2, 3 on barrier 1):
+            # the first half's transforms run while the second half's loads are in flight; the
+            # two transforms of a half interleaved, op by op, for latency
             mregs = [[64 * r + 16 * xx + e for e in range(16)] for xx in range(4)]
-            for xx in range(4):
-                for e in range(16):
-                    q.op(f"LDS R{mregs[xx][e]}, [R{R_mr}+{(e * ES_M + xx * KS_M) * 4:#x}]")
-            for xx in range(4):
-                ops, outs = output_transform_ops(mregs[xx])
-                for t in ops:
-                    q.op(t)
-                koff = 32 * r + xx
-                q.op(f"IADD3 R{R_yp}, P6, R{R_yb}, {koff * s.HWN * 4:#x}, RZ")
-                q.op(f"IADD3.X R{R_yp + 1}, RZ, R{R_yb + 1}, RZ, P6, !PT")
-                offs = [(i * s.W + j) * s.N * 4 for i in (0, 1) for j in (0, 1)]
-                if need_k:
-                    lim = s.K - koff    # k = kb*64 + warp*4 + koff < K
-                    for pair in ((0, 1), (2, 3)):
-                        for pp, idx in zip((4, 5), pair):
-                            q.op(f"ISETP.LT.AND P{pp}, PT, R{R_k}, {_hex(lim)}, P{idx}")
-                        for pp, idx in zip((4, 5), pair):
-                            q.op(f"@P{pp} STG.E desc[UR4][R{R_yp}.64+{offs[idx]:#x}], R{outs[idx]}")
-                else:
-                    for idx in range(4):
-                        q.op(f"@P{idx} STG.E desc[UR4][R{R_yp}.64+{offs[idx]:#x}], R{outs[idx]}")
+            halves = ((0, 1), (2, 3))
+            for h, xxs in enumerate(halves):
+                for xx in xxs:
+                    for e in range(16):
+                        q.op(f"LDS R{mregs[xx][e]}, [R{R_mr}+{(e * ES_M + xx * KS_M) * 4:#x}]", barriers=(h,))
+            for xxs in halves:
+                trans = [output_transform_ops(mregs[xx]) for xx in xxs]
+                for m in range(len(trans[0][0])):
+                    for ops, _ in trans:
+                        q.op(ops[m])
+                for xx, (_, outs) in zip(xxs, trans):
+                    koff = 32 * r + xx
+                    yp = R_yp[xx % 2]     # two pointers: the next one need not wait for the stores
+                    q.op(f"IADD3 R{yp}, P6, R{R_yb}, {koff * s.HWN * 4:#x}, RZ")
+                    q.op(f"IADD3.X R{yp + 1}, RZ, R{R_yb + 1}, RZ, P6, !PT")
+                    offs = [(i * s.W + j) * s.N * 4 for i in (0, 1) for j in (0, 1)]
+                    if need_k:
+                        lim = s.K - koff    # k = kb*64 + warp*4 + koff < K
+                        for pair in ((0, 1), (2, 3)):
+                            for pp, idx in zip((4, 5), pair):
+                                q.op(f"ISETP.LT.AND P{pp}, PT, R{R_k}, {_hex(lim)}, P{idx}")
+                            for pp, idx in zip((4, 5), pair):
+                                q.op(f"@P{pp} STG.E desc[UR4][R{yp}.64+{offs[idx]:#x}], R{outs[idx]}")
+                    else:
+                        for idx in range(4):
+                            q.op(f"@P{idx} STG.E desc[UR4][R{yp}.64+{offs[idx]:#x}], R{outs[idx]}")
         if self.tile_loop:
             # every warp has read the staging area before the next tile's stores; the next tile
             q.op("BAR.SYNC.DEFER_BLOCKING 0x0")
@@ -819,7 +830,8 @@ class Generator:
         lines = [Op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=wait, y=True, stall=6).line()]
         for t in self.lds_ops(0, 0):
             lines.append(Op(t, wb=0, y=True, stall=2).line())
-        loads, _ = self.block_loads(f"ISETP.LT.AND P6, PT, R{R_C0}, R{R_CLIM}, PT")
+        # (back to back, 2 cycles apart: nothing else to interleave them with here)
+        loads, _ = self.block_loads(f"ISETP.LT.AND P6, PT, R{R_C0}, R{R_CLIM}, PT", spacing=2)
         for (text, kw), (_, nxt) in zip(loads, loads[1:] + [("", {"after": 1})]):
             lines.append(Op(text, wb=kw.get("wb"), rb=kw.get("rb"), wait=kw.get("wait", 0), y=True,
                             stall=max(1, nxt["after"])).line())
