@@ -131,12 +131,11 @@ def test_sass_in_the_simulator_matches_float64(shape):
     assert m.undefined_log == []
 
 
-@pytest.mark.parametrize("opts", [Options(cluster=4), Options(persistent=False), Options(overlap=False),
-                                  Options(epilogue_rounds=2)],
+@pytest.mark.parametrize("opts", [Options(cluster=4), Options(persistent=False), Options(overlap=False)],
                          ids=lambda o: o.tag())
 def test_switches_in_the_simulator_match_float64(opts):
-    """Clustered inserted work, one block a tile, the next tile's loads issued at its start
-    (not in the epilogue before it), and output staging in two rounds compute the same."""
+    """Clustered inserted work, one block a tile, and the next tile's loads issued at its start
+    (not in the epilogue before it) compute the same."""
     shape = Shape(40, 12, 5, 6, 70)
     got, want, m = _simulate(shape, opts=opts)
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-6

@@ -29,7 +29,7 @@ if step smoke 60 $W smoke; then
   step check 110 $W check --chwn --json "$OUT/check.json"
   step bench 160 $W bench --json "$OUT/bench.json" --plot "$OUT/bench.png"
   if [ "$MODE" = full ]; then
-    step ablation 120 $W bench --ablation --configs Conv2/N128 Conv3/N128 Conv4/N128 Conv5/N128 --json "$OUT/ablation.json"
+    step ablation 90 $W bench --ablation --configs Conv2/N128 Conv3/N128 Conv4/N128 Conv5/N128 --json "$OUT/ablation.json"
     step memcheck 60 compute-sanitizer --tool memcheck --error-exitcode 1 $W smoke --impl sass --impl cuda
     step racecheck 60 compute-sanitizer --tool racecheck --error-exitcode 1 $W smoke --impl sass
     # hardware counters of one main kernel (Conv3/N128): issue slots, stall reasons, pipes

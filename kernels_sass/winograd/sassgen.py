@@ -45,22 +45,14 @@ THREADS = 256
 BK, BN, BC = 64, 32, 8
 SMEM_BASE = 0x400          # sm_90: user shared memory starts 1 KiB into the CTA window
 BUF = 0x10000              # one buffer, 64 KiB; buffers toggled by XOR
+SMEM_BYTES = 2 * BUF
 ES_U, ES_V = 528, 272      # floats per position e (filter, input) in a buffer
 V_OFF = 16 * ES_U          # floats: the input tile follows the filter tile
 # Output staging: floats per filter row (32 images + 4 padding), per position. A row of 36
 # floats (9 16-byte chunks) spreads a warp's STS.128 of 4 kg x 4 tg x 2 e over all 8 bank
 # quads (4 threads each, the minimum of 4 wavefronts); with 48 the kg rows hit the same quads
 # and the stores took 8 (ncu: the kernel's only excess shared-memory wavefronts).
-KS_M = 36
-
-
-def staging_floats_per_position(rounds: int) -> int:
-    """Output staging: the 64 filter rows of a tile go through shared memory in `rounds`
-    rounds of 64/rounds rows of KS_M floats, per position."""
-    return 64 // rounds * KS_M
-
-
-SMEM_BYTES = max(2 * BUF, 16 * staging_floats_per_position(1) * 4)   # 144 KiB: one-round staging
+KS_M, ES_M = 36, 32 * 36
 SLOTS_PER_STEP = 128       # FFMAs per channel (16 x 8 tile)
 STEPS = BC
 SLOTS = SLOTS_PER_STEP * STEPS
@@ -182,7 +174,6 @@ class Options:
     persistent: bool = True       # one block an SM looping over tiles (no block launch a tile)
     reuse_slots: bool = True      # main loop: .reuse kept across inserted instructions that
                                   # read no register in that operand slot
-    epilogue_rounds: int = 1      # output staging in 1 round of 64 filters (144 KiB) or 2 of 32
     overlap: bool = True          # tile loop: the next tile's global loads issued inside this
                                   # tile's epilogue (else at the start of the next tile)
     safe: bool = False            # diagnosis: every latency far above need (slow, same results)
@@ -191,7 +182,6 @@ class Options:
         return (f"y{self.yield_mode}-l{self.ldg_spacing}-s{self.sts_spacing}-t{self.transform_step}"
                 + (f"-g{self.cluster}" if self.cluster != 1 else "") + ("" if self.persistent else "-np")
                 + ("" if self.overlap else "-nov") + ("" if self.reuse_slots else "-nors")
-                + ("" if self.epilogue_rounds == 1 else f"-er{self.epilogue_rounds}")
                 + ("-safe" if self.safe else ""))
 
 
@@ -672,21 +662,21 @@ class Generator:
         return body
 
     # ---- epilogue: output transform through shared memory ----
-    def stage_round(self, q: Seq, r: int, R_ms: int) -> None:
-        """The accumulator stores of round r: the round's filter rows kk of this thread's tile,
+    @staticmethod
+    def stage_round(q: Seq, r: int, R_ms: int) -> None:
+        """The accumulator stores of round r: filter rows kk = 8r..8r+7 of this thread's tile,
         on read barriers 4 and 5 (only the staging loads into these registers wait for them)."""
-        quads = 4 // self.o.epilogue_rounds         # groups of 4 rows (16 filters) a round
-        for qq in range(quads):
+        for qq in range(2):
             for i in range(4):
-                kk = (quads * r + qq) * 4 + i
+                kk = (2 * r + qq) * 4 + i
                 for tq in range(2):
                     off = ((qq * 16 + i) * KS_M + tq * 16) * 4
                     q.op(f"STS.128 [R{R_ms}+{off:#x}], R{kk * 8 + 4 * tq}",   # tiles 4tq+{1,0,3,2}
                          barriers=(4, 5))     # leaves 0, 1 to the set-up work behind them
 
     def epilogue(self) -> Seq:
-        """The output transform through shared memory, in one round of 64 filters or two of 32
-        (epilogue_rounds). A round stores its accumulator rows and then stages its values in the
+        """The output transform through shared memory, in two rounds of 32 filters. Round r
+        stores accumulator rows 8r..8r+7 (R64r..R64r+63) and then stages its values in the
         registers it just stored; R128..R151 hold the addresses. In the tile loop, part 1 of
         the next tile's prologue (temporaries R152..R173, loads into RX/RF) runs after round 0's
         stores, so its global loads are in flight during the rest of the output transform."""
@@ -704,8 +694,7 @@ class Generator:
         q.op(f"S2R R{R_tid}, SR_TID.X")
         q.op(f"LDC.64 R{R_y}, c[0x0][{P_Y:#x}]")
         q.op(f"SHF.R.U32.HI R{R_e}, RZ, 0x4, R{R_tid}")
-        es_m = staging_floats_per_position(self.o.epilogue_rounds)
-        mad(q, R_ms, R_e, es_m * 4, None, R_tmp)
+        mad(q, R_ms, R_e, ES_M * 4, None, R_tmp)
         q.op(f"IADD3 R{R_ms}, R{R_ms}, {SMEM_BASE:#x}, RZ")
         q.op(f"SHF.L.U32 R{R_t}, R{R_tid}, 0x4, RZ")
         q.op(f"LOP3.LUT R{R_t}, R{R_t}, 0x30, RZ, 0xc0, !PT")                 # tg * 16
@@ -732,11 +721,10 @@ class Generator:
         q.op(f"IADD3 R{R_yb}, P0, R{R_lo}, R{R_y}, RZ")
         q.op(f"IADD3.X R{R_yb + 1}, R{R_hi}, R{R_y + 1}, RZ, P0, !PT")
         need_k = s.K % BK != 0
-        rounds = self.o.epilogue_rounds
-        for r in range(rounds):
-            if r > 0:
+        for r in range(2):
+            if r == 1:
                 q.op("BAR.SYNC.DEFER_BLOCKING 0x0")
-                self.stage_round(q, r, R_ms)
+                self.stage_round(q, 1, R_ms)
             if r == 0:
                 if self.overlap:
                     q.op(f"UIADD3 UR{UR_NEXT}, UR{UR_TILE}, UR{UR_STRIDE}, URZ")
@@ -750,36 +738,32 @@ class Generator:
                 q.op("PLOP3.LUT P2, PT, P5, PT, PT, 0x80, 0x0")
                 q.op("PLOP3.LUT P3, PT, P5, P6, PT, 0x80, 0x0")
             q.op("BAR.SYNC.DEFER_BLOCKING 0x0")
-            # This thread reads staging rows warp*4 + xx + 32h of the round (output filters
-            # koff = 32h + xx past kb*64 + warp*4), in pairs of xx on their own barriers: a
-            # pair's transforms (interleaved op by op, for latency) run while the next pairs'
-            # loads are in flight.
-            koffs = [32 * (r * (2 // rounds) + h) + xx for h in range(2 // rounds) for xx in range(4)]
-            base = 64 * r
-            mregs = {k: [base + 16 * n + e for e in range(16)] for n, k in enumerate(koffs)}
-            halves = [koffs[n:n + 2] for n in range(0, len(koffs), 2)]
-            for h, pair in enumerate(halves):
-                for koff in pair:
-                    row = koff - 32 * r
+            # the staging loads in two halves (filters xx = 0, 1 on barrier 0, 2, 3 on barrier 1):
+            # the first half's transforms run while the second half's loads are in flight; the
+            # two transforms of a half interleaved, op by op, for latency
+            mregs = [[64 * r + 16 * xx + e for e in range(16)] for xx in range(4)]
+            halves = ((0, 1), (2, 3))
+            for h, xxs in enumerate(halves):
+                for xx in xxs:
                     for e in range(16):
-                        q.op(f"LDS R{mregs[koff][e]}, [R{R_mr}+{(e * es_m + row * KS_M) * 4:#x}]",
-                             barriers=(self.SHORT_BARRIERS[h],))
-            for pair in halves:
-                trans = [output_transform_ops(mregs[koff]) for koff in pair]
+                        q.op(f"LDS R{mregs[xx][e]}, [R{R_mr}+{(e * ES_M + xx * KS_M) * 4:#x}]", barriers=(h,))
+            for xxs in halves:
+                trans = [output_transform_ops(mregs[xx]) for xx in xxs]
                 for m in range(len(trans[0][0])):
                     for ops, _ in trans:
                         q.op(ops[m])
-                for koff, (_, outs) in zip(pair, trans):
-                    yp = R_yp[koff % 2]   # two pointers: the next one need not wait for the stores
+                for xx, (_, outs) in zip(xxs, trans):
+                    koff = 32 * r + xx
+                    yp = R_yp[xx % 2]     # two pointers: the next one need not wait for the stores
                     q.op(f"IADD3 R{yp}, P6, R{R_yb}, {koff * s.HWN * 4:#x}, RZ")
                     q.op(f"IADD3.X R{yp + 1}, RZ, R{R_yb + 1}, RZ, P6, !PT")
                     offs = [(i * s.W + j) * s.N * 4 for i in (0, 1) for j in (0, 1)]
                     if need_k:
                         lim = s.K - koff    # k = kb*64 + warp*4 + koff < K
-                        for outs_pair in ((0, 1), (2, 3)):
-                            for pp, idx in zip((4, 5), outs_pair):
+                        for pair in ((0, 1), (2, 3)):
+                            for pp, idx in zip((4, 5), pair):
                                 q.op(f"ISETP.LT.AND P{pp}, PT, R{R_k}, {_hex(lim)}, P{idx}")
-                            for pp, idx in zip((4, 5), outs_pair):
+                            for pp, idx in zip((4, 5), pair):
                                 q.op(f"@P{pp} STG.E desc[UR4][R{yp}.64+{offs[idx]:#x}], R{outs[idx]}")
                     else:
                         for idx in range(4):
