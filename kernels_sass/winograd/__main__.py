@@ -591,7 +591,8 @@ def _build(job):
 def ablation_variants() -> list[Options]:
     return [Options(yield_mode="natural"), Options(yield_mode="every7"), Options(yield_mode="every8"),
             Options(ldg_spacing=3), Options(sts_spacing=2), Options(cluster=4), Options(persistent=False),
-            Options(overlap=False), Options(reuse_slots=False)]
+            Options(overlap=False), Options(reuse_slots=False),
+            Options(ldgu_spacing=24), Options(ldgu_spacing=48)]
 
 
 def main(argv=None) -> int:

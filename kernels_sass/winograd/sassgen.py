@@ -168,6 +168,7 @@ class Options:
     yield_mode: str = "none"      # none (only BAR and BRA yield), natural (memory/ALU ops yield,
                                   # FFMAs don't), every7, every8
     ldg_spacing: int = 8          # FFMAs between consecutive global loads (>= 3: see PRED_DIST)
+    ldgu_spacing: int = 8         # ... between the filter loads (LDG.128) at the iteration start
     sts_spacing: int = 6          # FFMAs between consecutive clusters of shared stores
     transform_step: int = 4       # k-step in which the loaded input is transformed and stored
     cluster: int = 1              # non-FFMA instructions placed back to back (1: spread one by one)
@@ -180,6 +181,7 @@ class Options:
 
     def tag(self) -> str:
         return (f"y{self.yield_mode}-l{self.ldg_spacing}-s{self.sts_spacing}-t{self.transform_step}"
+                + (f"-u{self.ldgu_spacing}" if self.ldgu_spacing != 8 else "")
                 + (f"-g{self.cluster}" if self.cluster != 1 else "") + ("" if self.persistent else "-np")
                 + ("" if self.overlap else "-nov") + ("" if self.reuse_slots else "-nors")
                 + ("-safe" if self.safe else ""))
@@ -387,7 +389,8 @@ class Generator:
                 out.append((self.ldg_x(q), {"after": PRED_DIST if m == 0 else sp, "wb": 2, "rb": 5}))
             gap = 0
         # the filter loads overwrite RF: after the stores of the filters read it (barrier 4)
-        filters = [(self.ldg_u(j), {"after": sp, "wb": 3, "rb": 5, "wait": (1 << 4) if j == 0 else 0})
+        usp = sp if spacing is not None else self.o.ldgu_spacing
+        filters = [(self.ldg_u(j), {"after": usp, "wb": 3, "rb": 5, "wait": (1 << 4) if j == 0 else 0})
                    for j in range(8)]
         return out, filters
 
