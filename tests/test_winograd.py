@@ -83,7 +83,7 @@ def test_sass_assembles_for_sm90_without_hazards(shape):
 @pytest.mark.parametrize("opts", [Options(yield_mode="every7", ldg_spacing=8, sts_spacing=2),
                                   Options(yield_mode="every8"), Options(yield_mode="none", transform_step=5),
                                   Options(cluster=1), Options(cluster=2, ldg_spacing=5, sts_spacing=3),
-                                  Options(reuse_slots=False), Options(ldgu_spacing=48)],
+                                  Options(reuse_slots=False), Options(ldgu_spacing=8)],
                          ids=lambda o: o.tag())
 def test_sass_switches_assemble(opts):
     text = sassgen.generate(Shape(32, 16, 14, 14, 64), opts)

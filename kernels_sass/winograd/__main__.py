@@ -592,7 +592,8 @@ def ablation_variants() -> list[Options]:
     return [Options(yield_mode="natural"), Options(yield_mode="every7"), Options(yield_mode="every8"),
             Options(ldg_spacing=3), Options(sts_spacing=2), Options(cluster=4), Options(persistent=False),
             Options(overlap=False), Options(reuse_slots=False),
-            Options(ldgu_spacing=24), Options(ldgu_spacing=48)]
+            Options(ldgu_spacing=8), Options(ldgu_spacing=16),
+            Options(ldgu_spacing=40)]
 
 
 def main(argv=None) -> int:

@@ -168,7 +168,8 @@ class Options:
     yield_mode: str = "none"      # none (only BAR and BRA yield), natural (memory/ALU ops yield,
                                   # FFMAs don't), every7, every8
     ldg_spacing: int = 8          # FFMAs between consecutive global loads (>= 3: see PRED_DIST)
-    ldgu_spacing: int = 8         # ... between the filter loads (LDG.128) at the iteration start
+    ldgu_spacing: int = 24        # ... between the filter loads (LDG.128) at the iteration start:
+                                  # spread, their returns delay the k-steps' LDS less
     sts_spacing: int = 6          # FFMAs between consecutive clusters of shared stores
     transform_step: int = 4       # k-step in which the loaded input is transformed and stored
     cluster: int = 1              # non-FFMA instructions placed back to back (1: spread one by one)
@@ -181,7 +182,7 @@ class Options:
 
     def tag(self) -> str:
         return (f"y{self.yield_mode}-l{self.ldg_spacing}-s{self.sts_spacing}-t{self.transform_step}"
-                + (f"-u{self.ldgu_spacing}" if self.ldgu_spacing != 8 else "")
+                + (f"-u{self.ldgu_spacing}" if self.ldgu_spacing != 24 else "")
                 + (f"-g{self.cluster}" if self.cluster != 1 else "") + ("" if self.persistent else "-np")
                 + ("" if self.overlap else "-nov") + ("" if self.reuse_slots else "-nors")
                 + ("-safe" if self.safe else ""))
