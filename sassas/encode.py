@@ -36,13 +36,11 @@ MAX_REGISTER_COUNT = 255
 def count_registers(kernel: Kernel) -> int:
     """The register count the driver allocates: the highest R the kernel reads or writes (with
     each operand's width, from the semantics table), plus one, plus the reserved two."""
-    from .semantics import SemanticsError, effects
+    from .semantics import SemanticsError, highest_register
     top = -1
     for inst in kernel.instructions:
         try:
-            regs = effects(inst)
-            touched = regs.writes + regs.reads
-            top = max([top] + [number for file, number in touched if file == "R"])
+            top = max(top, highest_register(inst))
         except (SemanticsError, KeyError):
             # An opcode the table does not know: count its registers from its modifiers.
             width = max((WIDE_MODIFIERS.get(m, 1) for m in inst.modifiers), default=1)

@@ -223,15 +223,6 @@ class _Build(Transformer):
 _FROM_REGISTER, _FROM_NUMBER, _FROM_NEGATED_NUMBER = range(3)
 
 
-class _OperandPlan:
-    __slots__ = ("kind", "values", "flags", "symbol", "fills", "where")
-
-    def __init__(self, op: Operand, fills: tuple, where: tuple):
-        self.kind, self.values, self.flags, self.symbol = op.kind, op.values, op.flags, op.symbol
-        self.fills = fills          # (value index, number index, _FROM_*, register text prefix)
-        self.where = where          # position of the operand's first atom (see _StatementPlan)
-
-
 class _StatementPlan:
     """An Instruction with its numbers and positions left open.
 
@@ -254,10 +245,13 @@ class _StatementPlan:
                 if number is None:
                     continue
                 if atom.type == "REGISTER":
-                    fills.append((value_index, number, _FROM_REGISTER, atom.value.rstrip("0123456789")))
+                    prefix = atom.value.rstrip("0123456789")
+                    fills.append((value_index, number, _FROM_REGISTER, prefix, MAX_REGISTER[prefix]))
                 else:
-                    fills.append((value_index, number, _FROM_NEGATED_NUMBER if negated else _FROM_NUMBER, ""))
-            operands.append(_OperandPlan(op, tuple(fills), where))
+                    fills.append((value_index, number, _FROM_NEGATED_NUMBER if negated else _FROM_NUMBER, "", 0))
+            # (kind, values, flags, symbol, fills, line, part, offset); fills: (value index,
+            # number index, _FROM_*, register prefix, highest register number)
+            operands.append((op.kind, op.values, op.flags, op.symbol, tuple(fills), *where))
         control = predicate = None
         hexwords = []
         for tok in tokens:
@@ -280,21 +274,27 @@ class _StatementPlan:
         self.control, self.predicate, self.operands = control, predicate, tuple(operands)
         self.where = place(tokens[0] if tokens[0].type != "ADDRESS" else mnemonic)[0]
 
-    def build(self, numbers, starts, infos) -> Instruction:
+    def build(self, numbers, starts, infos, new=_new_object, loc_slots=_LOC_SLOTS,
+              operand_slots=_OPERAND_SLOTS) -> Instruction:
         """The Instruction for these numbers (texts), piece starts and per-line Loc facts."""
+        set_file, set_line, set_col, set_text, set_origin = loc_slots
+        set_kind, set_values, set_flags, set_loc, set_symbol = operand_slots
         operands = []
-        for p in self.operands:
-            line, part, offset = p.where
+        for kind, values, flags, symbol, fills, line, part, offset in self.operands:
             file, src_line, text, origin = infos[line]
-            loc = _make_loc(file, src_line, starts[part] + offset + 1, text, origin)
-            values = p.values
-            if p.fills:
+            loc = new(Loc)
+            set_file(loc, file)
+            set_line(loc, src_line)
+            set_col(loc, starts[part] + offset + 1)
+            set_text(loc, text)
+            set_origin(loc, origin)
+            if fills:
                 values = list(values)
-                for value_index, number, how, prefix in p.fills:
+                for value_index, number, how, prefix, highest in fills:
                     digits = numbers[number]
                     if how == _FROM_REGISTER:
                         value = int(digits)
-                        if value > MAX_REGISTER[prefix]:
+                        if value > highest:
                             parse_register(prefix + digits, loc)     # raises the range error
                     else:
                         value = parse_number(digits)
@@ -302,7 +302,13 @@ class _StatementPlan:
                             value = -value
                     values[value_index] = value
                 values = tuple(values)
-            operands.append(_make_operand(p.kind, values, p.flags, loc, p.symbol))
+            op = new(Operand)
+            set_kind(op, kind)
+            set_values(op, values)
+            set_flags(op, flags)
+            set_loc(op, loc)
+            set_symbol(op, symbol)
+            operands.append(op)
         predicate = None
         if self.predicate is not None:
             kind, values, flags, (line, part, offset) = self.predicate
@@ -416,8 +422,12 @@ def _syntax_error(e: UnexpectedInput, text: str, lines: Lines) -> SassError:
 #   optional NUMBER or REGISTER of .param, .reg, .regs, .smem). Otherwise, and on any error,
 #   the whole text is parsed at once, so errors are reported exactly as that parse reports them.
 
-_NUMBER_IN_LINE = re.compile(r"((?<=(?<![\w$.])R)\d{1,3}(?![\w$])|(?<=(?<![\w$.])UR)\d{1,2}(?![\w$])"
-                             r"|(?<![\w$.:*-])(?:0[xX][0-9a-fA-F]+|\d+)(?![\w$.:-]))")
+_NUMBER_IN_LINE = re.compile(
+    # Each choice starts at its first digit and looks back from there: the regex engine then
+    # skips to digits quickly (this split runs on every line).
+    r"([0-9](?:(?<=(?<![\w$.])R[0-9])[0-9]{0,2}(?![\w$])"          # R0..R999
+    r"|(?<=(?<![\w$.])UR[0-9])[0-9]?(?![\w$])"                     # UR0..UR99
+    r"|(?<![\w$.:*-][0-9])(?:(?<=0)[xX][0-9a-fA-F]+|[0-9]*)(?![\w$.:-])))")   # 0x1f, 12
 _line_plans: dict[tuple, "_LinePlan"] = {}
 _MAX_LINE_PLANS = 100_000
 
@@ -450,7 +460,7 @@ class _LinePlan:
 
     def build(self, parts: list, info) -> list:
         starts = list(itertools.accumulate(map(len, parts), initial=0))[::2]
-        numbers = parts[1::2]
+        numbers = parts[1::2] if len(parts) > 1 else ()
         infos = (info,)
         out = []
         for item in self.items:
