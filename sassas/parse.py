@@ -148,7 +148,7 @@ class _Build(Transformer):
 
         plan = _StatementPlan(tokens, atom_lists, place, lambda tok: None)
         infos = [self.L.info(line + self.line_offset) for line in range(first_line, last_line + 1)]
-        return plan.build((), (0,), infos)
+        return plan.build(("",), infos)
 
     def _num(self, tok: Token) -> int:
         v = parse_number(tok.value)
@@ -226,9 +226,9 @@ _FROM_REGISTER, _FROM_NUMBER, _FROM_NEGATED_NUMBER = range(3)
 class _StatementPlan:
     """An Instruction with its numbers and positions left open.
 
-    A position is (line offset, part, column offset): the column is ``starts[part] + offset + 1``
-    for the starts of the text pieces that the numbers cut the line into."""
-    __slots__ = ("opcode", "modifiers", "control", "predicate", "operands", "where")
+    A position is (line offset, part, column offset): the column is ``start + offset + 1`` for
+    the start of that text piece of the line (the numbers cut the line into pieces)."""
+    __slots__ = ("opcode", "modifiers", "control", "predicate", "operands", "where", "build")
 
     def __init__(self, tokens: list, atom_lists: list, place, number_of):
         """tokens: the statement's own tokens; atom_lists: its operands' atoms; place(tok) ->
@@ -273,52 +273,72 @@ class _StatementPlan:
         self.opcode, self.modifiers = parts[0], tuple(parts[1:])
         self.control, self.predicate, self.operands = control, predicate, tuple(operands)
         self.where = place(tokens[0] if tokens[0].type != "ADDRESS" else mnemonic)[0]
+        self.build = _compile_build(self)
 
-    def build(self, numbers, starts, infos, new=_new_object, loc_slots=_LOC_SLOTS,
-              operand_slots=_OPERAND_SLOTS) -> Instruction:
-        """The Instruction for these numbers (texts), piece starts and per-line Loc facts."""
-        set_file, set_line, set_col, set_text, set_origin = loc_slots
-        set_kind, set_values, set_flags, set_loc, set_symbol = operand_slots
-        operands = []
-        for kind, values, flags, symbol, fills, line, part, offset in self.operands:
-            file, src_line, text, origin = infos[line]
-            loc = new(Loc)
-            set_file(loc, file)
-            set_line(loc, src_line)
-            set_col(loc, starts[part] + offset + 1)
-            set_text(loc, text)
-            set_origin(loc, origin)
-            if fills:
-                values = list(values)
-                for value_index, number, how, prefix, highest in fills:
-                    digits = numbers[number]
-                    if how == _FROM_REGISTER:
-                        value = int(digits)
-                        if value > highest:
-                            parse_register(prefix + digits, loc)     # raises the range error
-                    else:
-                        value = parse_number(digits)
-                        if how == _FROM_NEGATED_NUMBER:
-                            value = -value
-                    values[value_index] = value
-                values = tuple(values)
-            op = new(Operand)
-            set_kind(op, kind)
-            set_values(op, values)
-            set_flags(op, flags)
-            set_loc(op, loc)
-            set_symbol(op, symbol)
-            operands.append(op)
-        predicate = None
-        if self.predicate is not None:
-            kind, values, flags, (line, part, offset) = self.predicate
-            file, src_line, text, origin = infos[line]
-            predicate = _make_operand(kind, values, flags,
-                                      _make_loc(file, src_line, starts[part] + offset + 1, text, origin), None)
-        line, part, offset = self.where
-        file, src_line, text, origin = infos[line]
-        return Instruction(self.opcode, self.modifiers, tuple(operands), predicate, self.control,
-                           _make_loc(file, src_line, starts[part] + offset + 1, text, origin))
+
+def _compile_build(plan: _StatementPlan):
+    """plan.build(parts, infos) -> Instruction, as straight-line Python made for the plan (a
+    generic loop over its parts took twice as long): for a line cut into text pieces and
+    numbers (parts, as _NUMBER_IN_LINE.split gives them) and per-line (file, line, text, origin)."""
+    names: dict = {"new": _new_object, "Loc": Loc, "Operand": Operand, "Instruction": Instruction,
+                   "parse_register": parse_register, "parse_number": parse_number}
+    for name, setter in zip(("file", "line", "col", "text", "origin"), _LOC_SLOTS):
+        names["loc_" + name] = setter
+    for name, setter in zip(("kind", "values", "flags", "loc", "symbol"), _OPERAND_SLOTS):
+        names["op_" + name] = setter
+
+    def const(value) -> str:
+        name = f"c{len(names)}"
+        names[name] = value
+        return name
+
+    body = []
+    places = [op[5:8] for op in plan.operands] + [plan.where] + ([plan.predicate[3]] if plan.predicate else [])
+    for line in sorted({line for line, _, _ in places}):
+        body.append(f"file{line}, line{line}, text{line}, origin{line} = infos[{line}]")
+    # Where the text pieces start: piece m after the pieces and numbers before it.
+    body.append("start0 = 0")
+    for part in range(1, max(part for _, part, _ in places) + 1):
+        body.append(f"start{part} = start{part - 1} + len(parts[{2 * part - 2}]) + len(parts[{2 * part - 1}])")
+
+    def make_loc(var: str, where) -> None:
+        line, part, offset = where
+        body.append(f"{var} = new(Loc); loc_file({var}, file{line}); loc_line({var}, line{line}); "
+                    f"loc_col({var}, start{part} + {offset + 1}); loc_text({var}, text{line}); "
+                    f"loc_origin({var}, origin{line})")
+
+    def make_operand(var: str, kind, values: str, flags, loc: str, symbol) -> None:
+        body.append(f"{var} = new(Operand); op_kind({var}, {const(kind)}); op_values({var}, {values}); "
+                    f"op_flags({var}, {const(flags)}); op_loc({var}, {loc}); op_symbol({var}, {const(symbol)})")
+
+    operands = []
+    for k, (kind, values, flags, symbol, fills, *where) in enumerate(plan.operands):
+        make_loc(f"loc{k}", where)
+        items = [const(v) for v in values]
+        for value_index, number, how, prefix, highest in fills:
+            var = f"v{k}_{value_index}"
+            body.append(f"d = parts[{2 * number + 1}]")
+            if how == _FROM_REGISTER:
+                body.append(f"{var} = int(d)")
+                body.append(f"if {var} > {highest}: parse_register({prefix!r} + d, loc{k})   # raises")
+            else:
+                body.append(f"{var} = {'-' if how == _FROM_NEGATED_NUMBER else ''}parse_number(d)")
+            items[value_index] = var
+        values_text = "(" + "".join(item + ", " for item in items) + ")"
+        make_operand(f"op{k}", kind, values_text if fills else const(values), flags, f"loc{k}", symbol)
+        operands.append(f"op{k}")
+    predicate = "None"
+    if plan.predicate is not None:
+        kind, values, flags, where = plan.predicate
+        make_loc("loc_predicate", where)
+        make_operand("predicate", kind, const(values), flags, "loc_predicate", None)
+        predicate = "predicate"
+    make_loc("loc_instruction", plan.where)
+    body.append(f"return Instruction({const(plan.opcode)}, {const(plan.modifiers)}, "
+                f"({''.join(op + ', ' for op in operands)}), {predicate}, {const(plan.control)}, loc_instruction)")
+    source = "def build(parts, infos):\n" + "".join(f"    {line}\n" for line in body)
+    exec(compile(source, f"<plan {plan.opcode}>", "exec"), names)
+    return names["build"]
 
 
 def _predicate(text: str, loc: Loc):
@@ -453,23 +473,24 @@ def _continues(tok: Token, line: str) -> bool:
 
 class _LinePlan:
     """The items of one line shape: ('label', name, position) or ('statement', _StatementPlan)."""
-    __slots__ = ("items",)
+    __slots__ = ("items", "statement")
 
     def __init__(self, items: list):
         self.items = items
+        # The common line, one statement: its build.
+        self.statement = items[0][1].build if len(items) == 1 and items[0][0] == "statement" else None
 
     def build(self, parts: list, info) -> list:
-        starts = list(itertools.accumulate(map(len, parts), initial=0))[::2]
-        numbers = parts[1::2] if len(parts) > 1 else ()
         infos = (info,)
         out = []
         for item in self.items:
             if item[0] == "statement":
-                out.append(item[1].build(numbers, starts, infos))
+                out.append(item[1].build(parts, infos))
             else:
                 _, name, (_, part, offset) = item
                 file, src_line, text, origin = info
-                out.append(Label(name, _make_loc(file, src_line, starts[part] + offset + 1, text, origin)))
+                start = sum(map(len, parts[:2 * part]))
+                out.append(Label(name, _make_loc(file, src_line, start + offset + 1, text, origin)))
         return out
 
 
@@ -569,7 +590,9 @@ def _line_items(text: str, lines: Lines) -> list:
             key = tuple(parts[::2])
             plan = plans.get(key)
             if plan is not None:
-                if plan.items:
+                if plan.statement is not None:
+                    out.append(plan.statement(parts, (info(lineno),)))
+                elif plan.items:
                     out.extend(plan.build(parts, info(lineno)))
                 continue
             plan, items = _plan_line(line, parts, lineno, lines)
