@@ -16,6 +16,7 @@ Errors are collected and reported together where one does not hide the others.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from dataclasses import dataclass, field, replace
 from typing import Optional
@@ -92,8 +93,9 @@ _VALUE_PIECES = frozenset({"R", "UR", "P", "UP", "B", "SB", "SR", "I", "+I", "L"
 _REGISTER_PIECES = frozenset({"R", "UR", "P", "UP", "B", "SB"})
 
 
-def pieces(kind: str) -> list[str]:
-    return _PIECE.findall(kind)
+@functools.lru_cache(maxsize=4096)
+def pieces(kind: str) -> tuple[str, ...]:
+    return tuple(_PIECE.findall(kind))
 
 
 def _first_register(op: Operand) -> Optional[tuple[str, object]]:
