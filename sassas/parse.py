@@ -8,8 +8,7 @@ from importlib import resources
 from typing import Optional
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import VisitError
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from .arch import get_arch
 from .ast import ControlCode, Instruction, Kernel, Label, Loc, Operand, Param, Program
@@ -88,7 +87,7 @@ class Lines:
 
 # Loc and Operand are frozen dataclasses, whose __init__ sets each field through
 # object.__setattr__; the parser makes several of each per instruction, so it sets the slots
-# directly (the same objects, a third of the time).
+# directly (the same objects, in a third of the time; see _compile_build).
 _new_object = object.__new__
 _LOC_SLOTS = tuple(Loc.__dict__[f].__set__ for f in ("file", "line", "col", "text", "origin"))
 _OPERAND_SLOTS = tuple(Operand.__dict__[f].__set__ for f in ("kind", "values", "flags", "loc", "symbol"))
@@ -102,16 +101,6 @@ def _make_loc(file, line, col, text, origin, _slots=_LOC_SLOTS) -> Loc:
     _slots[3](loc, text)
     _slots[4](loc, origin)
     return loc
-
-
-def _make_operand(kind, values, flags, loc, symbol, _slots=_OPERAND_SLOTS) -> Operand:
-    op = _new_object(Operand)
-    _slots[0](op, kind)
-    _slots[1](op, values)
-    _slots[2](op, flags)
-    _slots[3](op, loc)
-    _slots[4](op, symbol)
-    return op
 
 
 class _Build(Transformer):
@@ -279,7 +268,11 @@ class _StatementPlan:
 def _compile_build(plan: _StatementPlan):
     """plan.build(parts, infos) -> Instruction, as straight-line Python made for the plan (a
     generic loop over its parts took twice as long): for a line cut into text pieces and
-    numbers (parts, as _NUMBER_IN_LINE.split gives them) and per-line (file, line, text, origin)."""
+    numbers (parts, as _NUMBER_IN_LINE.split gives them) and per-line (file, line, text, origin).
+
+    Everything particular to the plan is a global name of the function, so its code depends on
+    the plan's layout only (operands, numbers, lines): compiled once per layout (compiling
+    takes a millisecond, as long as parsing the line), run with the plan's names."""
     names: dict = {"new": _new_object, "Loc": Loc, "Operand": Operand, "Instruction": Instruction,
                    "parse_register": parse_register, "parse_number": parse_number}
     for name, setter in zip(("file", "line", "col", "text", "origin"), _LOC_SLOTS):
@@ -304,7 +297,7 @@ def _compile_build(plan: _StatementPlan):
     def make_loc(var: str, where) -> None:
         line, part, offset = where
         body.append(f"{var} = new(Loc); loc_file({var}, file{line}); loc_line({var}, line{line}); "
-                    f"loc_col({var}, start{part} + {offset + 1}); loc_text({var}, text{line}); "
+                    f"loc_col({var}, start{part} + {const(offset + 1)}); loc_text({var}, text{line}); "
                     f"loc_origin({var}, origin{line})")
 
     def make_operand(var: str, kind, values: str, flags, loc: str, symbol) -> None:
@@ -320,7 +313,7 @@ def _compile_build(plan: _StatementPlan):
             body.append(f"d = parts[{2 * number + 1}]")
             if how == _FROM_REGISTER:
                 body.append(f"{var} = int(d)")
-                body.append(f"if {var} > {highest}: parse_register({prefix!r} + d, loc{k})   # raises")
+                body.append(f"if {var} > {const(highest)}: parse_register({const(prefix)} + d, loc{k})   # raises")
             else:
                 body.append(f"{var} = {'-' if how == _FROM_NEGATED_NUMBER else ''}parse_number(d)")
             items[value_index] = var
@@ -337,8 +330,14 @@ def _compile_build(plan: _StatementPlan):
     body.append(f"return Instruction({const(plan.opcode)}, {const(plan.modifiers)}, "
                 f"({''.join(op + ', ' for op in operands)}), {predicate}, {const(plan.control)}, loc_instruction)")
     source = "def build(parts, infos):\n" + "".join(f"    {line}\n" for line in body)
-    exec(compile(source, f"<plan {plan.opcode}>", "exec"), names)
+    code = _build_code.get(source)
+    if code is None:
+        code = _build_code[source] = compile(source, "<statement plan>", "exec")
+    exec(code, names)
     return names["build"]
+
+
+_build_code: dict[str, object] = {}
 
 
 def _predicate(text: str, loc: Loc):
