@@ -181,7 +181,8 @@ def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_
     smem = _layout_smem(kernel, decls)
     known = sorted(labels | params | set(registers) | set(consts) | set(smem))
 
-    for inst in kernel.instructions:
+    instructions = kernel.instructions
+    for inst in instructions:
         if any(op.symbol is not None for op in inst.operands):
             new_ops = []
             for op in inst.operands:
@@ -193,9 +194,9 @@ def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_
             inst.operands = tuple(new_ops)
         _check(inst, diags)
 
-    if not kernel.instructions:
+    if not instructions:
         diags.error(SassError(f"kernel '{kernel.name}' has no instructions", kernel.loc))
-    elif not any(i.opcode in EXIT_OPCODES for i in kernel.instructions):
+    elif not any(i.opcode in EXIT_OPCODES for i in instructions):
         diags.warn(f"kernel '{kernel.name}' has no EXIT: its threads run past the end of the code", kernel.loc)
     if auto_reuse:
         set_reuse_flags(kernel)
