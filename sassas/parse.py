@@ -217,7 +217,7 @@ class _StatementPlan:
 
     A position is (line offset, part, column offset): the column is ``start + offset + 1`` for
     the start of that text piece of the line (the numbers cut the line into pieces)."""
-    __slots__ = ("opcode", "modifiers", "control", "predicate", "operands", "where", "build")
+    __slots__ = ("opcode", "modifiers", "control", "control_words", "predicate", "operands", "where", "build")
 
     def __init__(self, tokens: list, atom_lists: list, place, number_of):
         """tokens: the statement's own tokens; atom_lists: its operands' atoms; place(tok) ->
@@ -253,11 +253,17 @@ class _StatementPlan:
             elif tok.type == "MNEMONIC":
                 mnemonic = tok
             elif tok.type == "HEXWORD":
-                hexwords.append(int(tok.value[2:-2].strip(), 16))
+                # (the open number it is, or None; its value here)
+                hexwords.append((number_of(tok), int(tok.value[2:-2].strip(), 16)))
+        # Listings print the control bits only inside the instruction's hex: take them from
+        # bits 105..127 (and nothing else from the hex); from open numbers when built.
+        self.control_words = None
         if control is None and len(hexwords) >= 2:
-            # Listings print the control bits only inside the instruction's hex: take them
-            # from bits 105..127 (and nothing else from the hex).
-            control = ControlCode.from_word(hexwords[1] << 64 | hexwords[0])
+            (low_number, low), (high_number, high) = hexwords[:2]
+            if low_number is None and high_number is None:
+                control = ControlCode.from_word(high << 64 | low)
+            else:
+                self.control_words = hexwords[:2]
         parts = mnemonic.value.split(".")
         self.opcode, self.modifiers = parts[0], tuple(parts[1:])
         self.control, self.predicate, self.operands = control, predicate, tuple(operands)
@@ -274,7 +280,7 @@ def _compile_build(plan: _StatementPlan):
     the plan's layout only (operands, numbers, lines): compiled once per layout (compiling
     takes a millisecond, as long as parsing the line), run with the plan's names."""
     names: dict = {"new": _new_object, "Loc": Loc, "Operand": Operand, "Instruction": Instruction,
-                   "parse_register": parse_register, "parse_number": parse_number}
+                   "ControlCode": ControlCode, "parse_register": parse_register, "parse_number": parse_number}
     for name, setter in zip(("file", "line", "col", "text", "origin"), _LOC_SLOTS):
         names["loc_" + name] = setter
     for name, setter in zip(("kind", "values", "flags", "loc", "symbol"), _OPERAND_SLOTS):
@@ -327,8 +333,13 @@ def _compile_build(plan: _StatementPlan):
         make_operand("predicate", kind, const(values), flags, "loc_predicate", None)
         predicate = "predicate"
     make_loc("loc_instruction", plan.where)
+    control = const(plan.control)
+    if plan.control_words is not None:
+        low, high = (f"int(parts[{2 * number + 1}], 16)" if number is not None else const(value)
+                     for number, value in plan.control_words)
+        control = f"ControlCode.from_word({high} << 64 | {low})"
     body.append(f"return Instruction({const(plan.opcode)}, {const(plan.modifiers)}, "
-                f"({''.join(op + ', ' for op in operands)}), {predicate}, {const(plan.control)}, loc_instruction)")
+                f"({''.join(op + ', ' for op in operands)}), {predicate}, {control}, loc_instruction)")
     source = "def build(parts, infos):\n" + "".join(f"    {line}\n" for line in body)
     code = _build_code.get(source)
     if code is None:
@@ -429,13 +440,14 @@ def _syntax_error(e: UnexpectedInput, text: str, lines: Lines) -> SassError:
 # (the line with those numbers cut out, by _NUMBER_IN_LINE); a line of a known shape is built
 # from the plan without the parser. Why this gives what parsing the whole text gives:
 #
-# - Lark's lexer decides on characters classes: every terminal of grammar.lark reads the digits
+# - Lark's lexer decides on character classes: every terminal of grammar.lark reads the digits
 #   cut out here as \d, \w or [0-9a-fA-F], except where a count or a digit matters (CONTROL,
-#   PREDICATE, HEXWORD, ADDRESS, P/UP/B/SB registers). _NUMBER_IN_LINE only cuts R (1-3 digits)
-#   and UR (1-2) register numbers and integers not touching `.`, `:`, `-`, `*` or a word
-#   character; and a plan is kept only when each cut number is exactly one REGISTER or NUMBER
-#   token (or lies in a `#`/`//` comment), so the other terminals never see them. Lines of one
-#   shape therefore lex into the same token types, parse alike, and differ only in those values.
+#   PREDICATE, ADDRESS, P/UP/B/SB registers, HEXWORD's 1-16 digits). _NUMBER_IN_LINE only cuts
+#   R (1-3 digits) and UR (1-2) register numbers and integers (hex up to 16 digits) not touching
+#   `.`, `:`, `-`, `*` or a word character; and a plan is kept only when each cut number is
+#   exactly one REGISTER or NUMBER token, the number of a HEXWORD, or lies in a `#`/`//`
+#   comment, so the other terminals never see them. Lines of one shape therefore lex into the
+#   same token types, parse alike, and differ only in those values.
 # - Parsing line by line gives the whole text's items when each line parses alone and no line
 #   starts with what could continue the previous line's last item (a statement's HEXWORD, the
 #   optional NUMBER or REGISTER of .param, .reg, .regs, .smem). Otherwise, and on any error,
@@ -446,7 +458,7 @@ _NUMBER_IN_LINE = re.compile(
     # skips to digits quickly (this split runs on every line).
     r"([0-9](?:(?<=(?<![\w$.])R[0-9])[0-9]{0,2}(?![\w$])"          # R0..R999
     r"|(?<=(?<![\w$.])UR[0-9])[0-9]?(?![\w$])"                     # UR0..UR99
-    r"|(?<![\w$.:*-][0-9])(?:(?<=0)[xX][0-9a-fA-F]+|[0-9]*)(?![\w$.:-])))")   # 0x1f, 12
+    r"|(?<![\w$.:*-][0-9])(?:(?<=0)[xX][0-9a-fA-F]{1,16}|[0-9]*)(?![\w$.:-])))")   # 0x1f, 12
 _line_plans: dict[tuple, "_LinePlan"] = {}
 _MAX_LINE_PLANS = 100_000
 
@@ -524,8 +536,10 @@ def _plan_line(line: str, parts: list, lineno: int, lines: Lines) -> tuple[Optio
         k = inside[0]
         a, b = spans[k]
         prefix = line[tok.start_pos:a]
-        if (len(inside) == 1 and b == tok.end_pos and
-                ((tok.type == "NUMBER" and prefix == "") or (tok.type == "REGISTER" and prefix in ("R", "UR")))):
+        if len(inside) == 1 and (
+                (b == tok.end_pos and
+                 ((tok.type == "NUMBER" and prefix == "") or (tok.type == "REGISTER" and prefix in ("R", "UR"))))
+                or (tok.type == "HEXWORD" and line[a:b] == tok.value[2:-2].strip())):
             claimed.add(k)
             return k
         cacheable = False

@@ -62,7 +62,8 @@ def test_examples_parse_alike(path):
 
 def test_generated_lines_parse_alike():
     """Lines of many shapes with numbers at the edges of what lexes as a register or an
-    integer (R999, UR99, RZ, leading zeros, long hex, floats, comments holding numbers)."""
+    integer (R999, UR99, RZ, leading zeros, long hex, floats, comments holding numbers,
+    listing hex words of 16 and 17 digits)."""
     rng = random.Random(3)
     registers = ["R0", "R7", "R12", "R254", "R255", "R999", "R1000", "RZ", "UR4", "UR63", "UR64", "UR99",
                  "UR100", "URZ", "P0", "P6", "P7", "PT", "SR_TID.X"]
@@ -73,11 +74,13 @@ def test_generated_lines_parse_alike():
     templates = ["--:-:-:Y:4      FFMA {0}, {1}, {2}, {3};", "  @P0 IADD3 {0}, {1}, {2}, RZ;",
                  "01:-:2:-:1 LDG.E.128 {0}, {1};", "MOV {0}, {1}; # {n} rows",
                  "L{n}: FADD {0}, {1}, {2};", "--:-:-:Y:4 STS [{0}], {1}; /* {n} */",
-                 "IMAD.WIDE {0}, {1}, {2}, {3} ; // R{n}", "BRA `(.L_x_{n});"]
+                 "IMAD.WIDE {0}, {1}, {2}, {3} ; // R{n}", "BRA `(.L_x_{n});",
+                 "/*0{n}0*/ FADD {0}, {1}, {2} ; /* {h} */ /* {h} */", "FMUL {0}, {1}, {2} ; /*{h}*/ /* {h} */ /* {h} */"]
+    hexwords = ["0x0", "0x000fe20000000f00", "0x1234567890abcdef", "0x1234567890abcdef1", "0x7", "12"]
     lines = []
     for _ in range(3000):
         ops = [rng.choice(operands).format(r=rng.choice(registers), n=rng.choice(numbers)) for _ in range(4)]
-        lines.append(rng.choice(templates).format(*ops, n=rng.choice(numbers)))
+        lines.append(rng.choice(templates).format(*ops, n=rng.choice(numbers), h=rng.choice(hexwords)))
     good = []
     for line in lines:
         _same_as_whole_text(line)
