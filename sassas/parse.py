@@ -557,7 +557,7 @@ def _plan_line(line: str, parts: list, lineno: int, lines: Lines) -> tuple[Optio
         file, src_line, text, origin = info
         return where, Loc(file, src_line, tok.column, text, origin)
 
-    plan_items, built = [], []
+    plan_items = []
     for item in items:
         if item.data == "statement":
             tokens = [t for t in item.children if isinstance(t, Token)]
