@@ -377,7 +377,7 @@ _PROBE_STRIDE = 16
 def highest_register(inst: Instruction) -> int:
     """The highest R register number `inst` reads or writes as effects() counts them (each
     operand with its width), -1 for none."""
-    shape = (inst.opcode, inst.modifiers, tuple((op.kind, op.flags) for op in inst.operands))
+    shape = (inst.opcode, inst.modifiers, tuple([(op.kind, op.flags) for op in inst.operands]))
     slots = _r_slots.get(shape)
     if slots is None:
         slots = _r_register_slots(inst)
