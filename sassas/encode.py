@@ -36,13 +36,11 @@ MAX_REGISTER_COUNT = 255
 def count_registers(kernel: Kernel) -> int:
     """The register count the driver allocates: the highest R the kernel reads or writes (with
     each operand's width, from the semantics table), plus one, plus the reserved two."""
-    from .semantics import SemanticsError, effects
+    from .semantics import SemanticsError, highest_register
     top = -1
     for inst in kernel.instructions:
         try:
-            regs = effects(inst)
-            touched = regs.writes + regs.reads
-            top = max([top] + [number for file, number in touched if file == "R"])
+            top = max(top, highest_register(inst))
         except (SemanticsError, KeyError):
             # An opcode the table does not know: count its registers from its modifiers.
             width = max((WIDE_MODIFIERS.get(m, 1) for m in inst.modifiers), default=1)
@@ -63,13 +61,15 @@ def count_barriers(kernel: Kernel) -> int:
 
 
 def encode_kernel(kernel: Kernel, arch: Arch, isa) -> EncodedKernel:
-    if any(inst.control is None for inst in kernel.instructions):
+    instructions = kernel.instructions
+    if any(inst.control is None for inst in instructions):
         # Instructions written without a control code get one; hand-written ones stay.
         from .schedule import schedule_kernel
         schedule_kernel(kernel, arch)
+        instructions = kernel.instructions
     words = bytearray()
     errors: list[SassError] = []
-    for inst in kernel.instructions:
+    for inst in instructions:
         if inst.raw is not None and inst.raw[0] == ALL_BITS:
             word = inst.raw[1] & ALL_BITS      # every bit given: the text is only a placeholder
         else:
@@ -87,5 +87,5 @@ def encode_kernel(kernel: Kernel, arch: Arch, isa) -> EncodedKernel:
     return EncodedKernel(
         kernel=kernel, code=bytes(words),
         registers=kernel.registers if kernel.registers is not None else count_registers(kernel),
-        exit_offsets=[i.address for i in kernel.instructions if i.opcode in EXIT_OPCODES],
+        exit_offsets=[i.address for i in instructions if i.opcode in EXIT_OPCODES],
         barriers=count_barriers(kernel))

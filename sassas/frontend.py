@@ -16,6 +16,7 @@ Errors are collected and reported together where one does not hide the others.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from dataclasses import dataclass, field, replace
 from typing import Optional
@@ -92,17 +93,19 @@ _VALUE_PIECES = frozenset({"R", "UR", "P", "UP", "B", "SB", "SR", "I", "+I", "L"
 _REGISTER_PIECES = frozenset({"R", "UR", "P", "UP", "B", "SB"})
 
 
-def pieces(kind: str) -> list[str]:
-    return _PIECE.findall(kind)
+@functools.lru_cache(maxsize=4096)
+def pieces(kind: str) -> tuple[str, ...]:
+    return tuple(_PIECE.findall(kind))
 
 
-def _first_register(op: Operand) -> Optional[tuple[str, object]]:
-    """(class, value) of the operand's first register or name piece, if any."""
+@functools.lru_cache(maxsize=4096)
+def _first_register_slot(kind: str) -> Optional[tuple[str, int]]:
+    """(class, value index) of the first register or name piece of an operand kind, if any."""
     vi = 0
-    for p in pieces(op.kind):
+    for p in pieces(kind):
         if p in _VALUE_PIECES:
             if p in _REGISTER_PIECES or p == "N":
-                return p, op.values[vi]
+                return p, vi
             vi += 1
     return None
 
@@ -110,36 +113,54 @@ def _first_register(op: Operand) -> Optional[tuple[str, object]]:
 def _aligned_registers(inst: Instruction):
     """(operand, alignment, (piece, value)) for every register (or register name) that must
     sit on an aligned register."""
+    shape = (inst.opcode, inst.modifiers, tuple([(op.kind, op.flags) for op in inst.operands]))
+    slots = _aligned_slots.get(shape)
+    if slots is None:
+        slots = _aligned_slots[shape] = tuple(_find_aligned_slots(inst))
+    ops = inst.operands
+    for operand_index, align, piece, value_index in slots:
+        op = ops[operand_index]
+        yield op, align, (piece, op.values[value_index])
+
+
+# What _find_aligned_slots finds depends on the opcode, modifiers, operand kinds and flags only.
+_aligned_slots: dict[tuple, tuple] = {}
+
+
+def _find_aligned_slots(inst: Instruction):
+    """(operand index, alignment, piece, value index) for every register (or register name)
+    of the instruction that must sit on an aligned register."""
     mods = set(inst.modifiers)
     ops = inst.operands
     for opcodes, modifier, which, align in ALIGNMENT:
         if inst.opcode not in opcodes or (modifier is not None and modifier not in mods):
             continue
+        indices = range(len(ops))
         if which == "all":
-            chosen = ops
+            chosen = indices
         elif which == "last":
-            chosen = ops[-1:]
+            chosen = indices[-1:]
         elif which == "last source":
-            chosen = [op for op in ops if op.kind not in ("P", "UP")][-1:]
+            chosen = [i for i in indices if ops[i].kind not in ("P", "UP")][-1:]
         else:
-            chosen = ops[which:which + 1]
-        for op in chosen:
-            first = _first_register(op)
+            chosen = indices[which:which + 1]
+        for i in chosen:
+            first = _first_register_slot(ops[i].kind)
             if first is not None:
-                yield op, align, first
-    for op in ops:
+                yield i, align, *first
+    for i, op in enumerate(ops):
         if "[" not in op.kind:
             continue
         if WIDE_ADDRESS_FLAG in op.flags:       # [R2.64+0x10]: the flag is the operand's
-            first = _first_register(op)
+            first = _first_register_slot(op.kind)
             if first is not None:
-                yield op, 2, first
+                yield i, 2, *first
         vi, prev = 0, None
         for p in pieces(op.kind):                 # desc[UR4][R2.64]: the suffix is in the kind
             if p == WIDE_ADDRESS_FLAG and prev is not None:
-                yield op, 2, prev
+                yield i, 2, *prev
             if p in _VALUE_PIECES:
-                prev = (p, op.values[vi]) if p in _REGISTER_PIECES or p == "N" else None
+                prev = (p, vi) if p in _REGISTER_PIECES or p == "N" else None
                 vi += 1
 
 
@@ -160,7 +181,8 @@ def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_
     smem = _layout_smem(kernel, decls)
     known = sorted(labels | params | set(registers) | set(consts) | set(smem))
 
-    for inst in kernel.instructions:
+    instructions = kernel.instructions
+    for inst in instructions:
         if any(op.symbol is not None for op in inst.operands):
             new_ops = []
             for op in inst.operands:
@@ -172,9 +194,9 @@ def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_
             inst.operands = tuple(new_ops)
         _check(inst, diags)
 
-    if not kernel.instructions:
+    if not instructions:
         diags.error(SassError(f"kernel '{kernel.name}' has no instructions", kernel.loc))
-    elif not any(i.opcode in EXIT_OPCODES for i in kernel.instructions):
+    elif not any(i.opcode in EXIT_OPCODES for i in instructions):
         diags.warn(f"kernel '{kernel.name}' has no EXIT: its threads run past the end of the code", kernel.loc)
     if auto_reuse:
         set_reuse_flags(kernel)
@@ -358,15 +380,11 @@ def _check(inst: Instruction, diags: Diagnostics) -> None:
             diags.error(SassError(f"{inst.mnemonic}: {piece}{value} is used as a {width}-bit register "
                                   f"group, so it must be a multiple of {align}", op.loc or inst.loc))
     for op in inst.operands:
-        vi = 0
-        for p in pieces(op.kind):
-            if p not in _VALUE_PIECES:
-                continue
-            v = op.values[vi]
-            vi += 1
-            if p == "I" and op.kind == "I" and isinstance(v, int) and not INT_MIN <= v <= UINT_MAX:
+        if op.kind == "I":
+            v = op.values[0]
+            if isinstance(v, int) and not INT_MIN <= v <= UINT_MAX:
                 diags.error(SassError(f"immediate {v:#x} does not fit in 32 bits", op.loc or inst.loc))
-        if op.kind.startswith("C[I][") and op.values:
+        elif op.kind.startswith("C[I][") and op.values:
             bank_no = op.values[0]
             if isinstance(bank_no, int) and not 0 <= bank_no <= MAX_CONSTANT_BANK:
                 diags.error(SassError(f"constant bank {bank_no:#x} out of range 0..{MAX_CONSTANT_BANK:#x}",

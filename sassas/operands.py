@@ -70,15 +70,19 @@ def parse_number(text: str) -> int | float:
         return -v if neg else v
     if up.startswith("0X"):
         v = int(body, 16)
-    elif re.fullmatch(r"\d+", body):
+    elif body.isdecimal():          # \d+, without the regex: every integer literal passes here
         v = int(body)
     else:
         v = float(body)
     return -v if neg else v
 
 
-def canonical_operand(atoms: Sequence, loc: Loc | None = None) -> Operand:
-    """Build an Operand from the grammar's atoms (objects with .type and .value)."""
+def canonical_operand(atoms: Sequence, loc: Loc | None = None, sources: dict | None = None) -> Operand:
+    """Build an Operand from the grammar's atoms (objects with .type and .value).
+
+    With ``sources``, records where each value that a number of the text gives comes from:
+    value index -> (atom index, negated). Those values depend on nothing else, which lets
+    the parser rebuild the operand for other numbers (see sassas.parse)."""
     kind: list[str] = []
     values: list = []
     flags: set[str] = set()
@@ -110,6 +114,8 @@ def canonical_operand(atoms: Sequence, loc: Loc | None = None) -> Operand:
         t, v = a.type, a.value
         if t == "REGISTER":
             cls, num = parse_register(v, loc)
+            if sources is not None:
+                sources[len(values)] = (i, False)
             kind.append(cls)
             values.append(num)
             group_has_reg = True
@@ -129,6 +135,8 @@ def canonical_operand(atoms: Sequence, loc: Loc | None = None) -> Operand:
             kind.append("SR")
             values.append(v)
         elif t in ("NUMBER", "FLOAT"):
+            if sources is not None:
+                sources[len(values)] = (i, False)
             kind.append("I")
             values.append(parse_number(v))
             group_has_num = True
@@ -174,6 +182,8 @@ def canonical_operand(atoms: Sequence, loc: Loc | None = None) -> Operand:
         elif t == "MINUS":
             # `[R1-0x8]`: a minus before a number inside brackets is the number's sign.
             if i + 1 < n and atoms[i + 1].type in ("NUMBER", "FLOAT"):
+                if sources is not None:
+                    sources[len(values)] = (i + 1, True)
                 kind.append("+")
                 values.append(-parse_number(atoms[i + 1].value))
                 kind.append("I")

@@ -2,19 +2,20 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from importlib import resources
 from typing import Optional
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from .arch import get_arch
-from .ast import ControlCode, Instruction, Kernel, Label, Loc, Param, Program
+from .ast import ControlCode, Instruction, Kernel, Label, Loc, Operand, Param, Program
 from .control import MAX_BARRIER, parse_control
 from .errors import Diagnostics, SassError
 from .frontend import DEFAULT_SMEM_ALIGN, Declarations, finish_kernel
-from .operands import canonical_operand, parse_number, parse_register
+from .operands import MAX_REGISTER, canonical_operand, parse_number, parse_register
 from .regalloc import AutoName
 
 # TuringAs reads the wait field as a *decimal* number whose bits are the barriers to wait on
@@ -40,12 +41,21 @@ def read_control(text: str, loc: Optional[Loc] = None) -> ControlCode:
     return parse_control(f"{wait}:{rest}", loc)
 
 
+# Spans of the `#`/`//` comments of the text being parsed (the line parser needs them).
+_comment_spans: list[tuple[int, int]] = []
+
+
+def _note_comment(tok: Token) -> Token:
+    _comment_spans.append((tok.start_pos, tok.end_pos))
+    return tok
+
+
 @functools.lru_cache(maxsize=None)
 def _parser() -> Lark:
     grammar = resources.files("sassas").joinpath("grammar.lark").read_text()
     # LALR with the contextual lexer: one pass, and a token is only tried where it may stand.
     return Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=False,
-                maybe_placeholders=False, cache=False)
+                maybe_placeholders=False, cache=False, lexer_callbacks={"COMMENT": _note_comment})
 
 
 class Lines:
@@ -60,22 +70,47 @@ class Lines:
         # sources[i]: (file, line) that line i+1 really stands on, when preprocessing moved it.
         self.sources = sources
 
-    def loc(self, line: int, col: int) -> Loc:
-        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+    def info(self, line: int) -> tuple[str, int, str, Optional[Loc]]:
+        """(file, line, text, origin) of the Locs on parsed line `line`."""
+        n = len(self.lines)
+        text = self.lines[line - 1] if 0 < line <= n else ""
         origin = self.origins[line - 1] if self.origins and 0 < line <= len(self.origins) else None
         file, src_line = self.filename, line
         if self.sources and 0 < line <= len(self.sources):
             file, src_line = self.sources[line - 1]
+        return file, src_line, text, origin
+
+    def loc(self, line: int, col: int) -> Loc:
+        file, src_line, text, origin = self.info(line)
         return Loc(file, src_line, col, text, origin)
 
 
+# Loc and Operand are frozen dataclasses, whose __init__ sets each field through
+# object.__setattr__; the parser makes several of each per instruction, so it sets the slots
+# directly (the same objects, in a third of the time; see _compile_build).
+_new_object = object.__new__
+_LOC_SLOTS = tuple(Loc.__dict__[f].__set__ for f in ("file", "line", "col", "text", "origin"))
+_OPERAND_SLOTS = tuple(Operand.__dict__[f].__set__ for f in ("kind", "values", "flags", "loc", "symbol"))
+
+
+def _make_loc(file, line, col, text, origin, _slots=_LOC_SLOTS) -> Loc:
+    loc = _new_object(Loc)
+    _slots[0](loc, file)
+    _slots[1](loc, line)
+    _slots[2](loc, col)
+    _slots[3](loc, text)
+    _slots[4](loc, origin)
+    return loc
+
+
 class _Build(Transformer):
-    def __init__(self, lines: Lines):
+    def __init__(self, lines: Lines, line_offset: int = 0):
         super().__init__(visit_tokens=False)
         self.L = lines
+        self.line_offset = line_offset      # of a line parsed alone: the line before it
 
     def _loc(self, tok: Token) -> Loc:
-        return self.L.loc(tok.line, tok.column)
+        return self.L.loc(tok.line + self.line_offset, tok.column)
 
     def start(self, items):
         return items
@@ -84,40 +119,25 @@ class _Build(Transformer):
         tok = items[0]
         return Label(tok.value[:-1], self._loc(tok))
 
+    # Operands stay atoms here: the statement turns them into Operands (through its plan).
     def operand(self, atoms):
-        return canonical_operand(atoms, self._loc(atoms[0]))
+        return atoms
 
     def operands(self, ops):
         return ops
 
     def statement(self, items):
-        control = predicate = None
-        operands = []
-        hexwords = []
-        first = None
-        mnemonic = None
-        for it in items:
-            if isinstance(it, Token):
-                first = first or it
-                if it.type == "CONTROL":
-                    control = read_control(it.value, self._loc(it))
-                elif it.type == "PREDICATE":
-                    predicate = _predicate(it.value, self._loc(it))
-                elif it.type == "MNEMONIC":
-                    mnemonic = it
-                elif it.type == "HEXWORD":
-                    hexwords.append(int(it.value[2:-2].strip(), 16))
-            elif isinstance(it, list):
-                operands = it
-        parts = mnemonic.value.split(".")
-        inst = Instruction(opcode=parts[0], modifiers=tuple(p for p in parts[1:]),
-                           operands=tuple(operands), predicate=predicate, control=control,
-                           loc=self._loc(first if first.type != "ADDRESS" else mnemonic))
-        if control is None and len(hexwords) >= 2:
-            # Listings print the control bits only inside the instruction's hex: take them
-            # from bits 105..127 (and nothing else from the hex).
-            inst.control = ControlCode.from_word(hexwords[1] << 64 | hexwords[0])
-        return inst
+        tokens = [it for it in items if isinstance(it, Token)]
+        atom_lists = next((it for it in items if isinstance(it, list)), [])
+        first_line = tokens[0].line
+        last_line = max([t.line for t in tokens] + [a.line for atoms in atom_lists for a in atoms])
+
+        def place(tok: Token):
+            return (tok.line - first_line, 0, tok.column - 1), self._loc(tok)
+
+        plan = _StatementPlan(tokens, atom_lists, place, lambda tok: None)
+        infos = [self.L.info(line + self.line_offset) for line in range(first_line, last_line + 1)]
+        return plan.build(("",), infos)
 
     def _num(self, tok: Token) -> int:
         v = parse_number(tok.value)
@@ -181,6 +201,154 @@ class _Build(Transformer):
 
     def raw(self, items):
         return ("raw", (self._num(items[0]), self._num(items[1])), self._loc(items[0]))
+
+
+# ---- statements, built through a plan -------------------------------------------------------
+# A statement's Instruction depends on its token types, on the text of its tokens, and on where
+# they stand. A plan holds everything but the numbers of chosen tokens (registers R/UR and
+# integer literals) and the columns, so that one plan serves every statement that differs from
+# the one it was made from only there (see _line_items).
+
+_FROM_REGISTER, _FROM_NUMBER, _FROM_NEGATED_NUMBER = range(3)
+
+
+class _StatementPlan:
+    """An Instruction with its numbers and positions left open.
+
+    A position is (line offset, part, column offset): the column is ``start + offset + 1`` for
+    the start of that text piece of the line (the numbers cut the line into pieces)."""
+    __slots__ = ("opcode", "modifiers", "control", "control_words", "predicate", "operands", "where", "build")
+
+    def __init__(self, tokens: list, atom_lists: list, place, number_of):
+        """tokens: the statement's own tokens; atom_lists: its operands' atoms; place(tok) ->
+        (position, Loc); number_of(tok) -> the index of the open number it is, or None."""
+        operands = []
+        for atoms in atom_lists:
+            where, loc = place(atoms[0])
+            sources: dict = {}
+            op = canonical_operand(atoms, loc, sources)
+            fills = []
+            for value_index, (atom_index, negated) in sources.items():
+                atom = atoms[atom_index]
+                number = number_of(atom)
+                if number is None:
+                    continue
+                if atom.type == "REGISTER":
+                    prefix = atom.value.rstrip("0123456789")
+                    fills.append((value_index, number, _FROM_REGISTER, prefix, MAX_REGISTER[prefix]))
+                else:
+                    fills.append((value_index, number, _FROM_NEGATED_NUMBER if negated else _FROM_NUMBER, "", 0))
+            # (kind, values, flags, symbol, fills, line, part, offset); fills: (value index,
+            # number index, _FROM_*, register prefix, highest register number)
+            operands.append((op.kind, op.values, op.flags, op.symbol, tuple(fills), *where))
+        control = predicate = None
+        hexwords = []
+        for tok in tokens:
+            if tok.type == "CONTROL":
+                control = read_control(tok.value, place(tok)[1])
+            elif tok.type == "PREDICATE":
+                where, loc = place(tok)
+                pred = _predicate(tok.value, loc)
+                predicate = (pred.kind, pred.values, pred.flags, where)
+            elif tok.type == "MNEMONIC":
+                mnemonic = tok
+            elif tok.type == "HEXWORD":
+                # (the open number it is, or None; its value here)
+                hexwords.append((number_of(tok), int(tok.value[2:-2].strip(), 16)))
+        # Listings print the control bits only inside the instruction's hex: take them from
+        # bits 105..127 (and nothing else from the hex); from open numbers when built.
+        self.control_words = None
+        if control is None and len(hexwords) >= 2:
+            (low_number, low), (high_number, high) = hexwords[:2]
+            if low_number is None and high_number is None:
+                control = ControlCode.from_word(high << 64 | low)
+            else:
+                self.control_words = hexwords[:2]
+        parts = mnemonic.value.split(".")
+        self.opcode, self.modifiers = parts[0], tuple(parts[1:])
+        self.control, self.predicate, self.operands = control, predicate, tuple(operands)
+        self.where = place(tokens[0] if tokens[0].type != "ADDRESS" else mnemonic)[0]
+        self.build = _compile_build(self)
+
+
+def _compile_build(plan: _StatementPlan):
+    """plan.build(parts, infos) -> Instruction, as straight-line Python made for the plan (a
+    generic loop over its parts took twice as long): for a line cut into text pieces and
+    numbers (parts, as _NUMBER_IN_LINE.split gives them) and per-line (file, line, text, origin).
+
+    Everything particular to the plan is a global name of the function, so its code depends on
+    the plan's layout only (operands, numbers, lines): compiled once per layout (compiling
+    takes a millisecond, as long as parsing the line), run with the plan's names."""
+    names: dict = {"new": _new_object, "Loc": Loc, "Operand": Operand, "Instruction": Instruction,
+                   "ControlCode": ControlCode, "parse_register": parse_register, "parse_number": parse_number}
+    for name, setter in zip(("file", "line", "col", "text", "origin"), _LOC_SLOTS):
+        names["loc_" + name] = setter
+    for name, setter in zip(("kind", "values", "flags", "loc", "symbol"), _OPERAND_SLOTS):
+        names["op_" + name] = setter
+
+    def const(value) -> str:
+        name = f"c{len(names)}"
+        names[name] = value
+        return name
+
+    body = []
+    places = [op[5:8] for op in plan.operands] + [plan.where] + ([plan.predicate[3]] if plan.predicate else [])
+    for line in sorted({line for line, _, _ in places}):
+        body.append(f"file{line}, line{line}, text{line}, origin{line} = infos[{line}]")
+    # Where the text pieces start: piece m after the pieces and numbers before it.
+    body.append("start0 = 0")
+    for part in range(1, max(part for _, part, _ in places) + 1):
+        body.append(f"start{part} = start{part - 1} + len(parts[{2 * part - 2}]) + len(parts[{2 * part - 1}])")
+
+    def make_loc(var: str, where) -> None:
+        line, part, offset = where
+        body.append(f"{var} = new(Loc); loc_file({var}, file{line}); loc_line({var}, line{line}); "
+                    f"loc_col({var}, start{part} + {const(offset + 1)}); loc_text({var}, text{line}); "
+                    f"loc_origin({var}, origin{line})")
+
+    def make_operand(var: str, kind, values: str, flags, loc: str, symbol) -> None:
+        body.append(f"{var} = new(Operand); op_kind({var}, {const(kind)}); op_values({var}, {values}); "
+                    f"op_flags({var}, {const(flags)}); op_loc({var}, {loc}); op_symbol({var}, {const(symbol)})")
+
+    operands = []
+    for k, (kind, values, flags, symbol, fills, *where) in enumerate(plan.operands):
+        make_loc(f"loc{k}", where)
+        items = [const(v) for v in values]
+        for value_index, number, how, prefix, highest in fills:
+            var = f"v{k}_{value_index}"
+            body.append(f"d = parts[{2 * number + 1}]")
+            if how == _FROM_REGISTER:
+                body.append(f"{var} = int(d)")
+                body.append(f"if {var} > {const(highest)}: parse_register({const(prefix)} + d, loc{k})   # raises")
+            else:
+                body.append(f"{var} = {'-' if how == _FROM_NEGATED_NUMBER else ''}parse_number(d)")
+            items[value_index] = var
+        values_text = "(" + "".join(item + ", " for item in items) + ")"
+        make_operand(f"op{k}", kind, values_text if fills else const(values), flags, f"loc{k}", symbol)
+        operands.append(f"op{k}")
+    predicate = "None"
+    if plan.predicate is not None:
+        kind, values, flags, where = plan.predicate
+        make_loc("loc_predicate", where)
+        make_operand("predicate", kind, const(values), flags, "loc_predicate", None)
+        predicate = "predicate"
+    make_loc("loc_instruction", plan.where)
+    control = const(plan.control)
+    if plan.control_words is not None:
+        low, high = (f"int(parts[{2 * number + 1}], 16)" if number is not None else const(value)
+                     for number, value in plan.control_words)
+        control = f"ControlCode.from_word({high} << 64 | {low})"
+    body.append(f"return Instruction({const(plan.opcode)}, {const(plan.modifiers)}, "
+                f"({''.join(op + ', ' for op in operands)}), {predicate}, {control}, loc_instruction)")
+    source = "def build(parts, infos):\n" + "".join(f"    {line}\n" for line in body)
+    code = _build_code.get(source)
+    if code is None:
+        code = _build_code[source] = compile(source, "<statement plan>", "exec")
+    exec(code, names)
+    return names["build"]
+
+
+_build_code: dict[str, object] = {}
 
 
 def _predicate(text: str, loc: Loc):
@@ -266,9 +434,198 @@ def _syntax_error(e: UnexpectedInput, text: str, lines: Lines) -> SassError:
                      lines.loc(tok.line, tok.column))
 
 
+# ---- the text line by line ------------------------------------------------------------------
+# Most lines are one statement or label, and differ from earlier lines only in register numbers
+# and integer literals. _line_items parses each line on its own and keeps a plan per *shape*
+# (the line with those numbers cut out, by _NUMBER_IN_LINE); a line of a known shape is built
+# from the plan without the parser. Why this gives what parsing the whole text gives:
+#
+# - Lark's lexer decides on character classes: every terminal of grammar.lark reads the digits
+#   cut out here as \d, \w or [0-9a-fA-F], except where a count or a digit matters (CONTROL,
+#   PREDICATE, ADDRESS, P/UP/B/SB registers, HEXWORD's 1-16 digits). _NUMBER_IN_LINE only cuts
+#   R (1-3 digits) and UR (1-2) register numbers and integers (hex up to 16 digits) not touching
+#   `.`, `:`, `-`, `*` or a word character; and a plan is kept only when each cut number is
+#   exactly one REGISTER or NUMBER token, the number of a HEXWORD, or lies in a `#`/`//`
+#   comment, so the other terminals never see them. Lines of one shape therefore lex into the
+#   same token types, parse alike, and differ only in those values.
+# - Parsing line by line gives the whole text's items when each line parses alone and no line
+#   starts with what could continue the previous line's last item (a statement's HEXWORD, the
+#   optional NUMBER or REGISTER of .param, .reg, .regs, .smem). Otherwise, and on any error,
+#   the whole text is parsed at once, so errors are reported exactly as that parse reports them.
+
+_NUMBER_IN_LINE = re.compile(
+    # Each choice starts at its first digit and looks back from there: the regex engine then
+    # skips to digits quickly (this split runs on every line).
+    r"([0-9](?:(?<=(?<![\w$.])R[0-9])[0-9]{0,2}(?![\w$])"          # R0..R999
+    r"|(?<=(?<![\w$.])UR[0-9])[0-9]?(?![\w$])"                     # UR0..UR99
+    r"|(?<![\w$.:*-][0-9])(?:(?<=0)[xX][0-9a-fA-F]{1,16}|[0-9]*)(?![\w$.:-])))")   # 0x1f, 12
+_line_plans: dict[tuple, "_LinePlan"] = {}
+_MAX_LINE_PLANS = 100_000
+
+
+class _WholeText(Exception):
+    """The text has to be parsed as a whole (see above)."""
+
+
+@functools.lru_cache(maxsize=None)
+def _terminals() -> dict:
+    return {t.name: (re.compile(t.pattern.to_regexp()), t.priority) for t in _parser().terminals}
+
+
+def _continues(tok: Token, line: str) -> bool:
+    """Whether the whole-text lexer, after an item that may go on (a statement's HEXWORD, the
+    optional NUMBER or REGISTER of .param, .reg, .regs, .smem), could read another token at
+    `tok` than the line's own lexer read: one of those with at least its priority matches there."""
+    terms = _terminals()
+    priority = terms[tok.type][1]
+    return any(terms[name][1] >= priority and terms[name][0].match(line, tok.start_pos)
+               for name in ("HEXWORD", "NUMBER", "REGISTER"))
+
+
+class _LinePlan:
+    """The items of one line shape: ('label', name, position) or ('statement', _StatementPlan)."""
+    __slots__ = ("items", "statement")
+
+    def __init__(self, items: list):
+        self.items = items
+        # The common line, one statement: its build.
+        self.statement = items[0][1].build if len(items) == 1 and items[0][0] == "statement" else None
+
+    def build(self, parts: list, info) -> list:
+        infos = (info,)
+        out = []
+        for item in self.items:
+            if item[0] == "statement":
+                out.append(item[1].build(parts, infos))
+            else:
+                _, name, (_, part, offset) = item
+                file, src_line, text, origin = info
+                start = sum(map(len, parts[:2 * part]))
+                out.append(Label(name, _make_loc(file, src_line, start + offset + 1, text, origin)))
+        return out
+
+
+def _plan_line(line: str, parts: list, lineno: int, lines: Lines) -> tuple[Optional[_LinePlan], list]:
+    """Parse one line alone: (its plan, or None where it cannot have one; its items)."""
+    _comment_spans.clear()
+    try:
+        tree = _parser().parse(line)
+    except UnexpectedInput:
+        raise _WholeText from None
+    comments = list(_comment_spans)
+    items = tree.children
+    if items and items[0].data in ("statement", "label"):
+        first = items[0].children[0]
+        if _continues(first, line):
+            raise _WholeText
+    # Where the cut numbers are: [start, end) in this line.
+    spans, pos = [], 0
+    for k, part in enumerate(parts):
+        if k % 2:
+            spans.append((pos, pos + len(part)))
+        pos += len(part)
+    part_starts = list(itertools.accumulate(map(len, parts), initial=0))[::2]
+    claimed: set[int] = set()
+    cacheable = True
+
+    def number_of(tok: Token) -> Optional[int]:
+        nonlocal cacheable
+        inside = [k for k, (a, b) in enumerate(spans) if a < tok.end_pos and b > tok.start_pos]
+        if not inside:
+            return None
+        k = inside[0]
+        a, b = spans[k]
+        prefix = line[tok.start_pos:a]
+        if len(inside) == 1 and (
+                (b == tok.end_pos and
+                 ((tok.type == "NUMBER" and prefix == "") or (tok.type == "REGISTER" and prefix in ("R", "UR"))))
+                or (tok.type == "HEXWORD" and line[a:b] == tok.value[2:-2].strip())):
+            claimed.add(k)
+            return k
+        cacheable = False
+        return None
+
+    def position(tok: Token) -> tuple:
+        start = tok.start_pos
+        part = max(m for m, ps in enumerate(part_starts) if ps <= start)
+        return (0, part, start - part_starts[part])
+
+    info = lines.info(lineno)
+
+    def place(tok: Token):
+        where = position(tok)
+        file, src_line, text, origin = info
+        return where, Loc(file, src_line, tok.column, text, origin)
+
+    plan_items = []
+    for item in items:
+        if item.data == "statement":
+            tokens = [t for t in item.children if isinstance(t, Token)]
+            ops = next((t for t in item.children if not isinstance(t, Token)), None)
+            atom_lists = [list(op.children) for op in ops.children] if ops is not None else []
+            for tok in tokens:
+                number_of(tok)          # numbers must not stand in the statement's own tokens
+            plan = _StatementPlan(tokens, atom_lists, place, number_of)
+            plan_items.append(("statement", plan))
+        elif item.data == "label":
+            tok = item.children[0]
+            number_of(tok)
+            plan_items.append(("label", tok.value[:-1], position(tok)))
+        else:
+            # A directive: built as the whole-text parse builds it, never planned.
+            cacheable = False
+            try:
+                built_item = _Build(lines, lineno - 1).transform(item)
+            except VisitError:
+                raise _WholeText from None
+            plan_items.append(("built", built_item))
+    uncovered = set(range(len(spans))) - claimed
+    if any(not any(a <= spans[k][0] and spans[k][1] <= b for a, b in comments) for k in uncovered):
+        cacheable = False
+    if any(kind == "built" for kind, *_ in plan_items):
+        out = []
+        for kind, *rest in plan_items:
+            out.extend([rest[0]] if kind == "built" else _LinePlan([(kind, *rest)]).build(parts, info))
+        return None, out
+    plan = _LinePlan(plan_items)
+    return (plan if cacheable else None), plan.build(parts, info)
+
+
+def _line_items(text: str, lines: Lines) -> list:
+    """The items of `text`, line by line through the line plans; raises _WholeText."""
+    out = []
+    plans = _line_plans
+    split = _NUMBER_IN_LINE.split
+    info = lines.info
+    try:
+        for lineno, line in enumerate(text.split("\n"), 1):
+            parts = split(line)
+            key = tuple(parts[::2])
+            plan = plans.get(key)
+            if plan is not None:
+                if plan.statement is not None:
+                    out.append(plan.statement(parts, (info(lineno),)))
+                elif plan.items:
+                    out.extend(plan.build(parts, info(lineno)))
+                continue
+            plan, items = _plan_line(line, parts, lineno, lines)
+            if plan is not None:
+                if len(plans) >= _MAX_LINE_PLANS:
+                    plans.clear()
+                plans[key] = plan
+            out.extend(items)
+    except SassError:
+        raise _WholeText from None
+    return out
+
+
 def parse_items(text: str, filename: str = "<input>", lines: Optional[Lines] = None) -> list:
     """Parse text into a flat list of Label, Instruction and directive tuples."""
     lines = lines or Lines(text, filename)
+    try:
+        return _line_items(text, lines)
+    except _WholeText:
+        pass
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as e:

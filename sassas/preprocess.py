@@ -92,7 +92,6 @@ def _expand(ctx: _Context, src: list[tuple[int, str]], filename: str, namespace:
     i = 0
     while i < len(src):
         lineno, line = src[i]
-        here = Loc(filename, lineno, len(line) - len(line.lstrip()) + 1, line, origin)
         m = _INCLUDE.match(line)
         if m:
             _include(ctx, m.group(1), Loc(filename, lineno, line.find('"') + 1, line, origin),
@@ -133,7 +132,10 @@ def _expand(ctx: _Context, src: list[tuple[int, str]], filename: str, namespace:
             i += 1
             continue
         try:
-            text = _substitute(ctx, line, here, namespace)
+            text = line
+            if "{" in line or "}" in line:
+                here = Loc(filename, lineno, len(line) - len(line.lstrip()) + 1, line, origin)
+                text = _substitute(ctx, line, here, namespace)
         except SassError as e:
             ctx.errors.append(e)
             text = ""

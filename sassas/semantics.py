@@ -225,24 +225,32 @@ def overwrite_class(eff: "Effects", producer_cls: str, reg: Reg) -> Optional[str
 
 def _registers(op: Operand) -> list[tuple[str, int, int]]:
     """(file, number, width) of every register an operand names, zero registers left out."""
+    values = op.values
+    return [(file, values[index], width) for index, file, width in _register_layout(op.kind, op.flags)
+            if index < len(values) and isinstance(values[index], int) and values[index] != ZERO_REGISTER[file]]
+
+
+@functools.lru_cache(maxsize=4096)
+def _register_layout(kind: str, flags: frozenset) -> tuple[tuple[int, str, int], ...]:
+    """(value index, file, width) of every register piece of an operand kind: the part of
+    _registers that does not depend on the numbers (operands of one kind are many)."""
     out = []
-    pieces = _VALUE_PIECE.findall(op.kind.replace("+I", "I"))
+    pieces = _VALUE_PIECE.findall(kind.replace("+I", "I"))
     # Suffixes written inside the kind (`R.64` of `desc[UR][R.64+I]`) widen that register.
-    suffixes = re.findall(r"(?<![S\w])(UR|UP|R|P)(\.\w+)?", op.kind.replace("[", "[ ").replace("+", "+ "))
+    suffixes = re.findall(r"(?<![S\w])(UR|UP|R|P)(\.\w+)?", kind.replace("[", "[ ").replace("+", "+ "))
     widened = [(_WIDE_SUFFIX.get(s, 1)) for _, s in suffixes]
-    if op.kind.startswith(("desc[UR]", "gdesc[UR]")):
+    if kind.startswith(("desc[UR]", "gdesc[UR]")):
         widened[0] = DESCRIPTOR_WIDTH
     k = 0
-    for piece, value in zip(pieces, op.values):
+    for index, piece in enumerate(pieces):
         if piece in ZERO_REGISTER:
             width = widened[k] if k < len(widened) else 1
             if k == 0:
-                for flag in op.flags:
+                for flag in flags:
                     width = max(width, _WIDE_SUFFIX.get(flag, 1))
             k += 1
-            if isinstance(value, int) and value != ZERO_REGISTER[piece]:
-                out.append((piece, value, width))
-    return out
+            out.append((index, piece, width))
+    return tuple(out)
 
 
 def _is_predicate(op: Operand) -> bool:
@@ -358,3 +366,59 @@ def effects(inst: Instruction) -> Effects:
     if info.reads_all_preds:
         eff.reads += [("P", n) for n in range(PREDICATE_COUNT)]
     return eff
+
+
+# ---- the register count ------------------------------------------------------------------
+
+# Probe numbers for the R registers of an instruction, apart by more than any width.
+_PROBE_STRIDE = 16
+
+
+def highest_register(inst: Instruction) -> int:
+    """The highest R register number `inst` reads or writes as effects() counts them (each
+    operand with its width), -1 for none."""
+    shape = (inst.opcode, inst.modifiers, tuple([(op.kind, op.flags) for op in inst.operands]))
+    slots = _r_slots.get(shape)
+    if slots is None:
+        slots = _r_register_slots(inst)
+        if slots is None:
+            return max([-1] + [n for file, n in effects(inst).reads + effects(inst).writes if file == "R"])
+        _r_slots[shape] = slots
+    top = -1
+    operands = inst.operands
+    for operand_index, value_index, width in slots:
+        number = operands[operand_index].values[value_index]
+        if type(number) is int and number != ZERO_REGISTER["R"]:
+            last = number + width - 1
+            if last == ZERO_REGISTER["R"]:
+                last -= 1          # a span never includes RZ
+            top = max(top, last)
+    return top
+
+
+_r_slots: dict[tuple, tuple] = {}
+
+
+def _r_register_slots(inst: Instruction) -> Optional[tuple[tuple[int, int, int], ...]]:
+    """(operand index, value index, width) of each R register of the instruction, found by
+    running effects() on a copy whose R registers are probe numbers: which registers effects()
+    counts and how wide depends on the opcode, modifiers, operand kinds and flags only, so one
+    probe serves every instruction of that shape."""
+    slots, operands = [], []
+    for operand_index, op in enumerate(inst.operands):
+        values = list(op.values)
+        for value_index, file, _ in _register_layout(op.kind, op.flags):
+            if file == "R" and value_index < len(values):
+                values[value_index] = _PROBE_STRIDE * len(slots)
+                slots.append((operand_index, value_index))
+        operands.append(Operand(op.kind, tuple(values), op.flags, symbol=op.symbol))
+    if _PROBE_STRIDE * len(slots) > ZERO_REGISTER["R"]:
+        return None
+    probe = Instruction(inst.opcode, inst.modifiers, tuple(operands), inst.predicate)
+    eff = effects(probe)
+    widths = [0] * len(slots)
+    for file, number in eff.reads + eff.writes:
+        if file == "R":
+            k, offset = divmod(number, _PROBE_STRIDE)
+            widths[k] = max(widths[k], offset + 1)
+    return tuple((o, v, w) for (o, v), w in zip(slots, widths) if w)

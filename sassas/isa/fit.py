@@ -26,7 +26,7 @@ from ..errors import SassError
 from . import oracle
 from .model import (CONTROL_MASK, CONTROL_SHIFT, Encoding, Field, Group, form_key, form_name, value_conditions,
                     instruction_tokens, instruction_values)
-from .text import parse_instruction, parse_instruction_fallback
+from .text import parse_instruction
 
 # Bits of the word that carry the reuse flags (the rest of the control bits are never probed).
 REUSE_BITS = {ControlCode(reuse=1 << i).bits.bit_length() - 1 + CONTROL_SHIFT: i for i in range(4)}
@@ -60,7 +60,7 @@ def to_samples(disassembled: dict[int, Optional[oracle.Disassembled]],
             out[w] = None
             continue
         try:
-            inst = parse_instruction_fallback(d.text)
+            inst = parse_instruction(d.text)
         except (SassError, Exception) as e:  # the parser's failures are reported, not fatal
             if parse_failures is not None:
                 parse_failures.setdefault(d.text, str(e).splitlines()[0])

@@ -122,7 +122,7 @@ def rank(encodings: list, samples: list, tables: dict) -> None:
         for e in encs:
             e.support = 0
         for s in samples_by_key.get(key, []):
-            inst = fit.parse_instruction_fallback(s.text)
+            inst = fit.parse_instruction(s.text)
             inst.address, inst.control = s.address, ControlCode.from_word(s.word)
             toks, vals = instruction_tokens(inst), fit.instruction_values(inst)
             for e in encs:

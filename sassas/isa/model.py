@@ -368,7 +368,7 @@ class Isa:
         self.tables = tables
         self.table_names = {t: {v: k for k, v in tab.items()} for t, tab in tables.items()}
         self.syntax = syntax
-        self._order_cache: dict = {}
+        self._shape_cache: dict = {}
         # Descriptions that record corpus support (learner with the opcode sweep) mark the
         # sweep-only encodings by support 0; older ones record none and are left as they are.
         if any(e.support for e in encodings):
@@ -412,21 +412,15 @@ class Isa:
 
     # ---- encoding
     def encode(self, inst: Instruction) -> int:
-        key = form_key(inst)
-        encs = self.by_key.get(key)
-        if not encs:
-            self._no_form(inst)
-        tokens = instruction_tokens(inst)
+        # The encodings to try and the tokens depend on the instruction's shape only: cached.
+        p = inst.predicate
+        shape = (inst.opcode, inst.modifiers, p is not None and "!" in p.flags,
+                 tuple([(op.kind, op.flags) for op in inst.operands]))
+        known = self._shape_cache.get(shape)
+        if known is None:
+            known = self._shape_cache[shape] = self._encodings_for(inst)
+        encs, tokens = known
         values = instruction_values(inst)
-        # An encoding learned from an example with the same modifiers is the likeliest to
-        # be what ptxas writes; then the most specific. The order is cached per token set.
-        if len(encs) > 1:
-            ck = (key, tokens)
-            ordered = self._order_cache.get(ck)
-            if ordered is None:
-                ordered = self._order_cache[ck] = sorted(
-                    encs, key=lambda e: (e.support == 0, e.example_tokens != tokens, -e.support))
-            encs = ordered
         errors: list[str] = []
         for enc in encs:
             word = self._try_encode(enc, inst, tokens, values, errors)
@@ -435,6 +429,19 @@ class Isa:
         raise SassError(errors[0] if len(errors) == 1 else
                         f"cannot encode {inst.mnemonic} on {self.arch}: " + "; ".join(dict.fromkeys(errors)),
                         inst.loc)
+
+    def _encodings_for(self, inst: Instruction) -> tuple[list[Encoding], frozenset]:
+        """The encodings to try for the instruction's form, in order, and its tokens."""
+        key = form_key(inst)
+        encs = self.by_key.get(key)
+        if not encs:
+            self._no_form(inst)
+        tokens = instruction_tokens(inst)
+        # An encoding learned from an example with the same modifiers is the likeliest to
+        # be what ptxas writes; then the most specific.
+        if len(encs) > 1:
+            encs = sorted(encs, key=lambda e: (e.support == 0, e.example_tokens != tokens, -e.support))
+        return encs, tokens
 
     def _no_form(self, inst: Instruction):
         if inst.opcode not in self.by_opcode:
@@ -738,10 +745,10 @@ def _value_count(kind: str) -> int:
 
 @functools.lru_cache(maxsize=None)
 def get_isa(arch: str) -> Isa:
-    from .description import load_description
+    from .description import load_description_cached
     path = DATA_DIR / f"{arch}.toml"
     if not path.exists():
         known = sorted(p.stem for p in DATA_DIR.glob("sm_*.toml"))
         raise SassError(f"no ISA description for {arch} (have: {', '.join(known) or 'none'}); "
                         f"run python -m sassas.isa.learn --arch {arch}")
-    return load_description(path)
+    return load_description_cached(path)

@@ -1,0 +1,102 @@
+"""The parser's line plans (sassas.parse: a line of a known shape is built without the LALR
+parser) give exactly what parsing the whole text at once gives: the same items, locations
+included, and the same first error."""
+from __future__ import annotations
+
+import importlib
+import random
+from pathlib import Path
+
+import pytest
+from lark.exceptions import UnexpectedInput, VisitError
+
+from sassas.errors import SassError
+from sassas.preprocess import preprocess
+
+parse_module = importlib.import_module("sassas.parse")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _whole_text(text: str, lines):
+    """Items as the whole-text parse builds them (what parse_items falls back to)."""
+    tree = parse_module._parser().parse(text)
+    return parse_module._Build(lines).transform(tree)
+
+
+def _described(items) -> list:
+    out = []
+    for it in items:
+        if isinstance(it, tuple):
+            out.append(it)
+            continue
+        locs = [it.loc]
+        if hasattr(it, "operands"):
+            locs += [op.loc for op in it.operands] + [it.predicate.loc if it.predicate else None]
+        out.append((repr(it), locs))
+    return out
+
+
+def _same_as_whole_text(text: str, name: str = "t.sass") -> None:
+    pre = preprocess(text, name)
+    lines = parse_module.Lines(pre.text, name, pre.origins, pre.sources)
+    try:
+        expected = _described(_whole_text(pre.text, lines))
+    except (UnexpectedInput, VisitError) as e:
+        error = parse_module._syntax_error(e, pre.text, lines) if isinstance(e, UnexpectedInput) else e.orig_exc
+        with pytest.raises(SassError) as info:
+            parse_module.parse_items(pre.text, name, lines)
+        assert str(info.value) == str(error)
+        return
+    # Twice: the first pass makes the plans, the second builds from them.
+    for _ in range(2):
+        assert _described(parse_module.parse_items(pre.text, name, lines)) == expected
+
+
+SOURCES = sorted((ROOT / "examples").glob("*.sass"))
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_examples_parse_alike(path):
+    _same_as_whole_text(path.read_text(), path.name)
+
+
+def test_generated_lines_parse_alike():
+    """Lines of many shapes with numbers at the edges of what lexes as a register or an
+    integer (R999, UR99, RZ, leading zeros, long hex, floats, comments holding numbers,
+    listing hex words of 16 and 17 digits)."""
+    rng = random.Random(3)
+    registers = ["R0", "R7", "R12", "R254", "R255", "R999", "R1000", "RZ", "UR4", "UR63", "UR64", "UR99",
+                 "UR100", "URZ", "P0", "P6", "P7", "PT", "SR_TID.X"]
+    numbers = ["0", "7", "012", "0x0", "0x1f", "0xFFFFFFFF", "0x123456789abcdef01", "-0x10", "1.5", "1e3",
+               "-1", "4294967296", "0x8"]
+    operands = ["{r}", "{r}.reuse", "-{r}", "|{r}|", "{n}", "[{r}+{n}]", "[{r}]", "[{r}-{n}]",
+                "c[0x0][{n}]", "desc[UR4][{r}.64]", "{r}.H1", "!{r}"]
+    templates = ["--:-:-:Y:4      FFMA {0}, {1}, {2}, {3};", "  @P0 IADD3 {0}, {1}, {2}, RZ;",
+                 "01:-:2:-:1 LDG.E.128 {0}, {1};", "MOV {0}, {1}; # {n} rows",
+                 "L{n}: FADD {0}, {1}, {2};", "--:-:-:Y:4 STS [{0}], {1}; /* {n} */",
+                 "IMAD.WIDE {0}, {1}, {2}, {3} ; // R{n}", "BRA `(.L_x_{n});",
+                 "/*0{n}0*/ FADD {0}, {1}, {2} ; /* {h} */ /* {h} */", "FMUL {0}, {1}, {2} ; /*{h}*/ /* {h} */ /* {h} */"]
+    hexwords = ["0x0", "0x000fe20000000f00", "0x1234567890abcdef", "0x1234567890abcdef1", "0x7", "12"]
+    lines = []
+    for _ in range(3000):
+        ops = [rng.choice(operands).format(r=rng.choice(registers), n=rng.choice(numbers)) for _ in range(4)]
+        lines.append(rng.choice(templates).format(*ops, n=rng.choice(numbers), h=rng.choice(hexwords)))
+    good = []
+    for line in lines:
+        _same_as_whole_text(line)
+        try:
+            parse_module.parse_items(line)
+            good.append(line)
+        except SassError:
+            pass
+    assert len(good) > 500
+    _same_as_whole_text("\n".join(good))
+    _same_as_whole_text("\n".join(lines[:300]))     # with errors: the first one, as the whole text
+
+
+def test_lines_that_continue_the_line_before():
+    # `.reg x` may take a register on the next line; a statement may take hex words there.
+    _same_as_whole_text(".kernel k\n.reg x\nR5\nFFMA R1, R2, R3, R4;\nEXIT;")
+    _same_as_whole_text("FFMA R1, R2, R3, R4;\n/* 0x0000000000000012 */\nEXIT;")
+    _same_as_whole_text("FFMA R1, R2,\n R3, R4;\nEXIT;")
+    _same_as_whole_text("FFMA R1, R2, R3, R4; /* a\ncomment */ EXIT;")
