@@ -261,6 +261,42 @@ def test_scheduler_on_ptxas_code(arch):
         assert found == [], kernel.name + "\n" + "\n\n".join(found[:3])
 
 
+@functools.lru_cache(maxsize=None)
+def learning_corpus_kernels(arch: str):
+    """The learning corpus's multi-snippet kernels (sassas.isa.corpus.ptx: every instruction
+    family of the ISA learner, ~60 kernels an arch) that ptxas 12.9 accepts, compiled as one
+    module and read back from cuobjdump -sass."""
+    import tempfile
+    from sassas.isa import oracle
+    from sassas.isa.corpus import ptx
+    try:
+        cuobjdump = oracle.find_tool("cuobjdump", arch)
+    except oracle.OracleMissing as e:
+        pytest.skip(str(e))
+    accepted = [text for name, text in ptx.kernels(arch)
+                if "_one_" not in name and oracle.compile_ptx(text, arch) is not None]
+    cubin = oracle.compile_ptx(ptx.module(arch, accepted), arch)
+    assert cubin is not None, "ptxas refused the module of kernels it accepted one by one"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "corpus.cubin")
+        with open(path, "wb") as f:
+            f.write(cubin)
+        listing = subprocess.run([str(cuobjdump), "-sass", path], check=True, capture_output=True,
+                                 text=True).stdout
+    kernels, errors = read_listing(listing, f"learning-corpus-{arch}")
+    assert len(kernels) == len(accepted) and not errors
+    return kernels
+
+
+@needs_oracle
+@pytest.mark.parametrize("arch", ["sm_70"] + ARCHS)
+def test_no_false_alarms_on_learning_corpus(arch):
+    """Every instruction family of the ISA learning corpus (conversions, FP64, atomics, fences,
+    MMA...), not only the control corpus: compiler output raises no error or warning."""
+    found = [h.render() for k in learning_corpus_kernels(arch) for h in problems(check(k, arch))]
+    assert found == [], f"{len(found)} false alarms on {arch}:\n" + "\n\n".join(found[:3])
+
+
 def _direct_waits(kernel):
     """(instruction, barrier) pairs where the instruction waits on a write barrier whose
     setter, earlier in the same straight-line run, wrote a register the instruction reads."""
