@@ -262,10 +262,10 @@ def test_scheduler_on_ptxas_code(arch):
 
 
 @functools.lru_cache(maxsize=None)
-def learning_corpus_kernels(arch: str):
-    """The learning corpus's multi-snippet kernels (sassas.isa.corpus.ptx: every instruction
-    family of the ISA learner, ~60 kernels an arch) that ptxas 12.9 accepts, compiled as one
-    module and read back from cuobjdump -sass."""
+def learning_corpus_listing(arch: str) -> tuple[str, int]:
+    """cuobjdump -sass of the learning corpus's multi-snippet kernels (sassas.isa.corpus.ptx:
+    every instruction family of the ISA learner, ~60 kernels an arch) that ptxas 12.9
+    accepts, compiled as one module; and how many kernels it holds."""
     import tempfile
     from sassas.isa import oracle
     from sassas.isa.corpus import ptx
@@ -283,8 +283,13 @@ def learning_corpus_kernels(arch: str):
             f.write(cubin)
         listing = subprocess.run([str(cuobjdump), "-sass", path], check=True, capture_output=True,
                                  text=True).stdout
+    return listing, len(accepted)
+
+
+def learning_corpus_kernels(arch: str):
+    listing, count = learning_corpus_listing(arch)
     kernels, errors = read_listing(listing, f"learning-corpus-{arch}")
-    assert len(kernels) == len(accepted) and not errors
+    assert len(kernels) == count and not errors
     return kernels
 
 
@@ -295,6 +300,19 @@ def test_no_false_alarms_on_learning_corpus(arch):
     MMA...), not only the control corpus: compiler output raises no error or warning."""
     found = [h.render() for k in learning_corpus_kernels(arch) for h in problems(check(k, arch))]
     assert found == [], f"{len(found)} false alarms on {arch}:\n" + "\n\n".join(found[:3])
+
+
+@needs_oracle
+@pytest.mark.parametrize("arch", ["sm_70"] + ARCHS)
+def test_scheduler_on_learning_corpus(arch):
+    """The learning corpus with ptxas's control codes thrown away and scheduled again passes
+    the checker."""
+    for kernel in learning_corpus_kernels(arch):
+        for inst in kernel.instructions:
+            inst.control = None
+        schedule_kernel(kernel, arch)
+        found = [h.render() for h in problems(check(kernel, arch))]
+        assert found == [], kernel.name + "\n" + "\n\n".join(found[:3])
 
 
 def _direct_waits(kernel):
