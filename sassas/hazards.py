@@ -258,7 +258,7 @@ class Checker:
                 age, producer = state.fixed[reg]
                 need = self.timing.fixed_latency(self.effs[producer].cls, consumer_class(eff, reg))
                 if emit:
-                    self.observed.append((producer, i, age))
+                    self.observed.append((producer, i, age + eff.read_delay.get(reg, 0)))
                 if age + eff.read_delay.get(reg, 0) < need:
                     report("raw-fixed", i, f"reads {_reg(reg)} {age} cycle(s) after {_describe(self.insts[producer])} "
                            f"wrote it; its result takes {need} (raise the stall counts in between)", producer)
