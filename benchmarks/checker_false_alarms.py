@@ -39,7 +39,7 @@ def check_arch(arch: str) -> tuple[int, collections.Counter, dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--arch", action="append", default=None)
-    archs = ap.parse_args().arch or ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
+    archs = ap.parse_args().arch or ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
     print(f"{'arch':6} {'kernels':>8} {'false alarms':>13}  by kind (first example)")
     for arch in archs:
         kernels, counts, examples = check_arch(arch)

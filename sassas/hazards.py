@@ -55,6 +55,9 @@ KINDS = {
     # setters) and common in ptxas code, but it makes the first result wait for the second.
     "rearm": "note",
     "wait-unset": "warning",  # wait on a barrier that nothing set
+    # Wait on a barrier that was set and has been waited on since: harmless (ptxas writes it
+    # after a drain of all six barriers), but the wait does nothing.
+    "wait-redundant": "note",
     # Reuse flag that cannot hit. A note: the model (one cache per operand slot, kept until the
     # slot's next read) is simpler than the hardware, whose caches ptxas uses across
     # instructions of other pipes.
@@ -82,13 +85,17 @@ class State:
     reads: dict[Reg, frozenset[Token]] = field(default_factory=dict)
     # Barriers that may be in flight: barrier -> the instructions that set it.
     barriers: dict[int, frozenset[Token]] = field(default_factory=dict)
+    # Barriers set at some point on some path to here (in flight or waited on since): a wait
+    # on one of these is redundant at worst; on any other it waits on nothing ever set.
+    ever_set: frozenset[int] = frozenset()
 
     def copy(self) -> "State":
-        return State(dict(self.fixed), dict(self.writes), dict(self.reads), dict(self.barriers))
+        return State(dict(self.fixed), dict(self.writes), dict(self.reads), dict(self.barriers),
+                     self.ever_set)
 
     def key(self):
         return (frozenset(self.fixed.items()), frozenset(self.writes.items()),
-                frozenset(self.reads.items()), frozenset(self.barriers.items()))
+                frozenset(self.reads.items()), frozenset(self.barriers.items()), self.ever_set)
 
 
 def _merge_tokens(a: frozenset[Token], b: frozenset[Token]) -> frozenset[Token]:
@@ -251,8 +258,8 @@ class Checker:
                 age, producer = state.fixed[reg]
                 need = self.timing.fixed_latency(self.effs[producer].cls, consumer_class(eff, reg))
                 if emit:
-                    self.observed.append((producer, i, age))
-                if age < need:
+                    self.observed.append((producer, i, age + eff.read_delay.get(reg, 0)))
+                if age + eff.read_delay.get(reg, 0) < need:
                     report("raw-fixed", i, f"reads {_reg(reg)} {age} cycle(s) after {_describe(self.insts[producer])} "
                            f"wrote it; its result takes {need} (raise the stall counts in between)", producer)
         # 3. results
@@ -270,6 +277,11 @@ class Checker:
                 report("waw-variable", i, f"overwrites {_reg(reg)} while {_describe(self.insts[t.producer])} "
                               f"may still write it: {_wait_hint(t)}", t.producer)
             for t in state.reads.get(reg, ()):
+                if t.queue is not None and t.queue == eff.info.queue and variable:
+                    # One in-order queue: this instruction is dispatched, and writes, only
+                    # after the earlier one has read its sources (ptxas relies on it: DFMA
+                    # then DMUL into a DFMA source on sm_75, no wait between).
+                    continue
                 report("war", i, f"overwrites {_reg(reg)} while {_describe(self.insts[t.producer])} may still "
                        f"read it: {_wait_hint(t, 'read')}", t.producer)
             state.writes.pop(reg, None)
@@ -285,6 +297,7 @@ class Checker:
                        f"(a wait on {b} then waits for both)", setter)
             token = Token(i, b, eff.info.queue if what == "write" else None, 0, 0)
             state.barriers[b] = state.barriers.get(b, frozenset()) | {token}
+            state.ever_set |= {b}
         if variable:
             b = ctrl.write_barrier if ctrl.write_barrier != NO_BARRIER else None
             token = Token(i, b, eff.info.queue, 0, 0)
@@ -295,7 +308,9 @@ class Checker:
                 state.fixed[reg] = (0, i)
         # A read barrier says the sources are read after issue, whatever the opcode.
         if ctrl.read_barrier != NO_BARRIER:
-            token = Token(i, ctrl.read_barrier, None, 0, 0)
+            # The queue goes with the token so that a later instruction of the same in-order
+            # queue may overwrite these sources (see the "war" rule).
+            token = Token(i, ctrl.read_barrier, eff.info.queue if variable else None, 0, 0)
             late = async_read_files()
             for reg in eff.reads:
                 if reg[0] not in late:
@@ -307,9 +322,11 @@ class Checker:
     def _wait(self, i: int, b: int, state: State, report) -> None:
         setters = state.barriers.pop(b, None)
         if not setters:
+            if b in state.ever_set:
+                report("wait-redundant", i, f"waits on barrier {b}, which has been waited on since it was last set")
             # Waiting on all six at once is the "drain everything" idiom (ptxas writes it at
             # memory fences, CCTL.IVALL): not a mistake even where some were never set.
-            if self.insts[i].control.wait_mask != ALL_BARRIERS:
+            elif self.insts[i].control.wait_mask != ALL_BARRIERS:
                 report("wait-unset", i, f"waits on barrier {b}, which no instruction before it sets")
             return
         young = min(setters, key=lambda t: t.age)

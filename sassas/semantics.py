@@ -54,6 +54,7 @@ class OpcodeInfo:
     writes_all_preds: bool = False
     reads_all_preds: bool = False
     opaque: bool = False
+    late_upper: tuple = ()
     known: bool = True
 
 
@@ -75,6 +76,8 @@ class Effects:
     # Source registers by reuse slot (slot k = k-th source operand), None where not a register.
     slots: list[Optional[Reg]] = field(default_factory=list)
     reuse_slots: list[int] = field(default_factory=list)   # slots written with `.reuse`
+    # Sources read later than at issue (semantics.toml `late_upper`): register -> cycles.
+    read_delay: dict[Reg, int] = field(default_factory=dict)
     target: Optional[int] = None     # branch target byte address, if known
 
     @property
@@ -110,7 +113,7 @@ _FIELDS = {"class": "cls", "dests": "dests", "pred_follow": "pred_follow",
            "leading_preds": "leading_preds", "async_read": "async_read", "queue": "queue",
            "widths": "widths", "convert": "convert", "branch": "branch", "target": "target",
            "writes_all_preds": "writes_all_preds", "reads_all_preds": "reads_all_preds",
-           "opaque": "opaque"}
+           "opaque": "opaque", "late_upper": "late_upper"}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -352,7 +355,10 @@ def effects(inst: Instruction) -> Effects:
         plain = op.kind in ("R", "UR")
         w = width_at(position)
         for j, (file, number, width) in enumerate(regs):
-            eff.reads += _span(file, number, max(width, w) if plain else width)
+            span = _span(file, number, max(width, w) if plain else width)
+            eff.reads += span
+            if info.late_upper and info.late_upper[0] == position:
+                eff.read_delay.update((reg, info.late_upper[1]) for reg in span if reg != (file, number))
         if plain:
             eff.slots.append(regs[0][:2] if regs else None)
             if "reuse" in op.flags:

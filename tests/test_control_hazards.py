@@ -103,6 +103,37 @@ def test_wait_on_unset_barrier():
     assert "wait-unset" in kinds(SAFE.replace("01:-:-:-:4  FFMA", "03:-:-:-:4  FFMA"))
 
 
+def test_wait_after_the_barrier_was_waited_on_is_redundant_not_unset():
+    # ptxas drains all six barriers (CCTL.IVALL, fences), then still waits on the load's
+    # barrier at the store that reads its result: redundant, not a wait on nothing.
+    text = """
+    --:-:5:-:2  LDG.E R3, [R2.64];
+    63:-:-:-:5  CCTL.IVALL;
+    32:-:-:-:1  STG.E [R4.64], R3;
+    --:-:-:Y:5  EXIT;
+    """
+    assert kinds(text) == []
+    notes = [h.kind for h in check(program(text)) if h.severity == "note"]
+    assert "wait-redundant" in notes
+    # A barrier that nothing ever set is still a warning.
+    assert kinds(text.replace("32:-:-:-:1  STG", "48:-:-:-:1  STG")) == ["wait-unset"]
+
+
+def test_in_order_queue_may_overwrite_the_sources_of_an_earlier_instruction():
+    # sm_75: FP64 is a variable-latency, in-order queue; ptxas lets DMUL overwrite a source of
+    # the DFMA just before it without waiting on DFMA's read barrier.
+    text = """
+    --:4:1:-:4  DFMA.RM R10, R6, R8, R10;
+    --:-:2:-:2  DMUL.RM R6, R6, 1.5;
+    06:-:-:-:1  STG.E.64 [R4.64], R10;
+    --:-:-:-:1  STG.E.64 [R4.64+0x8], R6;
+    --:-:-:Y:5  EXIT;
+    """
+    assert kinds(text, "sm_75") == []
+    # An instruction of another pipe must wait.
+    assert "war" in kinds(text.replace("DMUL.RM R6, R6, 1.5", "MOV R6, R7"), "sm_75")
+
+
 def test_source_of_store_overwritten_before_read_barrier():
     text = """
     --:0:-:-:2  STG.E [R4.64], R2;
@@ -230,6 +261,60 @@ def test_scheduler_on_ptxas_code(arch):
         assert found == [], kernel.name + "\n" + "\n\n".join(found[:3])
 
 
+@functools.lru_cache(maxsize=None)
+def learning_corpus_listing(arch: str) -> tuple[str, int]:
+    """cuobjdump -sass of the learning corpus's multi-snippet kernels (sassas.isa.corpus.ptx:
+    every instruction family of the ISA learner, ~60 kernels an arch) that ptxas 12.9
+    accepts, compiled as one module; and how many kernels it holds."""
+    import tempfile
+    from sassas.isa import oracle
+    from sassas.isa.corpus import ptx
+    try:
+        cuobjdump = oracle.find_tool("cuobjdump", arch)
+    except oracle.OracleMissing as e:
+        pytest.skip(str(e))
+    accepted = [text for name, text in ptx.kernels(arch)
+                if "_one_" not in name and oracle.compile_ptx(text, arch) is not None]
+    cubin = oracle.compile_ptx(ptx.module(arch, accepted), arch)
+    assert cubin is not None, "ptxas refused the module of kernels it accepted one by one"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "corpus.cubin")
+        with open(path, "wb") as f:
+            f.write(cubin)
+        listing = subprocess.run([str(cuobjdump), "-sass", path], check=True, capture_output=True,
+                                 text=True).stdout
+    return listing, len(accepted)
+
+
+def learning_corpus_kernels(arch: str):
+    listing, count = learning_corpus_listing(arch)
+    kernels, errors = read_listing(listing, f"learning-corpus-{arch}")
+    assert len(kernels) == count and not errors
+    return kernels
+
+
+@needs_oracle
+@pytest.mark.parametrize("arch", ["sm_70"] + ARCHS)
+def test_no_false_alarms_on_learning_corpus(arch):
+    """Every instruction family of the ISA learning corpus (conversions, FP64, atomics, fences,
+    MMA...), not only the control corpus: compiler output raises no error or warning."""
+    found = [h.render() for k in learning_corpus_kernels(arch) for h in problems(check(k, arch))]
+    assert found == [], f"{len(found)} false alarms on {arch}:\n" + "\n\n".join(found[:3])
+
+
+@needs_oracle
+@pytest.mark.parametrize("arch", ["sm_70"] + ARCHS)
+def test_scheduler_on_learning_corpus(arch):
+    """The learning corpus with ptxas's control codes thrown away and scheduled again passes
+    the checker."""
+    for kernel in learning_corpus_kernels(arch):
+        for inst in kernel.instructions:
+            inst.control = None
+        schedule_kernel(kernel, arch)
+        found = [h.render() for h in problems(check(kernel, arch))]
+        assert found == [], kernel.name + "\n" + "\n\n".join(found[:3])
+
+
 def _direct_waits(kernel):
     """(instruction, barrier) pairs where the instruction waits on a write barrier whose
     setter, earlier in the same straight-line run, wrote a register the instruction reads."""
@@ -289,9 +374,17 @@ def test_mutations_are_caught(arch):
                 consumer = next((c for c in insts[n + 1:] if c.control.wait_mask >> original.write_barrier & 1
                                  and results & set(effects(c).reads + effects(c).writes)), None)
                 if consumer is not None:
-                    other = next(b for b in range(6) if b != original.write_barrier
-                                 and not consumer.control.wait_mask >> b & 1 and b != original.read_barrier)
-                    mutations.append(("reuse barrier", replace(original, write_barrier=other)))
+                    # Another barrier that nothing up to the consumer waits on: the result is
+                    # then never waited for. (A barrier that some instruction in between waits
+                    # on would make the mutant correct: that wait completes the load too; so
+                    # would a wait on a later instruction of the same in-order queue.)
+                    between = insts[n + 1:insts.index(consumer) + 1]
+                    queue = effects(inst).info.queue
+                    other = next((b for b in range(6) if b not in (original.write_barrier, original.read_barrier)
+                                  and not any(c.control.wait_mask >> b & 1 for c in between)), None)
+                    in_order = queue is not None and any(effects(c).info.queue == queue for c in between[:-1])
+                    if other is not None and not in_order:
+                        mutations.append(("reuse barrier", replace(original, write_barrier=other)))
             for what, mutated in mutations:
                 inst.control = mutated
                 tried += 1

@@ -9,7 +9,7 @@ A snippet writes `%o` (declared with the snippet's output type).
 """
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterable, Iterator
 
 # (output type, PTX lines using the inputs above and writing %o)
 Snippet = tuple[str, str]
@@ -380,17 +380,34 @@ setp.lt.u32 %pa, %a, %b; mov.u32 %sp, smem; shl.b32 %t0, %tx, 4; add.u32 %sp, %s
 """
 
 
+def header(arch: str) -> str:
+    """The module header every corpus kernel of `arch` starts with."""
+    return (f".version {_PTX_VERSION.get(arch, '8.0')}\n.target {arch}\n.address_size 64\n"
+            ".shared .align 16 .b8 smem[4096];\n.const .align 8 .b8 cst[256];\n"
+            ".global .align 8 .b8 gbuf[256];\n")
+
+
+def module(arch: str, texts: Iterable[str]) -> str:
+    """Corpus kernels (texts as kernels() gives them) as one PTX module: one ptxas run and
+    one disassembly for many kernels."""
+    head = header(arch)
+    bodies = []
+    for text in texts:
+        if not text.startswith(head):
+            raise ValueError(f"not a corpus kernel of {arch}")
+        bodies.append(text[len(head):])
+    return head + "\n".join(bodies)
+
+
 def kernels(arch: str, per_kernel: int = 12) -> Iterator[tuple[str, str]]:
     """(name, PTX text) for every corpus kernel of `arch`."""
-    header = (f".version {_PTX_VERSION.get(arch, '8.0')}\n.target {arch}\n.address_size 64\n"
-              ".shared .align 16 .b8 smem[4096];\n.const .align 8 .b8 cst[256];\n"
-              ".global .align 8 .b8 gbuf[256];\n")
+    header_text = header(arch)
     n = 0
     for family, snippets in _families(arch).items():
         for start in range(0, len(snippets), per_kernel):
             chunk = snippets[start:start + per_kernel]
             name = f"{family}_{start // per_kernel}"
-            body = [header, _PROLOGUE.format(name=name), ".local .align 8 .b8 loc[64];"]
+            body = [header_text, _PROLOGUE.format(name=name), ".local .align 8 .b8 loc[64];"]
             for i, (otype, code) in enumerate(chunk):
                 n += 1
                 body.append("{ .reg .%s %%o; %s" % (otype, code.replace("{n}", str(n))))
@@ -402,6 +419,6 @@ def kernels(arch: str, per_kernel: int = 12) -> Iterator[tuple[str, str]]:
         for i, (otype, code) in enumerate(snippets):
             n += 1
             name = f"{family}_one_{i}"
-            yield name, "\n".join([header, _PROLOGUE.format(name=name), ".local .align 8 .b8 loc[64];",
+            yield name, "\n".join([header_text, _PROLOGUE.format(name=name), ".local .align 8 .b8 loc[64];",
                                    "{ .reg .%s %%o; %s" % (otype, code.replace("{n}", str(n))),
                                    f"st.global.{otype} [%out], %o; }}", "ret;\n}\n"])
