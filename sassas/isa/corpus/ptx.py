@@ -67,6 +67,14 @@ def _arith() -> list[Snippet]:
           ("b32", "testp.finite.f32 %p9, %x; selp.b32 %o, 1, 0, %p9;"),
           ("b32", "copysign.f32 %o, %x, %y;"),
           ("b32", "szext.wrap.u32 %o, %a, %b;") ]
+    # Idioms of compiled code: signed division by powers of two, sign-extended indexing,
+    # 64-bit zeros, bf16 -> f32 as a shift by 16.
+    s += [("b32", "div.s32 %o, %a, 32;"), ("b32", "rem.s32 %o, %a, 16;"),
+          ("b32", "shr.s32 %t1, %a, 5; add.s32 %o, %t1, %a;"),
+          ("b64", "cvt.s64.s32 %lb, %a; shl.b64 %lb, %lb, 2; add.s64 %o, %la, %lb;"),
+          ("b64", "mov.b64 %lb, 0; @%pa add.s64 %lb, %la, 5; mov.b64 %o, %lb;"),
+          ("b32", "shl.b32 %o, %a, 16;"), ("b32", "mul.lo.u32 %o, %a, 65536;"),
+          ("b32", "mad.lo.u32 %o, %a, 1, %b;"), ("b32", "mad.lo.s32 %o, %a, 8, %b;")]
     return s
 
 
