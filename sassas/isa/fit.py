@@ -30,6 +30,7 @@ from .text import parse_instruction, parse_instruction_fallback
 
 # Bits of the word that carry the reuse flags (the rest of the control bits are never probed).
 REUSE_BITS = {ControlCode(reuse=1 << i).bits.bit_length() - 1 + CONTROL_SHIFT: i for i in range(4)}
+NO_YIELD = (ControlCode(yield_=False).bits & ~ControlCode(yield_=True).bits) << CONTROL_SHIFT
 PROBE_BITS = [b for b in range(128) if not (CONTROL_MASK >> b) & 1] + sorted(REUSE_BITS)
 MAX_GROUP_BITS = 10
 PAIR_DISTANCE = 8
@@ -267,9 +268,10 @@ def classify(rep: Sample, flips: dict[int, Optional[Sample]]) -> Probe:
     return probe
 
 
-def _segments(bits: dict[int, int], illegal: set[int], fillable: set[int] = frozenset()
-              ) -> tuple[tuple[int, int, int], ...]:
-    """{word bit: value bit} -> segments. Bits that were illegal to flip are added where the
+def _segments(bits: dict[int, int], illegal: set[int], fillable: set[int] = frozenset(),
+              below: set[int] = frozenset()) -> tuple[tuple[int, int, int], ...]:
+    """{word bit: value bit} -> segments. Bits that were illegal to flip, or in `below` (flips
+    that changed the form: BPT.TRAP 0x1 flipped to 0 prints no operand), are added where the
     segment continues below (e.g. low bits of an aligned register); holes inside a run are
     filled when their flips showed nothing else (some values print as another form)."""
     by_offset: dict[int, set[int]] = defaultdict(set)
@@ -279,7 +281,7 @@ def _segments(bits: dict[int, int], illegal: set[int], fillable: set[int] = froz
     for off, ks in by_offset.items():
         lo, hi = min(ks), max(ks)
         k = lo - 1
-        while k >= 0 and off + k in illegal:
+        while k >= 0 and (off + k in illegal or off + k in below):
             ks.add(k)
             k -= 1
         for k in range(lo, hi):
@@ -295,6 +297,23 @@ def _segments(bits: dict[int, int], illegal: set[int], fillable: set[int] = froz
                 run = [k]
         segs.append((off + run[0], run[0], len(run)))
     return tuple(sorted(segs, key=lambda s: s[1]))
+
+
+# Register numbers span their register file: R0..RZ (255), UR0..URZ (63), P0..PT (7).
+REGISTER_WIDTH = {"reg": 8, "ureg": 6, "pred": 3, "upred": 3}
+
+
+def _register_width(segs, role: str, free: set[int]):
+    """A register field seen narrower than its register file (flipping the top bit of P3
+    gives PT, which nvdisasm leaves out, so the form changed): widened over the bits above
+    where their flips showed no other value or modifier."""
+    width = REGISTER_WIDTH.get(role)
+    if width is None or len(segs) != 1 or segs[0][1] != 0 or segs[0][2] >= width:
+        return segs
+    wl, _vl, w = segs[0]
+    if all(b in free for b in range(wl + w, wl + width)):
+        return ((wl, 0, width),)
+    return segs
 
 
 def pair_words(probe: Probe) -> list[tuple[int, int, int]]:
@@ -442,6 +461,9 @@ def build_encoding(probe: Probe, groups: list[Group], name_tables: dict[int, tup
                    extra_sequences: list[tuple[str, ...]] = ()) -> Encoding:
     rep = probe.rep
     vals = instruction_values(rep.inst)
+    from types import SimpleNamespace
+    from .description import _value_kinds
+    roles = _value_kinds(SimpleNamespace(kinds=rep.key[1]))
     fields: list = []
     used = 0
     for j, v in enumerate(vals):
@@ -453,8 +475,12 @@ def build_encoding(probe: Probe, groups: list[Group], name_tables: dict[int, tup
             for jj, bb in probe.slot_bits.items():
                 if jj != j:
                     others |= set(bb)
-            segs = _segments(probe.slot_bits[j], probe.illegal,
-                             (probe.structural | probe.hidden) - others)
+            free = (probe.structural | probe.hidden) - others
+            # A set bit whose flip changed the form may be the value's low bit (the smaller
+            # value prints as another form); a clear one is not (a larger value would not).
+            elided = {b for b in probe.structural - others if rep.word >> b & 1}
+            segs = _segments(probe.slot_bits[j], probe.illegal, free, elided)
+            segs = _register_width(segs, roles[j] if j < len(roles) else "", free)
             hints = probe.slot_hints[j]
             if probe.slot_types[j] == "float":
                 transform = max(("f32", "f16", "f64hi"), key=lambda t: hints[t])
@@ -580,9 +606,10 @@ def learn_encodings(reps: list[Sample], arch: str, cache: oracle.DisasmCache,
 def learn_aliases(encodings: list[Encoding], arch: str, cache: oracle.DisasmCache,
                   tables: dict, samples_by_key: dict, log: Callable[[str], None] = print,
                   parse_failures: Optional[dict[str, str]] = None) -> None:
-    """Probe special values of each encoding and set its printing aliases. Where a probe
-    prints an alias, the same word with each other value of each modifier group is probed
-    too: whether the alias depends on the modifiers (IMAD.SHL never with .WIDE)."""
+    """Probe special values of each encoding and set its printing aliases. Where a word
+    prints an alias (a probe or a corpus word), special values are probed around it too, and
+    the same word with each other value of each modifier group: what keeps the alias from
+    printing nearby (IMAD.IADD needs an addend other than RZ, IMAD.SHL never has .WIDE)."""
     from .model import Isa
     isa = Isa("", [], tables, {})
 
@@ -590,25 +617,33 @@ def learn_aliases(encodings: list[Encoding], arch: str, cache: oracle.DisasmCach
         return to_samples(oracle.disassemble(words, arch, cache), parse_failures)
     plans = [(e, alias_probe_words(e, e.source_word)) for e in encodings if e.source_word]
     results = disasm([w for _e, ws in plans for w in ws])
-    variants = []
+    around = []
     for e, words in plans:
-        shown = [w for w in words if _prints_alias(isa, e, results.get(w))]
-        more = [(w & ~g.mask) | v for w in shown for g in e.groups for v in g.values]
-        variants.append([w for w in dict.fromkeys(more) if w & e.match_mask == e.match_value][:MAX_ALIAS_VARIANTS])
-    results.update(disasm([w for ws in variants for w in ws]))
+        corpus = samples_by_key.get((e.opcode, e.kinds), [])
+        shown = [s for s in [results.get(w) for w in words] + corpus if _prints_alias(isa, e, s)]
+        seeds: dict = {}
+        for s in shown:                  # a few words per distinct alias
+            delta = instruction_tokens(s.inst) ^ isa._decode_tokens(e, s.word)
+            seeds.setdefault(delta, [])
+            if len(seeds[delta]) < ALIAS_SEEDS:
+                seeds[delta].append(s.word)
+        more = [w for ws in seeds.values() for seed in ws for w in alias_probe_words(e, seed)]
+        more += [(s.word & ~g.mask) | v for s in shown for g in e.groups for v in g.values]
+        around.append([w for w in dict.fromkeys(more) if w & e.match_mask == e.match_value][:MAX_ALIAS_VARIANTS])
+    results.update(disasm([w for ws in around for w in ws]))
     n = 0
-    for (e, words), more in zip(plans, variants):
+    for (e, words), more in zip(plans, around):
         obs = [results[w] for w in words + more if results.get(w) is not None]
         obs += samples_by_key.get((e.opcode, e.kinds), [])
         e.aliases = induce_aliases(e, obs, tables)
         n += bool(e.aliases)
-    log(f"  {sum(len(ws) for _e, ws in plans) + sum(map(len, variants))} alias probes, "
+    log(f"  {sum(len(ws) for _e, ws in plans) + sum(map(len, around))} alias probes, "
         f"{n} encodings with aliases")
 
 
 def _prints_alias(isa, enc: Encoding, s: Optional[Sample]) -> bool:
     """The word prints modifiers other than its groups' (before any alias)."""
-    if s is None or s.key != (enc.opcode, enc.kinds):
+    if s is None or s.key != (enc.opcode, enc.kinds) or s.word & enc.match_mask != enc.match_value:
         return False
     base = isa._decode_tokens(enc, s.word)
     return base is not None and {t for t in instruction_tokens(s.inst) ^ base if not t.startswith("@")} != set()
@@ -622,7 +657,8 @@ ALIAS_SPECIALS = {"reg": [255], "ureg": [63], "pred": [7], "upred": [7],
                   "imm": [0, 1, 2, 4, -1], "offset": [0], "coffset": [0]}
 POWERS_OF_TWO = [1 << k for k in range(3, 32)]
 ZERO_ROLES = ("reg", "ureg", "pred", "upred")
-MAX_ALIAS_VARIANTS = 2000
+MAX_ALIAS_VARIANTS = 4000
+ALIAS_SEEDS = 3
 
 
 def _plain_value(role: str, v):
@@ -662,12 +698,13 @@ def plain_word(enc: Encoding, rep_word: int) -> int:
 def learn_reuse(encodings: list[Encoding], arch: str, cache: oracle.DisasmCache,
                 parse_failures: Optional[dict[str, str]] = None) -> None:
     """Reuse bits of register operands that the representative's probe could not see
-    (nvdisasm prints no .reuse on RZ): flip each reuse bit of the plain word."""
+    (nvdisasm prints no .reuse on RZ, nor on an instruction that may yield): flip each reuse
+    bit of the plain word, made not to yield."""
     plans = []
     for e in encodings:
         if not e.source_word or len(e.reuse) == len(REUSE_BITS):
             continue
-        plain = plain_word(e, e.source_word) & ~_mask(REUSE_BITS)
+        plain = plain_word(e, e.source_word) & ~_mask(REUSE_BITS) | NO_YIELD
         plans.append((e, {b: plain | (1 << b) for b in REUSE_BITS}))
     results = to_samples(oracle.disassemble([w for _e, d in plans for w in d.values()], arch, cache),
                          parse_failures)
@@ -736,17 +773,18 @@ def _value_atoms(role: str, v) -> list[str]:
     return out
 
 
-# Which conditions a rule drops first when generalising: modifiers, then "not zero",
-# exact immediates, "is zero", powers of two.
+# Which conditions a rule drops first when generalising: modifiers, exact immediates (one
+# word's value rarely decides), "is zero" (a probe's zero destination is incidental),
+# "not zero", powers of two.
 def _atom_rank(atom) -> tuple:
     kind, c = atom[0], atom[1]
     if kind in ("needs", "unless"):
         return (0 if kind == "needs" else 1, atom)
     if c.startswith("!="):
-        return (2, atom)
+        return (4, atom)
     if c == "pow2":
         return (5, atom)
-    return (4 if c[1:] in ("255", "63", "7") else 3, atom)
+    return (3 if c[1:] in ("255", "63", "7") else 2, atom)
 
 
 MAX_EXCEPTIONS = 2
@@ -777,8 +815,8 @@ def induce_aliases(enc: Encoding, observations: list[Sample], tables: dict) -> l
             if len(vals) != len(printed) or any(not _same(a, b) for a, b in zip(vals, printed)):
                 continue
             toks = instruction_tokens(s.inst)
-            if {t for t in toks ^ base if t.startswith("@")}:
-                continue
+            if {t for t in toks ^ base if t.startswith("@")} or any(t.startswith("INVALID") for t in toks):
+                continue               # flags, or values nvdisasm marks invalid: no alias
             add, drop = frozenset(toks - base), frozenset(base - toks)
             atoms = {(j, c) for j, (f, v) in enumerate(zip(enc.fields, vals))
                      if j > 0 and isinstance(f, Field) and j < len(roles) for c in _value_atoms(roles[j], v)}

@@ -153,6 +153,10 @@ class Encoding:
                 shown |= f.mask
         return shown
 
+    @functools.cached_property
+    def hidden_mask(self) -> int:
+        return ~self.shown_mask & MASK128
+
     def replace_hidden_bits(self, siblings: list["Encoding"]) -> None:
         """For an encoding learned from the opcode sweep alone, whose hidden bits (those
         nvdisasm never shows) were filled at random there: take them from the best-supported
@@ -584,11 +588,22 @@ class Isa:
 
     # ---- decoding
     def decode(self, word: int, address: int = 0) -> Instruction:
+        # The encoding whose hidden bits (those nvdisasm never shows) agree with the word
+        # explains all of it; one learned where a bit is hidden (`.X4` on an RZ address) only
+        # when no other matches.
+        fallback = None
         for enc in self.decode_index.get(word & self.decode_mask, ()):
             if word & enc.match_mask == enc.match_value:
+                if (word ^ enc.base) & enc.hidden_mask:
+                    fallback = fallback or enc
+                    continue
                 inst = self._decode_with(enc, word, address)
                 if inst is not None:
                     return inst
+        if fallback is not None:
+            inst = self._decode_with(fallback, word, address)
+            if inst is not None:
+                return inst
         raise SassError(f"cannot decode 0x{word:032x} on {self.arch}: no known encoding matches")
 
     def _decode_tokens(self, enc: Encoding, word: int):
