@@ -627,8 +627,8 @@ def learn_aliases(encodings: list[Encoding], arch: str, cache: oracle.DisasmCach
             seeds.setdefault(delta, [])
             if len(seeds[delta]) < ALIAS_SEEDS:
                 seeds[delta].append(s.word)
-        more = [w for ws in seeds.values() for seed in ws for w in alias_probe_words(e, seed)]
-        more += [(s.word & ~g.mask) | v for s in shown for g in e.groups for v in g.values]
+        more = [(s.word & ~g.mask) | v for s in shown for g in e.groups for v in g.values]
+        more += [w for ws in seeds.values() for seed in ws for w in alias_probe_words(e, seed)]
         around.append([w for w in dict.fromkeys(more) if w & e.match_mask == e.match_value][:MAX_ALIAS_VARIANTS])
     results.update(disasm([w for ws in around for w in ws]))
     n = 0
@@ -855,6 +855,8 @@ def induce_aliases(enc: Encoding, observations: list[Sample], tables: dict) -> l
     rules = []
     for conds, (add, drop) in found:
         when = tuple(sorted(c for c in conds if isinstance(c[0], int)))
+        if not when:
+            continue                   # modifiers alone: a group the probes did not see whole
         needs = frozenset(t for k, t in conds if k == "needs")
         unless = frozenset(t for k, t in conds if k == "unless")
         rules.append(Alias(when, add, drop, needs, unless))

@@ -27,10 +27,11 @@ from .model import CONTROL_MASK, DATA_DIR, Isa, form_name, instruction_tokens
 REPS_PER_ROUND = 4
 
 
-def refine(encodings, by_key) -> None:
+def refine(encodings, by_key, corpus_words=frozenset()) -> None:
     """Use the corpus where single probes cannot see: share reuse bits among a form's
     encodings, order modifiers as the corpus prints them, and set hidden bits (ones nvdisasm
-    does not print) to what ptxas writes most often."""
+    does not print) to what ptxas writes most often (in its own words where it wrote any:
+    probed neighbours carry the representative's bits or random ones)."""
     from .model import CONTROL_MASK
     from .fit import modifier_order
     reuse_by_key: dict = defaultdict(dict)
@@ -65,6 +66,7 @@ def refine(encodings, by_key) -> None:
                 and instruction_tokens(s.inst) >= e.fixed_tokens]
         if not mine:
             continue
+        mine = [s for s in mine if s.word in corpus_words] or mine
         for b in range(128):
             if hidden >> b & 1:
                 ones = sum(s.word >> b & 1 for s in mine)
@@ -278,7 +280,7 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool
                 # Swept words carry random bits that nvdisasm does not print: clear them.
                 e.base &= e.match_mask | CONTROL_MASK | _claimed(e)
         encodings = dedupe(encodings + kept)
-        refine(encodings, by_key)
+        refine(encodings, by_key, corpus_words)
         rank(encodings, samples, tables)
         isa = Isa(arch, encodings, tables, dict(DEFAULT_SYNTAX))
         failures = {}
