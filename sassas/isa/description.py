@@ -18,8 +18,10 @@ Layout (numbers in hex strings where they exceed TOML's 64-bit integers):
     order                         modifier print order
     reuse                         { operand index = reuse bit }
     aliases                       printing aliases decided by values, most specific first:
-                                  { when = ["2=255", "3:pow2"], print = ["MOV"] }: nvdisasm
-                                  prints these tokens (value 0 = guard, then operand values)
+                                  { when = ["2=255", "3:pow2", "4!=255"], print = ["MOV"],
+                                  unless = ["WIDE"] }: nvdisasm prints these tokens (value 0 =
+                                  guard, then operand values) where the groups' modifiers
+                                  include `needs` and none of `unless`
     [[form.group]]                bits = [..], values = { "TOKENS" = n }, default = n
                                   (TOKENS: modifiers joined by ' ', '@2-' = flag '-' on operand 2,
                                   '' = prints nothing; n is the group's bits packed low to high)
@@ -30,6 +32,7 @@ import hashlib
 import json
 import os
 import pickle
+import re
 import tempfile
 import tomllib
 from pathlib import Path
@@ -39,7 +42,8 @@ from ..errors import SassError
 from .model import CONTROL_MASK, Alias, Encoding, Field, Group, Isa, MASK128, form_name
 
 # How nvdisasm prints float immediates (checked by learn.py against the corpus).
-DEFAULT_SYNTAX = {"float_format": "%.20g", "float_format_large": "%.20e", "float_large_exponent": "9"}
+DEFAULT_SYNTAX = {"float_format": "%.20g", "float_format_large": "%.20e", "float_large_exponent": "9",
+                  "negative_zero": "-0.0"}
 
 
 # --------------------------------------------------------------------------- writing
@@ -140,10 +144,12 @@ def write_description(isa: Isa, path: Path, header: str = "") -> None:
         if e.aliases:
             out.append("aliases = [")
             for a in e.aliases:
-                out.append("  { when = [" + ", ".join(_q(f"{j}{c}" if c.startswith("=") else f"{j}:{c}")
+                out.append("  { when = [" + ", ".join(_q(f"{j}{c}" if c.startswith(("=", "!=")) else f"{j}:{c}")
                                                      for j, c in a.when) + "]"
                            + f", print = [{', '.join(_q(t) for t in sorted(a.add))}]"
-                           + (f", instead_of = [{', '.join(_q(t) for t in sorted(a.drop))}]" if a.drop else "")
+                           + "".join(f", {key} = [{', '.join(_q(t) for t in sorted(toks))}]"
+                                     for key, toks in (("instead_of", a.drop), ("needs", a.needs),
+                                                       ("unless", a.unless)) if toks)
                            + " },")
             out.append("]")
         for g in e.groups:
@@ -187,13 +193,12 @@ def _parse_alias(spec: dict, where: str) -> Alias:
         raise SassError(f"{where}: an alias needs 'when' and 'print'")
     when = []
     for w in spec["when"]:
-        j, sep, c = w.partition("=")
-        if sep:
-            when.append((int(j), "=" + c))
-        else:
-            j, _, c = w.partition(":")
-            when.append((int(j), c))
-    return Alias(tuple(when), frozenset(spec.get("print", ())), frozenset(spec.get("instead_of", ())))
+        m = re.fullmatch(r"(\d+)(!?=.*|:.*)", w)
+        if not m:
+            raise SassError(f"{where}: alias condition {w!r} is not 'N=V', 'N!=V' or 'N:pow2'")
+        when.append((int(m.group(1)), m.group(2).lstrip(":")))
+    return Alias(tuple(when), frozenset(spec.get("print", ())), frozenset(spec.get("instead_of", ())),
+                 frozenset(spec.get("needs", ())), frozenset(spec.get("unless", ())))
 
 
 def _parse_const(text: str):

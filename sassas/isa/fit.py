@@ -24,12 +24,13 @@ from typing import Callable, Optional
 from ..ast import ControlCode, Instruction
 from ..errors import SassError
 from . import oracle
-from .model import (CONTROL_MASK, CONTROL_SHIFT, Encoding, Field, Group, form_key, form_name, value_conditions,
+from .model import (CONTROL_MASK, CONTROL_SHIFT, Encoding, Field, Group, form_key, form_name, value_meets,
                     instruction_tokens, instruction_values)
 from .text import parse_instruction
 
 # Bits of the word that carry the reuse flags (the rest of the control bits are never probed).
 REUSE_BITS = {ControlCode(reuse=1 << i).bits.bit_length() - 1 + CONTROL_SHIFT: i for i in range(4)}
+NO_YIELD = (ControlCode(yield_=False).bits & ~ControlCode(yield_=True).bits) << CONTROL_SHIFT
 PROBE_BITS = [b for b in range(128) if not (CONTROL_MASK >> b) & 1] + sorted(REUSE_BITS)
 MAX_GROUP_BITS = 10
 PAIR_DISTANCE = 8
@@ -80,6 +81,8 @@ def _is_float(v) -> bool:
 def _same(a, b) -> bool:
     if _is_float(a) and _is_float(b) and math.isnan(a) and math.isnan(b):
         return True
+    if (_is_float(a) or _is_float(b)) and a == 0 and b == 0:
+        return math.copysign(1, a) == math.copysign(1, b)     # nvdisasm prints -0.0
     return type(a) is type(b) and a == b or (not isinstance(a, str) and not isinstance(b, str) and a == b)
 
 
@@ -163,6 +166,8 @@ class Probe:
             self.slot_hints[j] = Counter({best: len(by[best]), "s": self.slot_hints[j]["s"]})
     name_bits: dict[int, set[int]] = field(default_factory=lambda: defaultdict(set))        # str slots
     modifier_bits: set[int] = field(default_factory=set)
+    modifier_tokens: dict[int, frozenset] = field(default_factory=dict)    # bit -> tokens when flipped
+    guard_kinds: Counter = field(default_factory=Counter)     # P or UP: what flipped guards print
     reuse: dict[int, int] = field(default_factory=dict)
     sequences: list[tuple[str, ...]] = field(default_factory=list)
     # Tokens that come and go with values (printing aliases such as IMAD.MOV): not modifiers.
@@ -219,6 +224,8 @@ def classify(rep: Sample, flips: dict[int, Optional[Sample]]) -> Probe:
             probe.structural.add(b)
             probe.neighbours.append(s)
             continue
+        if s.guard_kind:
+            probe.guard_kinds[s.guard_kind] += 1
         if b in REUSE_BITS:
             reuse1 = {i for i, op in enumerate(s.inst.operands) if "reuse" in op.flags}
             if len(reuse0 ^ reuse1) == 1:
@@ -243,6 +250,7 @@ def classify(rep: Sample, flips: dict[int, Optional[Sample]]) -> Probe:
                 probe.slot_hints[j][transform] += 1
         elif not changed:
             probe.modifier_bits.add(b)
+            probe.modifier_tokens[b] = t1
             probe.sequences.append(tuple(s.inst.modifiers))
         elif (len(changed) == 1 and slot_types[changed[0]] == "int"
               and (found := _bit_of_change(v0[changed[0]], v1[changed[0]], "int"))):
@@ -260,9 +268,10 @@ def classify(rep: Sample, flips: dict[int, Optional[Sample]]) -> Probe:
     return probe
 
 
-def _segments(bits: dict[int, int], illegal: set[int], fillable: set[int] = frozenset()
-              ) -> tuple[tuple[int, int, int], ...]:
-    """{word bit: value bit} -> segments. Bits that were illegal to flip are added where the
+def _segments(bits: dict[int, int], illegal: set[int], fillable: set[int] = frozenset(),
+              below: set[int] = frozenset()) -> tuple[tuple[int, int, int], ...]:
+    """{word bit: value bit} -> segments. Bits that were illegal to flip, or in `below` (flips
+    that changed the form: BPT.TRAP 0x1 flipped to 0 prints no operand), are added where the
     segment continues below (e.g. low bits of an aligned register); holes inside a run are
     filled when their flips showed nothing else (some values print as another form)."""
     by_offset: dict[int, set[int]] = defaultdict(set)
@@ -272,7 +281,7 @@ def _segments(bits: dict[int, int], illegal: set[int], fillable: set[int] = froz
     for off, ks in by_offset.items():
         lo, hi = min(ks), max(ks)
         k = lo - 1
-        while k >= 0 and off + k in illegal:
+        while k >= 0 and (off + k in illegal or off + k in below):
             ks.add(k)
             k -= 1
         for k in range(lo, hi):
@@ -290,10 +299,36 @@ def _segments(bits: dict[int, int], illegal: set[int], fillable: set[int] = froz
     return tuple(sorted(segs, key=lambda s: s[1]))
 
 
+# Register numbers span their register file: R0..RZ (255), UR0..URZ (63), P0..PT (7).
+REGISTER_WIDTH = {"reg": 8, "ureg": 6, "pred": 3, "upred": 3}
+
+
+def _register_width(segs, role: str, free: set[int]):
+    """A register field seen narrower than its register file (flipping the top bit of P3
+    gives PT, which nvdisasm leaves out, so the form changed): widened over the bits above
+    where their flips showed no other value or modifier."""
+    width = REGISTER_WIDTH.get(role)
+    if width is None or len(segs) != 1 or segs[0][1] != 0 or segs[0][2] >= width:
+        return segs
+    wl, _vl, w = segs[0]
+    if all(b in free for b in range(wl + w, wl + width)):
+        return ((wl, 0, width),)
+    return segs
+
+
 def pair_words(probe: Probe) -> list[tuple[int, int, int]]:
+    """Pairs of modifier bits to flip together: near ones, and far ones whose single flips
+    replace the same modifier (F2FP's destination type is bits 76 and 87 on sm_90)."""
     bits = sorted(probe.modifier_bits)
+    t0 = instruction_tokens(probe.rep.inst)
+
+    def related(b1, b2):
+        if b2 - b1 <= PAIR_DISTANCE:
+            return True
+        t1, t2 = probe.modifier_tokens.get(b1, t0), probe.modifier_tokens.get(b2, t0)
+        return bool((t0 - t1) & (t0 - t2) or (t1 - t0) & (t2 - t0))
     return [(b1, b2, probe.rep.word ^ (1 << b1) ^ (1 << b2))
-            for i, b1 in enumerate(bits) for b2 in bits[i + 1:] if b2 - b1 <= PAIR_DISTANCE]
+            for i, b1 in enumerate(bits) for b2 in bits[i + 1:] if related(b1, b2)]
 
 
 def modifier_groups(probe: Probe, flips: dict[int, Optional[Sample]],
@@ -376,10 +411,27 @@ def build_group(probe: Probe, bits: list[int], results: dict[int, Optional[Sampl
     return g
 
 
-def name_table_words(probe: Probe, j: int) -> tuple[int, int, list[int]]:
+MAX_NAME_BITS = 10
+
+
+def name_window(probe: Probe, j: int, windows: dict, tname: str) -> tuple[int, int]:
+    """(lo, width) of name-valued value j: the span of the bits whose flips changed the name,
+    widened to the span every representative of the same table showed (one that holds
+    SR_LANEID flips fewer bits than one that holds SR_TID.X), where no other value or
+    modifier of this representative sits in the extra bits."""
     bits = sorted(probe.name_bits[j])
     lo, hi = bits[0], bits[-1]
-    return lo, hi - lo + 1, enumeration_words(probe.rep.word, list(range(lo, hi + 1)))
+    wlo, whi = windows.get(tname, (lo, hi))
+    wlo, whi = min(wlo, lo), max(whi, hi)
+    claimed = set(probe.modifier_bits)
+    for jj, bb in probe.slot_bits.items():
+        claimed |= set(bb)
+    for jj, bb in probe.name_bits.items():
+        if jj != j:
+            claimed |= bb
+    if whi - wlo < MAX_NAME_BITS and not claimed & set(range(wlo, whi + 1)):
+        lo, hi = wlo, whi
+    return lo, hi - lo + 1
 
 
 def modifier_order(sequences: list[tuple[str, ...]]) -> tuple[str, ...]:
@@ -409,6 +461,9 @@ def build_encoding(probe: Probe, groups: list[Group], name_tables: dict[int, tup
                    extra_sequences: list[tuple[str, ...]] = ()) -> Encoding:
     rep = probe.rep
     vals = instruction_values(rep.inst)
+    from types import SimpleNamespace
+    from .description import _value_kinds
+    roles = _value_kinds(SimpleNamespace(kinds=rep.key[1]))
     fields: list = []
     used = 0
     for j, v in enumerate(vals):
@@ -420,8 +475,12 @@ def build_encoding(probe: Probe, groups: list[Group], name_tables: dict[int, tup
             for jj, bb in probe.slot_bits.items():
                 if jj != j:
                     others |= set(bb)
-            segs = _segments(probe.slot_bits[j], probe.illegal,
-                             (probe.structural | probe.hidden) - others)
+            free = (probe.structural | probe.hidden) - others
+            # A set bit whose flip changed the form may be the value's low bit (the smaller
+            # value prints as another form); a clear one is not (a larger value would not).
+            elided = {b for b in probe.structural - others if rep.word >> b & 1}
+            segs = _segments(probe.slot_bits[j], probe.illegal, free, elided)
+            segs = _register_width(segs, roles[j] if j < len(roles) else "", free)
             hints = probe.slot_hints[j]
             if probe.slot_types[j] == "float":
                 transform = max(("f32", "f16", "f64hi"), key=lambda t: hints[t])
@@ -460,7 +519,9 @@ def build_encoding(probe: Probe, groups: list[Group], name_tables: dict[int, tup
 
 
 def _guess_guard(probe: Probe) -> str:
-    return "P"
+    """The guard kind of a representative printed without one (@PT): what its flips print
+    (uniform datapath instructions take @UPn)."""
+    return probe.guard_kinds.most_common(1)[0][0] if probe.guard_kinds else "P"
 
 
 def _table_name(inst: Instruction, j: int) -> str:
@@ -481,9 +542,12 @@ def learn_encodings(reps: list[Sample], arch: str, cache: oracle.DisasmCache,
                     tables: dict[str, dict[str, int]],
                     log: Callable[[str], None] = print,
                     parse_failures: Optional[dict[str, str]] = None,
-                    neighbours: Optional[list[Sample]] = None) -> list[Encoding]:
-    """Probe each representative and build its encoding. Fills name `tables` (e.g. SR) and
+                    neighbours: Optional[list[Sample]] = None,
+                    name_windows: Optional[dict] = None) -> list[Encoding]:
+    """Probe each representative and build its encoding. Fills name `tables` (e.g. SR),
+    `name_windows` (table -> the bits its names span, kept from round to round) and
     `neighbours` (valid words of other forms one flip away from a representative)."""
+    name_windows = {} if name_windows is None else name_windows
     def disasm(words):
         return to_samples(oracle.disassemble(words, arch, cache), parse_failures)
 
@@ -495,11 +559,21 @@ def learn_encodings(reps: list[Sample], arch: str, cache: oracle.DisasmCache,
         probes.append((classify(rep, flips), flips))
     log(f"  probed {len(reps)} representatives ({len(reps) * len(PROBE_BITS)} flips)")
     pairs = disasm([w for p, _ in probes for _b1, _b2, w in pair_words(p)])
+    for p, _flips in probes:          # every representative's name bits first: their span
+        for j, bits in p.name_bits.items():
+            tname = f"{p.rep.inst.opcode}.{_table_name(p.rep.inst, j)}"
+            lo, hi = min(bits), max(bits)
+            wlo, whi = name_windows.get(tname, (lo, hi))
+            if max(whi, hi) - min(wlo, lo) < MAX_NAME_BITS:
+                name_windows[tname] = (min(wlo, lo), max(whi, hi))
     enum_words = []
     plans = []
     for p, flips in probes:
         groups_bits = modifier_groups(p, flips, pairs)
-        name_plans = {j: name_table_words(p, j) for j in p.name_bits}
+        name_plans = {}
+        for j in p.name_bits:
+            lo, width = name_window(p, j, name_windows, f"{p.rep.inst.opcode}.{_table_name(p.rep.inst, j)}")
+            name_plans[j] = (lo, width, enumeration_words(p.rep.word, list(range(lo, lo + width))))
         plans.append((groups_bits, name_plans))
         for bits in groups_bits:
             enum_words += enumeration_words(p.rep.word, bits)
@@ -518,7 +592,7 @@ def learn_encodings(reps: list[Sample], arch: str, cache: oracle.DisasmCache,
                 s = enums.get(w)
                 if _compatible(p.rep, s):
                     name = instruction_values(s.inst)[j]
-                    if isinstance(name, str):
+                    if isinstance(name, str) and lo == name_windows.get(tname, (lo,))[0]:
                         table.setdefault(name, (w >> lo) & ((1 << width) - 1))
             name_tables[j] = (lo, width)
         enc = build_encoding(p, groups, name_tables)
@@ -532,24 +606,59 @@ def learn_encodings(reps: list[Sample], arch: str, cache: oracle.DisasmCache,
 def learn_aliases(encodings: list[Encoding], arch: str, cache: oracle.DisasmCache,
                   tables: dict, samples_by_key: dict, log: Callable[[str], None] = print,
                   parse_failures: Optional[dict[str, str]] = None) -> None:
-    """Probe special values of each encoding and set its printing aliases."""
+    """Probe special values of each encoding and set its printing aliases. Where a word
+    prints an alias (a probe or a corpus word), special values are probed around it too, and
+    the same word with each other value of each modifier group: what keeps the alias from
+    printing nearby (IMAD.IADD needs an addend other than RZ, IMAD.SHL never has .WIDE)."""
+    from .model import Isa
+    isa = Isa("", [], tables, {})
+
+    def disasm(words):
+        return to_samples(oracle.disassemble(words, arch, cache), parse_failures)
     plans = [(e, alias_probe_words(e, e.source_word)) for e in encodings if e.source_word]
-    results = to_samples(oracle.disassemble([w for _e, ws in plans for w in ws], arch, cache),
-                         parse_failures)
-    n = 0
+    results = disasm([w for _e, ws in plans for w in ws])
+    around = []
     for e, words in plans:
-        obs = [results[w] for w in words if results.get(w) is not None]
+        corpus = samples_by_key.get((e.opcode, e.kinds), [])
+        shown = [s for s in [results.get(w) for w in words] + corpus if _prints_alias(isa, e, s)]
+        seeds: dict = {}
+        for s in shown:                  # a few words per distinct alias
+            delta = instruction_tokens(s.inst) ^ isa._decode_tokens(e, s.word)
+            seeds.setdefault(delta, [])
+            if len(seeds[delta]) < ALIAS_SEEDS:
+                seeds[delta].append(s.word)
+        more = [(s.word & ~g.mask) | v for s in shown for g in e.groups for v in g.values]
+        more += [w for ws in seeds.values() for seed in ws for w in alias_probe_words(e, seed)]
+        around.append([w for w in dict.fromkeys(more) if w & e.match_mask == e.match_value][:MAX_ALIAS_VARIANTS])
+    results.update(disasm([w for ws in around for w in ws]))
+    n = 0
+    for (e, words), more in zip(plans, around):
+        obs = [results[w] for w in words + more if results.get(w) is not None]
         obs += samples_by_key.get((e.opcode, e.kinds), [])
         e.aliases = induce_aliases(e, obs, tables)
         n += bool(e.aliases)
-    log(f"  {sum(len(ws) for _e, ws in plans)} alias probes, {n} encodings with aliases")
+    log(f"  {sum(len(ws) for _e, ws in plans) + sum(map(len, around))} alias probes, "
+        f"{n} encodings with aliases")
+
+
+def _prints_alias(isa, enc: Encoding, s: Optional[Sample]) -> bool:
+    """The word prints modifiers other than its groups' (before any alias)."""
+    if s is None or s.key != (enc.opcode, enc.kinds) or s.word & enc.match_mask != enc.match_value:
+        return False
+    base = isa._decode_tokens(enc, s.word)
+    return base is not None and {t for t in instruction_tokens(s.inst) ^ base if not t.startswith("@")} != set()
 
 
 # --------------------------------------------------------------------------- printing aliases
 
+# Values probed for each role: the zero registers / true predicates, small immediates, and
+# every power of two (nvdisasm's IMAD.SHL skips 0x10000: the rule is learned, not assumed).
 ALIAS_SPECIALS = {"reg": [255], "ureg": [63], "pred": [7], "upred": [7],
                   "imm": [0, 1, 2, 4, -1], "offset": [0], "coffset": [0]}
+POWERS_OF_TWO = [1 << k for k in range(3, 32)]
 ZERO_ROLES = ("reg", "ureg", "pred", "upred")
+MAX_ALIAS_VARIANTS = 4000
+ALIAS_SEEDS = 3
 
 
 def _plain_value(role: str, v):
@@ -571,6 +680,44 @@ def _put(word: int, f: Field, v) -> Optional[int]:
     return (word & ~f.mask) | f.insert(raw)
 
 
+def plain_word(enc: Encoding, rep_word: int) -> int:
+    """The word with no zero register and no special immediate among its values."""
+    from .description import _value_kinds
+    roles = _value_kinds(enc)
+    plain = rep_word
+    for j, f in enumerate(enc.fields):
+        if j > 0 and isinstance(f, Field) and j < len(roles) and roles[j] in ALIAS_SPECIALS:
+            raw = f.extract(rep_word)
+            v = raw - (1 << f.value_bits) if f.transform == "s" and raw >> (f.value_bits - 1) & 1 else raw
+            w = _put(plain, f, _plain_value(roles[j], v))
+            if w is not None:
+                plain = w
+    return plain
+
+
+def learn_reuse(encodings: list[Encoding], arch: str, cache: oracle.DisasmCache,
+                parse_failures: Optional[dict[str, str]] = None) -> None:
+    """Reuse bits of register operands that the representative's probe could not see
+    (nvdisasm prints no .reuse on RZ, nor on an instruction that may yield): flip each reuse
+    bit of the plain word, made not to yield."""
+    plans = []
+    for e in encodings:
+        if not e.source_word or len(e.reuse) == len(REUSE_BITS):
+            continue
+        plain = plain_word(e, e.source_word) & ~_mask(REUSE_BITS) | NO_YIELD
+        plans.append((e, {b: plain | (1 << b) for b in REUSE_BITS}))
+    results = to_samples(oracle.disassemble([w for _e, d in plans for w in d.values()], arch, cache),
+                         parse_failures)
+    for e, flips in plans:
+        for b, w in flips.items():
+            s = results.get(w)
+            if s is None or s.key != (e.opcode, e.kinds) or REUSE_BITS[b] in e.reuse.values():
+                continue
+            shown = {i for i, op in enumerate(s.inst.operands) if "reuse" in op.flags}
+            if len(shown) == 1:
+                e.reuse.setdefault(shown.pop(), REUSE_BITS[b])
+
+
 def alias_probe_words(enc: Encoding, rep_word: int) -> list[int]:
     """Words of this encoding whose values are 'special' (zero registers, small and
     power-of-two immediates) alone, in pairs, and zero registers in threes, over a word
@@ -581,15 +728,11 @@ def alias_probe_words(enc: Encoding, rep_word: int) -> list[int]:
              if j > 0 and isinstance(f, Field) and j < len(roles) and roles[j] in ALIAS_SPECIALS]
     if not slots:
         return []
-    plain = rep_word
-    rep_vals = [f.extract(rep_word) for _j, f, _r in slots]
-    for (j, f, role), raw in zip(slots, rep_vals):
-        v = raw - (1 << f.value_bits) if f.transform == "s" and raw >> (f.value_bits - 1) & 1 else raw
-        w = _put(plain, f, _plain_value(role, v))
-        if w is not None:
-            plain = w
+    plain = plain_word(enc, rep_word)
     words = [rep_word, plain]
     specials = [(i, v) for i, (j, f, role) in enumerate(slots) for v in ALIAS_SPECIALS[role]]
+    zeros = [(i, ALIAS_SPECIALS[role][0]) for i, (j, f, role) in enumerate(slots) if role in ZERO_ROLES]
+    powers = [(i, v) for i, (j, f, role) in enumerate(slots) if role == "imm" for v in POWERS_OF_TWO]
 
     def put_all(base, assignment):
         w = base
@@ -598,13 +741,15 @@ def alias_probe_words(enc: Encoding, rep_word: int) -> list[int]:
             if w is None:
                 return None
         return w
-    for a in specials:
+    for a in specials + powers:
         words += [put_all(plain, [a]), put_all(rep_word, [a])]
     for x, a in enumerate(specials):
         for b in specials[x + 1:]:
             if a[0] != b[0]:
                 words.append(put_all(plain, [a, b]))
-    zeros = [(i, ALIAS_SPECIALS[role][0]) for i, (j, f, role) in enumerate(slots) if role in ZERO_ROLES]
+    for a in powers:
+        for b in zeros:
+            words.append(put_all(plain, [a, b]))
     for x, a in enumerate(zeros):
         for y, b in enumerate(zeros[x + 1:], x + 1):
             for c in zeros[y + 1:]:
@@ -613,12 +758,49 @@ def alias_probe_words(enc: Encoding, rep_word: int) -> list[int]:
             w & enc.match_mask == enc.match_value]
 
 
+def _value_atoms(role: str, v) -> list[str]:
+    """The conditions a value meets that may decide an alias: a register or predicate is
+    the zero one or not (its number says nothing else); an immediate has its value and may
+    be a power of two."""
+    if type(v) is not int:
+        return []
+    if role in ZERO_ROLES:
+        zero = ALIAS_SPECIALS[role][0]
+        return [f"={zero}" if v == zero else f"!={zero}"]
+    out = [f"={v}"]
+    if v > 1 and v & (v - 1) == 0:
+        out.append("pow2")
+    return out
+
+
+# Which conditions a rule drops first when generalising: modifiers, exact immediates (one
+# word's value rarely decides), "is zero" (a probe's zero destination is incidental),
+# "not zero", powers of two.
+def _atom_rank(atom) -> tuple:
+    kind, c = atom[0], atom[1]
+    if kind in ("needs", "unless"):
+        return (0 if kind == "needs" else 1, atom)
+    if c.startswith("!="):
+        return (4, atom)
+    if c == "pow2":
+        return (5, atom)
+    return (3 if c[1:] in ("255", "63", "7") else 2, atom)
+
+
+MAX_EXCEPTIONS = 2
+
+
 def induce_aliases(enc: Encoding, observations: list[Sample], tables: dict) -> list:
-    """Alias rules that explain where nvdisasm's tokens differ from the groups' tokens:
-    per distinct difference, the value conditions shared by every word that shows it,
-    reduced to those needed to exclude every word that does not."""
+    """Alias rules that explain where nvdisasm's tokens differ from the groups' tokens.
+    Each word printing an alias starts a rule with every condition it meets (values and
+    modifiers); conditions are dropped one at a time while the rule still covers no word
+    that prints otherwise. An exact immediate may give way to exceptions (`3!=65536`) where
+    at most MAX_EXCEPTIONS other values print otherwise."""
+    from .description import _value_kinds
     from .model import Alias, Isa
     isa = Isa("", [], tables, {})
+    roles = _value_kinds(enc)
+    universe = {t for g in enc.groups for t in g.tokens if t != "@g!"}
     saved, enc.aliases = enc.aliases, []
     obs = []
     try:
@@ -633,42 +815,67 @@ def induce_aliases(enc: Encoding, observations: list[Sample], tables: dict) -> l
             if len(vals) != len(printed) or any(not _same(a, b) for a, b in zip(vals, printed)):
                 continue
             toks = instruction_tokens(s.inst)
-            if {t for t in toks ^ base if t.startswith("@")}:
-                continue
+            if {t for t in toks ^ base if t.startswith("@")} or any(t.startswith("INVALID") for t in toks):
+                continue               # flags, or values nvdisasm marks invalid: no alias
             add, drop = frozenset(toks - base), frozenset(base - toks)
             atoms = {(j, c) for j, (f, v) in enumerate(zip(enc.fields, vals))
-                     if j > 0 and isinstance(f, Field) for c in value_conditions(v)}
-            obs.append(((add, drop), atoms))
+                     if j > 0 and isinstance(f, Field) and j < len(roles) for c in _value_atoms(roles[j], v)}
+            atoms |= {("needs" if t in base else "unless", t) for t in universe}
+            obs.append(((add, drop), frozenset(atoms), vals, base))
     finally:
         enc.aliases = saved
-    # One rule per positive word, reduced to the conditions needed to keep every word that
-    # prints no alias out (exact values dropped first, so pow2 is kept over one example);
-    # words of several aliases at once are settled by the rules' order below.
-    plain = [a for d, a in obs if not (d[0] or d[1])]
+
+    def meets(conds, o) -> bool:
+        _d, _a, vals, base = o
+        for k, c in conds:
+            if k == "needs" and c not in base or k == "unless" and c in base:
+                return False
+            if isinstance(k, int) and not value_meets(vals[k], c):
+                return False
+        return True
     found: dict = {}
-    for delta, atoms in obs:
+    for delta, atoms, _vals, _base in obs:
         if not (delta[0] or delta[1]):
             continue
+        others = [o for o in obs if o[0] != delta]
         conds = set(atoms)
-        if any(conds <= a for a in plain):
-            continue                   # not decided by these values alone
-        for c in sorted(conds, key=lambda c: (c[1] == "pow2", c)):
-            if not any(conds - {c} <= a for a in plain):
-                conds.discard(c)
+        if any(meets(conds, o) for o in others):
+            continue                   # not decided by these conditions
+        for c in sorted(atoms, key=_atom_rank):
+            trial = conds - {c}
+            covered = [o for o in others if meets(trial, o)]
+            if not covered:
+                conds = trial
+            elif isinstance(c[0], int) and c[1].startswith("=") and c[1][1:] not in ("255", "63", "7"):
+                # An exact immediate: keep the rule general where few values print otherwise.
+                bad = {o[2][c[0]] for o in covered}
+                if len(bad) <= MAX_EXCEPTIONS and all(type(b) is int for b in bad):
+                    conds = trial | {(c[0], f"!={b}") for b in bad}
         found[(frozenset(conds), delta)] = None
-    rules = [Alias(tuple(sorted(c)), d[0], d[1]) for c, d in found]
+    rules = []
+    for conds, (add, drop) in found:
+        when = tuple(sorted(c for c in conds if isinstance(c[0], int)))
+        if not when:
+            continue                   # modifiers alone: a group the probes did not see whole
+        needs = frozenset(t for k, t in conds if k == "needs")
+        unless = frozenset(t for k, t in conds if k == "unless")
+        rules.append(Alias(when, add, drop, needs, unless))
+
+    def conditions(r):
+        return set(r.when) | {("needs", t) for t in r.needs} | {("unless", t) for t in r.unless}
     rules = [r for r in rules if not any(o is not r and o.add == r.add and o.drop == r.drop
-                                         and set(o.when) < set(r.when) for o in rules)]
+                                         and conditions(o) < conditions(r) for o in rules)]
 
     # Order: a rule goes before another when more words that both match show its tokens.
     def wins(a, b):
         n = 0
-        for (add, drop), atoms in obs:
-            if set(a.when) <= atoms and set(b.when) <= atoms:
+        for o in obs:
+            (add, drop) = o[0]
+            if meets(conditions(a), o) and meets(conditions(b), o):
                 n += (add, drop) == (a.add, a.drop)
                 n -= (add, drop) == (b.add, b.drop)
         return n
-    rules.sort(key=lambda r: (-len(r.when), r.when, sorted(r.add)))
+    rules.sort(key=lambda r: (-len(conditions(r)), r.when, sorted(r.add)))
     for i in range(len(rules)):           # a few bubble passes settle pairwise preferences
         for k in range(len(rules) - 1):
             if wins(rules[k + 1], rules[k]) > 0:

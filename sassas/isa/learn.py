@@ -27,20 +27,32 @@ from .model import CONTROL_MASK, DATA_DIR, Isa, form_name, instruction_tokens
 REPS_PER_ROUND = 4
 
 
-def refine(encodings, by_key) -> None:
+def refine(encodings, by_key, corpus_words=frozenset()) -> None:
     """Use the corpus where single probes cannot see: share reuse bits among a form's
     encodings, order modifiers as the corpus prints them, and set hidden bits (ones nvdisasm
-    does not print) to what ptxas writes most often."""
+    does not print) to what ptxas writes most often (in its own words where it wrote any:
+    probed neighbours carry the representative's bits or random ones)."""
     from .model import CONTROL_MASK
     from .fit import modifier_order
     reuse_by_key: dict = defaultdict(dict)
     for e in encodings:
         reuse_by_key[(e.opcode, e.kinds)].update(e.reuse)
+    for key, samples in by_key.items():
+        if key in reuse_by_key:
+            reuse_by_key[key].update(reuse_from_samples(samples))
+    # nvdisasm prints an opcode's modifiers in one order whatever the operands: pool the
+    # sequences of all its forms (one form rarely shows every pair of modifiers together).
+    sequences: dict = defaultdict(list)
+    for e in encodings:
+        sequences[e.opcode] += e.evidence
+    for key, samples in by_key.items():
+        sequences[key[0]] += [tuple(s.inst.modifiers) for s in samples]
+    orders = {op: modifier_order(seqs) for op, seqs in sequences.items()}
     for e in encodings:
         key = (e.opcode, e.kinds)
         e.reuse = dict(reuse_by_key[key])
         samples = by_key.get(key, [])
-        e.order = modifier_order(e.evidence + [tuple(s.inst.modifiers) for s in samples])
+        e.order = orders[e.opcode]
         e.__dict__.pop("order_index", None)
         e.__dict__.pop("print_cache", None)
         claimed = e.match_mask | CONTROL_MASK
@@ -54,6 +66,7 @@ def refine(encodings, by_key) -> None:
                 and instruction_tokens(s.inst) >= e.fixed_tokens]
         if not mine:
             continue
+        mine = [s for s in mine if s.word in corpus_words] or mine
         for b in range(128):
             if hidden >> b & 1:
                 ones = sum(s.word >> b & 1 for s in mine)
@@ -61,6 +74,31 @@ def refine(encodings, by_key) -> None:
                     e.base |= 1 << b
                 elif 2 * ones < len(mine):
                     e.base &= ~(1 << b)
+
+
+ZERO_REGISTER = {"R": 255, "UR": 63}
+
+
+def reuse_from_samples(samples) -> dict[int, int]:
+    """{operand index: reuse bit} where the words decide it: the bit is set in every word
+    whose text shows .reuse on the operand and clear in every word showing none on it
+    (nvdisasm hides .reuse on RZ, so those words say nothing)."""
+    from ..ast import ControlCode
+    candidates: dict[int, set] = {}
+    excluded: dict[int, set] = defaultdict(set)
+    for s in samples:
+        bits = {b for b in range(4) if ControlCode.from_word(s.word).reuse >> b & 1}
+        for i, op in enumerate(s.inst.operands):
+            if "reuse" in op.flags:
+                candidates[i] = candidates.get(i, bits) & bits
+            elif op.kind in ZERO_REGISTER and op.values[0] != ZERO_REGISTER[op.kind]:
+                excluded[i] |= bits
+    out = {}
+    for i, bits in candidates.items():
+        left = bits - excluded[i]
+        if len(left) == 1:
+            out[i] = left.pop()
+    return out
 
 
 def check_sample(isa: Isa, s: fit.Sample, strict: bool = True) -> str:
@@ -179,6 +217,7 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool
         by_key[s.key].append(s)
 
     tables: dict[str, dict[str, int]] = {}
+    name_windows: dict[str, tuple[int, int]] = {}
     encodings = []
     probed: set[int] = set()
     pending = {k: list(v) for k, v in by_key.items()}
@@ -211,7 +250,7 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool
         log(f"[{arch}] round {rnd + 1}: {len(reps)} representatives")
         neighbours: list[fit.Sample] = []
         new = fit.learn_encodings(reps, arch, cache, tables, log=log, parse_failures=parse_failures,
-                                  neighbours=neighbours)
+                                  neighbours=neighbours, name_windows=name_windows)
         kept = []
         for e in new:
             try:
@@ -235,12 +274,13 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool
         if added:
             log(f"  {added} new forms found next to representatives")
         fit.learn_aliases(kept, arch, cache, tables, by_key, log=log, parse_failures=parse_failures)
+        fit.learn_reuse(kept, arch, cache, parse_failures=parse_failures)
         for e in kept:
             if e.source_word not in corpus_words:
                 # Swept words carry random bits that nvdisasm does not print: clear them.
                 e.base &= e.match_mask | CONTROL_MASK | _claimed(e)
         encodings = dedupe(encodings + kept)
-        refine(encodings, by_key)
+        refine(encodings, by_key, corpus_words)
         rank(encodings, samples, tables)
         isa = Isa(arch, encodings, tables, dict(DEFAULT_SYNTAX))
         failures = {}

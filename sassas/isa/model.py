@@ -153,6 +153,10 @@ class Encoding:
                 shown |= f.mask
         return shown
 
+    @functools.cached_property
+    def hidden_mask(self) -> int:
+        return ~self.shown_mask & MASK128
+
     def replace_hidden_bits(self, siblings: list["Encoding"]) -> None:
         """For an encoding learned from the opcode sweep alone, whose hidden bits (those
         nvdisasm never shows) were filled at random there: take them from the best-supported
@@ -255,13 +259,17 @@ class Alias:
     """Tokens nvdisasm adds (and drops) when the values meet conditions.
 
     ``when`` holds (value index, condition) pairs, value 0 being the guard predicate;
-    a condition is ``=N`` (the value equals N) or ``pow2`` (a power of two greater than 1).
+    a condition is ``=N`` (the value equals N), ``!=N`` (it does not) or ``pow2`` (a power of
+    two greater than 1). ``needs`` / ``unless``: modifiers the groups must / must not give
+    (nvdisasm prints ``IMAD.SHL.U32`` but never ``IMAD.SHL.WIDE``).
     Decoding applies the first alias whose conditions hold; encoding accepts the alias's
     tokens when its conditions hold and encodes the tokens it stands for.
     """
     when: tuple[tuple[int, str], ...]
     add: frozenset
     drop: frozenset = frozenset()
+    needs: frozenset = frozenset()
+    unless: frozenset = frozenset()
 
     def holds(self, values) -> bool:
         for j, cond in self.when:
@@ -269,26 +277,22 @@ class Alias:
                 return False
         return True
 
+    def allows(self, group_tokens: frozenset) -> bool:
+        """The modifiers that the groups give (before the alias) permit it."""
+        return self.drop <= group_tokens and self.needs <= group_tokens and not self.unless & group_tokens
+
 
 def value_meets(v, cond: str) -> bool:
     if cond == "pow2":
         return type(v) is int and v > 1 and v & (v - 1) == 0
+    if cond.startswith("!="):
+        return not value_meets(v, cond[1:])
     if cond.startswith("="):
         try:
             return type(v) is int and v == int(cond[1:], 0)
         except ValueError:
             return str(v) == cond[1:]
     return False
-
-
-def value_conditions(v) -> list[str]:
-    """The conditions a value meets, most specific first."""
-    if type(v) is not int:
-        return []
-    out = [f"={v}"]
-    if v > 1 and v & (v - 1) == 0:
-        out.append("pow2")
-    return out
 
 
 def split_flag_token(token: str) -> tuple[int, str]:
@@ -487,7 +491,9 @@ class Isa:
         """The tokens an alias spelling stands for (``IMAD.MOV.U32`` -> ``IMAD.U32``)."""
         for a in enc.aliases:
             if a.add <= tokens and not (a.drop & tokens) and a.holds(values):
-                return (tokens - a.add) | a.drop
+                group_tokens = (tokens - a.add) | a.drop
+                if a.allows(group_tokens):
+                    return group_tokens
         return tokens
 
     def _try_encode(self, enc: Encoding, inst: Instruction, tokens: frozenset, values: list,
@@ -589,11 +595,22 @@ class Isa:
 
     # ---- decoding
     def decode(self, word: int, address: int = 0) -> Instruction:
+        # The encoding whose hidden bits (those nvdisasm never shows) agree with the word
+        # explains all of it; one learned where a bit is hidden (`.X4` on an RZ address) only
+        # when no other matches.
+        fallback = None
         for enc in self.decode_index.get(word & self.decode_mask, ()):
             if word & enc.match_mask == enc.match_value:
+                if (word ^ enc.base) & enc.hidden_mask:
+                    fallback = fallback or enc
+                    continue
                 inst = self._decode_with(enc, word, address)
                 if inst is not None:
                     return inst
+        if fallback is not None:
+            inst = self._decode_with(fallback, word, address)
+            if inst is not None:
+                return inst
         raise SassError(f"cannot decode 0x{word:032x} on {self.arch}: no known encoding matches")
 
     def _decode_tokens(self, enc: Encoding, word: int):
@@ -622,7 +639,7 @@ class Isa:
             return None
         if enc.aliases:
             for a in enc.aliases:
-                if a.holds(values) and (a.drop <= tokens):
+                if a.holds(values) and a.allows(tokens):
                     tokens = (tokens - a.drop) | a.add
                     break
         return self._build(enc, tokens, values, word, address)
@@ -700,9 +717,10 @@ class Isa:
         text = inst.mnemonic
         if inst.operands:
             ops = [self._format_operand(op) for op in inst.operands]
-            # nvdisasm leaves a space between an INF/QNAN immediate and the next comma.
+            # nvdisasm leaves a space between an INF/QNAN/-0.0 immediate and the next comma.
             sep = self.syntax.get("special_float_comma", " ,")
-            text += " " + "".join(o + (sep if o.endswith(("INF", "QNAN")) else ",") + " "
+            special = ("INF", "QNAN", self.syntax.get("negative_zero", "-0.0"))
+            text += " " + "".join(o + (sep if o.endswith(special) else ",") + " "
                                   for o in ops[:-1]) + ops[-1]
         return "".join(parts) + text
 
@@ -719,6 +737,8 @@ class Isa:
                     self.syntax.get("negative_nan", "-QNAN")
             if math.isinf(v):
                 return "+INF" if v > 0 else "-INF"
+            if v == 0 and math.copysign(1, v) < 0:
+                return self.syntax.get("negative_zero", "-0.0")
             # nvdisasm prints large magnitudes in exponent form with all digits kept.
             if v != 0 and abs(v) >= 10.0 ** int(self.syntax.get("float_large_exponent", 9)):
                 return self.syntax.get("float_format_large", "%.20e") % v

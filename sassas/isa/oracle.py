@@ -287,10 +287,20 @@ def _disassemble_chunk(words: list[int], arch: str) -> dict[int, Optional[Disass
         listing, bad, err = _run_raw(pending, arch)
         if listing:
             by_index = {d.address // 16: d for d in listing}
+            unprinted = []
             for i, w in enumerate(pending):
                 d = by_index.get(i)
-                # Words printed as hex only (no text) or not at all count as illegal.
-                result[w] = d if d is not None and d.word == w and d.text else None
+                if d is not None and d.word == w:
+                    # A word printed as hex only (no text) counts as illegal.
+                    result[w] = d if d.text else None
+                else:
+                    unprinted.append(w)
+            # Words a large batch left out are asked again on their own before they count
+            # as illegal (sm_75 batches lost legal words: the learner's cache had thousands).
+            if unprinted and len(unprinted) < len(pending):
+                result.update(_disassemble_chunk(unprinted, arch))
+            else:
+                result.update(dict.fromkeys(unprinted))
             return result
         if not bad:
             if len(pending) == 1:

@@ -67,6 +67,14 @@ def _arith() -> list[Snippet]:
           ("b32", "testp.finite.f32 %p9, %x; selp.b32 %o, 1, 0, %p9;"),
           ("b32", "copysign.f32 %o, %x, %y;"),
           ("b32", "szext.wrap.u32 %o, %a, %b;") ]
+    # Idioms of compiled code: signed division by powers of two, sign-extended indexing,
+    # 64-bit zeros, bf16 -> f32 as a shift by 16.
+    s += [("b32", "div.s32 %o, %a, 32;"), ("b32", "rem.s32 %o, %a, 16;"),
+          ("b32", "shr.s32 %t1, %a, 5; add.s32 %o, %t1, %a;"),
+          ("b64", "cvt.s64.s32 %lb, %a; shl.b64 %lb, %lb, 2; add.s64 %o, %la, %lb;"),
+          ("b64", "mov.b64 %lb, 0; @%pa add.s64 %lb, %la, 5; mov.b64 %o, %lb;"),
+          ("b32", "shl.b32 %o, %a, 16;"), ("b32", "mul.lo.u32 %o, %a, 65536;"),
+          ("b32", "mad.lo.u32 %o, %a, 1, %b;"), ("b32", "mad.lo.s32 %o, %a, 8, %b;")]
     return s
 
 
@@ -137,6 +145,7 @@ def _cvt() -> list[Snippet]:
     s += [("f64", "cvt.f64.f32 %o, %x;"), ("f32", "cvt.f32.f16 %o, %ha;"),
           ("f32", "cvt.ftz.sat.f32.f32 %o, %x;"), ("b32", "cvt.rn.f16x2.f32 %o, %x, %y;"),
           ("b32", "cvt.rn.bf16x2.f32 %o, %x, %y;"), ("b16", "cvt.rn.bf16.f32 %o, %x;"),
+          ("b16", "cvt.rm.bf16.f32 %o, %x;"), ("b16", "cvt.rn.bf16.f16 %o, %ha;"),
           ("b32", "cvt.rna.tf32.f32 %o, %x;"), ("b32", "cvt.rn.relu.f16x2.f32 %o, %x, %y;"),
           ("b32", "cvt.u32.u64 %o, %la;"), ("b64", "cvt.s64.s32 %o, %a;"), ("b64", "cvt.u64.u32 %o, %a;"),
           ("b32", "cvt.s8.s32 %o, %a;"), ("b32", "cvt.u16.u32 %o, %a;")]
@@ -240,6 +249,12 @@ def _memory() -> list[Snippet]:
           ("b32", "ld.global.b32 %o, [%ptr+-1024];"),
           ("b32", "ldu.global.b32 %o, [%ptr];"),
           ("b32", "prefetch.global.L2 [%ptr]; mov.b32 %o, %a;"),
+          # Absolute shared addresses (STS [0x210]), uniform global addresses ([UR4+0x10]) and
+          # a register base plus a uniform offset ([R2.64+UR4+0x100]).
+          ("b32", "st.shared.u32 [smem+528], %a; bar.sync 0; ld.shared.u32 %o, [smem+532];"),
+          ("b32", "ld.param.u64 %lb, [p_out]; cvta.to.global.u64 %lb, %lb; ld.global.u32 %o, [%lb+16];"),
+          ("b32", "ld.param.u64 %lb, [p_out]; add.s64 %lb, %ptr, %lb; ld.global.u32 %o, [%lb];"),
+          ("b32", "ld.param.u64 %lb, [p_out]; add.s64 %lb, %ptr, %lb; ld.global.nc.u16 %o, [%lb+256];"),
           ("b32", "cvta.to.shared.u32 %o, %sp; isspacep.shared %p9, %la; selp.b32 %o, %o, 1, %p9;"),
           ("b32", "membar.gl; mov.b32 %o, %a;"), ("b32", "membar.cta; mov.b32 %o, %a;"),
           ("b32", "membar.sys; mov.b32 %o, %a;"), ("b32", "fence.acq_rel.gpu; mov.b32 %o, %a;"),
@@ -345,7 +360,15 @@ def _uniform() -> list[Snippet]:
             ("b32", ld + "mov.b32 %x, %t1; add.f32 %x, %y, %x; mov.b32 %o, %x;"),
             ("b32", ld + "min.s32 %o, %a, %t1;"), ("b64", ld + "mul.wide.u32 %o, %a, %t1;"),
             ("b32", ld + "setp.ne.u32 %p9, %t1, 0; @%p9 bra L_u_{n}; mov.b32 %a, 3; L_u_{n}: mov.b32 %o, %a;"),
-            ("b64", "ld.param.u64 %o, [p_out]; add.s64 %o, %o, %la;")]
+            ("b64", "ld.param.u64 %o, [p_out]; add.s64 %o, %o, %la;"),
+            # Arithmetic on parameters alone stays in the uniform datapath (UIADD3, UIMAD,
+            # UISETP, ULEA, USEL); a sign-extended index into a parameter pointer.
+            ("b32", ld + "add.u32 %t2, %t1, 4096; mul.lo.u32 %t2, %t2, %t1; add.u32 %o, %a, %t2;"),
+            ("b32", ld + "setp.lt.u32 %p9, %t1, 0x7fffffff; @%p9 add.u32 %t1, %t1, 1; add.u32 %o, %a, %t1;"),
+            ("b32", ld + "shl.b32 %t2, %t1, 2; add.u32 %t2, %t2, %t1; add.u32 %o, %a, %t2;"),
+            ("b32", ld + "mad.lo.u32 %t2, %t1, 3, 7; add.u32 %o, %a, %t2;"),
+            ("b32", ld + "sub.u32 %t2, 0, %t1; xor.b32 %t2, %t2, %t1; add.u32 %o, %a, %t2;"),
+            ("b64", "ld.param.u64 %o, [p_out]; cvt.s64.s32 %lb, %a; shl.b64 %lb, %lb, 2; add.s64 %o, %o, %lb;")]
 
 
 def _families(arch: str) -> dict[str, list[Snippet]]:

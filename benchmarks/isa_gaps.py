@@ -1,0 +1,173 @@
+"""Where the ISA tables still miss: per arch, the instructions of real compiled code (the
+bitsandbytes sample of tests/test_realworld_corpus.py and the NVRTC kernels of
+tests/test_listing_input.py) that do not re-encode bit-exactly from nvdisasm's listing text, or
+whose decode + format differs from nvdisasm's, bucketed by opcode and by differing bits / text.
+
+    PYTHONPATH=$PWD python3 benchmarks/isa_gaps.py [--arch sm_90 ...] [--examples 2] [--top 25]
+
+Prints a table of shares per arch, then the largest buckets with example instructions.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections import Counter, defaultdict
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+
+from sassas.arch import get_arch                                    # noqa: E402
+from sassas.elf import read_cubin                                   # noqa: E402
+from sassas.errors import SassError                                 # noqa: E402
+from sassas.isa import get_isa, oracle                              # noqa: E402
+from sassas.parse import Lines, parse_program                       # noqa: E402
+from sassas.preprocess import preprocess                            # noqa: E402
+from sassas.resolve import resolve_kernel                           # noqa: E402
+
+ARCHS = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.replace(" ,", ",").split())
+
+
+def _bit_ranges(x: int) -> str:
+    out, b = [], 0
+    while x >> b:
+        if x >> b & 1:
+            e = b
+            while x >> (e + 1) & 1:
+                e += 1
+            out.append(f"{b}" if e == b else f"{b}-{e}")
+            b = e + 1
+        else:
+            b += 1
+    return ",".join(out)
+
+
+def listing_gaps(listing: str, arch: str, original: bytes, buckets, examples, n_examples):
+    target = get_arch(arch)
+    isa = get_isa(arch)
+    pre = preprocess(listing, "listing")
+    program = parse_program(pre.text, target.name, "listing", Lines(pre.text, "listing", pre.origins, pre.sources))
+    info = read_cubin(original)
+    good = total = 0
+    for kernel in program.kernels:
+        resolve_kernel(kernel, target)
+        code = info.kernel(kernel.name).code
+        for inst in kernel.instructions:
+            total += 1
+            want = int.from_bytes(code[inst.address:inst.address + 16], "little")
+            try:
+                got = isa.encode(inst)
+                why = None if got == want else f"bits {_bit_ranges(got ^ want)}"
+            except SassError as e:
+                why = "error: " + re.sub(r"0x[0-9a-f]+|\d+", "N", e.message)[:90]
+            if why is None:
+                good += 1
+                continue
+            key = (inst.opcode, why)
+            buckets[key] += 1
+            if len(examples[key]) < n_examples:
+                examples[key].append(inst.loc.text.strip()[:110] if inst.loc else str(inst))
+    return good, total
+
+
+def format_gaps(words, arch, buckets, examples, n_examples):
+    isa = get_isa(arch)
+    good = total = 0
+    for start in range(0, len(words), 10000):
+        listing, _bad, _err = oracle._run_raw(words[start:start + 10000], arch)
+        for d in listing:
+            if not d.text:
+                continue
+            total += 1
+            try:
+                mine = isa.format(isa.decode(d.word, d.address))
+            except SassError as e:
+                mine = f"<{e.message[:60]}>"
+            if _normal(mine) == _normal(d.text):
+                good += 1
+                continue
+            a, b = _normal(d.text).split(" "), _normal(mine).split(" ")
+            opcode = next((t for t in a if not t.startswith("@")), "?")
+            diff = " ".join(t for t in a if t not in b)[:40] + " | ours " + " ".join(t for t in b if t not in a)[:40]
+            if mine.startswith("<"):
+                diff = "no decode"
+            key = (opcode.split(".")[0], re.sub(r"\b(U?R|U?P|B)\d+\b", r"\1n", re.sub(r"0x[0-9a-f]+", "N", diff)))
+            buckets[key] += 1
+            if len(examples[key]) < n_examples:
+                examples[key].append(f"{d.text}  <- ours: {mine}  [0x{d.word:032x}]")
+    return good, total
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--arch", action="append")
+    ap.add_argument("--examples", type=int, default=2)
+    ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--no-nvrtc", action="store_true")
+    args = ap.parse_args()
+    import test_realworld_corpus as rw
+    corpus = {}
+    for path in sorted(rw._download().glob("*.cubin")):
+        corpus.setdefault(path.name.split(".")[1], []).append(path.read_bytes())
+    rows = []
+    for arch in args.arch or ARCHS:
+        nvdisasm = str(oracle.find_tool("nvdisasm", arch))
+        chosen = rw._sample(corpus[arch], arch)
+        lb, le = Counter(), defaultdict(list)
+        good_l = total_l = 0
+        by_cubin = {}
+        for data, _info, k in chosen:
+            by_cubin.setdefault(id(data), (data, set()))[1].add(k.name)
+        with tempfile.TemporaryDirectory() as tmp:
+            for n, (data, names) in enumerate(by_cubin.values()):
+                path = os.path.join(tmp, f"{n}.cubin")
+                with open(path, "wb") as f:
+                    f.write(data)
+                index = ",".join(map(str, rw._symbol_indices(data, names)))
+                listing = subprocess.run([nvdisasm, "-hex", "-fun", index, path],
+                                         capture_output=True, text=True, check=True).stdout
+                g, t = listing_gaps(listing, arch, data, lb, le, args.examples)
+                good_l += g
+                total_l += t
+            good_n = total_n = 0
+            if not args.no_nvrtc:
+                from _realistic import compile_realistic
+                original = compile_realistic(arch)
+                path = os.path.join(tmp, "k.cubin")
+                with open(path, "wb") as f:
+                    f.write(original)
+                listing = subprocess.run([nvdisasm, "-hex", path], capture_output=True, text=True,
+                                         check=True).stdout
+                good_n, total_n = listing_gaps(listing, arch, original, lb, le, args.examples)
+        words = [w for _d, _i, k in chosen for w in oracle.words_of(k.code)]
+        fb, fe = Counter(), defaultdict(list)
+        good_f, total_f = format_gaps(words, arch, fb, fe, args.examples)
+        rows.append((arch, good_n, total_n, good_l, total_l, good_f, total_f))
+        print(f"\n===== {arch}: nvrtc listing {good_n}/{total_n}, bitsandbytes listing {good_l}/{total_l} "
+              f"({100 * good_l / max(total_l, 1):.2f}%), format {good_f}/{total_f} "
+              f"({100 * good_f / max(total_f, 1):.2f}%)")
+        print("-- listing re-encode gaps (opcode, what differs): count")
+        for key, n in lb.most_common(args.top):
+            print(f"  {n:6d}  {key[0]:10s} {key[1]}")
+            for ex in le[key]:
+                print(f"            {ex}")
+        print("-- format gaps (opcode, nvdisasm tokens | ours): count")
+        for key, n in fb.most_common(args.top):
+            print(f"  {n:6d}  {key[0]:10s} {key[1]}")
+            for ex in fe[key]:
+                print(f"            {ex[:230]}")
+    print("\n| arch | NVRTC listing bit-exact | bitsandbytes listing bit-exact | decode+format == nvdisasm |")
+    print("|---|---|---|---|")
+    for arch, gn, tn, gl, tl, gf, tf in rows:
+        print(f"| {arch} | {100 * gn / max(tn, 1):.2f}% | {100 * gl / max(tl, 1):.2f}% | {100 * gf / max(tf, 1):.2f}% |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
