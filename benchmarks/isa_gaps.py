@@ -19,19 +19,10 @@ from collections import Counter, defaultdict
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
-from sassas.arch import get_arch                                    # noqa: E402
-from sassas.elf import read_cubin                                   # noqa: E402
-from sassas.errors import SassError                                 # noqa: E402
-from sassas.isa import get_isa, oracle                              # noqa: E402
-from sassas.parse import Lines, parse_program                       # noqa: E402
-from sassas.preprocess import preprocess                            # noqa: E402
-from sassas.resolve import resolve_kernel                           # noqa: E402
+from sassas.isa import oracle                                       # noqa: E402
+from sassas.isa.compare import format_comparisons, listing_encodings, normal_text  # noqa: E402
 
 ARCHS = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
-
-
-def _normal(text: str) -> str:
-    return " ".join(text.replace(" ,", ",").split())
 
 
 def _bit_ranges(x: int) -> str:
@@ -49,58 +40,39 @@ def _bit_ranges(x: int) -> str:
 
 
 def listing_gaps(listing: str, arch: str, original: bytes, buckets, examples, n_examples):
-    target = get_arch(arch)
-    isa = get_isa(arch)
-    pre = preprocess(listing, "listing")
-    program = parse_program(pre.text, target.name, "listing", Lines(pre.text, "listing", pre.origins, pre.sources))
-    info = read_cubin(original)
     good = total = 0
-    for kernel in program.kernels:
-        resolve_kernel(kernel, target)
-        code = info.kernel(kernel.name).code
-        for inst in kernel.instructions:
-            total += 1
-            want = int.from_bytes(code[inst.address:inst.address + 16], "little")
-            try:
-                got = isa.encode(inst)
-                why = None if got == want else f"bits {_bit_ranges(got ^ want)}"
-            except SassError as e:
-                why = "error: " + re.sub(r"0x[0-9a-f]+|\d+", "N", e.message)[:90]
-            if why is None:
-                good += 1
-                continue
-            key = (inst.opcode, why)
-            buckets[key] += 1
-            if len(examples[key]) < n_examples:
-                examples[key].append(inst.loc.text.strip()[:110] if inst.loc else str(inst))
+    for inst, want, got, error in listing_encodings(listing, arch, original):
+        total += 1
+        if got == want:
+            good += 1
+            continue
+        if error is not None:
+            why = "error: " + re.sub(r"0x[0-9a-f]+|\d+", "N", error.message)[:90]
+        else:
+            why = f"bits {_bit_ranges(got ^ want)}"
+        key = (inst.opcode, why)
+        buckets[key] += 1
+        if len(examples[key]) < n_examples:
+            examples[key].append(inst.loc.text.strip()[:110] if inst.loc else str(inst))
     return good, total
 
 
 def format_gaps(words, arch, buckets, examples, n_examples):
-    isa = get_isa(arch)
     good = total = 0
-    for start in range(0, len(words), 10000):
-        listing, _bad, _err = oracle._run_raw(words[start:start + 10000], arch)
-        for d in listing:
-            if not d.text:
-                continue
-            total += 1
-            try:
-                mine = isa.format(isa.decode(d.word, d.address))
-            except SassError as e:
-                mine = f"<{e.message[:60]}>"
-            if _normal(mine) == _normal(d.text):
-                good += 1
-                continue
-            a, b = _normal(d.text).split(" "), _normal(mine).split(" ")
-            opcode = next((t for t in a if not t.startswith("@")), "?")
-            diff = " ".join(t for t in a if t not in b)[:40] + " | ours " + " ".join(t for t in b if t not in a)[:40]
-            if mine.startswith("<"):
-                diff = "no decode"
-            key = (opcode.split(".")[0], re.sub(r"\b(U?R|U?P|B)\d+\b", r"\1n", re.sub(r"0x[0-9a-f]+", "N", diff)))
-            buckets[key] += 1
-            if len(examples[key]) < n_examples:
-                examples[key].append(f"{d.text}  <- ours: {mine}  [0x{d.word:032x}]")
+    for d, mine in format_comparisons(words, arch):
+        total += 1
+        if normal_text(mine) == normal_text(d.text):
+            good += 1
+            continue
+        a, b = normal_text(d.text).split(" "), normal_text(mine).split(" ")
+        opcode = next((t for t in a if not t.startswith("@")), "?")
+        diff = " ".join(t for t in a if t not in b)[:40] + " | ours " + " ".join(t for t in b if t not in a)[:40]
+        if mine.startswith("<"):
+            diff = "no decode"
+        key = (opcode.split(".")[0], re.sub(r"\b(U?R|U?P|B)\d+\b", r"\1n", re.sub(r"0x[0-9a-f]+", "N", diff)))
+        buckets[key] += 1
+        if len(examples[key]) < n_examples:
+            examples[key].append(f"{d.text}  <- ours: {mine}  [0x{d.word:032x}]")
     return good, total
 
 
@@ -121,20 +93,11 @@ def main() -> int:
         chosen = rw._sample(corpus[arch], arch)
         lb, le = Counter(), defaultdict(list)
         good_l = total_l = 0
-        by_cubin = {}
-        for data, _info, k in chosen:
-            by_cubin.setdefault(id(data), (data, set()))[1].add(k.name)
+        for listing, data in rw.listings(chosen, nvdisasm):
+            g, t = listing_gaps(listing, arch, data, lb, le, args.examples)
+            good_l += g
+            total_l += t
         with tempfile.TemporaryDirectory() as tmp:
-            for n, (data, names) in enumerate(by_cubin.values()):
-                path = os.path.join(tmp, f"{n}.cubin")
-                with open(path, "wb") as f:
-                    f.write(data)
-                index = ",".join(map(str, rw._symbol_indices(data, names)))
-                listing = subprocess.run([nvdisasm, "-hex", "-fun", index, path],
-                                         capture_output=True, text=True, check=True).stdout
-                g, t = listing_gaps(listing, arch, data, lb, le, args.examples)
-                good_l += g
-                total_l += t
             good_n = total_n = 0
             if not args.no_nvrtc:
                 from _realistic import compile_realistic

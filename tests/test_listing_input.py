@@ -15,13 +15,9 @@ import pytest
 
 import sassas
 from sassas import nvrtc
-from sassas.arch import get_arch
 from sassas.elf import read_cubin
-from sassas.errors import SassError
-from sassas.isa import get_isa, oracle
-from sassas.parse import Lines, parse_program
-from sassas.preprocess import preprocess
-from sassas.resolve import resolve_kernel
+from sassas.isa import oracle
+from sassas.isa.compare import listing_encodings
 from _realistic import compile_realistic
 
 ARCHS = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
@@ -67,28 +63,16 @@ def _scramble(listing: str, seed: int) -> str:
 def _exact_share(listing: str, arch: str, original: bytes) -> tuple[int, int, list[str]]:
     """(instructions equal to the original, instructions, first failures) - per instruction,
     so one unsupported form does not hide how the rest fare."""
-    target = get_arch(arch)
-    isa = get_isa(arch)
-    pre = preprocess(listing, "listing")
-    program = parse_program(pre.text, target.name, "listing", Lines(pre.text, "listing", pre.origins, pre.sources))
-    info = read_cubin(original)
     good = total = 0
     failures = []
-    for kernel in program.kernels:
-        resolve_kernel(kernel, target)
-        code = info.kernel(kernel.name).code
-        for inst in kernel.instructions:
-            total += 1
-            want = int.from_bytes(code[inst.address:inst.address + 16], "little")
-            try:
-                got = isa.encode(inst)
-            except SassError as e:
-                failures.append(f"{inst.loc.text.strip()[:80]}: {e.message[:120]}")
-                continue
-            if got == want:
-                good += 1
-            else:
-                failures.append(f"{inst.loc.text.strip()[:80]}: bits 0x{got ^ want:x} differ")
+    for inst, want, got, error in listing_encodings(listing, arch, original):
+        total += 1
+        if got == want:
+            good += 1
+        elif error is not None:
+            failures.append(f"{inst.loc.text.strip()[:80]}: {error.message[:120]}")
+        else:
+            failures.append(f"{inst.loc.text.strip()[:80]}: bits 0x{got ^ want:x} differ")
     return good, total, failures
 
 

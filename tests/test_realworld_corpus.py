@@ -29,6 +29,7 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -36,7 +37,8 @@ import sassas
 from sassas.disasm import UnsupportedCubin, disassemble
 from sassas.elf import read_cubin
 from sassas.errors import SassError
-from sassas.isa import get_isa, oracle
+from sassas.isa import oracle
+from sassas.isa.compare import format_comparisons, normal_text
 
 WHEEL = "bitsandbytes==0.50.2"
 LIBRARY = "bitsandbytes/libbitsandbytes_cuda128.so"
@@ -143,8 +145,19 @@ def _sample(cubins: list[bytes], arch: str):
     return chosen
 
 
-def _normal(text: str) -> str:
-    return " ".join(text.replace(" ,", ",").split())
+def listings(chosen, nvdisasm: str) -> Iterator[tuple[str, bytes]]:
+    """(nvdisasm -hex listing of the chosen kernels of one cubin, that cubin), cubin by cubin."""
+    by_cubin: dict[int, tuple[bytes, set]] = {}
+    for data, _info, k in chosen:
+        by_cubin.setdefault(id(data), (data, set()))[1].add(k.name)
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, (data, names) in enumerate(by_cubin.values()):
+            path = os.path.join(tmp, f"{n}.cubin")
+            with open(path, "wb") as f:
+                f.write(data)
+            index = ",".join(map(str, _symbol_indices(data, names)))
+            yield subprocess.run([nvdisasm, "-hex", "-fun", index, path],
+                                 capture_output=True, text=True, check=True).stdout, data
 
 
 def _symbol_indices(data: bytes, names: set[str]) -> list[int]:
@@ -161,7 +174,6 @@ def test_realworld_corpus(arch, corpus, capsys):
         nvdisasm = str(oracle.find_tool("nvdisasm", arch))
     except oracle.OracleMissing as e:
         pytest.skip(f"nvdisasm for {arch} not installed: {e}")
-    isa = get_isa(arch)
     chosen = _sample(corpus[arch], arch)
 
     # 1. disasm -> asm, kernel by kernel.
@@ -191,41 +203,22 @@ def test_realworld_corpus(arch, corpus, capsys):
     from test_listing_input import _exact_share
     listed = good_listing = 0
     failures: list[str] = []
-    by_cubin: dict[int, tuple[bytes, set]] = {}
-    for data, info, k in chosen:
-        by_cubin.setdefault(id(data), (data, set()))[1].add(k.name)
-    with tempfile.TemporaryDirectory() as tmp:
-        for n, (data, names) in enumerate(by_cubin.values()):
-            path = os.path.join(tmp, f"{n}.cubin")
-            with open(path, "wb") as f:
-                f.write(data)
-            index = ",".join(map(str, _symbol_indices(data, names)))
-            listing = subprocess.run([nvdisasm, "-hex", "-fun", index, path],
-                                     capture_output=True, text=True, check=True).stdout
-            good, total, fails = _exact_share(listing, arch, data)
-            good_listing += good
-            listed += total
-            failures += fails
+    for listing, data in listings(chosen, nvdisasm):
+        good, total, fails = _exact_share(listing, arch, data)
+        good_listing += good
+        listed += total
+        failures += fails
 
     # 3. decode + format against nvdisasm's raw-mode text, one stream for all chosen kernels.
     words = [w for _data, _info, k in chosen for w in oracle.words_of(k.code)]
     decoded = good_format = 0
     format_failures: list[str] = []
-    for start in range(0, len(words), 10000):
-        chunk = words[start:start + 10000]
-        listing, _bad, err = oracle._run_raw(chunk, arch)
-        for d in listing:
-            if not d.text:
-                continue
-            decoded += 1
-            try:
-                mine = isa.format(isa.decode(d.word, d.address))
-            except SassError as e:
-                mine = f"<{e.message}>"
-            if _normal(mine) == _normal(d.text):
-                good_format += 1
-            elif len(format_failures) < 5:
-                format_failures.append(f"{d.text}  <- ours: {mine}")
+    for d, mine in format_comparisons(words, arch):
+        decoded += 1
+        if normal_text(mine) == normal_text(d.text):
+            good_format += 1
+        elif len(format_failures) < 5:
+            format_failures.append(f"{d.text}  <- ours: {mine}")
 
     p_listing = 100.0 * good_listing / max(listed, 1)
     p_format = 100.0 * good_format / max(decoded, 1)
