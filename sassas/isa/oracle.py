@@ -261,8 +261,9 @@ def disassemble(words: list[int], arch: str, cache: Optional[DisasmCache] = None
                 batch: int = 20000) -> dict[int, Optional[Disassembled]]:
     """Disassemble many words (raw mode), each as it sits in the batch; illegal -> None.
 
-    nvdisasm prints nothing when one word is illegal, but names every illegal address on
-    stderr: drop those and run again.
+    nvdisasm prints nothing when one word is illegal. It names each illegal word's address on
+    an `error` line of stderr (drop those and run again), except the word that ends the scan
+    with a `fatal` line, whose address it gets wrong: halve the batch to find that one.
     """
     result: dict[int, Optional[Disassembled]] = {}
     todo = []
@@ -291,20 +292,10 @@ def _disassemble_chunk(words: list[int], arch: str) -> dict[int, Optional[Disass
         listing, bad, fatal = _run_raw(pending, arch)
         if listing:
             by_index = {d.address // 16: d for d in listing}
-            unprinted = []
             for i, w in enumerate(pending):
                 d = by_index.get(i)
-                if d is not None and d.word == w:
-                    # A word printed as hex only (no text) counts as illegal.
-                    result[w] = d if d.text else None
-                else:
-                    unprinted.append(w)
-            # Words a large batch left out are asked again on their own before they count
-            # as illegal.
-            if unprinted and len(unprinted) < len(pending):
-                result.update(_disassemble_chunk(unprinted, arch))
-            else:
-                result.update(dict.fromkeys(unprinted))
+                # A word printed as hex only (no text), or not at its address, counts as illegal.
+                result[w] = d if d is not None and d.word == w and d.text else None
             return result
         bad = {i for i in bad if i < len(pending)}
         result.update(dict.fromkeys(pending[i] for i in bad))
