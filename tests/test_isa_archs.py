@@ -51,3 +51,20 @@ def test_uniform_registers_only_where_the_arch_has_them(arch):
         for text in ("ULDC UR4, c[0x0][0x160]", "IADD3 R0, R1, UR4, RZ", "LDG.E R0, [R2.64+UR4]"):
             with pytest.raises(SassError, match=arch):
                 isa.encode(parse_instruction(text))
+
+
+def test_batch_with_a_fatal_word_keeps_legal_words():
+    """nvdisasm 13 (sm_75) ends the scan on a word two patterns match with a `fatal` line
+    naming address 0x0, wherever the word sits: the batch must not take word 0 for it."""
+    try:
+        oracle.find_tool("nvdisasm", "sm_75")
+    except oracle.OracleMissing as e:
+        pytest.skip(f"nvdisasm for sm_75 not installed: {e}")
+    isetp = 0x000fc8000bf050700000000400007c0c     # ISETP.NE.U32.AND P0, PT, R0, UR4, PT
+    illegal = 0x000fe200000000000000000000007f2f   # 'Unrecognized operation' (an error line)
+    ambiguous = 0x000fe385366df1ff356fa2fff7ff7321  # ald_PHYS_ or ald__PATCH_...: fatal
+    result = oracle.disassemble([isetp, illegal, isetp ^ 1 << 16, ambiguous, isetp ^ 1 << 12], "sm_75")
+    assert result[isetp].text == "ISETP.NE.U32.AND P0, PT, R0, UR4, PT"
+    assert result[isetp ^ 1 << 16].text == "ISETP.NE.U32.AND P0, PT, R0, UR4, PT"
+    assert result[isetp ^ 1 << 12].text == "@P6 ISETP.NE.U32.AND P0, PT, R0, UR4, PT"
+    assert result[illegal] is None and result[ambiguous] is None

@@ -53,7 +53,7 @@ def format_comparisons(words: list[int], arch: str) -> Iterator[tuple[oracle.Dis
     each word nvdisasm prints text for."""
     isa = get_isa(arch)
     for start in range(0, len(words), FORMAT_BATCH):
-        listing, _bad, _err = oracle._run_raw(words[start:start + FORMAT_BATCH], arch)
+        listing, _bad, _fatal = oracle._run_raw(words[start:start + FORMAT_BATCH], arch)
         for d in listing:
             if not d.text:
                 continue

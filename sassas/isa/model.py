@@ -401,8 +401,12 @@ class Isa:
         self.decode_index: dict[int, list[Encoding]] = {}
         for e in self.encodings:
             self.decode_index.setdefault(e.match_value & common, []).append(e)
+        # Fewer operands first: nvdisasm leaves out operands that hold their default (a PT
+        # predicate output), and the encoding learned where one is left out fixes those bits,
+        # whereas the one that prints it cannot say "not the default" in a mask and so also
+        # matches there (its mask may even look more specific, e.g. an offset fixed to 0).
         for lst in self.decode_index.values():
-            lst.sort(key=lambda e: -e.specificity)
+            lst.sort(key=lambda e: (len(e.kinds), -e.specificity))
 
     # ---- listing
     def forms(self) -> list[str]:

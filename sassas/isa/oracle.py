@@ -183,7 +183,11 @@ class Disassembled:
 
 _LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;?\s*/\*\s*0x([0-9a-f]{16})\s*\*/\s*$")
 _HIGH = re.compile(r"^\s*/\*\s*0x([0-9a-f]{16})\s*\*/\s*$")
-_BAD_ADDRESS = re.compile(r"at address 0x([0-9a-f]+)")
+# Only `error` lines name the bad word's address. A `fatal` line (e.g. "More than one pattern
+# matched during instruction decoding", sm_75) stops the scan and names address 0x0 wherever
+# the word sits, so its address is not one to drop.
+_BAD_ADDRESS = re.compile(r"^nvdisasm error\s*:.*at address 0x([0-9a-f]+)", re.M)
+_FATAL = re.compile(r"^nvdisasm fatal\s*:", re.M)
 
 
 def parse_listing(out: str) -> list[Disassembled]:
@@ -209,8 +213,9 @@ def _nvdisasm_arch(arch: str) -> str:
     return "SM" + sm_number(arch)
 
 
-def _run_raw(words: list[int], arch: str) -> tuple[list[Disassembled], set[int], str]:
-    """One nvdisasm call on a raw stream. Returns (instructions, bad indices, stderr)."""
+def _run_raw(words: list[int], arch: str) -> tuple[list[Disassembled], set[int], bool]:
+    """One nvdisasm call on a raw stream. Returns (instructions, indices of the words named
+    illegal, whether nvdisasm stopped on a fatal error at a word it did not name)."""
     with tempfile.NamedTemporaryFile(suffix=".bin", delete=False) as f:
         f.write(b"".join(w.to_bytes(16, "little") for w in words))
         path = f.name
@@ -220,9 +225,10 @@ def _run_raw(words: list[int], arch: str) -> tuple[list[Disassembled], set[int],
     finally:
         os.unlink(path)
     bad = {int(a, 16) // 16 for a in _BAD_ADDRESS.findall(proc.stderr)}
+    fatal = bool(_FATAL.search(proc.stderr))
     if proc.returncode != 0:
-        return [], bad, proc.stderr
-    return parse_listing(proc.stdout), bad, proc.stderr
+        return [], bad, fatal
+    return parse_listing(proc.stdout), bad, fatal
 
 
 class DisasmCache:
@@ -255,8 +261,9 @@ def disassemble(words: list[int], arch: str, cache: Optional[DisasmCache] = None
                 batch: int = 20000) -> dict[int, Optional[Disassembled]]:
     """Disassemble many words (raw mode), each as it sits in the batch; illegal -> None.
 
-    nvdisasm prints nothing when one word is illegal, but names every illegal address on
-    stderr: drop those and run again.
+    nvdisasm prints nothing when one word is illegal. It names each illegal word's address on
+    an `error` line of stderr (drop those and run again), except the word that ends the scan
+    with a `fatal` line, whose address it gets wrong: halve the batch to find that one.
     """
     result: dict[int, Optional[Disassembled]] = {}
     todo = []
@@ -281,48 +288,33 @@ def disassemble(words: list[int], arch: str, cache: Optional[DisasmCache] = None
 def _disassemble_chunk(words: list[int], arch: str) -> dict[int, Optional[Disassembled]]:
     result: dict[int, Optional[Disassembled]] = {}
     pending = list(words)
-    for _attempt in range(50):
-        if not pending:
-            break
-        listing, bad, err = _run_raw(pending, arch)
+    while pending:
+        listing, bad, fatal = _run_raw(pending, arch)
         if listing:
             by_index = {d.address // 16: d for d in listing}
-            unprinted = []
             for i, w in enumerate(pending):
                 d = by_index.get(i)
-                if d is not None and d.word == w:
-                    # A word printed as hex only (no text) counts as illegal.
-                    result[w] = d if d.text else None
-                else:
-                    unprinted.append(w)
-            # Words a large batch left out are asked again on their own before they count
-            # as illegal (sm_75 batches lost legal words: the learner's cache had thousands).
-            if unprinted and len(unprinted) < len(pending):
-                result.update(_disassemble_chunk(unprinted, arch))
-            else:
-                result.update(dict.fromkeys(unprinted))
+                # A word printed as hex only (no text), or not at its address, counts as illegal.
+                result[w] = d if d is not None and d.word == w and d.text else None
             return result
-        if not bad:
-            if len(pending) == 1:
-                result[pending[0]] = None
+        bad = {i for i in bad if i < len(pending)}
+        result.update(dict.fromkeys(pending[i] for i in bad))
+        pending = [w for i, w in enumerate(pending) if i not in bad]
+        if pending and (fatal or not bad):
+            # The word that stopped nvdisasm is unnamed: split and try the halves.
+            if len(pending) <= 1:
+                result.update(dict.fromkeys(pending))
                 return result
-            # An error without an address: split and try the halves.
             half = len(pending) // 2
             result.update(_disassemble_chunk(pending[:half], arch))
             result.update(_disassemble_chunk(pending[half:], arch))
             return result
-        for i in bad:
-            if i < len(pending):
-                result[pending[i]] = None
-        pending = [w for i, w in enumerate(pending) if i not in bad]
-    for w in pending:
-        result.setdefault(w, None)
     return result
 
 
 def disassemble_code(code: bytes, arch: str) -> list[Disassembled]:
     """Disassemble one code section as it is (raw mode, addresses from 0)."""
-    listing, _bad, err = _run_raw(words_of(code), arch)
+    listing, _bad, _fatal = _run_raw(words_of(code), arch)
     return listing
 
 
