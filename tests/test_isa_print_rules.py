@@ -87,3 +87,24 @@ def test_sm70_reuse_bit_printed_but_not_encoded():
     isa = get_isa("sm_70")
     b_bit = 0x080fe400000f0c16000059000303aa11
     assert isa.format(isa.decode(b_bit)) == "@!P2 LEA.HI.X R3, R3, c[0x0][0x164], R22.reuse, 0x1, P0"
+
+
+# sm_80: one group of IDP's bits selects both source types; nvdisasm prints S8.U8 for one
+# value and U8.S8 for another (the same two modifiers, in the order of the value).
+SM80 = [
+    (0x000fe200000002080000000706057226, "IDP.4A.S8.U8 R5, R6, R7, R8"),
+    (0x000fe200000004080000000706057226, "IDP.4A.U8.S8 R5, R6, R7, R8"),
+    (0x000fe200000006080000000706057226, "IDP.4A.S8.S8 R5, R6, R7, R8"),
+    (0x000fe200000012080000000706057226, "IDP.2A.LO.S16.U8 R5, R6, R7, R8"),
+    (0x000fe200002018000000000200047310, "F2F.F64.F32 R4, R2"),
+    (0x000fe200003010000000000200047310, "F2F.F32.F64 R4, R2"),
+]
+
+
+@pytest.mark.parametrize("word,text", SM80, ids=[t for _w, t in SM80])
+def test_sm80_word_and_text(word, text):
+    isa = get_isa("sm_80")
+    assert _normal(isa.format(isa.decode(word))) == _normal(text)
+    inst = parse_instruction(text)
+    inst.control = ControlCode.from_word(word)
+    assert isa.encode(inst) == word

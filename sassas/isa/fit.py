@@ -520,7 +520,9 @@ def build_encoding(probe: Probe, groups: list[Group], name_tables: dict[int, tup
         opcode=rep.inst.opcode, kinds=rep.key[1], guard_kind=rep.guard_kind or _guess_guard(probe),
         match_mask=structural, match_value=rep.word & structural, base=base, fields=fields,
         groups=groups, fixed_tokens=frozenset(fixed_tokens),
-        order=modifier_order(probe.sequences + list(extra_sequences)), reuse={i: min(bits) for i, bits in probe.reuse.items()},
+        order=modifier_order(probe.sequences + list(extra_sequences)),
+        # refine() picks the bit to encode where several print .reuse on one operand.
+        reuse={i: min(bits) for i, bits in probe.reuse.items()},
         reuse_decode_only={i: tuple(sorted(bits))[1:] for i, bits in probe.reuse.items() if len(bits) > 1},
         name=form_name(rep.inst.opcode, rep.key[1]))
     enc.evidence = list(probe.sequences)
