@@ -99,11 +99,17 @@ SM80 = [
     (0x000fe200002018000000000200047310, "F2F.F64.F32 R4, R2"),
     (0x000fe200003010000000000200047310, "F2F.F32.F64 R4, R2"),
 ]
+# sm_86: IMMA's types, likewise (nvdisasm 13.x text).
+SM86 = [
+    (0x000fe20000401c100000000c08047237, "IMMA.16832.S8.U8 R4, R8.ROW, R12.COL, R16"),
+    (0x000fe20000404c100000000c08047237, "IMMA.16832.U8.S8 R4, R8.ROW, R12.COL, R16"),
+]
 
 
-@pytest.mark.parametrize("word,text", SM80, ids=[t for _w, t in SM80])
-def test_sm80_word_and_text(word, text):
-    isa = get_isa("sm_80")
+@pytest.mark.parametrize("arch,word,text", [("sm_80", w, t) for w, t in SM80] + [("sm_86", w, t) for w, t in SM86],
+                         ids=[t for _w, t in SM80 + SM86])
+def test_type_pairs_word_and_text(arch, word, text):
+    isa = get_isa(arch)
     assert _normal(isa.format(isa.decode(word))) == _normal(text)
     inst = parse_instruction(text)
     inst.control = ControlCode.from_word(word)
