@@ -56,3 +56,61 @@ def test_alias_conditions_survive_the_description_file(tmp_path):
     theirs = [a for e in again.encodings for a in e.aliases]
     assert mine == theirs
     assert any(isinstance(a, Alias) and a.unless and any(c.startswith("!=") for _j, c in a.when) for a in mine)
+
+
+# sm_70 (nvdisasm 12.8): F2F prints its destination type first (two encodings print the
+# same two type modifiers in opposite orders); with a constant in the B slot, the one
+# register left after it takes B's reuse bit (FFMA, FSEL, FSETP: what ptxas writes) or C's
+# (LEA.HI.X's third source), and nvdisasm prints .reuse on it for either bit.
+SM70 = [
+    (0x000e2200002008000000001400148304, "@!P0 F2F.F16.F32 R20, R20"),
+    (0x000e2200002018000000001400148310, "@!P0 F2F.F64.F32 R20, R20"),
+    (0x000e2200003010000000001400148310, "@!P0 F2F.F32.F64 R20, R20"),
+    (0x080fe4000600000000000004221f7208, "FSEL R31, R34, R4.reuse, !P4"),
+    (0x100fe400000f0c16000059000303aa11, "@!P2 LEA.HI.X R3, R3, c[0x0][0x164], R22.reuse, 0x1, P0"),
+    (0x081fe40000010026000068002b1f7623, "FFMA.FTZ R31, R43, R38.reuse, c[0x0][0x1a0]"),
+    (0x080fe20003f7e000000000150e00720b, "FSETP.GEU.FTZ.AND P3, PT, R14, R21.reuse, PT"),
+]
+
+
+@pytest.mark.parametrize("word,text", SM70, ids=[t for _w, t in SM70])
+def test_sm70_word_and_text(word, text):
+    isa = get_isa("sm_70")
+    assert _normal(isa.format(isa.decode(word))) == _normal(text)
+    inst = parse_instruction(text)
+    inst.control = ControlCode.from_word(word)
+    assert isa.encode(inst) == word
+
+
+def test_sm70_reuse_bit_printed_but_not_encoded():
+    """nvdisasm prints R22.reuse for LEA.HI.X's B reuse bit too; the encoder writes C's."""
+    isa = get_isa("sm_70")
+    b_bit = 0x080fe400000f0c16000059000303aa11
+    assert isa.format(isa.decode(b_bit)) == "@!P2 LEA.HI.X R3, R3, c[0x0][0x164], R22.reuse, 0x1, P0"
+
+
+# sm_80: one group of IDP's bits selects both source types; nvdisasm prints S8.U8 for one
+# value and U8.S8 for another (the same two modifiers, in the order of the value).
+SM80 = [
+    (0x000fe200000002080000000706057226, "IDP.4A.S8.U8 R5, R6, R7, R8"),
+    (0x000fe200000004080000000706057226, "IDP.4A.U8.S8 R5, R6, R7, R8"),
+    (0x000fe200000006080000000706057226, "IDP.4A.S8.S8 R5, R6, R7, R8"),
+    (0x000fe200000012080000000706057226, "IDP.2A.LO.S16.U8 R5, R6, R7, R8"),
+    (0x000fe200002018000000000200047310, "F2F.F64.F32 R4, R2"),
+    (0x000fe200003010000000000200047310, "F2F.F32.F64 R4, R2"),
+]
+# sm_86: IMMA's types, likewise (nvdisasm 13.x text).
+SM86 = [
+    (0x000fe20000401c100000000c08047237, "IMMA.16832.S8.U8 R4, R8.ROW, R12.COL, R16"),
+    (0x000fe20000404c100000000c08047237, "IMMA.16832.U8.S8 R4, R8.ROW, R12.COL, R16"),
+]
+
+
+@pytest.mark.parametrize("arch,word,text", [("sm_80", w, t) for w, t in SM80] + [("sm_86", w, t) for w, t in SM86],
+                         ids=[t for _w, t in SM80 + SM86])
+def test_type_pairs_word_and_text(arch, word, text):
+    isa = get_isa(arch)
+    assert _normal(isa.format(isa.decode(word))) == _normal(text)
+    inst = parse_instruction(text)
+    inst.control = ControlCode.from_word(word)
+    assert isa.encode(inst) == word

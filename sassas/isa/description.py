@@ -17,14 +17,16 @@ Layout (numbers in hex strings where they exceed TOML's 64-bit integers):
     tokens                        modifiers always printed by this encoding
     order                         modifier print order
     reuse                         { operand index = reuse bit }
+    reuse_decode_only             { operand index = [reuse bits] } that also print .reuse on it
     aliases                       printing aliases decided by values, most specific first:
                                   { when = ["2=255", "3:pow2", "4!=255"], print = ["MOV"],
                                   unless = ["WIDE"] }: nvdisasm prints these tokens (value 0 =
                                   guard, then operand values) where the groups' modifiers
                                   include `needs` and none of `unless`
     [[form.group]]                bits = [..], values = { "TOKENS" = n }, default = n
-                                  (TOKENS: modifiers joined by ' ', '@2-' = flag '-' on operand 2,
-                                  '' = prints nothing; n is the group's bits packed low to high)
+                                  (TOKENS: modifiers joined by ' ' in print order, '@2-' = flag
+                                  '-' on operand 2, '' = prints nothing; n is the group's bits
+                                  packed low to high)
 """
 from __future__ import annotations
 
@@ -97,6 +99,14 @@ def _value_kinds(e: Encoding) -> list[str]:
     return out
 
 
+def _print_order(e: Encoding, g: Group, v: int) -> list[str]:
+    """A group value's tokens as nvdisasm prints them: its own modifier order where it has
+    one, else the encoding's; operand flags last."""
+    seq = g.sequences.get(v, ())
+    rest = sorted(g.values[v] - set(seq), key=lambda x: (e.order_index.get(x, 999), x))
+    return list(seq) + rest
+
+
 def write_description(isa: Isa, path: Path, header: str = "") -> None:
     field_names: dict[Field, str] = {}
     uses: dict[Field, int] = {}
@@ -141,6 +151,9 @@ def write_description(isa: Isa, path: Path, header: str = "") -> None:
             out.append(f"order = [{', '.join(_q(t) for t in e.order)}]")
         if e.reuse:
             out.append("reuse = { " + ", ".join(f"{_q(str(i))} = {b}" for i, b in sorted(e.reuse.items())) + " }")
+        if e.reuse_decode_only:
+            out.append("reuse_decode_only = { " + ", ".join(f"{_q(str(i))} = {sorted(bits)}" for i, bits in
+                                                          sorted(e.reuse_decode_only.items())) + " }")
         if e.aliases:
             out.append("aliases = [")
             for a in e.aliases:
@@ -154,8 +167,8 @@ def write_description(isa: Isa, path: Path, header: str = "") -> None:
             out.append("]")
         for g in e.groups:
             bits = _bits_of(g.mask)
-            vals = sorted(((" ".join(sorted(t, key=lambda x: (e.order_index.get(x, 999), x))), _pack(v, bits))
-                           for v, t in g.values.items()), key=lambda kv: kv[1])
+            vals = sorted(((" ".join(_print_order(e, g, v)), _pack(v, bits)) for v in g.values),
+                          key=lambda kv: kv[1])
             # Several values may print alike: the first (or the default) is the one to encode,
             # the others are listed for decoding only.
             default_n = _pack(g.default, bits) if g.default >= 0 else None
@@ -268,13 +281,16 @@ def load_description(path: Path, text: Optional[str] = None) -> Isa:
         groups = []
         for g in form.get("group", []):
             bits = g["bits"]
-            table = {}
-            for toks, packed in g["values"].items():
-                table[_unpack(packed, bits)] = frozenset(toks.split())
-            for packed, toks in g.get("decode_only", {}).items():
-                table[_unpack(int(packed), bits)] = frozenset(toks.split())
+            table, sequences = {}, {}
+            for toks, packed in [(t, p) for t, p in g["values"].items()] + \
+                    [(t, int(p)) for p, t in g.get("decode_only", {}).items()]:
+                v = _unpack(packed, bits)
+                table[v] = frozenset(toks.split())
+                mods = tuple(t for t in toks.split() if not t.startswith("@"))
+                if len(mods) > 1:
+                    sequences[v] = mods
             default = _unpack(g["default"], bits) if "default" in g else -1
-            grp = Group(sum(1 << b for b in bits), table, default)
+            grp = Group(sum(1 << b for b in bits), table, default, sequences=sequences)
             if default < 0:
                 grp.by_tokens.pop(frozenset(), None)
             groups.append(grp)
@@ -283,6 +299,7 @@ def load_description(path: Path, text: Optional[str] = None) -> Isa:
                      groups=groups, fixed_tokens=frozenset(form.get("tokens", ())),
                      order=tuple(form.get("order", ())),
                      reuse={int(k): v for k, v in form.get("reuse", {}).items()},
+                     reuse_decode_only={int(k): tuple(v) for k, v in form.get("reuse_decode_only", {}).items()},
                      name=form_name(form["opcode"], form["operands"]), example=form.get("example", ""),
                      aliases=[_parse_alias(a, where) for a in form.get("aliases", [])],
                      support=form.get("support", 0))
@@ -310,6 +327,8 @@ def validate_encoding(e: Encoding, where: str = "") -> None:
         for v in g.values:
             if v & ~g.mask:
                 raise SassError(f"{where}: group value outside its bits")
+    if set(e.reuse_decode_only) - set(e.reuse):
+        raise SassError(f"{where}: reuse_decode_only names an operand without a reuse bit")
     if e.match_mask & claimed:
         raise SassError(f"{where}: match bits overlap fields or groups")
     if e.match_value & ~e.match_mask or e.base & claimed & ~CONTROL_MASK:

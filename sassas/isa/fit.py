@@ -25,7 +25,7 @@ from ..ast import ControlCode, Instruction
 from ..errors import SassError
 from . import oracle
 from .model import (CONTROL_MASK, CONTROL_SHIFT, Encoding, Field, Group, form_key, form_name, value_meets,
-                    instruction_tokens, instruction_values)
+                    instruction_tokens, instruction_values, numbered_modifiers)
 from .text import parse_instruction
 
 # Bits of the word that carry the reuse flags (the rest of the control bits are never probed).
@@ -168,7 +168,7 @@ class Probe:
     modifier_bits: set[int] = field(default_factory=set)
     modifier_tokens: dict[int, frozenset] = field(default_factory=dict)    # bit -> tokens when flipped
     guard_kinds: Counter = field(default_factory=Counter)     # P or UP: what flipped guards print
-    reuse: dict[int, int] = field(default_factory=dict)
+    reuse: dict[int, set[int]] = field(default_factory=lambda: defaultdict(set))   # operand -> bits
     sequences: list[tuple[str, ...]] = field(default_factory=list)
     # Tokens that come and go with values (printing aliases such as IMAD.MOV): not modifiers.
     alias_tokens: set[str] = field(default_factory=set)
@@ -229,7 +229,7 @@ def classify(rep: Sample, flips: dict[int, Optional[Sample]]) -> Probe:
         if b in REUSE_BITS:
             reuse1 = {i for i, op in enumerate(s.inst.operands) if "reuse" in op.flags}
             if len(reuse0 ^ reuse1) == 1:
-                probe.reuse[(reuse0 ^ reuse1).pop()] = REUSE_BITS[b]
+                probe.reuse[(reuse0 ^ reuse1).pop()].add(REUSE_BITS[b])
             continue
         v1 = _values(s, pcrel)
         changed = [j for j in range(len(v0)) if not _same(v0[j], v1[j])]
@@ -387,6 +387,7 @@ def build_group(probe: Probe, bits: list[int], results: dict[int, Optional[Sampl
     v0 = _values(rep, probe.pcrel)
     mask = _mask(bits)
     seen: dict[int, frozenset] = {}
+    printed: dict[int, tuple[str, ...]] = {}
     for w in enumeration_words(rep.word, bits):
         s = results.get(w)
         if not _compatible(rep, s):
@@ -395,6 +396,7 @@ def build_group(probe: Probe, bits: list[int], results: dict[int, Optional[Sampl
         if any(not _same(a, b) for a, b in zip(v0, v1)):
             continue
         seen[w & mask] = instruction_tokens(s.inst)
+        printed[w & mask] = numbered_modifiers(s.inst.modifiers)
         probe.sequences.append(tuple(s.inst.modifiers))
     if not seen:
         return None
@@ -405,7 +407,9 @@ def build_group(probe: Probe, bits: list[int], results: dict[int, Optional[Sampl
     empties = [v for v, t in values.items() if not t]
     rep_value = rep.word & mask
     default = rep_value if rep_value in empties else (min(empties) if empties else -1)
-    g = Group(mask, values, default)
+    sequences = {v: seq for v, toks in values.items()
+                 if len(seq := tuple(t for t in printed[v] if t in toks)) > 1}
+    g = Group(mask, values, default, sequences=sequences)
     if default < 0:
         g.by_tokens.pop(frozenset(), None)
     return g
@@ -434,19 +438,24 @@ def name_window(probe: Probe, j: int, windows: dict, tname: str) -> tuple[int, i
     return lo, hi - lo + 1
 
 
-def modifier_order(sequences: list[tuple[str, ...]]) -> tuple[str, ...]:
-    """A print order consistent with every observed modifier sequence (ties: mean position)."""
+def modifier_order(sequences: list[tuple[str, ...]], own: list[tuple[str, ...]] = ()) -> tuple[str, ...]:
+    """A print order consistent with every observed modifier sequence (ties: mean position).
+    Where the sequences disagree about a pair, those in `own` (what one encoding prints)
+    decide: F2F prints its destination type first, so one encoding prints F16.F32 and
+    another F32.F16."""
     after: dict[str, set[str]] = defaultdict(set)
     pos: dict[str, list[float]] = defaultdict(list)
-    for seq in sequences:
-        toks, seen = [], Counter()
-        for m in seq:
-            seen[m] += 1
-            toks.append(m if seen[m] == 1 else f"{m}#{seen[m]}")
-        for i, t in enumerate(toks):
-            pos[t].append(i / max(len(toks), 1))
-            for u in toks[i + 1:]:
-                after[t].add(u)
+    own_pairs: set[tuple[str, str]] = set()
+    for mine, seqs in ((True, own), (False, sequences)):
+        for seq in seqs:
+            toks = numbered_modifiers(seq)
+            for i, t in enumerate(toks):
+                pos[t].append(i / max(len(toks), 1))
+                for u in toks[i + 1:]:
+                    if mine:
+                        own_pairs.add((t, u))
+                    if (u, t) not in own_pairs:
+                        after[t].add(u)
     remaining = set(pos)
     order = []
     while remaining:
@@ -511,7 +520,10 @@ def build_encoding(probe: Probe, groups: list[Group], name_tables: dict[int, tup
         opcode=rep.inst.opcode, kinds=rep.key[1], guard_kind=rep.guard_kind or _guess_guard(probe),
         match_mask=structural, match_value=rep.word & structural, base=base, fields=fields,
         groups=groups, fixed_tokens=frozenset(fixed_tokens),
-        order=modifier_order(probe.sequences + list(extra_sequences)), reuse=dict(probe.reuse),
+        order=modifier_order(probe.sequences + list(extra_sequences)),
+        # refine() picks the bit to encode where several print .reuse on one operand.
+        reuse={i: min(bits) for i, bits in probe.reuse.items()},
+        reuse_decode_only={i: tuple(sorted(bits))[1:] for i, bits in probe.reuse.items() if len(bits) > 1},
         name=form_name(rep.inst.opcode, rep.key[1]))
     enc.evidence = list(probe.sequences)
     enc.example = rep.text
@@ -702,20 +714,30 @@ def learn_reuse(encodings: list[Encoding], arch: str, cache: oracle.DisasmCache,
     bit of the plain word, made not to yield."""
     plans = []
     for e in encodings:
-        if not e.source_word or len(e.reuse) == len(REUSE_BITS):
+        known = known_reuse_bits(e)
+        if not e.source_word or len(known) == len(REUSE_BITS):
             continue
         plain = plain_word(e, e.source_word) & ~_mask(REUSE_BITS) | NO_YIELD
-        plans.append((e, {b: plain | (1 << b) for b in REUSE_BITS}))
+        plans.append((e, {b: plain | (1 << b) for b in REUSE_BITS if REUSE_BITS[b] not in known}))
     results = to_samples(oracle.disassemble([w for _e, d in plans for w in d.values()], arch, cache),
                          parse_failures)
     for e, flips in plans:
         for b, w in flips.items():
             s = results.get(w)
-            if s is None or s.key != (e.opcode, e.kinds) or REUSE_BITS[b] in e.reuse.values():
+            if s is None or s.key != (e.opcode, e.kinds):
                 continue
             shown = {i for i, op in enumerate(s.inst.operands) if "reuse" in op.flags}
             if len(shown) == 1:
-                e.reuse.setdefault(shown.pop(), REUSE_BITS[b])
+                i = shown.pop()
+                if i in e.reuse:
+                    e.reuse_decode_only[i] = tuple(sorted({*e.reuse_decode_only.get(i, ()), REUSE_BITS[b]}))
+                else:
+                    e.reuse[i] = REUSE_BITS[b]
+
+
+def known_reuse_bits(e: Encoding) -> set[int]:
+    """The reuse bits known to print .reuse on some operand of this encoding."""
+    return set(e.reuse.values()).union(*e.reuse_decode_only.values())
 
 
 def alias_probe_words(enc: Encoding, rep_word: int) -> list[int]:

@@ -34,27 +34,24 @@ def refine(encodings, by_key, corpus_words=frozenset()) -> None:
     probed neighbours carry the representative's bits or random ones)."""
     from .model import CONTROL_MASK
     from .fit import modifier_order
-    reuse_by_key: dict = defaultdict(dict)
-    for e in encodings:
-        reuse_by_key[(e.opcode, e.kinds)].update(e.reuse)
-    for key, samples in by_key.items():
-        if key in reuse_by_key:
-            reuse_by_key[key].update(reuse_from_samples(samples))
+    reuse_by_key = choose_reuse_bits(encodings, by_key)
     # nvdisasm prints an opcode's modifiers in one order whatever the operands: pool the
-    # sequences of all its forms (one form rarely shows every pair of modifiers together).
+    # sequences of all its forms (one form rarely shows every pair of modifiers together);
+    # an encoding's own sequences decide the pairs its opcode prints both ways.
     sequences: dict = defaultdict(list)
     for e in encodings:
         sequences[e.opcode] += e.evidence
     for key, samples in by_key.items():
         sequences[key[0]] += [tuple(s.inst.modifiers) for s in samples]
-    orders = {op: modifier_order(seqs) for op, seqs in sequences.items()}
     for e in encodings:
         key = (e.opcode, e.kinds)
-        e.reuse = dict(reuse_by_key[key])
+        e.reuse, e.reuse_decode_only = (dict(d) for d in reuse_by_key[key])
         samples = by_key.get(key, [])
-        e.order = orders[e.opcode]
-        e.__dict__.pop("order_index", None)
-        e.__dict__.pop("print_cache", None)
+        mine = [s for s in samples if s.word & e.match_mask == e.match_value
+                and instruction_tokens(s.inst) >= e.fixed_tokens]
+        e.order = modifier_order(sequences[e.opcode], e.evidence + [tuple(s.inst.modifiers) for s in mine])
+        for cached in ("order_index", "print_cache", "reuse_masks"):
+            e.__dict__.pop(cached, None)
         claimed = e.match_mask | CONTROL_MASK
         for f in e.fields:
             if not isinstance(f, tuple):
@@ -62,8 +59,6 @@ def refine(encodings, by_key, corpus_words=frozenset()) -> None:
         for g in e.groups:
             claimed |= g.mask
         hidden = ~claimed & ((1 << 128) - 1)
-        mine = [s for s in samples if s.word & e.match_mask == e.match_value
-                and instruction_tokens(s.inst) >= e.fixed_tokens]
         if not mine:
             continue
         mine = [s for s in mine if s.word in corpus_words] or mine
@@ -79,10 +74,66 @@ def refine(encodings, by_key, corpus_words=frozenset()) -> None:
 ZERO_REGISTER = {"R": 255, "UR": 63}
 
 
-def reuse_from_samples(samples) -> dict[int, int]:
+def choose_reuse_bits(encodings, by_key) -> dict:
+    """Per form: ({operand: the reuse bit to encode}, {operand: other bits printing .reuse on
+    it}). Probes may show two bits printing .reuse on one operand (sm_70's nvdisasm shows the
+    B and C bits alike on the one register of `FSEL R, R, R, P`); ptxas sets the bit of the
+    register's slot. The corpus decides where it shows .reuse on the operand; else the bit
+    that the opcode's other forms give an operand after the same operand kinds, else the one
+    the arch's other forms pair with the same register field, counting forms where one bit
+    alone prints .reuse on the operand (`FFMA R, R, R, c` keeps its third register in the C
+    field, and takes B's bit like `FFMA R, R, R, R`)."""
+    seen: dict = defaultdict(lambda: defaultdict(set))
+    field_of: dict = {}
+    for e in encodings:
+        key = (e.opcode, e.kinds)
+        per_op = seen[key]
+        for i, b in e.reuse.items():
+            per_op[i] |= {b, *e.reuse_decode_only.get(i, ())}
+        field_of.setdefault(key, operand_fields(e))
+    bit_of_field: dict = defaultdict(Counter)
+    bit_of_operand: dict = defaultdict(Counter)
+    for key, per_op in seen.items():
+        for i, bits in per_op.items():
+            if len(bits) == 1:
+                bit_of_operand[(key[0], key[1][:i])][next(iter(bits))] += 1
+                if i in field_of[key]:
+                    bit_of_field[field_of[key][i]][next(iter(bits))] += 1
+    out = {}
+    for key, per_op in seen.items():
+        decided = reuse_from_samples(by_key.get(key, []), per_op)
+        reuse, decode_only = {}, {}
+        for i in sorted(set(per_op) | set(decided)):
+            bits = per_op.get(i, set())
+            if i in decided:
+                pick = decided[i]
+            else:
+                same_operand = bit_of_operand.get((key[0], key[1][:i]), Counter())
+                same_field = bit_of_field.get(field_of[key].get(i), Counter())
+                pick = max(sorted(bits), key=lambda b: (same_operand[b], same_field[b]))
+            reuse[i] = pick
+            if bits - {pick}:
+                decode_only[i] = tuple(sorted(bits - {pick}))
+        out[key] = (reuse, decode_only)
+    return out
+
+
+def operand_fields(e) -> dict:
+    """Operand index -> the word position of its first value's field."""
+    out, pos = {}, 1
+    for i, (_kind, n) in enumerate(e.operand_shape):
+        f = e.fields[pos] if pos < len(e.fields) else None
+        if f is not None and not isinstance(f, tuple):
+            out[i] = f.segments[0][0]
+        pos += n
+    return out
+
+
+def reuse_from_samples(samples, seen=None) -> dict[int, int]:
     """{operand index: reuse bit} where the words decide it: the bit is set in every word
     whose text shows .reuse on the operand and clear in every word showing none on it
-    (nvdisasm hides .reuse on RZ, so those words say nothing)."""
+    (nvdisasm hides .reuse on RZ, so those words say nothing), and is one of the bits that
+    probes `seen` print .reuse on it, where they saw any."""
     from ..ast import ControlCode
     candidates: dict[int, set] = {}
     excluded: dict[int, set] = defaultdict(set)
@@ -96,6 +147,8 @@ def reuse_from_samples(samples) -> dict[int, int]:
     out = {}
     for i, bits in candidates.items():
         left = bits - excluded[i]
+        if seen and seen.get(i):
+            left &= seen[i]
         if len(left) == 1:
             out[i] = left.pop()
     return out

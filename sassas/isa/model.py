@@ -109,6 +109,9 @@ class Group:
     values: dict[int, frozenset]          # word & mask -> tokens
     default: int                          # the value used when none of the tokens is given
     by_tokens: dict[frozenset, int] = field(default_factory=dict)
+    # word & mask -> its modifiers in print order, where it has several: IDP's one group of
+    # source types prints U8.S8 for one value and S8.U8 for another.
+    sequences: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.by_tokens:
@@ -116,6 +119,19 @@ class Group:
                 self.by_tokens.setdefault(toks, v)
             self.by_tokens[frozenset()] = self.default if self.default in self.values else \
                 self.by_tokens.get(frozenset(), self.default)
+
+    @functools.cached_property
+    def by_sequence(self) -> dict[tuple[str, ...], int]:
+        """Modifiers in print order -> value, for the token sets that several values print
+        (in different orders)."""
+        count: dict[frozenset, int] = {}
+        for toks in self.values.values():
+            count[toks] = count.get(toks, 0) + 1
+        out: dict[tuple[str, ...], int] = {}
+        for v, seq in sorted(self.sequences.items()):
+            if count.get(self.values[v], 0) > 1:
+                out.setdefault(seq, v)
+        return out
 
     @functools.cached_property
     def tokens(self) -> frozenset:
@@ -134,7 +150,7 @@ class Encoding:
     groups: list[Group]
     fixed_tokens: frozenset
     order: tuple[str, ...]                # modifier print order
-    reuse: dict[int, int]                 # operand index -> reuse bit (0..3)
+    reuse: dict[int, int]                 # operand index -> reuse bit (0..3) the encoder sets
     name: str = ""                        # for messages: 'FFMA R, R, R, I'
     example: str = ""                     # the representative's nvdisasm text
     evidence: list = field(default_factory=list, repr=False)   # learner's modifier sequences
@@ -143,6 +159,10 @@ class Encoding:
     aliases: list = field(default_factory=list)
     source_word: int = field(default=0, repr=False)   # the learner's representative
     support: int = 0                      # corpus words it reproduces: encoder preference
+    # Operand index -> further reuse bits that nvdisasm also prints as .reuse on it (decoding
+    # only): with a constant in the B slot, sm_70's nvdisasm shows the B and C reuse bits alike
+    # on the one register left (`LEA.HI.X R3, R3, c[0x0][0x164], R22.reuse`).
+    reuse_decode_only: dict = field(default_factory=dict)
 
     @property
     def shown_mask(self) -> int:
@@ -238,6 +258,15 @@ class Encoding:
         return tuple(out)
 
     @functools.cached_property
+    def ordered_groups(self) -> bool:
+        """Some group prints one token set in several orders, one per value."""
+        return any(g.by_sequence for g in self.groups)
+
+    @functools.cached_property
+    def sequence_cache(self) -> dict:
+        return {}
+
+    @functools.cached_property
     def token_group(self) -> dict[str, int]:
         m: dict[str, int] = {}
         for gi, g in enumerate(self.groups):
@@ -246,8 +275,19 @@ class Encoding:
         return m
 
     @functools.cached_property
+    def reuse_masks(self) -> dict[int, int]:
+        """Operand index -> the reuse bits (as a mask) that print .reuse on it."""
+        return {i: 1 << b | sum(1 << x for x in self.reuse_decode_only.get(i, ()))
+                for i, b in self.reuse.items()}
+
+    @functools.cached_property
     def order_index(self) -> dict[str, int]:
         return {t: i for i, t in enumerate(self.order)}
+
+    def prints_in_order(self, modifiers: tuple[str, ...]) -> bool:
+        """Whether this encoding prints these (numbered) modifiers in the order given."""
+        index = self.order_index
+        return list(modifiers) == sorted(modifiers, key=lambda t: (index.get(t, 1 << 20), t))
 
     @property
     def specificity(self) -> int:
@@ -328,12 +368,18 @@ def instruction_tokens(inst: Instruction) -> frozenset:
     return hit
 
 
-def _instruction_tokens(inst: Instruction) -> frozenset:
+def numbered_modifiers(modifiers) -> tuple[str, ...]:
+    """The modifiers as tokens: a repeated one gets '#2', '#3'."""
     toks: list[str] = []
     seen: dict[str, int] = {}
-    for m in inst.modifiers:
+    for m in modifiers:
         seen[m] = seen.get(m, 0) + 1
         toks.append(m if seen[m] == 1 else f"{m}#{seen[m]}")
+    return tuple(toks)
+
+
+def _instruction_tokens(inst: Instruction) -> frozenset:
+    toks = list(numbered_modifiers(inst.modifiers))
     if inst.predicate is not None and "!" in inst.predicate.flags:
         toks.append(GUARD_NEGATED)
     for i, op in enumerate(inst.operands):
@@ -445,10 +491,13 @@ class Isa:
         if not encs:
             self._no_form(inst)
         tokens = instruction_tokens(inst)
-        # An encoding learned from an example with the same modifiers is the likeliest to
-        # be what ptxas writes; then the most specific.
+        # An encoding that prints the modifiers in the order written (F2F.F64.F32 and
+        # F2F.F32.F64 are two encodings with the same modifiers), learned from an example with
+        # the same modifiers, is the likeliest to be what ptxas writes; then the most specific.
         if len(encs) > 1:
-            encs = sorted(encs, key=lambda e: (e.support == 0, e.example_tokens != tokens, -e.support))
+            written = numbered_modifiers(inst.modifiers)
+            encs = sorted(encs, key=lambda e: (e.support == 0, not e.prints_in_order(written),
+                                               e.example_tokens != tokens, -e.support))
         return encs, tokens
 
     def _no_form(self, inst: Instruction):
@@ -461,17 +510,20 @@ class Isa:
                         f"(got {form_name(inst.opcode, form_key(inst)[1])}); forms: " + " | ".join(have),
                         inst.loc)
 
-    def _group_word(self, enc: Encoding, tokens: frozenset):
-        """The bits that the groups contribute for these tokens, or an error message (cached)."""
+    def _group_word(self, enc: Encoding, tokens: frozenset, written: tuple[str, ...] = ()):
+        """The bits that the groups contribute for these tokens, or an error message (cached).
+        `written`: the numbered modifiers in the order written, for groups whose values differ
+        in print order only."""
         cache = enc.group_cache
-        hit = cache.get(tokens)
+        key = (tokens, written) if enc.ordered_groups else tokens
+        hit = cache.get(key)
         if hit is not None:
             return hit
-        result = self._group_word_uncached(enc, tokens)
-        cache[tokens] = result
+        result = self._group_word_uncached(enc, tokens, written)
+        cache[key] = result
         return result
 
-    def _group_word_uncached(self, enc: Encoding, tokens: frozenset):
+    def _group_word_uncached(self, enc: Encoding, tokens: frozenset, written: tuple[str, ...] = ()):
         if not enc.fixed_tokens <= tokens:
             missing = ".".join(sorted(enc.fixed_tokens - tokens))
             return f"{enc.name} needs .{missing}"
@@ -485,6 +537,8 @@ class Isa:
         for gi, g in enumerate(enc.groups):
             toks = frozenset(per_group.get(gi, ()))
             v = g.by_tokens.get(toks)
+            if g.by_sequence:
+                v = g.by_sequence.get(tuple(t for t in written if t in toks), v)
             if v is None:
                 return (f"modifiers {' '.join(sorted(toks)) or '(none)'} cannot be combined "
                         f"that way in {enc.name} on {self.arch}")
@@ -507,7 +561,7 @@ class Isa:
             return None
         if enc.aliases:
             tokens = self._alias_tokens(enc, tokens, values)
-        gw = self._group_word(enc, tokens)
+        gw = self._group_word(enc, tokens, numbered_modifiers(inst.modifiers) if enc.ordered_groups else ())
         if type(gw) is str:
             errors.append(self._alias_hint(enc, tokens) or gw)
             return None
@@ -634,6 +688,15 @@ class Isa:
         result = cache[gbits] = frozenset(tokens)
         return result
 
+    def _decode_sequences(self, enc: Encoding, word: int) -> tuple:
+        """The print order of each group value's modifiers, where it has several (cached)."""
+        gbits = word & enc.group_mask
+        hit = enc.sequence_cache.get(gbits)
+        if hit is None:
+            hit = enc.sequence_cache[gbits] = tuple(
+                seq for g in enc.groups if (seq := g.sequences.get(word & g.mask)) is not None)
+        return hit
+
     def _decode_with(self, enc: Encoding, word: int, address: int) -> Optional[Instruction]:
         tokens = self._decode_tokens(enc, word)
         if tokens is None:
@@ -646,7 +709,7 @@ class Isa:
                 if a.holds(values) and a.allows(tokens):
                     tokens = (tokens - a.drop) | a.add
                     break
-        return self._build(enc, tokens, values, word, address)
+        return self._build(enc, tokens, values, word, address, self._decode_sequences(enc, word))
 
     def _decode_values(self, enc: Encoding, word: int, address: int) -> Optional[list]:
         fast = enc.fast_fields
@@ -682,15 +745,22 @@ class Isa:
             values.append(v)
         return values
 
-    def _build(self, enc: Encoding, tokens: frozenset, values: list, word: int, address: int) -> Instruction:
-        plan = enc.print_cache.get(tokens)
+    def _build(self, enc: Encoding, tokens: frozenset, values: list, word: int, address: int,
+               sequences: tuple = ()) -> Instruction:
+        """`sequences`: group values' modifiers in print order; they keep the places that the
+        encoding's order gives their tokens, filled in their own order."""
+        plan = enc.print_cache.get((tokens, sequences))
         if plan is None:
             mods = sorted((t for t in tokens if not t.startswith("@")),
                           key=lambda t: (enc.order_index.get(t, 1 << 20), t))
+            for seq in sequences:
+                present = [t for t in seq if t in tokens]
+                for place, t in zip(sorted(mods.index(t) for t in present), present):
+                    mods[place] = t
             flags = [frozenset(f for j, f in map(split_flag_token, tokens) if j == i)
                      for i in range(len(enc.kinds))]
-            plan = enc.print_cache[tokens] = (tuple(t.split("#")[0] for t in mods), flags,
-                                              GUARD_NEGATED in tokens)
+            plan = enc.print_cache[(tokens, sequences)] = (tuple(t.split("#")[0] for t in mods), flags,
+                                                           GUARD_NEGATED in tokens)
         modifiers, flags, negated = plan
         cbits = word >> CONTROL_SHIFT
         control = _CONTROL_CACHE.get(cbits)
@@ -699,10 +769,10 @@ class Isa:
         reuse = control.reuse
         operands = []
         pos = 1
-        reuse_bits = enc.reuse
+        reuse_masks = enc.reuse_masks
         for i, (kind, n) in enumerate(enc.operand_shape):
             fl = flags[i]
-            if reuse and i in reuse_bits and reuse >> reuse_bits[i] & 1:
+            if reuse and reuse & reuse_masks.get(i, 0):
                 fl = fl | _REUSE
             operands.append(Operand(kind, (values[pos],) if n == 1 else tuple(values[pos:pos + n]), fl))
             pos += n
