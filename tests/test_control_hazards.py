@@ -249,16 +249,21 @@ def test_no_false_alarms_on_ptxas_code(arch):
     assert found == [], "\n\n".join(found[:5])
 
 
-@needs_oracle
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_scheduler_on_ptxas_code(arch):
-    """Throw ptxas's control codes away, schedule again: the result must pass the checker."""
-    for kernel in corpus_kernels(arch):
+def _assert_reschedules_cleanly(kernels, arch: str) -> None:
+    """ptxas's control codes thrown away and scheduled again by sassas: the checker finds nothing."""
+    for kernel in kernels:
         for inst in kernel.instructions:
             inst.control = None
         schedule_kernel(kernel, arch)
         found = [h.render() for h in problems(check(kernel, arch))]
         assert found == [], kernel.name + "\n" + "\n\n".join(found[:3])
+
+
+@needs_oracle
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_scheduler_on_ptxas_code(arch):
+    """Throw ptxas's control codes away, schedule again: the result must pass the checker."""
+    _assert_reschedules_cleanly(corpus_kernels(arch), arch)
 
 
 @functools.lru_cache(maxsize=None)
@@ -307,12 +312,7 @@ def test_no_false_alarms_on_learning_corpus(arch):
 def test_scheduler_on_learning_corpus(arch):
     """The learning corpus with ptxas's control codes thrown away and scheduled again passes
     the checker."""
-    for kernel in learning_corpus_kernels(arch):
-        for inst in kernel.instructions:
-            inst.control = None
-        schedule_kernel(kernel, arch)
-        found = [h.render() for h in problems(check(kernel, arch))]
-        assert found == [], kernel.name + "\n" + "\n\n".join(found[:3])
+    _assert_reschedules_cleanly(learning_corpus_kernels(arch), arch)
 
 
 def _direct_waits(kernel):
