@@ -255,11 +255,13 @@ class Checker:
             for t in state.writes.get(reg, ()):
                 report("raw-variable", i, _raw_variable_message(reg, self.insts[t.producer], t), t.producer)
             if reg in state.fixed:
-                age, producer = state.fixed[reg]
+                issued_ago, producer = state.fixed[reg]
+                # Cycles between the producer's issue and this instruction's read of reg.
+                age = issued_ago + eff.read_delay.get(reg, 0)
                 need = self.timing.fixed_latency(self.effs[producer].cls, consumer_class(eff, reg))
                 if emit:
-                    self.observed.append((producer, i, age + eff.read_delay.get(reg, 0)))
-                if age + eff.read_delay.get(reg, 0) < need:
+                    self.observed.append((producer, i, age))
+                if age < need:
                     report("raw-fixed", i, f"reads {_reg(reg)} {age} cycle(s) after {_describe(self.insts[producer])} "
                            f"wrote it; its result takes {need} (raise the stall counts in between)", producer)
         # 3. results
