@@ -83,7 +83,7 @@ def test_sass_assembles_for_sm90_without_hazards(shape):
 @pytest.mark.parametrize("opts", [Options(yield_mode="every7", ldg_spacing=8, sts_spacing=2),
                                   Options(yield_mode="every8"), Options(yield_mode="none", transform_step=5),
                                   Options(cluster=1), Options(cluster=2, ldg_spacing=5, sts_spacing=3),
-                                  Options(reuse_slots=False), Options(ldgu_spacing=8)],
+                                  Options(reuse_slots=False), Options(ldgu_spacing=8), Options(split=2, tail=10)],
                          ids=lambda o: o.tag())
 def test_sass_switches_assemble(opts):
     text = sassgen.generate(Shape(32, 16, 14, 14, 64), opts)
@@ -94,8 +94,8 @@ def test_nvdisasm_reads_the_sass_as_written():
     from sassas.isa import oracle
     if not oracle.have_tools("sm_90"):
         pytest.skip("nvdisasm not installed (pip install -e '.[test]')")
-    for shape in SHAPES[:2]:
-        text = sassgen.generate(shape)
+    for shape, opts in [(s, Options()) for s in SHAPES[:2]] + [(Shape(32, 256, 14, 14, 256), Options(split=2, tail=64))]:
+        text = sassgen.generate(shape, opts)      # (the last: split-C, REDG.E.ADD.F32.FTZ.RN)
         assert sassgen.disasm_mismatches(text, sassgen.assemble(text)) == []
 
 
@@ -113,6 +113,10 @@ def _simulate(shape, seed=0, opts=Options(), sms=3, text=None):
     w = rng.standard_normal((shape.K, shape.C, 3, 3)).astype(np.float32)
     u = ref.fx_layout(w, shape.Kpad, shape.U_ROWS)
     y = np.full((shape.K, shape.H, shape.W, shape.N), np.nan, np.float32)
+    opts = sassgen.resolve(shape, opts, sms)
+    sp = sassgen.split_of(shape, opts)
+    if sp.active:       # what the filter transform does on the GPU: zero the split tiles' outputs
+        ref.zero_split_tiles(y, shape, sp.whole)
     text = text or sassgen.generate(shape, opts)
     out, m = sim.simulate(text, sassgen.launch_grid(shape, opts, sms), {"x": ref.to_chwn(x), "u": u, "y": y}, list(sassgen.PARAMS),
                           sassgen.SMEM_BYTES)
@@ -140,6 +144,31 @@ def test_switches_in_the_simulator_match_float64(opts):
     got, want, m = _simulate(shape, opts=opts)
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-6
     assert m.race_log == [] and m.undefined_log == []
+
+
+@pytest.mark.parametrize("shape,opts", [
+    (Shape(40, 24, 5, 6, 70), Options(split=3, tail=5)),      # 3 parts of one block each, 5 of 36 tiles
+    (Shape(33, 20, 6, 3, 64), Options(split=2, tail=12)),     # every tile split, the last part shorter
+    (Shape(8, 48, 4, 4, 16), Options())],                     # the model's pick for 3 SMs: 4 tiles, the last in 3 parts
+    ids=str)
+def test_split_in_the_simulator_matches_float64(shape, opts):
+    """Split-C: the parts of the last tiles add their sums into y (REDG); every output is
+    written (the split tiles' outputs start at zero, the rest at NaN)."""
+    sp = sassgen.split_of(shape, sassgen.resolve(shape, opts, 3))
+    assert sp.active and sp.units > sp.tiles
+    got, want, m = _simulate(shape, opts=opts)
+    assert not np.isnan(got).any()
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-6
+    assert m.race_log == [] and m.undefined_log == []
+
+
+def test_split_plan_fills_the_last_turn():
+    """Conv4/N32 on 132 SMs: 196 tiles, the 64 of the second turn split in two; Conv4/N128
+    (784 tiles, 5.94 turns) is left whole."""
+    sp = sassgen.split_plan(Shape(32, 256, 14, 14, 256), 132)
+    assert (sp.parts, sp.tail, sp.units) == (2, 64, 260)
+    assert not sassgen.split_plan(Shape(128, 256, 14, 14, 256), 132).active
+    assert sp.modelled(132) < 0.8 * sassgen.Split(196, 32).modelled(132)
 
 
 def test_simulator_finds_a_missing_barrier():

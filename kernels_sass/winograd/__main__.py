@@ -94,10 +94,13 @@ def cmd_check(args) -> int:
                         got = y.permute(3, 0, 1, 2)
                     torch.cuda.synchronize()
                     nan = int(torch.isnan(got).sum())
+                    # a split kernel's tiles start at zero, not NaN: an output none of its parts
+                    # added to stays exactly zero
+                    zeros = int(((got == 0) & (want != 0)).sum())
                     err = float(torch.linalg.vector_norm(got.double() - want)) / wn
                     maxe = float((got.double() - want).abs().max()) / float(want.abs().max())
-                    ok = nan == 0 and err <= TOL
-                    status = "ok" if ok else "FAIL"
+                    ok = nan == 0 and zeros == 0 and err <= TOL
+                    status = "ok" if ok else f"FAIL ({zeros} outputs 0)" if zeros else "FAIL"
                 except Exception as e:       # a launch error is a failure of this row, not of the run
                     nan, err, maxe, ok, status = -1, float("nan"), float("nan"), False, f"ERROR {type(e).__name__}: {e}"
                     if "illegal" in str(e).lower() or "launch failed" in str(e).lower():
@@ -110,7 +113,7 @@ def cmd_check(args) -> int:
                 log(f"[check] {name:<24} {impl:<6} {layout}: rel err {err:.2e} nan {nan} {status} "
                     f"({time.perf_counter() - t0:.2f}s)")
     _print_check(rows)
-    print(f"{len(rows) - failed}/{len(rows)} passed (relative error <= {TOL:g}, no NaN)")
+    print(f"{len(rows) - failed}/{len(rows)} passed (relative error <= {TOL:g}, no NaN, no output left 0)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump([dict(zip(("config", "impl", "layout", "nan", "rel_err", "max_rel_err", "status"), r))
@@ -217,7 +220,8 @@ def cmd_bench(args) -> int:
         yks = [torch.empty((s.K, s.H, s.W, s.N), device=dev) for _ in range(sets)]
         ys = [torch.empty((s.N, s.K, s.H, s.W), device=dev) for _ in range(sets)]
         wss = [api.Workspace(xc=torch.empty((s.C, s.H, s.W, s.N), device=dev), u=us[i], yk=yks[i]) for i in range(sets)]
-        row = {"config": name, "N": s.N, "C": s.C, "H": s.H, "W": s.W, "K": s.K, "gflop": flops(s) / 1e9, "ms": {}, "how": {}}
+        row = {"config": name, "N": s.N, "C": s.C, "H": s.H, "W": s.W, "K": s.K, "gflop": flops(s) / 1e9, "ms": {}, "how": {},
+               "sass_options": api.sass_options(s, opts).tag()}
 
         def stream():
             return torch.cuda.current_stream().cuda_stream
@@ -509,7 +513,8 @@ def cmd_sass(args) -> int:
 def _opts(args) -> Options:
     return Options(yield_mode=args.yield_mode, ldg_spacing=args.ldg_spacing, sts_spacing=args.sts_spacing,
                    cluster=args.cluster, safe=getattr(args, "safe", False),
-                   overlap=not getattr(args, "no_overlap", False), reuse_slots=not getattr(args, "no_reuse_slots", False))
+                   overlap=not getattr(args, "no_overlap", False), reuse_slots=not getattr(args, "no_reuse_slots", False),
+                   split=args.split, tail=args.tail)
 
 
 def cmd_sim(args) -> int:
@@ -520,13 +525,17 @@ def cmd_sim(args) -> int:
     w = rng.standard_normal((s.K, s.C, 3, 3)).astype(np.float32)
     u = ref.fx_layout(w, s.Kpad, s.U_ROWS)
     y = np.full((s.K, s.H, s.W, s.N), np.nan, np.float32)
-    text = sassgen.generate(s, _opts(args))
-    out, m = sim.simulate(text, sassgen.launch_grid(s, _opts(args), 3), {"x": ref.to_chwn(x), "u": u, "y": y}, list(sassgen.PARAMS),
+    opts = sassgen.resolve(s, _opts(args), 3)        # a GPU of 3 SMs: a persistent block takes several units
+    sp = sassgen.split_of(s, opts)
+    if sp.active:
+        ref.zero_split_tiles(y, s, sp.whole)
+    text = sassgen.generate(s, opts)
+    out, m = sim.simulate(text, sassgen.launch_grid(s, opts, 3), {"x": ref.to_chwn(x), "u": u, "y": y}, list(sassgen.PARAMS),
                           sassgen.SMEM_BYTES)
     got = ref.from_khwn(out["y"].view(np.float32).reshape(s.K, s.H, s.W, s.N))
     want = ref.direct_conv2d(x, w)
     err = float(np.linalg.norm(np.nan_to_num(got - want, nan=1e30)) / np.linalg.norm(want))
-    print(f"sim {s}: relative error {err:.2e}, NaN {int(np.isnan(got).sum())}, "
+    print(f"sim {s} {opts.tag()}: relative error {err:.2e}, NaN {int(np.isnan(got).sum())}, "
           f"races {len(m.race_log)}, undefined reads {len(m.undefined_log)}")
     for line in (m.race_log + m.undefined_log)[:10]:
         print("  " + line)
@@ -536,7 +545,7 @@ def cmd_sim(args) -> int:
 def cmd_smoke(args) -> int:
     """Small shapes, NumPy reference, no torch: for compute-sanitizer runs."""
     from sassas.load import DeviceBuffer, synchronize
-    from .api import conv2d
+    from .api import conv2d, sass_options
     opts = _opts(args)
     rng = np.random.default_rng(args.seed)
     bad = 0
@@ -552,7 +561,7 @@ def cmd_smoke(args) -> int:
             err = float(np.linalg.norm(np.nan_to_num(got - want, nan=1e30)) / np.linalg.norm(want))
             ok = err <= TOL
             bad += not ok
-            print(f"smoke {s} {impl}{' ' + opts.tag() if impl == 'sass' else ''}: relative error {err:.2e} "
+            print(f"smoke {s} {impl}{' ' + sass_options(s, opts).tag() if impl == 'sass' else ''}: relative error {err:.2e} "
                   f"NaN {int(np.isnan(got).sum())} {'ok' if ok else 'FAIL'}", flush=True)
     return 1 if bad else 0
 
@@ -575,17 +584,19 @@ def cmd_prebuild(args) -> int:
             jobs.append((s, Options()))
     for s in SMOKE:
         jobs.append((s, Options(safe=True)))
+    for S in args.split:
+        jobs += [(s, Options(split=S)) for _, s in resnet_configs()] + [(s, Options(split=S)) for s in ODD + SMOKE]
     t = time.time()
     with ProcessPoolExecutor(max_workers=args.jobs or os.cpu_count()) as ex:
-        list(ex.map(_build, jobs))
+        list(ex.map(_build, [(s, o, args.sms) for s, o in jobs]))
     log(f"[prebuild] {len(jobs)} kernels in {time.time() - t:.1f}s")
     return 0
 
 
 def _build(job):
     from . import sassgen
-    s, o = job
-    sassgen.build(s, o)
+    s, o, sms = job
+    sassgen.build(s, sassgen.resolve(s, o, sms))
 
 
 def ablation_variants() -> list[Options]:
@@ -612,6 +623,9 @@ def main(argv=None) -> int:
                        help="main loop: .reuse only where the very next instruction is the FFMA that reuses it")
         q.add_argument("--no-overlap", action="store_true",
                        help="tile loop: a tile's first loads at its start, not in the epilogue before it")
+        q.add_argument("--split", type=int, default=0,
+                       help="split-C: channel parts of the last tiles (0: chosen per shape and GPU, 1: off)")
+        q.add_argument("--tail", type=int, default=0, help="split-C: tiles split (0: chosen)")
 
     q = sub.add_parser("check")
     q.add_argument("--impl", action="append", choices=["sass", "cuda", "direct"])
@@ -658,6 +672,8 @@ def main(argv=None) -> int:
     q = sub.add_parser("prebuild")
     q.add_argument("--ablation", action="store_true")
     q.add_argument("--jobs", type=int)
+    q.add_argument("--sms", type=int, default=132, help="multiprocessors of the target GPU (the split depends on it)")
+    q.add_argument("--split", nargs="*", type=int, default=[], help="also these forced splits (check --split S)")
     q.set_defaults(func=cmd_prebuild)
     args = p.parse_args(argv)
     return args.func(args)

@@ -12,6 +12,7 @@ take (offsets past 32 bits) raise sassgen.Unsupported; use impl="cuda" for those
 """
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Optional
@@ -112,8 +113,14 @@ def cuda_module():
     return cuda.module(_arch())
 
 
+def sass_options(shape: Shape, opts: Options = Options()) -> Options:
+    """opts with the channel split (split-C) chosen for this shape on this GPU."""
+    return sassgen.resolve(shape, opts, _sms())
+
+
 @lru_cache(maxsize=None)
 def sass_kernel(shape: Shape, opts: Options = Options()):
+    """The kernel of (shape, opts); opts resolved (sass_options)."""
     import sassas
     if _arch() != sassgen.ARCH:
         raise RuntimeError(f"the SASS kernel is for {sassgen.ARCH}, this GPU is {_arch()}")
@@ -136,20 +143,40 @@ def transpose(src, dst, rows: int, cols: int, stream=0) -> None:
       np.int32(rows), np.int32(cols), stream=stream)
 
 
-def filter_transform(w, u, s: Shape, layout: str, stream=0) -> None:
-    """U[c][e][k] (rows Cpad + 8, Kpad) from w in KCRS (NCHW front) or CRSK."""
+class SplitTiles(ctypes.Structure):
+    """winograd.cu's SplitTiles: the output tiles from `first` on, to be zeroed (y null: none)."""
+    _fields_ = [("y", ctypes.c_uint64)] + [(f, ctypes.c_int32) for f in ("first", "N", "H", "W", "K", "TW", "KB", "NB")]
+
+
+def split_tiles(yk, s: Shape, opts: Options) -> tuple[SplitTiles, int]:
+    """The zeroing the SASS kernel of (s, opts resolved) needs in yk: (parameter, tile count)."""
+    sp = sassgen.split_of(s, opts)
+    if not sp.active:
+        return SplitTiles(0), 0
+    return SplitTiles(pointer(yk), sp.whole, s.N, s.H, s.W, s.K, s.TW, s.KB, s.NB), sp.tail
+
+
+def filter_transform(w, u, s: Shape, layout: str, stream=0, zero: tuple[SplitTiles, int] = (SplitTiles(0), 0)) -> None:
+    """U[c][e][k] (rows Cpad + 8, Kpad) from w in KCRS (NCHW front) or CRSK; in the same launch,
+    zero (split_tiles) the outputs of the tiles a split SASS kernel adds into."""
     if layout == "NCHW":
         sk, sc, sr, ss = s.C * 9, 9, 3, 1
     else:
         sk, sc, sr, ss = 1, 9 * s.K, 3 * s.K, s.K
     k = cuda_module()["filter_transform"]
-    k(((s.Kpad + 127) // 128, s.U_ROWS), 128, pointer(w), pointer(u), np.int32(s.K), np.int32(s.C),
-      np.int32(s.Kpad), np.int32(s.U_ROWS), np.int64(sk), np.int64(sc), np.int64(sr), np.int64(ss),
+    k(((s.Kpad + 127) // 128, s.U_ROWS + zero[1]), 128, pointer(w), pointer(u), np.int32(s.K), np.int32(s.C),
+      np.int32(s.Kpad), np.int32(s.U_ROWS), np.int64(sk), np.int64(sc), np.int64(sr), np.int64(ss), zero[0],
       stream=stream)
 
 
-def main_kernel(impl: str, xc, u, yk, s: Shape, opts: Options = Options(), stream=0) -> None:
+def main_kernel(impl: str, xc, u, yk, s: Shape, opts: Options = Options(), stream=0, zeroed: bool = False) -> None:
+    """The main kernel. A SASS kernel with a channel split adds the parts of its last tiles into
+    yk: their outputs are zeroed first, here unless `zeroed` (filter_transform did it)."""
     if impl == "sass":
+        opts = sass_options(s, opts)
+        zero, tiles = split_tiles(yk, s, opts)
+        if tiles and not zeroed:
+            cuda_module()["zero_split_tiles"]((2, tiles), 128, zero, stream=stream)
         sass_kernel(s, opts)(sassgen.launch_grid(s, opts, _sms()), sassgen.THREADS, pointer(xc), pointer(u), pointer(yk),
                              shared=sassgen.SMEM_BYTES, stream=stream)
     elif impl == "cuda":
@@ -231,8 +258,9 @@ def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Op
         xc, yk = x, y
     if ws.u is None:
         ws.u = lib.empty((s.U_ROWS, 16, s.Kpad))
-    filter_transform(w, ws.u, s, layout, stream)
-    main_kernel(impl, xc, ws.u, yk, s, opts, stream)
+    zero = split_tiles(yk, s, sass_options(s, opts)) if impl == "sass" else (SplitTiles(0), 0)
+    filter_transform(w, ws.u, s, layout, stream, zero)
+    main_kernel(impl, xc, ws.u, yk, s, opts, stream, zeroed=True)
     if layout == "NCHW":
         transpose(yk, y, s.K * s.H * s.W, s.N, stream)
     return y

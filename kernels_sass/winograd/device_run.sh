@@ -9,10 +9,12 @@ OUT=${OUT:-out}
 mkdir -p "$OUT"
 LOG="$OUT/all.log"
 export PYTHONUNBUFFERED=1
-# cuda-python for sassas.load, where the machine's Python lacks it (wheels carried in .whl_wino)
+# cuda-python for sassas.load, where the machine's Python lacks it (wheels carried in .whl_wino
+# or .whl; the caller puts /tmp/site on PYTHONPATH)
 python3 -c 'import cuda.bindings.driver' 2>/dev/null || {
   echo "[run] cuda.bindings missing: installing the carried wheels" | tee -a "$LOG";
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl_wino/*.whl; }
+  for d in .whl_wino .whl; do ls $d/*.whl >/dev/null 2>&1 && \
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $d/*.whl; done; }
 W="python3 -m kernels_sass.winograd"
 step() {  # step NAME SECONDS CMD...: run with a time limit, append to the log, report status
   local name=$1 limit=$2; shift 2
@@ -30,8 +32,13 @@ if step smoke 60 $W smoke; then
   step bench 160 $W bench --json "$OUT/bench.json" --plot "$OUT/bench.png"
   if [ "$MODE" = full ]; then
     step ablation 90 $W bench --ablation --configs Conv2/N128 Conv3/N128 Conv4/N128 Conv5/N128 --json "$OUT/ablation.json"
+    # split-C forced on every shape (2 parts), and the chosen splits switched off beside them
+    step check_split 60 $W check --quick --impl sass --chwn --split 2 --json "$OUT/check_split2.json"
+    step bench_nosplit 60 $W bench --configs Conv4 --split 1 --no-cudnn-algos --json "$OUT/bench_nosplit.json"
     step memcheck 60 compute-sanitizer --tool memcheck --error-exitcode 1 $W smoke --impl sass --impl cuda
+    step memcheck_split 60 compute-sanitizer --tool memcheck --error-exitcode 1 $W smoke --impl sass --split 2
     step racecheck 60 compute-sanitizer --tool racecheck --error-exitcode 1 $W smoke --impl sass
+    step racecheck_split 60 compute-sanitizer --tool racecheck --error-exitcode 1 $W smoke --impl sass --split 2
     # hardware counters of one main kernel (Conv3/N128): issue slots, stall reasons, pipes
     step ncu 150 ncu --clock-control none --kernel-name regex:wino --launch-skip 1 --launch-count 1 \
       --section SchedulerStats --section WarpStateStats --section ComputeWorkloadAnalysis \

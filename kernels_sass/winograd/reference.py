@@ -113,3 +113,14 @@ def fx_layout(w: np.ndarray, kpad: int, rows: int, dtype=np.float32) -> np.ndarr
     out = np.zeros((rows, 16, kpad), dtype=np.float64)
     out[:c, :, :k] = u.transpose(1, 0, 2)
     return out.astype(dtype)
+
+
+def zero_split_tiles(y: np.ndarray, s, first: int) -> None:
+    """y (KHWN) <- 0 at the outputs of tiles first.. of the SASS kernel's order (tile = kb + KB *
+    (nb + NB * pos), 64 filters, 32 images, 2x2 outputs at pos = th * TW + tw): where a split
+    kernel adds the parts of those tiles (winograd.cu's zero_split_tiles, for the simulator)."""
+    for tile in range(first, s.tiles):
+        kb, rest = tile % s.KB, tile // s.KB
+        nb, pos = rest % s.NB, rest // s.NB
+        th, tw = divmod(pos, s.TW)
+        y[64 * kb:64 * kb + 64, 2 * th:2 * th + 2, 2 * tw:2 * tw + 2, 32 * nb:32 * nb + 32] = 0.0

@@ -111,6 +111,7 @@ R_MASK, R_CLIM, R_M = 209, 210, 211
 R_XP, R_UP = 244, 246                  # 64-bit pointers
 UR_TILE, UR_STRIDE, UR_NEXT = 6, 7, 8   # persistent blocks: this block's tile number, grid size, next tile
 R_LDSA, R_LDSB, R_STSV, R_STSU, R_C0 = 248, 249, 250, 251, 252
+R_CEND = 253                           # split-C: the unit's last channel block (relative), x 8
 
 
 @dataclass(frozen=True)
@@ -179,24 +180,117 @@ class Options:
     overlap: bool = True          # tile loop: the next tile's global loads issued inside this
                                   # tile's epilogue (else at the start of the next tile)
     safe: bool = False            # diagnosis: every latency far above need (slow, same results)
+    split: int = 0                # split-C: the channel loop of the last `tail` tiles in `split` parts,
+                                  # their sums added in y (REDG), y's part zeroed first. 0: chosen per
+                                  # shape and GPU (split_plan, in api), 1: off
+    tail: int = 0                 # tiles split (the last ones); 0 with split > 1: chosen by split_plan
 
     def tag(self) -> str:
         return (f"y{self.yield_mode}-l{self.ldg_spacing}-s{self.sts_spacing}-t{self.transform_step}"
                 + (f"-u{self.ldgu_spacing}" if self.ldgu_spacing != 24 else "")
                 + (f"-g{self.cluster}" if self.cluster != 1 else "") + ("" if self.persistent else "-np")
                 + ("" if self.overlap else "-nov") + ("" if self.reuse_slots else "-nors")
-                + ("-safe" if self.safe else ""))
+                + ("-safe" if self.safe else "")
+                + (f"-sp{self.split}x{self.tail}" if self.split > 1 else ""))
+
+
+# ---- split-C ----------------------------------------------------------------------------------
+# The persistent blocks take the units of work in turns. Where the last turn is only partly
+# filled (Conv4/N32: 196 tiles on 132 SMs, 64 of them in the second turn), the channel loops of
+# the last tiles are split in parts that run on SMs of their own and add their sums into y
+# with REDG.E.ADD.F32 (y's part zeroed before the main kernel). Unit u < whole is tile u;
+# unit whole + parts*q + p is part p (channel blocks p*chunk ...) of tile whole + q.
+# The cost model behind the choice, in loop iterations (H100: about 1.33 us an iteration):
+FIXED_ITERS = 2.3      # a unit's work outside the loop (2.9..3.2 us a tile, C vs 2C)
+REDG_ITERS = 0.3       # a split unit's extra: its 32 KiB of outputs added in L2, not stored
+ZERO_ITERS = 1.0       # zeroing the split tiles' outputs: one more small kernel before the main one
+MIN_GAIN = 0.03        # a split is chosen when the model saves more than this fraction
+MAX_PARTS = 8
+
+
+@dataclass(frozen=True)
+class Split:
+    tiles: int
+    iters: int          # channel blocks (loop iterations) of a whole tile
+    parts: int = 1      # parts of a split tile (1: no split)
+    tail: int = 0       # tiles split, the last ones
+
+    @property
+    def chunk(self) -> int:          # iterations of a part (the last one may have fewer)
+        return -(-self.iters // self.parts)
+
+    @property
+    def whole(self) -> int:
+        return self.tiles - self.tail
+
+    @property
+    def units(self) -> int:
+        return self.whole + self.tail * self.parts
+
+    @property
+    def active(self) -> bool:
+        return self.parts > 1 and self.tail > 0
+
+    def part_iters(self) -> list[int]:
+        j = self.chunk
+        return [j] * (self.parts - 1) + [self.iters - (self.parts - 1) * j]
+
+    def valid(self) -> bool:
+        return (self.parts == 1 or (0 < self.tail <= self.tiles and 2 <= self.parts <= MAX_PARTS
+                                     and self.part_iters()[-1] >= 1)) and self.units + 1024 < (1 << 16)
+
+    def modelled(self, sms: int) -> float:
+        """Time of the persistent kernel in loop iterations: the slowest block's units."""
+        costs = [self.iters + FIXED_ITERS] * self.whole
+        if self.active:
+            costs += [it + FIXED_ITERS + REDG_ITERS for _ in range(self.tail) for it in self.part_iters()]
+        blocks = min(len(costs), sms)
+        return max(sum(costs[b::blocks]) for b in range(blocks)) + (ZERO_ITERS if self.active else 0.0)
+
+
+def split_of(s: Shape, o: Options) -> Split:
+    """The split the kernel of (s, o) is generated with (none unless o names one)."""
+    sp = Split(s.tiles, s.Cpad // BC, o.split, o.tail) if o.split > 1 and o.persistent else Split(s.tiles, s.Cpad // BC)
+    if not sp.valid() or (sp.parts > 1 and not sp.tail):
+        raise ValueError(f"split {o.split} x {o.tail} tiles does not fit {s}")
+    return sp
+
+
+def split_plan(s: Shape, sms: int, parts: int = 0) -> Split:
+    """The split with the least modelled time (parts 0: any number of parts, else that one),
+    where it saves more than MIN_GAIN (with `parts` given: the best tail for it, gain or not);
+    the tiles split are the last turn's and possibly whole turns before it."""
+    base = Split(s.tiles, s.Cpad // BC)
+    if parts == 1:
+        return base
+    best, best_t = base, base.modelled(sms) * (1 - MIN_GAIN) if parts == 0 else float("inf")
+    rest = s.tiles % sms or sms
+    for S in ([parts] if parts else range(2, MAX_PARTS + 1)):
+        for tail in range(rest, s.tiles + 1, sms):
+            sp = Split(s.tiles, s.Cpad // BC, S, tail)
+            if sp.valid() and len(set(sp.part_iters())) <= 2 and sp.modelled(sms) < best_t - 1e-9:
+                best, best_t = sp, sp.modelled(sms)
+    return best
+
+
+def resolve(s: Shape, o: Options, sms: int) -> Options:
+    """Options with the split chosen for this shape on a GPU of `sms` multiprocessors (split 0:
+    the plan's; split S > 1 with tail 0: the plan's tail for S parts)."""
+    if not o.persistent or o.split == 1 or (o.split > 1 and o.tail):
+        return o
+    sp = split_plan(s, sms, o.split)
+    return replace(o, split=sp.parts if sp.active else 1, tail=sp.tail)
 
 
 def uses_tile_loop(s: Shape, o: Options) -> bool:
     """Persistent blocks, where the tile count suits the 16-bit magic division of the tile number
     (with room for the number of the next tile, up to 1024 SMs past the last)."""
-    return o.persistent and s.tiles + 1024 < (1 << 16)
+    return o.persistent and split_of(s, o).units + 1024 < (1 << 16)
 
 
 def launch_grid(s: Shape, o: Options, sms: int) -> tuple[int, int, int]:
     """The grid to launch the kernel of (s, o) with, on a GPU with `sms` multiprocessors."""
-    return (min(s.tiles, sms), 1, 1) if uses_tile_loop(s, o) else s.grid()
+    return (min(split_of(s, o).units, sms), 1, 1) if uses_tile_loop(s, o) else s.grid()
 
 
 class Unsupported(ValueError):
@@ -271,16 +365,17 @@ def output_transform_ops(m):
     return ops, [m[0], m[3], m[4], m[7]]
 
 
-def block_ids(q: Seq, s: "Shape", tile_ur: Optional[int], kb: int, nb: int, pos: int, tmp: int) -> None:
+def block_ids(q: Seq, s: "Shape", tile: Optional[str], kb: int, nb: int, pos: int, tmp: int) -> None:
     """The three indices of the tile: filter block, tile-column block, position. From the
-    block index (tile_ur None), or in the persistent tile loop from the tile number in
-    UR<tile_ur> (tile = kb + KB * (nb + NB * pos), the order of a (KB, NB, positions) grid)."""
-    if tile_ur is None:
+    block index (tile None), or in the persistent tile loop from the tile number in the
+    register `tile` (tile = kb + KB * (nb + NB * pos), the order of a (KB, NB, positions) grid)."""
+    if tile is None:
         q.op(f"S2R R{kb}, SR_CTAID.X")
         q.op(f"S2R R{nb}, SR_CTAID.Y")
         q.op(f"S2R R{pos}, SR_CTAID.Z")
         return
-    q.op(f"MOV R{pos}, UR{tile_ur}")
+    if tile != f"R{pos}":
+        q.op(f"MOV R{pos}, {tile}")
     if s.KB > 1:                                         # nb <- tile / KB, kb <- tile % KB
         q.op(f"MOV R{tmp}, {_magic(s.KB):#x}")
         q.op(f"IMAD.HI.U32 R{nb}, R{pos}, R{tmp}, RZ")
@@ -335,6 +430,7 @@ class Generator:
         check_shape(shape)
         self.s = shape
         self.o = opts
+        self.sp = split_of(shape, opts)
         self.tile_loop = uses_tile_loop(shape, opts)
         self.overlap = self.tile_loop and opts.overlap
         self.lines: list[str] = []
@@ -411,6 +507,21 @@ class Generator:
         return [f"IADD3 R{ptr}, P{carry}, R{ptr}, {stride:#x}, RZ",
                 f"IADD3.X R{ptr + 1}, RZ, R{ptr + 1}, RZ, P{carry}, !PT"]
 
+    def unit_tile(self, q: Seq, unit_ur: int, tile: int, quo: int, tmp: int, part: Optional[int] = None) -> None:
+        """Split-C: R<tile> <- the tile of the unit in UR<unit_ur>, R<part> <- its part (0 for a
+        whole tile), P0 <- the unit is a part of a split tile; R<quo>, R<tmp> are clobbered."""
+        sp = self.sp
+        q.op(f"MOV R{tile}, UR{unit_ur}")
+        q.op(f"IADD3 R{tmp}, R{tile}, {_hex(-sp.whole)}, RZ")                  # v = unit - whole
+        q.op(f"ISETP.GE.AND P0, PT, R{tmp}, RZ, PT")
+        q.op(f"MOV R{quo}, {_magic(sp.parts):#x}")
+        q.op(f"IMAD.HI.U32 R{quo}, R{tmp}, R{quo}, RZ")                         # v / parts
+        if part is not None:
+            q.op(f"IMAD R{part}, R{quo}, {_hex(-sp.parts)}, R{tmp}")            # v % parts
+            q.op(f"@!P0 MOV R{part}, RZ")
+        q.op(f"IADD3 R{quo}, R{quo}, {_hex(sp.whole)}, RZ")
+        q.op(f"@P0 MOV R{tile}, R{quo}")
+
     # ---- prologue, in two parts ----
     # Part 1 (tile_setup) computes a tile's pointers, addresses and load mask and issues the
     # global loads of its first channel block; part 2 (tile_start) transforms and stores that
@@ -428,9 +539,24 @@ class Generator:
         (R_tid, R_kb, R_nb, R_pos, R_th, R_tw, R_lane, R_warp, R_n, R_off, R_lo, R_hi, R_e, R_c16,
          R_rf, R_cf, R_t, R_tmp) = range(base, base + 18)
         R_x, R_u = base + 18, base + 20
+        R_cb = R_cf        # split-C: the unit's first channel (until the mask needs R_cf)
+        split = self.sp.active and tile_ur is not None
         # (the short loads on barriers 0, 1: in the epilogue, 4 and 5 carry the staging stores)
         q.op(f"S2R R{R_tid}, SR_TID.X", barriers=(0, 1))
-        block_ids(q, s, tile_ur, R_kb, R_nb, R_pos, R_tmp)
+        if split:
+            # the unit's tile and channel range [cb, cb + 8 * chunk): the loop runs to R_CEND
+            sp = self.sp
+            self.unit_tile(q, tile_ur, R_pos, R_nb, R_tmp, part=R_rf)
+            mad(q, R_cb, R_rf, BC * sp.chunk, None, R_tmp)
+            q.op(f"MOV R{R_CEND}, {BC * sp.chunk:#x}")
+            last = sp.part_iters()[-1]
+            if last != sp.chunk:
+                q.op(f"ISETP.EQ.AND P1, PT, R{R_rf}, {sp.parts - 1:#x}, P0")
+                q.op(f"@P1 MOV R{R_CEND}, {BC * last:#x}")
+            q.op(f"@!P0 MOV R{R_CEND}, {s.Cpad:#x}")
+            block_ids(q, s, f"R{R_pos}", R_kb, R_nb, R_pos, R_tmp)
+        else:
+            block_ids(q, s, None if tile_ur is None else f"UR{tile_ur}", R_kb, R_nb, R_pos, R_tmp)
         q.op(f"ULDC.64 UR4, {DESC}")
         q.op(f"LDC.64 R{R_x}, c[0x0][{P_X:#x}]", barriers=(0, 1))
         q.op(f"LDC.64 R{R_u}, c[0x0][{P_U:#x}]", barriers=(0, 1))
@@ -438,6 +564,8 @@ class Generator:
         tile_coordinates(q, s, R_tid, R_nb, R_pos, R_th, R_tw, R_lane, R_warp, R_n, R_tmp)
         # input pointer: x + 4 * (warp*HWN + (2th-1)*W*N + (2tw-1)*N + n)
         mad(q, R_off, R_warp, s.HWN, R_n, R_tmp)
+        if split:
+            mad(q, R_off, R_cb, s.HWN, R_off, R_tmp)
         mad(q, R_off, R_th, 2 * s.W * s.N, R_off, R_tmp)
         mad(q, R_off, R_tw, 2 * s.N, R_off, R_tmp)
         q.op(f"IADD3 R{R_off}, R{R_off}, {_hex(-(s.W + 1) * s.N)}, RZ")
@@ -450,6 +578,8 @@ class Generator:
         q.op(f"LOP3.LUT R{R_c16}, R{R_tid}, 0xf, RZ, 0xc0, !PT")
         q.op(f"SHF.L.U32 R{R_t}, R{R_kb}, 0x6, RZ")
         mad(q, R_off, R_e, s.Kpad, R_t, R_tmp)
+        if split:
+            mad(q, R_off, R_cb, 16 * s.Kpad, R_off, R_tmp)
         mad(q, R_off, R_c16, 0x4, R_off, R_tmp)
         q.op(f"SHF.L.U32 R{R_lo}, R{R_off}, 0x2, RZ")
         q.op(f"SHF.R.U32.HI R{R_hi}, RZ, 0x1e, R{R_off}")
@@ -471,6 +601,9 @@ class Generator:
         mad(q, R_STSU, R_e, ES_U * 4, None, R_tmp)
         q.op(f"IADD3 R{R_STSU}, R{R_STSU}, {SMEM_BASE:#x}, RZ")
         mad(q, R_STSU, R_c16, 0x10, R_STSU, R_tmp)
+        if split:   # (before the mask takes R_cb's register)
+            q.op(f"IADD3 R{R_CLIM}, -R{R_warp}, {s.C:#x}, RZ")
+            q.op(f"IADD3 R{R_CLIM}, R{R_CLIM}, -R{R_cb}, RZ")                 # C - cb - warp
         # the 16-bit load mask: rows, columns, image (and tile) in range
         q.op(f"ISETP.GE.AND P0, PT, R{R_th}, 0x1, PT")
         q.op(f"ISETP.LE.AND P1, PT, R{R_th}, {_hex((s.H - 2) // 2)}, PT")
@@ -482,7 +615,7 @@ class Generator:
             q.op(f"ISETP.LT.AND P6, PT, R{R_n}, {s.N:#x}, PT")
         else:
             q.op(f"MOV R{R_t}, UR{tile_ur}")
-            q.op(f"ISETP.LT.AND P6, PT, R{R_t}, {s.tiles:#x}, PT")
+            q.op(f"ISETP.LT.AND P6, PT, R{R_t}, {self.sp.units:#x}, PT")
             q.op(f"ISETP.LT.AND P6, PT, R{R_n}, {s.N:#x}, P6")
         # window row 1 and column 1 are always inside the image; rows 0, 2, 3 and columns
         # 0, 2, 3 depend on P0..P2 and P3..P5
@@ -494,7 +627,8 @@ class Generator:
             q.op(f"@P{p} LOP3.LUT R{R_cf}, R{R_cf}, {window_bits(cols=[col]):#x}, RZ, 0xfc, !PT")
         q.op(f"LOP3.LUT R{R_MASK}, R{R_rf}, R{R_cf}, RZ, 0xc0, !PT")
         q.op(f"@!P6 MOV R{R_MASK}, RZ")
-        q.op(f"IADD3 R{R_CLIM}, -R{R_warp}, {s.C:#x}, RZ")                    # C - warp
+        if not split:
+            q.op(f"IADD3 R{R_CLIM}, -R{R_warp}, {s.C:#x}, RZ")                # C - warp
         # the input window starts at zero (padding elements stay zero); first channel block
         for q_ in range(16):
             q.op(f"MOV R{RX(q_)}, RZ", y=False)
@@ -593,7 +727,8 @@ class Generator:
                          wait=lambda j: (1 << 3) if j == 0 else 0)
         slot = max(slot, inputs_end)
         # the loop test (after the last R2P and SEL read P6), PRED_DIST before the branch
-        at(slot + 1, f"ISETP.LE.AND P6, PT, R{R_C0}, {self.s.Cpad:#x}, PT")
+        cend = f"R{R_CEND}" if self.sp.active else f"{self.s.Cpad:#x}"
+        at(slot + 1, f"ISETP.LE.AND P6, PT, R{R_C0}, {cend}, PT")
         last = 7 * SLOTS_PER_STEP
         if slot + 1 + PRED_DIST > last - 8:
             raise ValueError(f"options {o} do not fit the iteration: the loads end at slot {slot}")
@@ -678,21 +813,37 @@ class Generator:
                     q.op(f"STS.128 [R{R_ms}+{off:#x}], R{kk * 8 + 4 * tq}",   # tiles 4tq+{1,0,3,2}
                          barriers=(4, 5))     # leaves 0, 1 to the set-up work behind them
 
-    def epilogue(self) -> Seq:
+    # the loop's LDS (barriers 0, 1), loads (2, 3) and late reads (4, 5) are done; every warp
+    # has read its last operands before the staging overwrites both buffers
+    EPILOGUE_BAR = ("BAR.SYNC.DEFER_BLOCKING 0x0", 0x3f)
+
+    def epilogue_branch(self) -> Seq:
+        """Split-C: after the epilogue's first BAR, P0 <- this unit is a part of a split tile
+        (the reducing epilogue, EPI_RED, adds its outputs into y)."""
+        q = self.seq()
+        q.op(self.EPILOGUE_BAR[0], wait=self.EPILOGUE_BAR[1])
+        q.op(f"MOV R128, UR{UR_TILE}")
+        q.op(f"ISETP.GE.AND P0, PT, R128, {self.sp.whole:#x}, PT")
+        q.ops[-1].stall = max(q.ops[-1].stall, PRED_DIST)     # -> @P0 BRA EPI_RED
+        return q
+
+    def epilogue(self, reduce: bool = False) -> Seq:
         """The output transform through shared memory, in two rounds of 32 filters. Round r
         stores accumulator rows 8r..8r+7 (R64r..R64r+63) and then stages its values in the
         registers it just stored; R128..R151 hold the addresses. In the tile loop, part 1 of
         the next tile's prologue (temporaries R152..R173, loads into RX/RF) runs after round 0's
-        stores, so its global loads are in flight during the rest of the output transform."""
+        stores, so its global loads are in flight during the rest of the output transform.
+        reduce: the outputs are added into y (REDG), for the parts of a split tile; with a split
+        the first BAR is in epilogue_branch."""
         s = self.s
         q = self.seq()
         q.pool = self.SHORT_BARRIERS
         (R_tid, R_kb, R_nb, R_pos, R_th, R_tw, R_lane, R_warp, R_n, R_off, R_lo, R_hi, R_e, R_t,
          R_ms, R_mr, R_k, R_tmp) = range(128, 146)
         R_y, R_yb, R_yp = 146, 148, (150, 174)    # R174: operand register of the loop, free here
-        # the loop's LDS (barriers 0, 1), loads (2, 3) and late reads (4, 5) are done; every warp
-        # has read its last operands before the staging overwrites both buffers
-        q.op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=0x3f)
+        store = "REDG.E.ADD.F32.FTZ.RN.STRONG.GPU" if reduce else "STG.E"
+        if not self.sp.active:
+            q.op(self.EPILOGUE_BAR[0], wait=self.EPILOGUE_BAR[1])
         # round 0's stores need only the staging address: M[e][kg*4 + ..][tg*4 + ..] (tile
         # columns swapped in pairs, as in the accumulators); the rest of the set-up follows them
         q.op(f"S2R R{R_tid}, SR_TID.X")
@@ -707,7 +858,11 @@ class Generator:
         q.op(f"LOP3.LUT R{R_t}, R{R_t}, 0x3, RZ, 0xc0, !PT")                  # kg
         mad(q, R_ms, R_t, 4 * KS_M * 4, R_ms, R_tmp)
         self.stage_round(q, 0, R_ms)
-        block_ids(q, s, UR_TILE if self.tile_loop else None, R_kb, R_nb, R_pos, R_tmp)
+        if self.sp.active:
+            self.unit_tile(q, UR_TILE, R_pos, R_nb, R_tmp)
+            block_ids(q, s, f"R{R_pos}", R_kb, R_nb, R_pos, R_tmp)
+        else:
+            block_ids(q, s, f"UR{UR_TILE}" if self.tile_loop else None, R_kb, R_nb, R_pos, R_tmp)
         tile_coordinates(q, s, R_tid, R_nb, R_pos, R_th, R_tw, R_lane, R_warp, R_n, R_tmp)
         # staging read address: M[q][warp*4 + xx][lane ^ 1]
         q.op(f"LOP3.LUT R{R_t}, R{R_lane}, 0x1, RZ, 0x3c, !PT")               # lane ^ 1
@@ -768,16 +923,16 @@ class Generator:
                             for pp, idx in zip((4, 5), pair):
                                 q.op(f"ISETP.LT.AND P{pp}, PT, R{R_k}, {_hex(lim)}, P{idx}")
                             for pp, idx in zip((4, 5), pair):
-                                q.op(f"@P{pp} STG.E desc[UR4][R{yp}.64+{offs[idx]:#x}], R{outs[idx]}")
+                                q.op(f"@P{pp} {store} desc[UR4][R{yp}.64+{offs[idx]:#x}], R{outs[idx]}")
                     else:
                         for idx in range(4):
-                            q.op(f"@P{idx} STG.E desc[UR4][R{yp}.64+{offs[idx]:#x}], R{outs[idx]}")
+                            q.op(f"@P{idx} {store} desc[UR4][R{yp}.64+{offs[idx]:#x}], R{outs[idx]}")
         if self.tile_loop:
             # every warp has read the staging area before the next tile's stores; the next tile
             q.op("BAR.SYNC.DEFER_BLOCKING 0x0")
             q.op(f"UIADD3 UR{UR_TILE}, UR{UR_TILE}, UR{UR_STRIDE}, URZ")
             q.op(f"MOV R{R_t}, UR{UR_TILE}")
-            q.op(f"ISETP.LT.AND P0, PT, R{R_t}, {s.tiles:#x}, PT")
+            q.op(f"ISETP.LT.AND P0, PT, R{R_t}, {self.sp.units:#x}, PT")
             q.ops[-1].stall = max(q.ops[-1].stall, PRED_DIST)     # -> @P0 BRA TILE
         else:
             q.op("EXIT")
@@ -789,7 +944,7 @@ class Generator:
         name = name or kernel_name(s, o)
         out = [f"# Winograd F(2x2,3x3) FP32 main kernel for {ARCH}, generated by kernels_sass/winograd/sassgen.py",
                f"# shape N={s.N} C={s.C} H={s.H} W={s.W} K={s.K}; options {o}",
-               f"# grid {s.grid() if not self.tile_loop else '(min(tiles, SMs), 1, 1): persistent over ' + str(s.tiles) + ' tiles'}, "
+               f"# grid {s.grid() if not self.tile_loop else '(min(tiles, SMs), 1, 1): persistent over ' + str(self.sp.units) + ' units'}, "
                f"{THREADS} threads, {SMEM_BYTES} bytes of dynamic shared memory",
                f".kernel {name}", "<params>"]
         out += [f"{n}, {b}" for n, b in PARAMS]
@@ -819,11 +974,18 @@ class Generator:
         out += self.prologue_tail(pro.wait_all())
         out.append("LOOP:")
         out += [op.line() for op in self.loop_body()]
-        epi = self.epilogue()
-        out += epi.lines()
-        if self.tile_loop:   # the next tile starts from a clean scoreboard (stores have read their data)
-            out.append(Op("@P0 BRA TILE", wait=epi.wait_all(), y=True, stall=5).line())
-            out.append(Op("EXIT", y=True, stall=5).line())
+        if self.sp.active:
+            head = self.epilogue_branch()
+            out += head.lines()
+            out.append(Op("@P0 BRA EPI_RED", wait=head.wait_all(), y=True, stall=5).line())
+        for reduce in ((False, True) if self.sp.active else (False,)):
+            if reduce:
+                out.append("EPI_RED:")
+            epi = self.epilogue(reduce)
+            out += epi.lines()
+            if self.tile_loop:   # the next tile starts from a clean scoreboard (stores have read their data)
+                out.append(Op("@P0 BRA TILE", wait=epi.wait_all(), y=True, stall=5).line())
+                out.append(Op("EXIT", y=True, stall=5).line())
         out.append("END:")
         out.append("--:-:-:Y:0      BRA END;")
         return "\n".join(out) + "\n"

@@ -427,6 +427,22 @@ class Machine:
                     b4 = vals.view(np.uint8).reshape(-1, 4)
                     for bb in range(4):
                         buf.data[idx + 4 * k + bb] = b4[:, bb]
+        elif op == "REDG":
+            # REDG.E.ADD.F32...: y[addr] += value, as float32 (blocks run one after the other)
+            if "ADD" not in mods or "F32" not in mods:
+                raise SimError(f"REDG.{'.'.join(mods)} not modelled")
+            areg, off = ops[0].values[1], ops[0].values[2]
+            addr = st.R[areg].astype(np.uint64) | (st.R[areg + 1].astype(np.uint64) << np.uint64(32))
+            addr = addr.astype(np.int64) + off
+            if not (st.defined[areg][g].all() and st.defined[areg + 1][g].all()):
+                raise SimError(f"{text}: undefined address register")
+            buf, idx = self.mem.locate(addr[g], 4, text)
+            if buf is None:
+                return
+            if (idx % 4).any():
+                raise SimError(f"{text}: misaligned 4-byte access")
+            words = buf.data.view(np.float32)
+            np.add.at(words, idx // 4, _f(st.R[ops[1].values[0]][g].copy()))
         elif op in ("LDS", "STS"):
             width = 16 if "128" in mods else 8 if "64" in mods else 4
             memop = ops[1] if op == "LDS" else ops[0]

@@ -49,12 +49,47 @@ extern "C" __global__ void transpose2d(const float* __restrict__ in, float* __re
     }
 }
 
+// Split-C (sassgen.py): the outputs of the tiles from `first` on are added into y by the parts
+// of their channel loops, so they start at zero. Tile t = kb + KB * (nb + NB * pos): filters
+// kb*64.., images nb*32.., outputs rows 2th, 2th+1, columns 2tw, 2tw+1 (pos = th * TW + tw).
+// The blocks of blockIdx.y = by0.. zero one tile each, gridDim.x of them sharing it.
+struct SplitTiles {
+    float* y;
+    int first, N, H, W, K, TW, KB, NB;
+};
+
+__device__ void zero_split_tile(const SplitTiles& z, int tile)
+{
+    const int kb = tile % z.KB, nb = tile / z.KB % z.NB, pos = tile / z.KB / z.NB;
+    const int th = pos / z.TW, tw = pos % z.TW;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < BK * BN; i += gridDim.x * blockDim.x) {
+        const int k = kb * BK + i / BN, n = nb * BN + i % BN;
+        if (k >= z.K || n >= z.N) continue;
+        for (int dh = 0; dh < 2; ++dh)
+            for (int dw = 0; dw < 2; ++dw) {
+                const int h = 2 * th + dh, w = 2 * tw + dw;
+                if (h < z.H && w < z.W) z.y[(((i64)k * z.H + h) * z.W + w) * z.N + n] = 0.0f;
+            }
+    }
+}
+
+// grid (x, tiles - first): the split tiles' outputs zeroed, for a main kernel launched alone
+extern "C" __global__ void zero_split_tiles(SplitTiles z)
+{
+    zero_split_tile(z, z.first + blockIdx.y);
+}
+
 // FX: U[c][e][k] = (G g G^T)[e] for g = w[k][c], zero for c >= C or k >= K; rows = Cpad + 8
-// (one zero block past the end, so the main loop's last prefetch stays in bounds).
+// (one zero block past the end, so the main loop's last prefetch stays in bounds). Blocks with
+// blockIdx.y >= rows zero the outputs of split tiles (z.y not null; one launch less).
 extern "C" __global__ void filter_transform(const float* __restrict__ w, float* __restrict__ u,
                                             int K, int C, int Kpad, int rows,
-                                            i64 sk, i64 sc, i64 sr, i64 ss)
+                                            i64 sk, i64 sc, i64 sr, i64 ss, SplitTiles z)
 {
+    if (blockIdx.y >= rows) {
+        zero_split_tile(z, z.first + blockIdx.y - rows);
+        return;
+    }
     int k = blockIdx.x * blockDim.x + threadIdx.x;
     int c = blockIdx.y;
     if (k >= Kpad || c >= rows) return;
