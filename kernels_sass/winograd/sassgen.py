@@ -111,7 +111,6 @@ R_MASK, R_CLIM, R_M = 209, 210, 211
 R_XP, R_UP = 244, 246                  # 64-bit pointers
 UR_TILE, UR_STRIDE, UR_NEXT = 6, 7, 8   # persistent blocks: this block's tile number, grid size, next tile
 R_LDSA, R_LDSB, R_STSV, R_STSU, R_C0 = 248, 249, 250, 251, 252
-R_CEND = 253                           # split-C: the unit's last channel block (relative), x 8
 
 
 @dataclass(frozen=True)
@@ -544,16 +543,20 @@ class Generator:
         # (the short loads on barriers 0, 1: in the epilogue, 4 and 5 carry the staging stores)
         q.op(f"S2R R{R_tid}, SR_TID.X", barriers=(0, 1))
         if split:
-            # the unit's tile and channel range [cb, cb + 8 * chunk): the loop runs to R_CEND
+            # the unit's tile and its channels from cb on, `blocks` blocks of 8: the channel
+            # counter starts at 8 + off, off = Cpad - 8 * blocks, so that the loop's test
+            # (C0 <= Cpad) stays the same instruction; the channel limit moves by off too.
+            # (A register for the bound instead: R253 is past what the hardware gives a
+            # 255-register kernel, an illegal instruction on the H100.)
             sp = self.sp
             self.unit_tile(q, tile_ur, R_pos, R_nb, R_tmp, part=R_rf)
             mad(q, R_cb, R_rf, BC * sp.chunk, None, R_tmp)
-            q.op(f"MOV R{R_CEND}, {BC * sp.chunk:#x}")
+            q.op(f"MOV R{R_C0}, {BC + s.Cpad - BC * sp.chunk:#x}")
             last = sp.part_iters()[-1]
             if last != sp.chunk:
                 q.op(f"ISETP.EQ.AND P1, PT, R{R_rf}, {sp.parts - 1:#x}, P0")
-                q.op(f"@P1 MOV R{R_CEND}, {BC * last:#x}")
-            q.op(f"@!P0 MOV R{R_CEND}, {s.Cpad:#x}")
+                q.op(f"@P1 MOV R{R_C0}, {BC + s.Cpad - BC * last:#x}")
+            q.op(f"@!P0 MOV R{R_C0}, {BC:#x}")
             block_ids(q, s, f"R{R_pos}", R_kb, R_nb, R_pos, R_tmp)
         else:
             block_ids(q, s, None if tile_ur is None else f"UR{tile_ur}", R_kb, R_nb, R_pos, R_tmp)
@@ -601,9 +604,11 @@ class Generator:
         mad(q, R_STSU, R_e, ES_U * 4, None, R_tmp)
         q.op(f"IADD3 R{R_STSU}, R{R_STSU}, {SMEM_BASE:#x}, RZ")
         mad(q, R_STSU, R_c16, 0x10, R_STSU, R_tmp)
+        R_lim0 = R_lo       # the first block's channel limit: C - cb - warp
         if split:   # (before the mask takes R_cb's register)
-            q.op(f"IADD3 R{R_CLIM}, -R{R_warp}, {s.C:#x}, RZ")
-            q.op(f"IADD3 R{R_CLIM}, R{R_CLIM}, -R{R_cb}, RZ")                 # C - cb - warp
+            q.op(f"IADD3 R{R_lim0}, -R{R_warp}, {s.C:#x}, RZ")
+            q.op(f"IADD3 R{R_lim0}, R{R_lim0}, -R{R_cb}, RZ")
+            q.op(f"IADD3 R{R_CLIM}, R{R_lim0}, {_hex(-BC)}, R{R_C0}")         # ... + off
         # the 16-bit load mask: rows, columns, image (and tile) in range
         q.op(f"ISETP.GE.AND P0, PT, R{R_th}, 0x1, PT")
         q.op(f"ISETP.LE.AND P1, PT, R{R_th}, {_hex((s.H - 2) // 2)}, PT")
@@ -632,7 +637,7 @@ class Generator:
         # the input window starts at zero (padding elements stay zero); first channel block
         for q_ in range(16):
             q.op(f"MOV R{RX(q_)}, RZ", y=False)
-        inputs, filters = self.block_loads(f"ISETP.LT.AND P6, PT, RZ, R{R_CLIM}, PT")
+        inputs, filters = self.block_loads(f"ISETP.LT.AND P6, PT, RZ, R{R_lim0 if split else R_CLIM}, PT")
         for text, _ in inputs + filters:
             q.op(text, barriers=self.LOAD_BARRIERS, read_only=True)
 
@@ -652,7 +657,8 @@ class Generator:
             q.op(self.sts_u(j))
         for t in self.advance_ops(R_XP, self.chan_stride, 0) + self.advance_ops(R_UP, self.ublock_stride, 1):
             q.op(t)
-        q.op(f"MOV R{R_C0}, 0x8")
+        if not self.sp.active:      # (a split kernel's tile_setup sets it: see there)
+            q.op(f"MOV R{R_C0}, {BC:#x}")
         # the stores' address registers: toggled only after the stores have read them
         q.op(f"LOP3.LUT R{R_STSV}, R{R_STSV}, {BUF:#x}, RZ, 0x3c, !PT")
         q.op(f"LOP3.LUT R{R_STSU}, R{R_STSU}, {BUF:#x}, RZ, 0x3c, !PT")
@@ -727,8 +733,7 @@ class Generator:
                          wait=lambda j: (1 << 3) if j == 0 else 0)
         slot = max(slot, inputs_end)
         # the loop test (after the last R2P and SEL read P6), PRED_DIST before the branch
-        cend = f"R{R_CEND}" if self.sp.active else f"{self.s.Cpad:#x}"
-        at(slot + 1, f"ISETP.LE.AND P6, PT, R{R_C0}, {cend}, PT")
+        at(slot + 1, f"ISETP.LE.AND P6, PT, R{R_C0}, {self.s.Cpad:#x}, PT")
         last = 7 * SLOTS_PER_STEP
         if slot + 1 + PRED_DIST > last - 8:
             raise ValueError(f"options {o} do not fit the iteration: the loads end at slot {slot}")
