@@ -66,6 +66,43 @@ def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Ope
         if any(op.symbol is not None for op in inst.operands):
             inst.operands = tuple(_resolve_operand(op, inst, labels, params, registers, arch)
                                   for op in inst.operands)
+    from .isa import get_isa
+    infer_descriptors(kernel.instructions, get_isa(arch.name))
+
+
+def kernel_descriptor(instructions, load) -> Optional[int]:
+    """The uniform register that a kernel's memory instructions name where their text does not
+    show it (sm_80..sm_89: `LDG.E R3, [R2.64]`), or None (the description's default, UR4).
+
+    ptxas loads the memory descriptor from the constant bank into a uniform pair
+    (`ULDC.64 UR6, c[0x0][0x118]`, the load named by the description's [descriptor_load]) and
+    encodes that pair in LDG, STG, LD, ST, ATOMG, RED, LDGSTS. Rule: the *first* such load in
+    the kernel in program order. On the bitsandbytes kernels (sm_80) it gives the register
+    ptxas wrote for all but 22 of ~6,250 memory instructions (the most recent load instead:
+    48 wrong): kernels with several loads mix their registers. Without any load, ptxas's usual
+    choice, the default in the description (UR4), stands. `sassas disasm` keeps a register the
+    rule does not give with `.raw`. `load`: the description's DescriptorLoad, or None."""
+    if load is None:
+        return None
+    for inst in instructions:
+        if inst.opcode == load.opcode:
+            register = load.register(inst)
+            if register is not None:
+                return register
+    return None
+
+
+def infer_descriptors(instructions, isa) -> None:
+    """Give each memory instruction that carries a hidden descriptor and names none the
+    kernel's descriptor register (kernel_descriptor)."""
+    if not isa.descriptor_opcodes:
+        return
+    register = kernel_descriptor(instructions, isa.descriptor_load)
+    if register is None:
+        return
+    for inst in instructions:
+        if inst.descriptor is None and inst.opcode in isa.descriptor_opcodes:
+            inst.descriptor = register
 
 
 def _resolve_operand(op: Operand, inst: Instruction, labels, params, registers, arch: Arch) -> Operand:
