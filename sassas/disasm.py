@@ -12,11 +12,11 @@ import re
 from dataclasses import replace
 from typing import Optional, Union
 
-from .ast import Instruction, Operand
+from .ast import Instruction, Label, Operand
 from .control import format_control
 from .errors import SassError
 from .parse import parse_instruction
-from .resolve import kernel_descriptor
+from .resolve import descriptor_registers
 
 INSTRUCTION_BYTES = 16
 ALL_BITS = (1 << 128) - 1
@@ -98,7 +98,7 @@ def _raw_difference(isa, inst: Instruction, word: int, branches: bool,
     so an unedited round trip is byte-identical even where the text is lossy. The text is
     read back as `sassas asm` will read it (branches aside, whose labels resolve later), with
     the hidden descriptor register that `sassas asm` infers (`descriptor`, see
-    resolve.kernel_descriptor): a different one in the word shows as `.raw` bits."""
+    resolve.descriptor_registers): a different one in the word shows as `.raw` bits."""
     try:
         again_inst = replace(inst) if branches else parse_instruction(isa.format(inst) + " ;")
         again_inst.control, again_inst.address, again_inst.descriptor = inst.control, inst.address, descriptor
@@ -142,14 +142,21 @@ def _kernel_source(k, isa) -> list[str]:
         lines.append("</params>")
 
     decoded = _decode_all(k.code, isa)
-    descriptor = kernel_descriptor([inst for _a, _w, inst in decoded if inst is not None], isa.descriptor_load)
     targets: dict[int, set[int]] = {}
     for addr, word, inst in decoded:
         if inst is not None:
             targets[addr] = _branch_operands(isa, word, addr, inst)
     labels = {inst.operands[i].values[0] for addr, _, inst in decoded if inst is not None
               for i in targets[addr]}
+    # The program as `sassas asm` will read it back (a word kept whole is a NOP there).
+    body = []
+    for addr, _word, inst in decoded:
+        if addr in labels:
+            body.append(Label(_label(addr)))
+        body.append(inst or Instruction("NOP"))
+    descriptors = iter(descriptor_registers(body, isa.descriptor_load))
     for addr, word, inst in decoded:
+        descriptor = next(descriptors)
         if addr in labels:
             lines.append(f"{_label(addr)}:")
         if inst is None:

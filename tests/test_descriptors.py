@@ -3,7 +3,8 @@
 nvdisasm prints `LDG.E R2, [R2.64]` for a word whose bits 32..37 name the uniform pair that
 `ULDC.64 UR6, c[0x0][0x118]` loaded; STG/RED/ATOMG keep it in bits 64..69. The description
 holds that field (learned by sassas.isa.learn.learn_descriptors); the resolve stage fills it
-from the kernel's first descriptor load; `sassas disasm` keeps any other register with `.raw`.
+from the descriptor load (the latest one in the same basic block, else the kernel's first:
+resolve.descriptor_registers); `sassas disasm` keeps any other register with `.raw`.
 """
 import pytest
 
@@ -36,6 +37,9 @@ UR6_KERNEL = [
 ]
 # desc_ld_0: no other uniform value live, UR4 (the description's default).
 LDG_UR4 = 0x000000000c1e19000000000402037981
+# desc_ld_4: the same LDG with the descriptor in UR8.
+ULDC_UR8 = 0x0000000000000a000000460000087ab9
+LDG_UR8 = 0x000000000c1e19000000000802027981
 
 
 def _code(arch: str, lines: list[str]) -> list[int]:
@@ -54,6 +58,24 @@ def test_listing_text_gets_the_register_of_the_descriptor_load(arch, kernel):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_without_a_descriptor_load_the_default_is_ptxas_usual_ur4(arch):
     assert _code(arch, ["LDG.E R3, [R2.64]", "EXIT"])[0] == LDG_UR4
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_reload_in_the_same_block_wins_then_the_first_load_again(arch):
+    """ptxas sometimes loads the descriptor again into another pair right before one use deep
+    in a kernel (bitsandbytes' deform_conv kernels); after the next label it uses the first."""
+    lines = ["ULDC.64 UR6, c[0x0][0x118]", "LDG.E R2, [R2.64]", "@P0 BRA L1", "L1:",
+             "ULDC.64 UR8, c[0x0][0x118]", "LDG.E R2, [R2.64]", "@P0 BRA L2", "L2:", "LDG.E R2, [R2.64]", "EXIT"]
+    source = "".join(t + "\n" if t.endswith(":") else f"--:-:-:Y:2  {t};\n" for t in lines)
+    cubin = sassas.assemble(source, arch, filename="k.sass").data
+    code = read_cubin(cubin).kernels[0].code
+    words = [int.from_bytes(code[i:i + 16], "little") & ~CONTROL_MASK for i in range(0, len(code), 16)]
+    ldg_ur6 = UR6_KERNEL[1][0]
+    assert [words[i] for i in (0, 1, 3, 4, 6)] == [UR6_KERNEL[0][0], ldg_ur6, ULDC_UR8, LDG_UR8, ldg_ur6]
+    # disasm's labels are the branch targets, so it reads the blocks alike: no .raw needed.
+    text = disassemble(cubin)
+    assert ".raw" not in text
+    assert read_cubin(sassas.assemble(text, arch, filename="k.sass").data).kernels[0].code == code
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -246,14 +246,14 @@ def learn_descriptors(isa: Isa, arch: str, log=print) -> Isa:
     ptxas's own words: compile the descriptor corpus (the same accesses with more and more
     uniform values live, so ptxas picks UR4, UR6, UR8 ...), and per encoding find the uniform
     register field of its opcode, hidden in it, that equals the register the kernel's
-    descriptor load wrote (resolve.kernel_descriptor's rule) in every sample, over at least
+    descriptor load wrote (resolve.descriptor_registers's rule) in every sample, over at least
     two registers. Which instruction and constant is the descriptor load is learned too: the
     (uniform register <- constant) load that explains the most samples. Encodings of the same
     opcode without samples take the field where it is hidden in them too. Returns the new Isa."""
     from collections import Counter as _Counter
     from .description import _value_kinds
     from .model import DescriptorLoad, Field
-    from ..resolve import kernel_descriptor
+    from ..resolve import descriptor_registers
     kernels = []
     for name, ptx in corpus.descriptor_kernels(arch):
         cubin = oracle.compile_ptx(ptx, arch)
@@ -276,12 +276,10 @@ def learn_descriptors(isa: Isa, arch: str, log=print) -> Isa:
         samples: dict = defaultdict(list)          # id(encoding) -> [(word, register)]
         encs = {}
         for k in kernels:
-            register = kernel_descriptor([inst for _w, (_e, inst) in k], load)
-            if register is None:
-                continue
-            for w, (e, _inst) in k:
-                samples[id(e)].append((w, register))
-                encs[id(e)] = e
+            for (w, (e, _inst)), register in zip(k, descriptor_registers([inst for _w, (_e, inst) in k], load)):
+                if register is not None:
+                    samples[id(e)].append((w, register))
+                    encs[id(e)] = e
         found, explained = {}, 0
         for key, pairs in samples.items():
             e = encs[key]
