@@ -485,12 +485,14 @@ class Isa:
 
     # ---- listing
     def forms(self) -> list[str]:
-        """One line per form: ``FFMA R, R, R, I  [.FTZ .RM ...]``."""
+        """One line per form: ``FFMA R, R, R, I  [.FTZ .RM ...]``; ``+ hidden descriptor UR``
+        where the word names a descriptor register that the text does not show."""
         out = []
         for (opcode, kinds), encs in sorted(self.by_key.items()):
             toks = sorted({t for e in encs for g in e.groups for t in g.tokens
                            if not t.startswith("@")} | {t for e in encs for t in e.fixed_tokens})
-            out.append(form_name(opcode, kinds) + (f"   [{' '.join('.' + t for t in toks)}]" if toks else ""))
+            out.append(form_name(opcode, kinds) + (f"   [{' '.join('.' + t for t in toks)}]" if toks else "")
+                       + ("   + hidden descriptor UR" if any(e.descriptor is not None for e in encs) else ""))
         return out
 
     # ---- encoding
