@@ -133,6 +133,10 @@ class Instruction:
     # Raw-bits escape: bits forced over the encoding, for text that is genuinely lossy.
     # (mask, value) pairs over the 128-bit word; see README "Raw bits".
     raw: Optional[tuple[int, int]] = None
+    # The uniform register of a memory descriptor that the text does not show (sm_80..sm_89
+    # LDG/STG/...: nvdisasm prints `[R2.64]`, the word holds UR6): set by the resolve stage
+    # from the kernel's context, or by the decoder; None encodes the description's default.
+    descriptor: Optional[int] = None
 
     @property
     def mnemonic(self) -> str:

@@ -12,10 +12,11 @@ import re
 from dataclasses import replace
 from typing import Optional, Union
 
-from .ast import Instruction, Operand
+from .ast import Instruction, Label, Operand
 from .control import format_control
 from .errors import SassError
 from .parse import parse_instruction
+from .resolve import descriptor_registers
 
 INSTRUCTION_BYTES = 16
 ALL_BITS = (1 << 128) - 1
@@ -91,14 +92,16 @@ def _branch_operands(isa, word: int, addr: int, inst: Instruction) -> set[int]:
             and [y - x for x, y in zip(a.values, b.values)] in ([INSTRUCTION_BYTES],)}
 
 
-def _raw_difference(isa, inst: Instruction, word: int, branches: bool) -> Optional[tuple[int, int]]:
+def _raw_difference(isa, inst: Instruction, word: int, branches: bool,
+                    descriptor: Optional[int]) -> Optional[tuple[int, int]]:
     """(mask, value) of the bits where re-encoding the decoded text misses the original word,
     so an unedited round trip is byte-identical even where the text is lossy. The text is
-    read back as `sassas asm` will read it (branches aside, whose labels resolve later)."""
+    read back as `sassas asm` will read it (branches aside, whose labels resolve later), with
+    the hidden descriptor register that `sassas asm` infers (`descriptor`, see
+    resolve.descriptor_registers): a different one in the word shows as `.raw` bits."""
     try:
-        again_inst = inst if branches else parse_instruction(isa.format(inst) + " ;")
-        if again_inst is not inst:
-            again_inst.control, again_inst.address = inst.control, inst.address
+        again_inst = replace(inst) if branches else parse_instruction(isa.format(inst) + " ;")
+        again_inst.control, again_inst.address, again_inst.descriptor = inst.control, inst.address, descriptor
         again = isa.encode(again_inst)
     except SassError:
         return ALL_BITS, word
@@ -145,14 +148,22 @@ def _kernel_source(k, isa) -> list[str]:
             targets[addr] = _branch_operands(isa, word, addr, inst)
     labels = {inst.operands[i].values[0] for addr, _, inst in decoded if inst is not None
               for i in targets[addr]}
+    # The program as `sassas asm` will read it back (a word kept whole is a NOP there).
+    body = []
+    for addr, _word, inst in decoded:
+        if addr in labels:
+            body.append(Label(_label(addr)))
+        body.append(inst or Instruction("NOP"))
+    descriptors = iter(descriptor_registers(body, isa.descriptor_load))
     for addr, word, inst in decoded:
+        descriptor = next(descriptors)
         if addr in labels:
             lines.append(f"{_label(addr)}:")
         if inst is None:
             lines.append(f".raw 0x{ALL_BITS:x} 0x{word:032x}   # not in the {isa.arch} tables")
             lines.append("--:-:-:Y:0      NOP;")
             continue
-        raw = _raw_difference(isa, inst, word, bool(targets[addr]))
+        raw = _raw_difference(isa, inst, word, bool(targets[addr]), descriptor)
         if raw is not None and raw[0] == ALL_BITS:
             # The text does not encode at all: keep the word whole, the text as a comment.
             lines.append(f".raw 0x{ALL_BITS:x} 0x{word:032x}   # {isa.format(inst)}: not re-encodable on {isa.arch}")

@@ -66,6 +66,52 @@ def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Ope
         if any(op.symbol is not None for op in inst.operands):
             inst.operands = tuple(_resolve_operand(op, inst, labels, params, registers, arch)
                                   for op in inst.operands)
+    from .isa import get_isa
+    infer_descriptors(kernel.body, get_isa(arch.name))
+
+
+def descriptor_registers(body, load) -> list[Optional[int]]:
+    """Per instruction of `body` (instructions and labels in program order): the uniform
+    register that its memory descriptor is in where the text does not show it (sm_80..sm_89:
+    `LDG.E R3, [R2.64]`), or None (the description's default, UR4).
+
+    ptxas loads the memory descriptor from the constant bank into a uniform pair
+    (`ULDC.64 UR6, c[0x0][0x118]`, the load named by the description's [descriptor_load]) and
+    encodes that pair in LDG, STG, LD, ATOMG, RED, LDGSTS. Rule: the most recent such load in
+    the same basic block (a label starts one), else the kernel's first such load in program
+    order. ptxas loads the descriptor once at the top and sometimes again into another pair
+    just before a use deep in the kernel, used only there. On every bitsandbytes kernel (sm_80
+    6649, sm_86 5503, sm_89 4381 such instructions) this gives ptxas's register for all of them;
+    the first load alone misses 24 on sm_80, the most recent alone 48. Without any load,
+    ptxas's usual choice, the description's default (UR4), stands. `sassas disasm` keeps a
+    register the rule does not give with `.raw`. `load`: the description's DescriptorLoad, or
+    None (no hidden descriptor on the arch)."""
+    if load is None:
+        return [None for item in body if isinstance(item, Instruction)]
+    loaded = [load.register(item) if isinstance(item, Instruction) and item.opcode == load.opcode else None
+              for item in body]
+    first = next((r for r in loaded if r is not None), None)
+    out: list[Optional[int]] = []
+    in_block = None
+    for item, register in zip(body, loaded):
+        if not isinstance(item, Instruction):
+            in_block = None
+            continue
+        if register is not None:
+            in_block = register
+        out.append(in_block if in_block is not None else first)
+    return out
+
+
+def infer_descriptors(body, isa) -> None:
+    """Give each memory instruction that carries a hidden descriptor and names none the
+    register that descriptor_registers gives it."""
+    if not isa.descriptor_opcodes:
+        return
+    instructions = [item for item in body if isinstance(item, Instruction)]
+    for inst, register in zip(instructions, descriptor_registers(body, isa.descriptor_load)):
+        if register is not None and inst.descriptor is None and inst.opcode in isa.descriptor_opcodes:
+            inst.descriptor = register
 
 
 def _resolve_operand(op: Operand, inst: Instruction, labels, params, registers, arch: Arch) -> Operand:

@@ -18,6 +18,12 @@ Layout (numbers in hex strings where they exceed TOML's 64-bit integers):
     order                         modifier print order
     reuse                         { operand index = reuse bit }
     reuse_decode_only             { operand index = [reuse bits] } that also print .reuse on it
+    descriptor                    a field nvdisasm does not print: the uniform register of the
+                                  memory descriptor (Instruction.descriptor); base holds the
+                                  default ptxas writes
+    [descriptor_load]             mnemonic = "ULDC.64", constant = [bank, offset]: the load that
+                                  puts the descriptor in a uniform pair (see resolve.py for how
+                                  a listing's hidden descriptor is inferred from it)
     aliases                       printing aliases decided by values, most specific first:
                                   { when = ["2=255", "3:pow2", "4!=255"], print = ["MOV"],
                                   unless = ["WIDE"] }: nvdisasm prints these tokens (value 0 =
@@ -41,7 +47,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import SassError
-from .model import CONTROL_MASK, Alias, Encoding, Field, Group, Isa, MASK128, form_name
+from .model import CONTROL_MASK, Alias, DescriptorLoad, Encoding, Field, Group, Isa, MASK128, form_name
 
 # How nvdisasm prints float immediates (checked by learn.py against the corpus).
 DEFAULT_SYNTAX = {"float_format": "%.20g", "float_format_large": "%.20e", "float_large_exponent": "9",
@@ -111,11 +117,17 @@ def write_description(isa: Isa, path: Path, header: str = "") -> None:
     field_names: dict[Field, str] = {}
     uses: dict[Field, int] = {}
     roles: dict[Field, str] = {}
-    for e in isa.encodings:
+    in_file_order = sorted(isa.encodings, key=lambda e: (e.opcode, e.kinds, -e.specificity, e.match_value))
+    # Field names by role, numbered in the file's own order: the same names however the
+    # encodings were ordered in memory (reading and writing a file again leaves it as it was).
+    for e in in_file_order:
         for f, role in zip(e.fields, _value_kinds(e)):
             if isinstance(f, Field):
                 uses[f] = uses.get(f, 0) + 1
                 roles.setdefault(f, _field_role(role, f))
+        if e.descriptor is not None:
+            uses[e.descriptor] = uses.get(e.descriptor, 0) + 1
+            roles.setdefault(e.descriptor, "ureg")
     per_role: dict[str, int] = {}
     for f in sorted(uses, key=lambda f: (roles[f], f.segments[0][0], -uses[f], _bits_text(f), f.transform)):
         n = per_role.get(roles[f], 0)
@@ -127,13 +139,17 @@ def write_description(isa: Isa, path: Path, header: str = "") -> None:
         out += ["# " + line for line in header.splitlines()]
     out += [f"arch = {_q(isa.arch)}", "", "[syntax]"]
     out += [f"{k} = {_q(v)}" for k, v in sorted(isa.syntax.items())]
+    if isa.descriptor_load is not None:
+        bank, offset = isa.descriptor_load.constant
+        out += ["", "[descriptor_load]", f"mnemonic = {_q(isa.descriptor_load.mnemonic)}",
+                f"constant = [{bank}, 0x{offset:x}]"]
     for tname, table in sorted(isa.tables.items()):
         out += ["", f"[tables.{_q(tname)}]"]
         out += [f"{_q(k)} = {v}" for k, v in sorted(table.items(), key=lambda kv: (kv[1], kv[0]))]
     out += ["", "[fields]   # name = bits 'word_lsb:width[@value_lsb]', type; used by N forms"]
     for f, name in sorted(field_names.items(), key=lambda kv: kv[1]):
         out.append(f"{name} = {{ bits = {_q(_bits_text(f))}, type = {_q(f.transform)} }}   # {uses[f]}")
-    for e in sorted(isa.encodings, key=lambda e: (e.opcode, e.kinds, -e.specificity, e.match_value)):
+    for e in in_file_order:
         out += ["", "[[form]]", f"# {form_name(e.opcode, e.kinds)}",
                 f"example = {_q(e.example)}",
                 f"opcode = {_q(e.opcode)}",
@@ -143,6 +159,8 @@ def write_description(isa: Isa, path: Path, header: str = "") -> None:
                                           for f in e.fields) + "]",
                 f"match = \"0x{e.match_mask:032x}:0x{e.match_value:032x}\"",
                 f"base = {_hex(e.base)}"]
+        if e.descriptor is not None:
+            out.append(f"descriptor = {_q(field_names[e.descriptor])}")
         if e.support:
             out.append(f"support = {e.support}")
         if e.fixed_tokens:
@@ -303,10 +321,16 @@ def load_description(path: Path, text: Optional[str] = None) -> Isa:
                      name=form_name(form["opcode"], form["operands"]), example=form.get("example", ""),
                      aliases=[_parse_alias(a, where) for a in form.get("aliases", [])],
                      support=form.get("support", 0))
+        if "descriptor" in form:
+            if form["descriptor"] not in fields:
+                raise SassError(f"{where}: unknown descriptor field {form['descriptor']!r}")
+            e.descriptor = fields[form["descriptor"]]
         validate_encoding(e, where)
         encodings.append(e)
     syntax = dict(DEFAULT_SYNTAX, **data.get("syntax", {}))
-    return Isa(arch, encodings, data.get("tables", {}), syntax)
+    load = data.get("descriptor_load")
+    descriptor_load = DescriptorLoad(load["mnemonic"], tuple(load["constant"])) if load else None
+    return Isa(arch, encodings, data.get("tables", {}), syntax, descriptor_load)
 
 
 def validate_encoding(e: Encoding, where: str = "") -> None:
@@ -331,5 +355,7 @@ def validate_encoding(e: Encoding, where: str = "") -> None:
         raise SassError(f"{where}: reuse_decode_only names an operand without a reuse bit")
     if e.match_mask & claimed:
         raise SassError(f"{where}: match bits overlap fields or groups")
+    if e.descriptor is not None and e.descriptor.mask & (claimed | e.match_mask):
+        raise SassError(f"{where}: the descriptor field overlaps printed bits")
     if e.match_value & ~e.match_mask or e.base & claimed & ~CONTROL_MASK:
         raise SassError(f"{where}: match value or base has bits outside their mask")

@@ -240,6 +240,82 @@ def dedupe(encodings: list) -> list:
     return out
 
 
+def learn_descriptors(isa: Isa, arch: str, log=print) -> Isa:
+    """Find the hidden memory-descriptor field (sm_80..sm_89: nvdisasm prints `LDG.E R3,
+    [R2.64]` for a word that names the uniform pair ptxas loaded the descriptor into) from
+    ptxas's own words: compile the descriptor corpus (the same accesses with more and more
+    uniform values live, so ptxas picks UR4, UR6, UR8 ...), and per encoding find the uniform
+    register field of its opcode, hidden in it, that equals the register the kernel's
+    descriptor load wrote (resolve.descriptor_registers's rule) in every sample, over at least
+    two registers. Which instruction and constant is the descriptor load is learned too: the
+    (uniform register <- constant) load that explains the most samples. Encodings of the same
+    opcode without samples take the field where it is hidden in them too. Returns the new Isa."""
+    from collections import Counter as _Counter
+    from .description import _value_kinds
+    from .model import DescriptorLoad, Field
+    from ..resolve import descriptor_registers
+    kernels = []
+    for name, ptx in corpus.descriptor_kernels(arch):
+        cubin = oracle.compile_ptx(ptx, arch)
+        if cubin is None:
+            log(f"[{arch}] descriptor corpus: ptxas refused {name}")
+            continue
+        for _section, code in oracle.text_sections(cubin):
+            decoded = [isa.decode_match(w, 16 * i) for i, w in enumerate(oracle.words_of(code))]
+            kernels.append([(w, m) for w, m in zip(oracle.words_of(code), decoded) if m is not None])
+    loads = {DescriptorLoad(inst.mnemonic, tuple(inst.operands[1].values))
+             for k in kernels for _w, (_e, inst) in k
+             if [op.kind for op in inst.operands] == ["UR", "C[I][I]"]}
+    ureg_fields: dict = defaultdict(set)
+    for e in isa.encodings:
+        for f, role in zip(e.fields, _value_kinds(e)):
+            if role == "ureg" and isinstance(f, Field):
+                ureg_fields[e.opcode].add(f)
+    best = (0, None, {})
+    for load in sorted(loads, key=lambda d: (d.mnemonic, d.constant)):
+        samples: dict = defaultdict(list)          # id(encoding) -> [(word, register)]
+        encs = {}
+        for k in kernels:
+            for (w, (e, _inst)), register in zip(k, descriptor_registers([inst for _w, (_e, inst) in k], load)):
+                if register is not None:
+                    samples[id(e)].append((w, register))
+                    encs[id(e)] = e
+        found, explained = {}, 0
+        for key, pairs in samples.items():
+            e = encs[key]
+            if len({r for _w, r in pairs}) < 2:
+                continue
+            fits = [f for f in sorted(ureg_fields[e.opcode], key=lambda f: f.segments)
+                    if f.mask & e.hidden_mask == f.mask and all(f.extract(w) == r for w, r in pairs)]
+            if fits:
+                found[key] = (e, fits[0])
+                explained += len(pairs)
+        if explained > best[0]:
+            best = (explained, load, found)
+    explained, load, found = best
+    if load is None:
+        log(f"[{arch}] descriptors: none hidden")
+        return isa
+    field_of = {}
+    defaults = _Counter()
+    for e, f in found.values():
+        e.descriptor = f
+        field_of.setdefault(e.opcode, f)
+        defaults[f.extract(e.base)] += 1
+    default = defaults.most_common(1)[0][0]
+    for e in isa.encodings:
+        f = field_of.get(e.opcode)
+        if e.descriptor is None and f is not None and f.mask & e.hidden_mask == f.mask:
+            e.descriptor = f
+            e.base = e.base & ~f.mask | f.insert(default)
+    for e in isa.encodings:
+        e.__dict__.pop("hidden_mask", None)
+    n = sum(1 for e in isa.encodings if e.descriptor is not None)
+    log(f"[{arch}] descriptors: {load.mnemonic} {load.constant} explains {explained} samples; "
+        f"{len(found)} encodings seen, {n} with the field ({', '.join(sorted(field_of))}), default UR{default}")
+    return Isa(arch, isa.encodings, isa.tables, isa.syntax, load)
+
+
 MAX_NEW_FORMS_PER_ROUND = 400
 SAMPLES_PER_NEW_FORM = 2
 
@@ -349,6 +425,7 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool
             f"bit-exact ({100 * ok / max(len(samples), 1):.1f}%), other forms {ok_extra}/{len(pool) - len(samples)} "
             f"({time.time() - t0:.1f}s)")
         write_description(isa, out_dir / f"{arch}.toml")
+    write_description(learn_descriptors(isa, arch, log), out_dir / f"{arch}.toml")
     # Reload what was written, so the report is about the file, not the objects in memory.
     isa = load_description(out_dir / f"{arch}.toml")
     failures = {}
@@ -394,10 +471,19 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=DATA_DIR, help="where to write sm_XX.toml")
     ap.add_argument("--rounds", type=int, default=6, help="probing rounds per arch")
     ap.add_argument("--no-sweep", action="store_true", help="learn from the corpus only")
+    ap.add_argument("--descriptors-only", action="store_true",
+                    help="only (re)learn the hidden descriptor field of the description in --out")
     args = ap.parse_args(argv)
     for arch in args.arch:
         if not oracle.have_tools(arch):
             print(f"[{arch}] skipped: ptxas/nvdisasm for {arch} not found", file=sys.stderr)
+            continue
+        if args.descriptors_only:
+            path = args.out / f"{arch}.toml"
+            isa = load_description(path)
+            for e in isa.encodings:
+                e.descriptor = None
+            write_description(learn_descriptors(Isa(arch, isa.encodings, isa.tables, isa.syntax), arch), path)
             continue
         learn_arch(arch, args.out, args.rounds, sweep=not args.no_sweep)
     return 0

@@ -163,11 +163,16 @@ class Encoding:
     # only): with a constant in the B slot, sm_70's nvdisasm shows the B and C reuse bits alike
     # on the one register left (`LEA.HI.X R3, R3, c[0x0][0x164], R22.reuse`).
     reuse_decode_only: dict = field(default_factory=dict)
+    # A field nvdisasm does not print but ptxas fills from context: the uniform register
+    # holding the memory descriptor (Instruction.descriptor); `base` holds its default.
+    descriptor: Optional[Field] = None
 
     @property
     def shown_mask(self) -> int:
         """Bits that some match bit, field, group or the control code covers."""
         shown = self.match_mask | self.group_mask | ((1 << CONTROL_SHIFT) - 1) << CONTROL_SHIFT
+        if self.descriptor is not None:
+            shown |= self.descriptor.mask
         for f in self.fields:
             if type(f) is not tuple:
                 shown |= f.mask
@@ -410,11 +415,33 @@ def form_name(opcode: str, kinds: Iterable[str]) -> str:
 
 # --------------------------------------------------------------------------- the engine
 
+@dataclass(frozen=True)
+class DescriptorLoad:
+    """The instruction that loads the memory descriptor into a uniform register pair
+    (`ULDC.64 UR4, c[0x0][0x118]` on sm_80..sm_89): its mnemonic and constant (bank, offset)."""
+    mnemonic: str
+    constant: tuple[int, int]
+
+    @property
+    def opcode(self) -> str:
+        return self.mnemonic.split(".")[0]
+
+    def register(self, inst: Instruction) -> Optional[int]:
+        """The uniform register this instruction loads the descriptor into, or None."""
+        if inst.mnemonic != self.mnemonic or len(inst.operands) != 2:
+            return None
+        dest, source = inst.operands
+        if dest.kind != "UR" or source.kind != "C[I][I]" or tuple(source.values) != self.constant:
+            return None
+        return int(dest.values[0])
+
+
 class Isa:
     def __init__(self, arch: str, encodings: list[Encoding], tables: dict[str, dict[str, int]],
-                 syntax: dict):
+                 syntax: dict, descriptor_load: Optional[DescriptorLoad] = None):
         self.arch = arch
         self.encodings = encodings
+        self.descriptor_load = descriptor_load
         self.tables = tables
         self.table_names = {t: {v: k for k, v in tab.items()} for t, tab in tables.items()}
         self.syntax = syntax
@@ -434,6 +461,8 @@ class Isa:
     def _index(self) -> None:
         self.by_key: dict[tuple, list[Encoding]] = {}
         self.by_opcode: dict[str, list[Encoding]] = {}
+        # Opcodes with an encoding that carries a hidden descriptor (resolve fills it in).
+        self.descriptor_opcodes = frozenset(e.opcode for e in self.encodings if e.descriptor is not None)
         for e in self.encodings:
             self.by_key.setdefault((e.opcode, e.kinds), []).append(e)
             self.by_opcode.setdefault(e.opcode, []).append(e)
@@ -456,12 +485,14 @@ class Isa:
 
     # ---- listing
     def forms(self) -> list[str]:
-        """One line per form: ``FFMA R, R, R, I  [.FTZ .RM ...]``."""
+        """One line per form: ``FFMA R, R, R, I  [.FTZ .RM ...]``; ``+ hidden descriptor UR``
+        where the word names a descriptor register that the text does not show."""
         out = []
         for (opcode, kinds), encs in sorted(self.by_key.items()):
             toks = sorted({t for e in encs for g in e.groups for t in g.tokens
                            if not t.startswith("@")} | {t for e in encs for t in e.fixed_tokens})
-            out.append(form_name(opcode, kinds) + (f"   [{' '.join('.' + t for t in toks)}]" if toks else ""))
+            out.append(form_name(opcode, kinds) + (f"   [{' '.join('.' + t for t in toks)}]" if toks else "")
+                       + ("   + hidden descriptor UR" if any(e.descriptor is not None for e in encs) else ""))
         return out
 
     # ---- encoding
@@ -590,6 +621,12 @@ class Isa:
                     return None
                 cbits |= 1 << (17 + bit)
         word |= cbits << CONTROL_SHIFT
+        if inst.descriptor is not None and enc.descriptor is not None:
+            d = enc.descriptor
+            if not 0 <= inst.descriptor <= d.value_mask:
+                errors.append(f"descriptor UR{inst.descriptor} does not fit its field in {enc.name}")
+                return None
+            word = word & ~d.mask | d.insert(inst.descriptor)
         if inst.raw is not None:
             mask, value = inst.raw
             word = (word & ~mask) | (value & mask)
@@ -653,6 +690,13 @@ class Isa:
 
     # ---- decoding
     def decode(self, word: int, address: int = 0) -> Instruction:
+        found = self.decode_match(word, address)
+        if found is None:
+            raise SassError(f"cannot decode 0x{word:032x} on {self.arch}: no known encoding matches")
+        return found[1]
+
+    def decode_match(self, word: int, address: int = 0) -> Optional[tuple[Encoding, Instruction]]:
+        """(the encoding that explains the word, the instruction), or None."""
         # The encoding whose hidden bits (those nvdisasm never shows) agree with the word
         # explains all of it; one learned where a bit is hidden (`.X4` on an RZ address) only
         # when no other matches.
@@ -664,12 +708,12 @@ class Isa:
                     continue
                 inst = self._decode_with(enc, word, address)
                 if inst is not None:
-                    return inst
+                    return enc, inst
         if fallback is not None:
             inst = self._decode_with(fallback, word, address)
             if inst is not None:
-                return inst
-        raise SassError(f"cannot decode 0x{word:032x} on {self.arch}: no known encoding matches")
+                return fallback, inst
+        return None
 
     def _decode_tokens(self, enc: Encoding, word: int):
         """Tokens the groups print for this word (before aliases), or None (cached)."""
@@ -709,7 +753,10 @@ class Isa:
                 if a.holds(values) and a.allows(tokens):
                     tokens = (tokens - a.drop) | a.add
                     break
-        return self._build(enc, tokens, values, word, address, self._decode_sequences(enc, word))
+        inst = self._build(enc, tokens, values, word, address, self._decode_sequences(enc, word))
+        if enc.descriptor is not None:
+            inst.descriptor = enc.descriptor.extract(word)
+        return inst
 
     def _decode_values(self, enc: Encoding, word: int, address: int) -> Optional[list]:
         fast = enc.fast_fields

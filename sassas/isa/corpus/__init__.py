@@ -2,7 +2,7 @@
 (name, ptx) pairs; :func:`build` compiles them with ptxas and returns the code words."""
 from __future__ import annotations
 
-from .ptx import kernels  # noqa: F401
+from .ptx import descriptor_kernels, kernels  # noqa: F401
 
 
 def build(arch: str, progress=None) -> list[int]:

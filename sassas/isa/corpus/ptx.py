@@ -445,3 +445,50 @@ def kernels(arch: str, per_kernel: int = 12) -> Iterator[tuple[str, str]]:
             yield name, "\n".join([header_text, _PROLOGUE.format(name=name), ".local .align 8 .b8 loc[64];",
                                    "{ .reg .%s %%o; %s" % (otype, code.replace("{n}", str(n))),
                                    f"st.global.{otype} [%out], %o; }}", "ret;\n}\n"])
+
+
+# Global memory accesses whose hidden descriptor register is learned (learn.learn_descriptors).
+_DESCRIPTOR_ACCESSES = {
+    "ld": "ld.global.b32 %b, [%ptr];",
+    "ld_nc": "ld.global.nc.b32 %b, [%ptr+8];",
+    "ld_v4": "ld.global.v4.b32 {%b, %c, %d, %e}, [%ptr+16]; add.u32 %b, %b, %e;",
+    "ld_generic": "cvta.global.u64 %gp, %ptr; ld.b32 %b, [%gp];",
+    "st_generic": "cvta.global.u64 %gp, %ptr; st.b32 [%gp+4], %a; mov.b32 %b, %a;",
+    "st": "st.global.b32 [%ptr+4], %a; mov.b32 %b, %a;",
+    "atom": "atom.global.add.u32 %b, [%ptr], %a;",
+    "atom_cas": "atom.global.cas.b32 %b, [%ptr], %a, 7;",
+    "red": "red.global.add.u32 [%ptr], %a; mov.b32 %b, %a;",
+    "red_f32": "red.global.add.f32 [%ptr], %f; mov.b32 %b, %a;",
+}
+_DESCRIPTOR_ACCESSES_SM80 = {
+    "cp_async": "cp.async.ca.shared.global [dsm], [%ptr], 4; cp.async.wait_all; ld.shared.b32 %b, [dsm];",
+}
+# How many uniform values stay live across the access: ptxas gives each a uniform register,
+# so the descriptor lands in a different pair (UR4, UR6, UR8 ...) as the count grows.
+_LIVE_UNIFORMS = range(0, 9, 2)
+
+
+def descriptor_kernels(arch: str) -> Iterator[tuple[str, str]]:
+    """(name, PTX) pairs, one module each: global memory accesses with 0..8 uniform values
+    live across them, so that ptxas places the memory descriptor in different uniform pairs."""
+    sm = int("".join(ch for ch in arch.split("_")[1] if ch.isdigit()))
+    accesses = dict(_DESCRIPTOR_ACCESSES, **(_DESCRIPTOR_ACCESSES_SM80 if sm >= 80 else {}))
+    head = (f".version {_PTX_VERSION.get(arch, '8.0')}\n.target {arch}\n.address_size 64\n"
+            ".shared .align 16 .b8 dsm[64];\n")
+    for access, code in accesses.items():
+        for live in _LIVE_UNIFORMS:
+            name = f"desc_{access}_{live}"
+            regs = "".join(f", %u{i}" for i in range(live))
+            setup = "".join(f"shl.b32 %u{i}, %g, {i + 3}; min.u32 %u{i}, %u{i}, {0x7fffffff - i};\n"
+                            for i in range(live))
+            use = "".join(f"add.u32 %b, %b, %u{i}; setp.lt.u32 %p, %b, %u{i}; selp.b32 %b, %b, %u{i}, %p;\n"
+                          for i in range(live))
+            yield name, (
+                f"{head}.visible .entry {name}(.param .u64 p_out, .param .u64 p_in)\n{{\n"
+                f".reg .b32 %a, %b, %c, %d, %e, %g{regs}; .reg .f32 %f; .reg .b64 %ptr, %out, %off, %gp; "
+                ".reg .pred %p;\n"
+                "ld.param.u64 %ptr, [p_in]; ld.param.u64 %out, [p_out];\n"
+                "cvta.to.global.u64 %ptr, %ptr; cvta.to.global.u64 %out, %out;\n"
+                "mov.u32 %g, %nctaid.x; mov.u32 %a, %ctaid.x; mov.b32 %f, %a; mul.wide.u32 %off, %a, 4;\n"
+                "add.s64 %ptr, %ptr, %off; add.s64 %out, %out, %off;\n"
+                f"{setup}{code}\n{use}st.global.b32 [%out], %b;\nret;\n}}\n")
