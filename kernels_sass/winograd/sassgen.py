@@ -202,7 +202,7 @@ class Options:
 # The cost model behind the choice, in loop iterations (H100: about 1.33 us an iteration):
 FIXED_ITERS = 2.3      # a unit's work outside the loop (2.9..3.2 us a tile, C vs 2C)
 REDG_ITERS = 0.3       # a split unit's extra: its 32 KiB of outputs added in L2, not stored
-ZERO_ITERS = 1.0       # zeroing the split tiles' outputs: one more small kernel before the main one
+ZERO_ITERS = 1.0       # zeroing the split tiles' outputs (extra blocks of the filter-transform launch)
 MIN_GAIN = 0.03        # a split is chosen when the model saves more than this fraction
 MAX_PARTS = 8
 
@@ -267,7 +267,7 @@ def split_plan(s: Shape, sms: int, parts: int = 0) -> Split:
     for S in ([parts] if parts else range(2, MAX_PARTS + 1)):
         for tail in range(rest, s.tiles + 1, sms):
             sp = Split(s.tiles, s.Cpad // BC, S, tail)
-            if sp.valid() and len(set(sp.part_iters())) <= 2 and sp.modelled(sms) < best_t - 1e-9:
+            if sp.valid() and sp.modelled(sms) < best_t - 1e-9:
                 best, best_t = sp, sp.modelled(sms)
     return best
 
@@ -282,8 +282,8 @@ def resolve(s: Shape, o: Options, sms: int) -> Options:
 
 
 def uses_tile_loop(s: Shape, o: Options) -> bool:
-    """Persistent blocks, where the tile count suits the 16-bit magic division of the tile number
-    (with room for the number of the next tile, up to 1024 SMs past the last)."""
+    """Persistent blocks, where the unit count suits the 16-bit magic division of the unit number
+    (with room for the number of the next unit, up to 1024 SMs past the last)."""
     return o.persistent and split_of(s, o).units + 1024 < (1 << 16)
 
 
