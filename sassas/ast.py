@@ -169,6 +169,33 @@ class Operand:
         return format_operand(self)
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Shape:
+    """An instruction with its numbers taken out: opcode, modifiers, the guard predicate's kind
+    and flags, each operand's kind and flags, and whether any operand names a symbol still to
+    be resolved. What the later stages find per instruction (encodings to try, which registers
+    count and must be aligned, which values to check) depends on the shape only, so they find
+    it once per shape. Interned (one object per shape, see `find`): compared and hashed by
+    identity, which makes it a quick key for those stages' caches."""
+    opcode: str
+    modifiers: tuple[str, ...]
+    guard: Optional[tuple[str, frozenset[str]]]
+    operands: tuple[tuple[str, frozenset[str]], ...]
+    symbolic: bool
+
+    @staticmethod
+    def find(opcode: str, modifiers: tuple[str, ...], guard: Optional[tuple[str, frozenset[str]]],
+             operands: tuple[tuple[str, frozenset[str]], ...], symbolic: bool) -> "Shape":
+        key = (opcode, modifiers, guard, operands, symbolic)
+        shape = _shapes.get(key)
+        if shape is None:
+            shape = _shapes[key] = Shape(*key)
+        return shape
+
+
+_shapes: dict[tuple, Shape] = {}
+
+
 @dataclass(slots=True)
 class Instruction:
     opcode: str
@@ -181,6 +208,24 @@ class Instruction:
     # Raw-bits escape: bits forced over the encoding, for text that is genuinely lossy.
     # (mask, value) pairs over the 128-bit word; see README "Raw bits".
     raw: Optional[tuple[int, int]] = None
+    # The shape last found, with the opcode, modifiers, predicate and operands it was found for
+    # (see `shape`); the parser's line plans fill it in.
+    _shape: Optional[tuple] = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def shape(self) -> Shape:
+        """The instruction's Shape. A stage that changes the instruction assigns a new operands
+        tuple (or opcode, modifiers, predicate): the shape is then found again."""
+        seen = self._shape
+        if (seen is not None and seen[1] is self.operands and seen[2] is self.predicate
+                and seen[3] is self.modifiers and seen[4] is self.opcode):
+            return seen[0]
+        p = self.predicate
+        shape = Shape.find(self.opcode, self.modifiers, None if p is None else (p.kind, p.flags),
+                           tuple([(op.kind, op.flags) for op in self.operands]),
+                           any(op.symbol is not None for op in self.operands))
+        self._shape = (shape, self.operands, self.predicate, self.modifiers, self.opcode)
+        return shape
 
     @property
     def mnemonic(self) -> str:

@@ -12,7 +12,7 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from .arch import get_arch
-from .ast import ControlCode, Instruction, Kernel, Label, Loc, Operand, Param, Program, SourceLine
+from .ast import ControlCode, Instruction, Kernel, Label, Loc, Operand, Param, Program, Shape, SourceLine
 from .control import MAX_BARRIER, parse_control
 from .errors import Diagnostics, SassError
 from .frontend import DEFAULT_SMEM_ALIGN, Declarations, finish_kernel
@@ -217,7 +217,8 @@ class _StatementPlan:
 
     A position is (line offset, part, column offset): the column is ``start + offset + 1`` for
     the start of that text piece of the line (the numbers cut the line into pieces)."""
-    __slots__ = ("opcode", "modifiers", "control", "control_words", "predicate", "operands", "where", "build")
+    __slots__ = ("opcode", "modifiers", "control", "control_words", "predicate", "operands", "where", "shape",
+                 "build")
 
     def __init__(self, tokens: list, atom_lists: list, place, number_of):
         """tokens: the statement's own tokens; atom_lists: its operands' atoms; place(tok) ->
@@ -268,6 +269,9 @@ class _StatementPlan:
         self.opcode, self.modifiers = parts[0], tuple(parts[1:])
         self.control, self.predicate, self.operands = control, predicate, tuple(operands)
         self.where = place(tokens[0] if tokens[0].type != "ADDRESS" else mnemonic)[0]
+        self.shape = Shape.find(self.opcode, self.modifiers, None if predicate is None else predicate[0:3:2],
+                                tuple([(kind, flags) for kind, _, flags, *_ in operands]),
+                                any(symbol is not None for _, _, _, symbol, *_ in operands))
         self.build = _compile_build(self)
 
 
@@ -337,8 +341,12 @@ def _compile_build(plan: _StatementPlan):
         low, high = (f"int(parts[{2 * number + 1}], 16)" if number is not None else const(value)
                      for number, value in plan.control_words)
         control = f"ControlCode.from_word({high} << 64 | {low})"
-    body.append(f"return Instruction({const(plan.opcode)}, {const(plan.modifiers)}, "
-                f"({''.join(op + ', ' for op in operands)}), {predicate}, {control}, loc_instruction)")
+    opcode, modifiers = const(plan.opcode), const(plan.modifiers)
+    body.append(f"operands = ({''.join(op + ', ' for op in operands)})")
+    body.append(f"inst = Instruction({opcode}, {modifiers}, operands, {predicate}, {control}, loc_instruction)")
+    # The shape is the plan's (Instruction.shape: found for these objects).
+    body.append(f"inst._shape = ({const(plan.shape)}, operands, {predicate}, {modifiers}, {opcode})")
+    body.append("return inst")
     source = "def build(parts, infos):\n" + "".join(f"    {line}\n" for line in body)
     code = _build_code.get(source)
     if code is None:

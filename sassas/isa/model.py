@@ -467,9 +467,7 @@ class Isa:
     # ---- encoding
     def encode(self, inst: Instruction) -> int:
         # The encodings to try and the tokens depend on the instruction's shape only: cached.
-        p = inst.predicate
-        shape = (inst.opcode, inst.modifiers, p is not None and "!" in p.flags,
-                 tuple([(op.kind, op.flags) for op in inst.operands]))
+        shape = inst.shape
         known = self._shape_cache.get(shape)
         if known is None:
             known = self._shape_cache[shape] = self._encodings_for(inst)
