@@ -121,16 +121,23 @@ class ControlCode:
     read_barrier: int = NO_BARRIER    # 0..5, 7 = none
     wait_mask: int = 0                # bit i: wait for scoreboard barrier i
     reuse: int = 0                    # 4 bits, operand reuse cache flags
+    # `bits`, once asked for: the encoder asks for every instruction, and the instructions
+    # built from one line plan share one ControlCode.
+    _bits: Optional[int] = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def bits(self) -> int:
         """The 21 control bits as they sit from bit 105 of the instruction word."""
-        return (self.stall & 0xF
-                | (0 if self.yield_ else 1) << 4
-                | (self.write_barrier & 7) << 5
-                | (self.read_barrier & 7) << 8
-                | (self.wait_mask & 0x3F) << 11
-                | (self.reuse & 0xF) << 17)
+        bits = self._bits
+        if bits is None:
+            bits = (self.stall & 0xF
+                    | (0 if self.yield_ else 1) << 4
+                    | (self.write_barrier & 7) << 5
+                    | (self.read_barrier & 7) << 8
+                    | (self.wait_mask & 0x3F) << 11
+                    | (self.reuse & 0xF) << 17)
+            object.__setattr__(self, "_bits", bits)
+        return bits
 
     @classmethod
     def from_bits(cls, c: int) -> "ControlCode":

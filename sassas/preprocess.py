@@ -92,6 +92,11 @@ def _expand(ctx: _Context, src: list[tuple[int, str]], filename: str, namespace:
     i = 0
     while i < len(src):
         lineno, line = src[i]
+        if "<" not in line and "include" not in line and "{" not in line and "}" not in line:
+            # Most lines: no block, include or {expr} (each needs one of these), so kept as written.
+            _emit(ctx, line, filename, lineno, origin)
+            i += 1
+            continue
         m = _INCLUDE.match(line)
         if m:
             _include(ctx, m.group(1), Loc(filename, lineno, line.find('"') + 1, line, origin),

@@ -466,16 +466,23 @@ class Isa:
 
     # ---- encoding
     def encode(self, inst: Instruction) -> int:
-        # The encodings to try and the tokens depend on the instruction's shape only: cached.
+        # The encodings to try, the tokens, and each encoding's bits but the values' (where
+        # they do not depend on the values) depend on the instruction's shape only: cached.
         shape = inst.shape
         known = self._shape_cache.get(shape)
         if known is None:
-            known = self._shape_cache[shape] = self._encodings_for(inst)
-        encs, tokens = known
+            encs, tokens = self._encodings_for(inst)
+            known = self._shape_cache[shape] = (encs, tokens, [self._shape_word(e, inst, tokens) for e in encs])
+        encs, tokens, shape_words = known
         values = instruction_values(inst)
         errors: list[str] = []
-        for enc in encs:
-            word = self._try_encode(enc, inst, tokens, values, errors)
+        for enc, shape_word in zip(encs, shape_words):
+            if shape_word is None:
+                word = self._try_encode(enc, inst, tokens, values, errors)
+            else:
+                word = self._insert_values(enc, shape_word, inst, values, errors)
+                if word is not None:
+                    word = self._with_control(word, inst)
             if word is not None:
                 return word
         raise SassError(errors[0] if len(errors) == 1 else
@@ -563,7 +570,29 @@ class Isa:
         if type(gw) is str:
             errors.append(self._alias_hint(enc, tokens) or gw)
             return None
-        word = enc.base | gw
+        word = self._insert_values(enc, enc.base | gw, inst, values, errors)
+        if word is None:
+            return None
+        reuse = self._reuse_bits(enc, inst, errors)
+        if reuse is None:
+            return None
+        return self._with_control(word | reuse, inst)
+
+    def _shape_word(self, enc: Encoding, inst: Instruction, tokens: frozenset) -> Optional[int]:
+        """What _try_encode gives before the values and the control code (the base, group and
+        reuse bits) where that depends on the instruction's shape only (no alias, which reads
+        values) and the encoding takes the shape; None otherwise, and _try_encode finds out."""
+        if enc.aliases or (inst.predicate is not None and inst.predicate.kind != enc.guard_kind):
+            return None
+        gw = self._group_word(enc, tokens, numbered_modifiers(inst.modifiers) if enc.ordered_groups else ())
+        reuse = self._reuse_bits(enc, inst, [])
+        if type(gw) is str or reuse is None:
+            return None
+        return enc.base | gw | reuse
+
+    def _insert_values(self, enc: Encoding, word: int, inst: Instruction, values: list,
+                       errors: list[str]) -> Optional[int]:
+        """`word` with the instruction's values in the encoding's fields, or None (errors say why)."""
         for (code, a, b), f, v in zip(enc.insert_plan, enc.fields, values):
             if code == 1:                  # unsigned, one segment from value bit 0
                 if type(v) is int and 0 <= v <= b:
@@ -578,15 +607,27 @@ class Isa:
             if raw is None:
                 return None
             word |= f.insert(raw)
-        control = inst.control
-        cbits = control.bits & ~(0xF << 17) if control is not None else _DEFAULT_CONTROL_BITS
+        return word
+
+    @staticmethod
+    def _reuse_bits(enc: Encoding, inst: Instruction, errors: list[str]) -> Optional[int]:
+        """The reuse bits of the operands marked .reuse, in place in the word, or None."""
+        bits = 0
         for i, op in enumerate(inst.operands):
             if "reuse" in op.flags:
                 bit = enc.reuse.get(i)
                 if bit is None:
                     errors.append(f"operand {i + 1} of {enc.name} cannot take .reuse")
                     return None
-                cbits |= 1 << (17 + bit)
+                bits |= 1 << (CONTROL_SHIFT + 17 + bit)
+        return bits
+
+    @staticmethod
+    def _with_control(word: int, inst: Instruction) -> int:
+        """`word` with the instruction's control code (its reuse bits come from the operands)
+        and raw bits."""
+        control = inst.control
+        cbits = control.bits & ~(0xF << 17) if control is not None else _DEFAULT_CONTROL_BITS
         word |= cbits << CONTROL_SHIFT
         if inst.raw is not None:
             mask, value = inst.raw
