@@ -114,20 +114,23 @@ def _aligned_registers(inst: Instruction):
     """(operand, alignment, (piece, value)) for every register (or register name) that must
     sit on an aligned register."""
     ops = inst.operands
-    for operand_index, align, piece, value_index in _aligned_slots_of(inst):
+    for operand_index, align, piece, value_index in _shape_checks(inst)[0]:
         op = ops[operand_index]
         yield op, align, (piece, op.values[value_index])
 
 
-def _aligned_slots_of(inst: Instruction) -> tuple:
-    """_find_aligned_slots of the instruction's shape (which is all it depends on), cached."""
-    slots = _aligned_slots.get(inst.shape)
-    if slots is None:
-        slots = _aligned_slots[inst.shape] = tuple(_find_aligned_slots(inst))
-    return slots
+def _shape_checks(inst: Instruction) -> tuple[tuple, tuple[int, ...]]:
+    """What the checks look at, which the instruction's shape decides: the registers that
+    must be aligned (_find_aligned_slots), and the operands whose values _check bounds
+    (immediates, constant-bank addresses) by index. Cached per shape."""
+    checks = _checks.get(inst.shape)
+    if checks is None:
+        bounded = tuple(i for i, op in enumerate(inst.operands) if op.kind == "I" or op.kind.startswith("C[I]["))
+        checks = _checks[inst.shape] = (tuple(_find_aligned_slots(inst)), bounded)
+    return checks
 
 
-_aligned_slots: dict[Shape, tuple] = {}
+_checks: dict[Shape, tuple[tuple, tuple[int, ...]]] = {}
 
 
 def _find_aligned_slots(inst: Instruction):
@@ -378,14 +381,15 @@ def _fold_offsets(ps: list[str], values: list) -> tuple[list[str], list]:
 
 def _check(inst: Instruction, diags: Diagnostics) -> None:
     ops = inst.operands
-    for operand_index, align, piece, value_index in _aligned_slots_of(inst):
+    aligned, bounded = _shape_checks(inst)
+    for operand_index, align, piece, value_index in aligned:
         op = ops[operand_index]
         value = op.values[value_index]
         if piece in ("R", "UR") and isinstance(value, int) and value not in (255, 63) and value % align:
             width = {2: "64", 4: "128"}.get(align, str(32 * align))
             diags.error(SassError(f"{inst.mnemonic}: {piece}{value} is used as a {width}-bit register "
                                   f"group, so it must be a multiple of {align}", op.loc or inst.loc))
-    for operand_index in _bounded_operands_of(inst):
+    for operand_index in bounded:
         op = ops[operand_index]
         if op.kind == "I":
             v = op.values[0]
@@ -407,19 +411,6 @@ def _check(inst: Instruction, diags: Diagnostics) -> None:
         # nvdisasm rejects the encoding (BRA, EXIT, RET with a read barrier), so does the GPU.
         diags.error(SassError(f"{inst.opcode} takes no read barrier (the hardware rejects it); "
                               f"write '-' in the second control field", inst.loc))
-
-
-def _bounded_operands_of(inst: Instruction) -> tuple[int, ...]:
-    """The operands whose values _check bounds (immediates, constant-bank addresses), by
-    index: per shape, cached."""
-    indices = _bounded_operands.get(inst.shape)
-    if indices is None:
-        indices = _bounded_operands[inst.shape] = tuple(
-            i for i, op in enumerate(inst.operands) if op.kind == "I" or op.kind.startswith("C[I]["))
-    return indices
-
-
-_bounded_operands: dict[Shape, tuple[int, ...]] = {}
 
 
 # ---- automatic reuse flags --------------------------------------------------------------

@@ -210,6 +210,11 @@ class _Build(Transformer):
 # the one it was made from only there (see _line_items).
 
 _FROM_REGISTER, _FROM_NUMBER, _FROM_NEGATED_NUMBER = range(3)
+# The numbers of R and UR registers as a line's numbers are cut out (decimal without leading
+# zeros, in range), read by one lookup: to the number, and to the values of an operand that is
+# the register alone (one tuple shared by all such operands: they are immutable).
+_REGISTER_NUMBERS = {prefix: {str(n): n for n in range(highest + 1)} for prefix, highest in MAX_REGISTER.items()}
+_REGISTER_VALUES = {prefix: {str(n): (n,) for n in range(highest + 1)} for prefix, highest in MAX_REGISTER.items()}
 
 
 class _StatementPlan:
@@ -236,11 +241,11 @@ class _StatementPlan:
                     continue
                 if atom.type == "REGISTER":
                     prefix = atom.value.rstrip("0123456789")
-                    fills.append((value_index, number, _FROM_REGISTER, prefix, MAX_REGISTER[prefix]))
+                    fills.append((value_index, number, _FROM_REGISTER, prefix))
                 else:
-                    fills.append((value_index, number, _FROM_NEGATED_NUMBER if negated else _FROM_NUMBER, "", 0))
+                    fills.append((value_index, number, _FROM_NEGATED_NUMBER if negated else _FROM_NUMBER, ""))
             # (kind, values, flags, symbol, fills, line, part, offset); fills: (value index,
-            # number index, _FROM_*, register prefix, highest register number)
+            # number index, _FROM_*, register prefix)
             operands.append((op.kind, op.values, op.flags, op.symbol, tuple(fills), *where))
         control = predicate = None
         hexwords = []
@@ -284,7 +289,7 @@ def _compile_build(plan: _StatementPlan):
     the plan's layout only (operands, numbers, lines): compiled once per layout (compiling
     takes a millisecond, as long as parsing the line), run with the plan's names."""
     names: dict = {"new": _new_object, "Loc": Loc, "Operand": Operand, "Instruction": Instruction,
-                   "ControlCode": ControlCode, "parse_register": parse_register, "parse_number": parse_number}
+                   "ControlCode": ControlCode, "parse_register": parse_register}
     for name, setter in zip(("source", "col"), _LOC_SLOTS):
         names["loc_" + name] = setter
     for name, setter in zip(("kind", "values", "flags", "loc", "symbol"), _OPERAND_SLOTS):
@@ -317,17 +322,26 @@ def _compile_build(plan: _StatementPlan):
     for k, (kind, values, flags, symbol, fills, *where) in enumerate(plan.operands):
         make_loc(f"loc{k}", where)
         items = [const(v) for v in values]
-        for value_index, number, how, prefix, highest in fills:
+        for value_index, number, how, prefix in fills:
             var = f"v{k}_{value_index}"
             body.append(f"d = parts[{2 * number + 1}]")
-            if how == _FROM_REGISTER:
-                body.append(f"{var} = int(d)")
-                body.append(f"if {var} > {const(highest)}: parse_register({const(prefix)} + d, loc{k})   # raises")
+            if how == _FROM_REGISTER and len(values) == 1:       # the operand is the register
+                body.append(f"{var} = {const(_REGISTER_VALUES[prefix])}.get(d)")
+                body.append(f"if {var} is None: {var} = "
+                            f"(parse_register({const(prefix)} + d, loc{k})[1],)   # leading zeros, or raises")
+                items = None
+            elif how == _FROM_REGISTER:
+                body.append(f"{var} = {const(_REGISTER_NUMBERS[prefix])}.get(d)")
+                body.append(f"if {var} is None: {var} = parse_register({const(prefix)} + d, loc{k})[1]")
             else:
-                body.append(f"{var} = {'-' if how == _FROM_NEGATED_NUMBER else ''}parse_number(d)")
-            items[value_index] = var
-        values_text = "(" + "".join(item + ", " for item in items) + ")"
-        make_operand(f"op{k}", kind, values_text if fills else const(values), flags, f"loc{k}", symbol)
+                # (cut out: decimal digits, or 0x and hex digits)
+                body.append(f"{var} = {'-' if how == _FROM_NEGATED_NUMBER else ''}"
+                            f"(int(d, 16) if d[1:2] in ('x', 'X') else int(d))")
+            if items is not None:
+                items[value_index] = var
+        values_text = (const(values) if not fills else f"v{k}_0" if items is None
+                       else "(" + "".join(item + ", " for item in items) + ")")
+        make_operand(f"op{k}", kind, values_text, flags, f"loc{k}", symbol)
         operands.append(f"op{k}")
     predicate = "None"
     if plan.predicate is not None:
