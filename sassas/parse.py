@@ -274,7 +274,7 @@ class _StatementPlan:
         self.opcode, self.modifiers = parts[0], tuple(parts[1:])
         self.control, self.predicate, self.operands = control, predicate, tuple(operands)
         self.where = place(tokens[0] if tokens[0].type != "ADDRESS" else mnemonic)[0]
-        self.shape = Shape.find(self.opcode, self.modifiers, None if predicate is None else predicate[0:3:2],
+        self.shape = Shape.find(self.opcode, self.modifiers, None if predicate is None else (predicate[0], predicate[2]),
                                 tuple([(kind, flags) for kind, _, flags, *_ in operands]),
                                 any(symbol is not None for _, _, _, symbol, *_ in operands))
         self.build = _compile_build(self)
@@ -323,13 +323,12 @@ def _compile_build(plan: _StatementPlan):
         make_loc(f"loc{k}", where)
         items = [const(v) for v in values]
         for value_index, number, how, prefix in fills:
-            var = f"v{k}_{value_index}"
+            var = items[value_index] = f"v{k}_{value_index}"
             body.append(f"d = parts[{2 * number + 1}]")
             if how == _FROM_REGISTER and len(values) == 1:       # the operand is the register
                 body.append(f"{var} = {const(_REGISTER_VALUES[prefix])}.get(d)")
                 body.append(f"if {var} is None: {var} = "
                             f"(parse_register({const(prefix)} + d, loc{k})[1],)   # leading zeros, or raises")
-                items = None
             elif how == _FROM_REGISTER:
                 body.append(f"{var} = {const(_REGISTER_NUMBERS[prefix])}.get(d)")
                 body.append(f"if {var} is None: {var} = parse_register({const(prefix)} + d, loc{k})[1]")
@@ -337,10 +336,12 @@ def _compile_build(plan: _StatementPlan):
                 # (cut out: decimal digits, or 0x and hex digits)
                 body.append(f"{var} = {'-' if how == _FROM_NEGATED_NUMBER else ''}"
                             f"(int(d, 16) if d[1:2] in ('x', 'X') else int(d))")
-            if items is not None:
-                items[value_index] = var
-        values_text = (const(values) if not fills else f"v{k}_0" if items is None
-                       else "(" + "".join(item + ", " for item in items) + ")")
+        if not fills:
+            values_text = const(values)
+        elif len(values) == 1 and fills[0][2] == _FROM_REGISTER:
+            values_text = items[0]                              # (already the values tuple)
+        else:
+            values_text = "(" + "".join(item + ", " for item in items) + ")"
         make_operand(f"op{k}", kind, values_text, flags, f"loc{k}", symbol)
         operands.append(f"op{k}")
     predicate = "None"
