@@ -215,13 +215,16 @@ class Encoding:
 
     @functools.cached_property
     def insert_plan(self) -> list:
-        """Per value: (0, constant, _), (1, shift, max) for a plain unsigned field, (2, _, _)."""
+        """Per value: (0, constant, _), (1, shift, max) for a plain unsigned field, (3, shift,
+        2**(width-1)) for a plain signed one (two's complement), (2, _, _) for any other."""
         out = []
         for f in self.fields:
             if type(f) is tuple:
                 out.append((0, f[1], None))
             elif f.transform == "u" and len(f.segments) == 1 and f.segments[0][1] == 0:
                 out.append((1, f.segments[0][0], (1 << f.segments[0][2]) - 1))
+            elif f.transform == "s" and len(f.segments) == 1 and f.segments[0][1] == 0:
+                out.append((3, f.segments[0][0], 1 << (f.segments[0][2] - 1)))
             else:
                 out.append((2, None, None))
         return out
@@ -597,6 +600,10 @@ class Isa:
             if code == 1:                  # unsigned, one segment from value bit 0
                 if type(v) is int and 0 <= v <= b:
                     word |= v << a
+                    continue
+            elif code == 3:                # signed, one segment from value bit 0
+                if type(v) is int and -b <= v < b:
+                    word |= (v & (2 * b - 1)) << a
                     continue
             elif code == 0:                # a constant
                 if a != v and not _same_number(a, v):
