@@ -381,7 +381,10 @@ _INSTRUCTION_LINE = re.compile(r"^\s*(/\*[0-9a-fA-F]{4,}\*/|/\*\s*0x[0-9a-fA-F]+
 
 
 def is_listing(text: str) -> bool:
-    return _LISTING_MARK.search(text) is not None
+    # (each mark holds one of these words; looking for them first spares most texts the
+    # regex's try at every line)
+    return (any(word in text for word in ("code for sm_", "Function", ".section", ".headerflags"))
+            and _LISTING_MARK.search(text) is not None)
 
 
 def listing_statements(lines: list[str], filename: str) -> list[str]:
