@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from .ast import NO_BARRIER, Instruction, Kernel, Label, Loc, Operand
+from .ast import NO_BARRIER, Instruction, Kernel, Label, Loc, Operand, Shape
 from .errors import Diagnostics, SassError
 from .regalloc import AutoName, ThreeSource, allocate
 
@@ -113,18 +113,24 @@ def _first_register_slot(kind: str) -> Optional[tuple[str, int]]:
 def _aligned_registers(inst: Instruction):
     """(operand, alignment, (piece, value)) for every register (or register name) that must
     sit on an aligned register."""
-    shape = (inst.opcode, inst.modifiers, tuple([(op.kind, op.flags) for op in inst.operands]))
-    slots = _aligned_slots.get(shape)
-    if slots is None:
-        slots = _aligned_slots[shape] = tuple(_find_aligned_slots(inst))
     ops = inst.operands
-    for operand_index, align, piece, value_index in slots:
+    for operand_index, align, piece, value_index in _shape_checks(inst)[0]:
         op = ops[operand_index]
         yield op, align, (piece, op.values[value_index])
 
 
-# What _find_aligned_slots finds depends on the opcode, modifiers, operand kinds and flags only.
-_aligned_slots: dict[tuple, tuple] = {}
+def _shape_checks(inst: Instruction) -> tuple[tuple, tuple[int, ...]]:
+    """What the checks look at, which the instruction's shape decides: the registers that
+    must be aligned (_find_aligned_slots), and the operands whose values _check bounds
+    (immediates, constant-bank addresses) by index. Cached per shape."""
+    checks = _checks.get(inst.shape)
+    if checks is None:
+        bounded = tuple(i for i, op in enumerate(inst.operands) if op.kind == "I" or op.kind.startswith("C[I]["))
+        checks = _checks[inst.shape] = (tuple(_find_aligned_slots(inst)), bounded)
+    return checks
+
+
+_checks: dict[Shape, tuple[tuple, tuple[int, ...]]] = {}
 
 
 def _find_aligned_slots(inst: Instruction):
@@ -183,7 +189,7 @@ def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_
 
     instructions = kernel.instructions
     for inst in instructions:
-        if any(op.symbol is not None for op in inst.operands):
+        if inst.shape.symbolic:
             new_ops = []
             for op in inst.operands:
                 try:
@@ -374,12 +380,17 @@ def _fold_offsets(ps: list[str], values: list) -> tuple[list[str], list]:
 
 
 def _check(inst: Instruction, diags: Diagnostics) -> None:
-    for op, align, (piece, value) in _aligned_registers(inst):
+    ops = inst.operands
+    aligned, bounded = _shape_checks(inst)
+    for operand_index, align, piece, value_index in aligned:
+        op = ops[operand_index]
+        value = op.values[value_index]
         if piece in ("R", "UR") and isinstance(value, int) and value not in (255, 63) and value % align:
             width = {2: "64", 4: "128"}.get(align, str(32 * align))
             diags.error(SassError(f"{inst.mnemonic}: {piece}{value} is used as a {width}-bit register "
                                   f"group, so it must be a multiple of {align}", op.loc or inst.loc))
-    for op in inst.operands:
+    for operand_index in bounded:
+        op = ops[operand_index]
         if op.kind == "I":
             v = op.values[0]
             if isinstance(v, int) and not INT_MIN <= v <= UINT_MAX:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import re
 from importlib import resources
 from typing import Optional
@@ -11,7 +12,7 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from .arch import get_arch
-from .ast import ControlCode, Instruction, Kernel, Label, Loc, Operand, Param, Program
+from .ast import ControlCode, Instruction, Kernel, Label, Loc, Operand, Param, Program, Shape, SourceLine
 from .control import MAX_BARRIER, parse_control
 from .errors import Diagnostics, SassError
 from .frontend import DEFAULT_SMEM_ALIGN, Declarations, finish_kernel
@@ -70,37 +71,36 @@ class Lines:
         # sources[i]: (file, line) that line i+1 really stands on, when preprocessing moved it.
         self.sources = sources
 
-    def info(self, line: int) -> tuple[str, int, str, Optional[Loc]]:
-        """(file, line, text, origin) of the Locs on parsed line `line`."""
+    def info(self, line: int) -> SourceLine:
+        """The source line that the Locs on parsed line `line` stand on."""
         n = len(self.lines)
         text = self.lines[line - 1] if 0 < line <= n else ""
         origin = self.origins[line - 1] if self.origins and 0 < line <= len(self.origins) else None
         file, src_line = self.filename, line
         if self.sources and 0 < line <= len(self.sources):
             file, src_line = self.sources[line - 1]
-        return file, src_line, text, origin
+        return SourceLine(file, src_line, text, origin)
+
+    def infos(self):
+        """info(1), info(2), ... for every parsed line, in one pass (what the line loop reads)."""
+        n = len(self.lines)
+        if self.sources and self.origins and len(self.sources) >= n and len(self.origins) >= n:
+            # (made from zipped tuples in C: a call of SourceLine a line would cost more)
+            return map(tuple.__new__, itertools.repeat(SourceLine), zip(
+                map(operator.itemgetter(0), self.sources), map(operator.itemgetter(1), self.sources),
+                self.lines, self.origins))
+        return map(self.info, range(1, n + 1))
 
     def loc(self, line: int, col: int) -> Loc:
-        file, src_line, text, origin = self.info(line)
-        return Loc(file, src_line, col, text, origin)
+        return Loc.on(self.info(line), col)
 
 
-# Loc and Operand are frozen dataclasses, whose __init__ sets each field through
-# object.__setattr__; the parser makes several of each per instruction, so it sets the slots
-# directly (the same objects, in a third of the time; see _compile_build).
+# Loc and Operand are immutable (Operand a frozen dataclass, whose __init__ sets each field
+# through object.__setattr__); the parser makes several of each per instruction, so it sets
+# their slots directly (the same objects, in a third of the time; see _compile_build).
 _new_object = object.__new__
-_LOC_SLOTS = tuple(Loc.__dict__[f].__set__ for f in ("file", "line", "col", "text", "origin"))
+_LOC_SLOTS = (Loc.source.__set__, Loc.col.__set__)
 _OPERAND_SLOTS = tuple(Operand.__dict__[f].__set__ for f in ("kind", "values", "flags", "loc", "symbol"))
-
-
-def _make_loc(file, line, col, text, origin, _slots=_LOC_SLOTS) -> Loc:
-    loc = _new_object(Loc)
-    _slots[0](loc, file)
-    _slots[1](loc, line)
-    _slots[2](loc, col)
-    _slots[3](loc, text)
-    _slots[4](loc, origin)
-    return loc
 
 
 class _Build(Transformer):
@@ -210,6 +210,11 @@ class _Build(Transformer):
 # the one it was made from only there (see _line_items).
 
 _FROM_REGISTER, _FROM_NUMBER, _FROM_NEGATED_NUMBER = range(3)
+# The numbers of R and UR registers as a line's numbers are cut out (decimal without leading
+# zeros, in range), read by one lookup: to the number, and to the values of an operand that is
+# the register alone (one tuple shared by all such operands: they are immutable).
+_REGISTER_NUMBERS = {prefix: {str(n): n for n in range(highest + 1)} for prefix, highest in MAX_REGISTER.items()}
+_REGISTER_VALUES = {prefix: {str(n): (n,) for n in range(highest + 1)} for prefix, highest in MAX_REGISTER.items()}
 
 
 class _StatementPlan:
@@ -217,7 +222,8 @@ class _StatementPlan:
 
     A position is (line offset, part, column offset): the column is ``start + offset + 1`` for
     the start of that text piece of the line (the numbers cut the line into pieces)."""
-    __slots__ = ("opcode", "modifiers", "control", "control_words", "predicate", "operands", "where", "build")
+    __slots__ = ("opcode", "modifiers", "control", "control_words", "predicate", "operands", "where", "shape",
+                 "build")
 
     def __init__(self, tokens: list, atom_lists: list, place, number_of):
         """tokens: the statement's own tokens; atom_lists: its operands' atoms; place(tok) ->
@@ -235,11 +241,11 @@ class _StatementPlan:
                     continue
                 if atom.type == "REGISTER":
                     prefix = atom.value.rstrip("0123456789")
-                    fills.append((value_index, number, _FROM_REGISTER, prefix, MAX_REGISTER[prefix]))
+                    fills.append((value_index, number, _FROM_REGISTER, prefix))
                 else:
-                    fills.append((value_index, number, _FROM_NEGATED_NUMBER if negated else _FROM_NUMBER, "", 0))
+                    fills.append((value_index, number, _FROM_NEGATED_NUMBER if negated else _FROM_NUMBER, ""))
             # (kind, values, flags, symbol, fills, line, part, offset); fills: (value index,
-            # number index, _FROM_*, register prefix, highest register number)
+            # number index, _FROM_*, register prefix)
             operands.append((op.kind, op.values, op.flags, op.symbol, tuple(fills), *where))
         control = predicate = None
         hexwords = []
@@ -268,20 +274,23 @@ class _StatementPlan:
         self.opcode, self.modifiers = parts[0], tuple(parts[1:])
         self.control, self.predicate, self.operands = control, predicate, tuple(operands)
         self.where = place(tokens[0] if tokens[0].type != "ADDRESS" else mnemonic)[0]
+        self.shape = Shape.find(self.opcode, self.modifiers, None if predicate is None else (predicate[0], predicate[2]),
+                                tuple([(kind, flags) for kind, _, flags, *_ in operands]),
+                                any(symbol is not None for _, _, _, symbol, *_ in operands))
         self.build = _compile_build(self)
 
 
 def _compile_build(plan: _StatementPlan):
     """plan.build(parts, infos) -> Instruction, as straight-line Python made for the plan (a
     generic loop over its parts took twice as long): for a line cut into text pieces and
-    numbers (parts, as _NUMBER_IN_LINE.split gives them) and per-line (file, line, text, origin).
+    numbers (parts, as _NUMBER_IN_LINE.split gives them) and the SourceLine of each of its lines.
 
     Everything particular to the plan is a global name of the function, so its code depends on
     the plan's layout only (operands, numbers, lines): compiled once per layout (compiling
     takes a millisecond, as long as parsing the line), run with the plan's names."""
     names: dict = {"new": _new_object, "Loc": Loc, "Operand": Operand, "Instruction": Instruction,
-                   "ControlCode": ControlCode, "parse_register": parse_register, "parse_number": parse_number}
-    for name, setter in zip(("file", "line", "col", "text", "origin"), _LOC_SLOTS):
+                   "ControlCode": ControlCode, "parse_register": parse_register}
+    for name, setter in zip(("source", "col"), _LOC_SLOTS):
         names["loc_" + name] = setter
     for name, setter in zip(("kind", "values", "flags", "loc", "symbol"), _OPERAND_SLOTS):
         names["op_" + name] = setter
@@ -294,7 +303,7 @@ def _compile_build(plan: _StatementPlan):
     body = []
     places = [op[5:8] for op in plan.operands] + [plan.where] + ([plan.predicate[3]] if plan.predicate else [])
     for line in sorted({line for line, _, _ in places}):
-        body.append(f"file{line}, line{line}, text{line}, origin{line} = infos[{line}]")
+        body.append(f"source{line} = infos[{line}]")
     # Where the text pieces start: piece m after the pieces and numbers before it.
     body.append("start0 = 0")
     for part in range(1, max(part for _, part, _ in places) + 1):
@@ -302,9 +311,8 @@ def _compile_build(plan: _StatementPlan):
 
     def make_loc(var: str, where) -> None:
         line, part, offset = where
-        body.append(f"{var} = new(Loc); loc_file({var}, file{line}); loc_line({var}, line{line}); "
-                    f"loc_col({var}, start{part} + {const(offset + 1)}); loc_text({var}, text{line}); "
-                    f"loc_origin({var}, origin{line})")
+        body.append(f"{var} = new(Loc); loc_source({var}, source{line}); "
+                    f"loc_col({var}, start{part} + {const(offset + 1)})")
 
     def make_operand(var: str, kind, values: str, flags, loc: str, symbol) -> None:
         body.append(f"{var} = new(Operand); op_kind({var}, {const(kind)}); op_values({var}, {values}); "
@@ -314,17 +322,27 @@ def _compile_build(plan: _StatementPlan):
     for k, (kind, values, flags, symbol, fills, *where) in enumerate(plan.operands):
         make_loc(f"loc{k}", where)
         items = [const(v) for v in values]
-        for value_index, number, how, prefix, highest in fills:
-            var = f"v{k}_{value_index}"
+        for value_index, number, how, prefix in fills:
+            var = items[value_index] = f"v{k}_{value_index}"
             body.append(f"d = parts[{2 * number + 1}]")
-            if how == _FROM_REGISTER:
-                body.append(f"{var} = int(d)")
-                body.append(f"if {var} > {const(highest)}: parse_register({const(prefix)} + d, loc{k})   # raises")
+            if how == _FROM_REGISTER and len(values) == 1:       # the operand is the register
+                body.append(f"{var} = {const(_REGISTER_VALUES[prefix])}.get(d)")
+                body.append(f"if {var} is None: {var} = "
+                            f"(parse_register({const(prefix)} + d, loc{k})[1],)   # leading zeros, or raises")
+            elif how == _FROM_REGISTER:
+                body.append(f"{var} = {const(_REGISTER_NUMBERS[prefix])}.get(d)")
+                body.append(f"if {var} is None: {var} = parse_register({const(prefix)} + d, loc{k})[1]")
             else:
-                body.append(f"{var} = {'-' if how == _FROM_NEGATED_NUMBER else ''}parse_number(d)")
-            items[value_index] = var
-        values_text = "(" + "".join(item + ", " for item in items) + ")"
-        make_operand(f"op{k}", kind, values_text if fills else const(values), flags, f"loc{k}", symbol)
+                # (cut out: decimal digits, or 0x and hex digits)
+                body.append(f"{var} = {'-' if how == _FROM_NEGATED_NUMBER else ''}"
+                            f"(int(d, 16) if d[1:2] in ('x', 'X') else int(d))")
+        if not fills:
+            values_text = const(values)
+        elif len(values) == 1 and fills[0][2] == _FROM_REGISTER:
+            values_text = items[0]                              # (already the values tuple)
+        else:
+            values_text = "(" + "".join(item + ", " for item in items) + ")"
+        make_operand(f"op{k}", kind, values_text, flags, f"loc{k}", symbol)
         operands.append(f"op{k}")
     predicate = "None"
     if plan.predicate is not None:
@@ -338,8 +356,12 @@ def _compile_build(plan: _StatementPlan):
         low, high = (f"int(parts[{2 * number + 1}], 16)" if number is not None else const(value)
                      for number, value in plan.control_words)
         control = f"ControlCode.from_word({high} << 64 | {low})"
-    body.append(f"return Instruction({const(plan.opcode)}, {const(plan.modifiers)}, "
-                f"({''.join(op + ', ' for op in operands)}), {predicate}, {control}, loc_instruction)")
+    opcode, modifiers = const(plan.opcode), const(plan.modifiers)
+    body.append(f"operands = ({''.join(op + ', ' for op in operands)})")
+    body.append(f"inst = Instruction({opcode}, {modifiers}, operands, {predicate}, {control}, loc_instruction)")
+    # The shape is the plan's (Instruction.shape: found for these objects).
+    body.append(f"inst._shape = ({const(plan.shape)}, operands, {predicate}, {modifiers}, {opcode})")
+    body.append("return inst")
     source = "def build(parts, infos):\n" + "".join(f"    {line}\n" for line in body)
     code = _build_code.get(source)
     if code is None:
@@ -499,9 +521,8 @@ class _LinePlan:
                 out.append(item[1].build(parts, infos))
             else:
                 _, name, (_, part, offset) = item
-                file, src_line, text, origin = info
                 start = sum(map(len, parts[:2 * part]))
-                out.append(Label(name, _make_loc(file, src_line, start + offset + 1, text, origin)))
+                out.append(Label(name, Loc.on(info, start + offset + 1)))
         return out
 
 
@@ -554,8 +575,7 @@ def _plan_line(line: str, parts: list, lineno: int, lines: Lines) -> tuple[Optio
 
     def place(tok: Token):
         where = position(tok)
-        file, src_line, text, origin = info
-        return where, Loc(file, src_line, tok.column, text, origin)
+        return where, Loc.on(info, tok.column)
 
     plan_items = []
     for item in items:
@@ -591,22 +611,21 @@ def _plan_line(line: str, parts: list, lineno: int, lines: Lines) -> tuple[Optio
     return (plan if cacheable else None), plan.build(parts, info)
 
 
-def _line_items(text: str, lines: Lines) -> list:
-    """The items of `text`, line by line through the line plans; raises _WholeText."""
+def _line_items(lines: Lines) -> list:
+    """The items of the parsed text, line by line through the line plans; raises _WholeText."""
     out = []
     plans = _line_plans
     split = _NUMBER_IN_LINE.split
-    info = lines.info
     try:
-        for lineno, line in enumerate(text.split("\n"), 1):
+        for lineno, (line, info) in enumerate(zip(lines.lines, lines.infos()), 1):
             parts = split(line)
             key = tuple(parts[::2])
             plan = plans.get(key)
             if plan is not None:
                 if plan.statement is not None:
-                    out.append(plan.statement(parts, (info(lineno),)))
+                    out.append(plan.statement(parts, (info,)))
                 elif plan.items:
-                    out.extend(plan.build(parts, info(lineno)))
+                    out.extend(plan.build(parts, info))
                 continue
             plan, items = _plan_line(line, parts, lineno, lines)
             if plan is not None:
@@ -623,7 +642,7 @@ def parse_items(text: str, filename: str = "<input>", lines: Optional[Lines] = N
     """Parse text into a flat list of Label, Instruction and directive tuples."""
     lines = lines or Lines(text, filename)
     try:
-        return _line_items(text, lines)
+        return _line_items(lines)
     except _WholeText:
         pass
     try:

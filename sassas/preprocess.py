@@ -92,6 +92,11 @@ def _expand(ctx: _Context, src: list[tuple[int, str]], filename: str, namespace:
     i = 0
     while i < len(src):
         lineno, line = src[i]
+        if "<" not in line and "include" not in line and "{" not in line and "}" not in line:
+            # Most lines: no block, include or {expr} (each needs one of these), so kept as written.
+            _emit(ctx, line, filename, lineno, origin)
+            i += 1
+            continue
         m = _INCLUDE.match(line)
         if m:
             _include(ctx, m.group(1), Loc(filename, lineno, line.find('"') + 1, line, origin),
@@ -376,7 +381,10 @@ _INSTRUCTION_LINE = re.compile(r"^\s*(/\*[0-9a-fA-F]{4,}\*/|/\*\s*0x[0-9a-fA-F]+
 
 
 def is_listing(text: str) -> bool:
-    return _LISTING_MARK.search(text) is not None
+    # (each mark holds one of these words; looking for them first spares most texts the
+    # regex's try at every line)
+    return (any(word in text for word in ("code for sm_", "Function", ".section", ".headerflags"))
+            and _LISTING_MARK.search(text) is not None)
 
 
 def listing_statements(lines: list[str], filename: str) -> list[str]:

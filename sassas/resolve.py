@@ -63,7 +63,7 @@ def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Ope
     params = {p.name: p for p in kernel.params}
     registers = registers or {}
     for inst in kernel.instructions:
-        if any(op.symbol is not None for op in inst.operands):
+        if inst.shape.symbolic:
             inst.operands = tuple(_resolve_operand(op, inst, labels, params, registers, arch)
                                   for op in inst.operands)
     from .isa import get_isa

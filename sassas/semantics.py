@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Optional
 
-from .ast import Instruction, Operand
+from .ast import Instruction, Operand, Shape
 
 Reg = tuple[str, int]
 
@@ -383,7 +383,7 @@ _PROBE_STRIDE = 16
 def highest_register(inst: Instruction) -> int:
     """The highest R register number `inst` reads or writes as effects() counts them (each
     operand with its width), -1 for none."""
-    shape = (inst.opcode, inst.modifiers, tuple([(op.kind, op.flags) for op in inst.operands]))
+    shape = inst.shape
     slots = _r_slots.get(shape)
     if slots is None:
         slots = _r_register_slots(inst)
@@ -392,17 +392,19 @@ def highest_register(inst: Instruction) -> int:
         _r_slots[shape] = slots
     top = -1
     operands = inst.operands
+    rz = ZERO_REGISTER["R"]
     for operand_index, value_index, width in slots:
         number = operands[operand_index].values[value_index]
-        if type(number) is int and number != ZERO_REGISTER["R"]:
+        if type(number) is int and number != rz:
             last = number + width - 1
-            if last == ZERO_REGISTER["R"]:
+            if last == rz:
                 last -= 1          # a span never includes RZ
-            top = max(top, last)
+            if last > top:
+                top = last
     return top
 
 
-_r_slots: dict[tuple, tuple] = {}
+_r_slots: dict[Shape, tuple] = {}
 
 
 def _r_register_slots(inst: Instruction) -> Optional[tuple[tuple[int, int, int], ...]]:

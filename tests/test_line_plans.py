@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,9 @@ def _described(items) -> list:
         locs = [it.loc]
         if hasattr(it, "operands"):
             locs += [op.loc for op in it.operands] + [it.predicate.loc if it.predicate else None]
+            # The shape a plan hands its instructions is the one found from the instruction
+            # (a copy by replace() has none yet).
+            assert it.shape is replace(it).shape
         out.append((repr(it), locs))
     return out
 

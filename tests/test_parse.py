@@ -152,3 +152,22 @@ def test_caret_diagnostic_rendering():
     lines = str(err).splitlines()
     assert lines[1].strip() == "--:-:-:Y:4 MOV R1, R2 % 3;"
     assert lines[2].index("^") - 4 == 22
+
+
+def test_shape_follows_the_instruction():
+    """Instruction.shape (what the later stages key their per-shape facts on) is found again
+    when a stage or a user assigns new operands, predicate, modifiers or opcode."""
+    from dataclasses import replace
+
+    from sassas.ast import Operand
+    a = parse_instruction("FADD R1, R2, R3 ;")
+    b = parse_instruction("FADD R7, R8, R9 ;")
+    assert a.shape is b.shape and a.shape.operands == (("R", frozenset()),) * 3
+    a.operands = a.operands[:2] + (Operand("I", (1.5,)),)
+    assert a.shape is not b.shape and a.shape.operands[2] == ("I", frozenset())
+    a.predicate = Operand("P", (0,), frozenset({"!"}))
+    assert a.shape.guard == ("P", frozenset({"!"}))
+    a.modifiers = ("FTZ",)
+    a.opcode = "FMUL"
+    assert (a.shape.opcode, a.shape.modifiers) == ("FMUL", ("FTZ",))
+    assert a.shape is replace(a).shape        # (a copy finds it afresh)

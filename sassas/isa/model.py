@@ -220,13 +220,16 @@ class Encoding:
 
     @functools.cached_property
     def insert_plan(self) -> list:
-        """Per value: (0, constant, _), (1, shift, max) for a plain unsigned field, (2, _, _)."""
+        """Per value: (0, constant, _), (1, shift, max) for a plain unsigned field, (3, shift,
+        2**(width-1)) for a plain signed one (two's complement), (2, _, _) for any other."""
         out = []
         for f in self.fields:
             if type(f) is tuple:
                 out.append((0, f[1], None))
             elif f.transform == "u" and len(f.segments) == 1 and f.segments[0][1] == 0:
                 out.append((1, f.segments[0][0], (1 << f.segments[0][2]) - 1))
+            elif f.transform == "s" and len(f.segments) == 1 and f.segments[0][1] == 0:
+                out.append((3, f.segments[0][0], 1 << (f.segments[0][2] - 1)))
             else:
                 out.append((2, None, None))
         return out
@@ -497,18 +500,23 @@ class Isa:
 
     # ---- encoding
     def encode(self, inst: Instruction) -> int:
-        # The encodings to try and the tokens depend on the instruction's shape only: cached.
-        p = inst.predicate
-        shape = (inst.opcode, inst.modifiers, p is not None and "!" in p.flags,
-                 tuple([(op.kind, op.flags) for op in inst.operands]))
+        # The encodings to try, the tokens, and each encoding's bits but the values' (where
+        # they do not depend on the values) depend on the instruction's shape only: cached.
+        shape = inst.shape
         known = self._shape_cache.get(shape)
         if known is None:
-            known = self._shape_cache[shape] = self._encodings_for(inst)
-        encs, tokens = known
+            encs, tokens = self._encodings_for(inst)
+            known = self._shape_cache[shape] = (encs, tokens, [self._shape_word(e, inst, tokens) for e in encs])
+        encs, tokens, shape_words = known
         values = instruction_values(inst)
         errors: list[str] = []
-        for enc in encs:
-            word = self._try_encode(enc, inst, tokens, values, errors)
+        for enc, shape_word in zip(encs, shape_words):
+            if shape_word is None:
+                word = self._try_encode(enc, inst, tokens, values, errors)
+            else:
+                word = self._insert_values(enc, shape_word, inst, values, errors)
+                if word is not None:
+                    word = self._with_control(word, inst)
             if word is not None:
                 return word
         raise SassError(errors[0] if len(errors) == 1 else
@@ -596,11 +604,38 @@ class Isa:
         if type(gw) is str:
             errors.append(self._alias_hint(enc, tokens) or gw)
             return None
-        word = enc.base | gw
+        word = self._insert_values(enc, enc.base | gw, inst, values, errors)
+        if word is None:
+            return None
+        reuse = self._reuse_bits(enc, inst, errors)
+        if reuse is None:
+            return None
+        return self._with_control(word | reuse, inst)
+
+    def _shape_word(self, enc: Encoding, inst: Instruction, tokens: frozenset) -> Optional[int]:
+        """What _try_encode gives before the values and the control code (the base, group and
+        reuse bits) where that depends on the instruction's shape only (no alias, which reads
+        values) and the encoding takes the shape; None otherwise, and _try_encode finds out."""
+        if enc.aliases or (inst.predicate is not None and inst.predicate.kind != enc.guard_kind):
+            return None
+        gw = self._group_word(enc, tokens, numbered_modifiers(inst.modifiers) if enc.ordered_groups else ())
+        reuse = self._reuse_bits(enc, inst, [])
+        if type(gw) is str or reuse is None:
+            return None
+        return enc.base | gw | reuse
+
+    def _insert_values(self, enc: Encoding, word: int, inst: Instruction, values: list,
+                       errors: list[str]) -> Optional[int]:
+        """`word` with the instruction's values in the encoding's fields (and its hidden memory
+        descriptor register, where resolve or the decoder set one), or None (errors say why)."""
         for (code, a, b), f, v in zip(enc.insert_plan, enc.fields, values):
             if code == 1:                  # unsigned, one segment from value bit 0
                 if type(v) is int and 0 <= v <= b:
                     word |= v << a
+                    continue
+            elif code == 3:                # signed, one segment from value bit 0
+                if type(v) is int and -b <= v < b:
+                    word |= (v & (2 * b - 1)) << a
                     continue
             elif code == 0:                # a constant
                 if a != v and not _same_number(a, v):
@@ -611,22 +646,34 @@ class Isa:
             if raw is None:
                 return None
             word |= f.insert(raw)
-        control = inst.control
-        cbits = control.bits & ~(0xF << 17) if control is not None else _DEFAULT_CONTROL_BITS
-        for i, op in enumerate(inst.operands):
-            if "reuse" in op.flags:
-                bit = enc.reuse.get(i)
-                if bit is None:
-                    errors.append(f"operand {i + 1} of {enc.name} cannot take .reuse")
-                    return None
-                cbits |= 1 << (17 + bit)
-        word |= cbits << CONTROL_SHIFT
         if inst.descriptor is not None and enc.descriptor is not None:
             d = enc.descriptor
             if not 0 <= inst.descriptor <= d.value_mask:
                 errors.append(f"descriptor UR{inst.descriptor} does not fit its field in {enc.name}")
                 return None
             word = word & ~d.mask | d.insert(inst.descriptor)
+        return word
+
+    @staticmethod
+    def _reuse_bits(enc: Encoding, inst: Instruction, errors: list[str]) -> Optional[int]:
+        """The reuse bits of the operands marked .reuse, in place in the word, or None."""
+        bits = 0
+        for i, op in enumerate(inst.operands):
+            if "reuse" in op.flags:
+                bit = enc.reuse.get(i)
+                if bit is None:
+                    errors.append(f"operand {i + 1} of {enc.name} cannot take .reuse")
+                    return None
+                bits |= 1 << (CONTROL_SHIFT + 17 + bit)
+        return bits
+
+    @staticmethod
+    def _with_control(word: int, inst: Instruction) -> int:
+        """`word` with the instruction's control code (its reuse bits come from the operands)
+        and raw bits."""
+        control = inst.control
+        cbits = control.bits & ~(0xF << 17) if control is not None else _DEFAULT_CONTROL_BITS
+        word |= cbits << CONTROL_SHIFT
         if inst.raw is not None:
             mask, value = inst.raw
             word = (word & ~mask) | (value & mask)
