@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CACHE_DIR = Path(os.environ.get("SASSAS_CACHE", REPO_ROOT / ".cache"))
+CACHE_DIR = Path(os.environ.get("SASSAS_CACHE", REPO_ROOT / ".cache")).resolve()
 
 # Where the pip wheels put each tool, relative to the `nvidia` package directory.
 _WHEEL_DIRS = {
@@ -42,7 +42,8 @@ _LEGACY_MEMBER = "triton/backends/nvidia/bin/"
 def legacy_dir() -> Path:
     """The folder holding nvdisasm/cuobjdump 12.8 for sm_70 (it may not exist)."""
     env = os.environ.get(LEGACY_ENV)
-    return Path(env) if env else CACHE_DIR / "nvdisasm-12.8"
+    # Absolute: the tools are also run from temporary working directories.
+    return Path(env).resolve() if env else CACHE_DIR / "nvdisasm-12.8"
 
 
 class OracleMissing(RuntimeError):
@@ -66,7 +67,7 @@ def find_tool(name: str, arch: Optional[str] = None) -> Path:
     legacy = arch in _LEGACY_ARCHS and name != "ptxas"
     env = os.environ.get(f"SASSAS_{name.upper()}{'_LEGACY' if legacy else ''}")
     if env:
-        return Path(env)
+        return Path(env).resolve()
     candidates: list[Path] = []
     if legacy:
         candidates.append(legacy_dir() / name)
