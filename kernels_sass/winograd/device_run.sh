@@ -39,11 +39,13 @@ if step smoke 60 $W smoke; then
     step memcheck_split 60 compute-sanitizer --tool memcheck --error-exitcode 1 $W smoke --impl sass --split 2
     step racecheck 60 compute-sanitizer --tool racecheck --error-exitcode 1 $W smoke --impl sass
     step racecheck_split 60 compute-sanitizer --tool racecheck --error-exitcode 1 $W smoke --impl sass --split 2
-    # hardware counters of one main kernel (Conv3/N128): issue slots, stall reasons, pipes
+    # hardware counters of one main kernel (Conv3/N128): issue slots, stall reasons, pipes, and
+    # how close the loop's L2 -> SM traffic (48 KiB a block an iteration) runs to L2's peak
     step ncu 150 ncu --clock-control none --kernel-name regex:wino --launch-skip 1 --launch-count 1 \
       --section SchedulerStats --section WarpStateStats --section ComputeWorkloadAnalysis \
       --section InstructionStats --section Occupancy --section SourceCounters \
-      --metrics smsp__inst_executed_pipe_fma.sum,smsp__cycles_active.avg,sm__cycles_elapsed.avg \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis \
+      --metrics smsp__inst_executed_pipe_fma.sum,smsp__cycles_active.avg,sm__cycles_elapsed.avg,lts__t_bytes.sum.per_second,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__throughput.avg.pct_of_peak_sustained_active \
       $W profile 128 128 28 28 128
   fi
 else
@@ -55,7 +57,7 @@ echo "==== summary"; grep '^\[run\]' "$LOG"; grep -h 'NVIDIA\|^torch' "$LOG" | h
 grep -h '^smoke' "$LOG" | head -24
 grep -h 'passed (relative\|FAIL\|ERROR\|Error' "$LOG" | grep -v '^smoke\|ERROR SUMMARY' | head -20
 grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$LOG"
-sed -n '/^==== ncu/,/^\[run\] ncu/p' "$LOG" | grep -i 'issue\|stall\|pipe_fma\|Warp Cycles\|Eligible\|cycles_active\|elapsed' | head -40
+sed -n '/^==== ncu/,/^\[run\] ncu/p' "$LOG" | grep -i 'issue\|stall\|pipe_fma\|Warp Cycles\|Eligible\|cycles_active\|elapsed\|lts__\|L2\|dram__\|l1tex__' | head -60
 sed -n '/^# .*torch/,/^geometric mean/p' "$LOG"
 sed -n '/^# SASS switches/,/^# loop FFMA/p' "$LOG"
 exit 0
