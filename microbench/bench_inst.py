@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import struct
 from functools import lru_cache
+from typing import Optional
 
 import numpy as np
 
 from .core import CUDA, SASS, Benchmark, Case, Metric, Records, Source, per_sm_rate, register
 from .nvrtc import read_kernel
 from .results import Limit, Result, make_result
-from .sassgen import Regs, Sass, block_start, epilogue, load_param, loop_control, prologue, xor_fold
+from .sassgen import SHARED_BASE, Regs, Sass, block_start, epilogue, load_param, loop_control, prologue, xor_fold
 
 
 def f32(x: float) -> int:
@@ -282,12 +283,17 @@ P_A, P_B = f32(1.0001), f32(0.9999)
 
 def ffma_kernel(name: str, ra: int = 0, rb: int = 1, rc: int = 2, reuse_a: bool = False,
                 reuse_b: bool = False, stall: int = 1, yield_: bool = False,
-                unroll: int = FFMA_UNROLL) -> Sass:
+                unroll: int = FFMA_UNROLL, insert: Optional[str] = None,
+                reuse_across: bool = False) -> Sass:
     """`unroll` independent FFMAs a loop iteration: acc_k = a * b + acc_k over 8 accumulators.
 
     a = R(8 + ra), b = R(12 + rb), acc_k = R(16 + 4k + rc): the residues mod 4 (and mod 2)
     of the three sources pick their register banks. `.reuse` on a/b where the next
     instruction is an FFMA reading the same register in the same slot.
+
+    insert: a key of INSERTS, one such instruction after every INSERT_EVERY FFMAs;
+    reuse_across: the FFMA before it keeps its .reuse flags (the next reader of the operand
+    slot is the FFMA after it), as the Winograd main loop does (`reuse_slots`).
     """
     regs = FFMA_REGS
     a, b = 8 + ra, 12 + rb
@@ -301,13 +307,20 @@ def ffma_kernel(name: str, ra: int = 0, rb: int = 1, rc: int = 2, reuse_a: bool 
     load_param(k, b, "p1[0]")
     for r in accs:
         k.op(f"MOV R{r}, RZ", stall=1)
+    if insert is not None:
+        k.shared = 16
+        k.op(f"MOV R{INSERT_SRC}, RZ", stall=1)
+        k.op(f"MOV R{INSERT_SRC + 2}, RZ", stall=1)
+        k.op(f"MOV R{INSERT_ADDR}, {SHARED_BASE.get('sm_90', 0):#x}", stall=1)
     k.op("NOP", y=True, stall=6)
     block_start(k, regs)
     inc, cmp, bra = loop_control(regs, "LOOP")
     k.label("LOOP")
+    n_ins = 0
     for j in range(unroll):
         acc = accs[j % FFMA_ACCS]
-        next_is_ffma = j not in (0, 16) and j != unroll - 1
+        inserted = insert is not None and j % INSERT_EVERY == INSERT_EVERY - 1 and j != unroll - 1
+        next_is_ffma = j not in (0, 16) and j != unroll - 1 and (reuse_across or not inserted)
         sa = ".reuse" if reuse_a and next_is_ffma else ""
         sb = ".reuse" if reuse_b and next_is_ffma else ""
         k.op(f"FFMA R{acc}, R{a}{sa}, R{b}{sb}, R{acc}", y=yield_ or stall == 0 or stall >= 12,
@@ -316,6 +329,9 @@ def ffma_kernel(name: str, ra: int = 0, rb: int = 1, rc: int = 2, reuse_a: bool 
             k.op(inc, stall=1)
         elif j == 16:
             k.op(cmp, stall=1)
+        if inserted:
+            INSERTS[insert](k, n_ins)
+            n_ins += 1
     k.op(bra, stall=5)
     epilogue(k, regs, sink=regs.sink, before_store=lambda kk: xor_fold(kk, regs.sink, accs))
     return k
@@ -340,6 +356,50 @@ def bank_source(variant: str) -> tuple[str, Source]:
     ra, rb, rc, ua, ub = BANK_VARIANTS[variant]
     name = f"ffma_banks_{ra}{rb}{rc}{'_ra' if ua else ''}{'_rb' if ub else ''}"
     k = ffma_kernel(name, ra, rb, rc, ua, ub)
+    return name, Source(SASS, k.text(), f"{name}.sass")
+
+
+# What breaks the operand-reuse chain? One instruction after every 8 FFMAs (a0 b1 c2, a
+# reused: 1 cycle an FFMA while the cache hits), the kinds the Winograd main loop inserts
+# between its FFMAs. Expected: 9/8 cycles an FFMA if the FFMA after the insertion still finds
+# a in the cache, 10/8 if it reads all three sources (two in one bank).
+INSERT_EVERY = 8
+INSERT_SRC, INSERT_ADDR, INSERT_DST = 61, 62, 56     # R61, R63 sources, R62 a shared address
+
+
+def _insert_lds(k: Sass, n: int) -> None:
+    # four destinations on barriers 0..3 in turn: each waits for the load four insertions
+    # (>= 32 FFMAs, > the ~23-cycle LDS latency) back, also across the loop's back edge, so
+    # that no result is overwritten in flight
+    b = n % 4
+    k.op(f"LDS R{INSERT_DST + b}, [R{INSERT_ADDR}]", write=b, wait=1 << b)
+
+
+INSERTS = {
+    "NOP": lambda k, n: k.op("NOP"),
+    "MOV imm (reads no register)": lambda k, n: k.op(f"MOV R{INSERT_DST + 4}, 0x1"),
+    "IADD3 (a register in slot 0)": lambda k, n: k.op(f"IADD3 R{INSERT_DST + 4}, R{INSERT_SRC}, 0x1, RZ"),
+    "IADD3 (RZ in slot 0, a register in slot 1)": lambda k, n: k.op(f"IADD3 R{INSERT_DST + 4}, RZ, R{INSERT_SRC}, RZ"),
+    "FADD (slots 0, 1)": lambda k, n: k.op(f"FADD R{INSERT_DST + 4}, R{INSERT_SRC}, R{INSERT_SRC + 2}"),
+    "STS (address, data)": lambda k, n: k.op(f"STS [R{INSERT_ADDR}], R{INSERT_SRC}"),
+    "LDS (address)": _insert_lds,
+}
+
+
+def insert_variants() -> list[tuple[str, Optional[str], bool]]:
+    """(variant name, insert, reuse_across): the plain stream, then each insertion with the
+    .reuse flag dropped before it and kept across it."""
+    out = [("no insertion", None, False)]
+    for ins in INSERTS:
+        out += [(f"{ins}, reuse dropped", ins, False), (f"{ins}, reuse kept across", ins, True)]
+    return out
+
+
+@lru_cache(maxsize=None)
+def insert_source(insert: Optional[str], across: bool) -> tuple[str, Source]:
+    tag = "none" if insert is None else f"{list(INSERTS).index(insert)}{'_x' if across else ''}"
+    name = f"ffma_insert_{tag}"
+    k = ffma_kernel(name, 0, 1, 2, reuse_a=True, insert=insert, reuse_across=across)
     return name, Source(SASS, k.text(), f"{name}.sass")
 
 
@@ -377,6 +437,34 @@ class FfmaBanks(Benchmark):
             else:
                 lang = SASS
                 kname, src = bank_source(variant)
+            expect = {"FFMA": FFMA_UNROLL}
+            out.append(Case(self.name, variant, lang, src, kname, 1, 32, iters, [cpi],
+                            p0=P_A, p1=P_B, expect=expect))
+            out.append(Case(self.name, variant, lang, src, kname, "sms", 512, iters, [sm],
+                            p0=P_A, p1=P_B, expect=expect))
+        return out
+
+
+@register
+class FfmaReuseInsert(Benchmark):
+    name = "inst.ffma_reuse_insert"
+    title = "FFMA reuse chain across an inserted instruction"
+    about = ("FFMAs with a reused and b, c in the two banks (1 cycle each while the reuse "
+             "cache hits), one other instruction after every 8 (NOP, MOV, IADD3, FADD, STS, "
+             "LDS), with the .reuse flag dropped before it or kept across it: cycles per FFMA "
+             "for one warp (9/8 if the FFMA after the insertion still hits, 10/8 if not) and "
+             "FFMA/clk/SM with 16 warps a block.")
+
+    def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
+        iters = 32 if quick else 64
+        n = FFMA_UNROLL * iters
+        out = []
+        cpi = Metric("cycles_per_ffma", "cycles", _cpi(n), ONE_CLOCK)
+        sm = Metric("ffma_per_clk_sm", "FFMA/clk/SM", _ffma_per_sm(iters), FFMA_SM_LIMIT)
+        # the compiler's own FFMA stream (no insertion) is the CUDA-C reference
+        variants = [(v, SASS, *insert_source(ins, across)) for v, ins, across in insert_variants()]
+        variants.append(("compiler's choice", CUDA, "ffma_stream", ffma_cuda()))
+        for variant, lang, kname, src in variants:
             expect = {"FFMA": FFMA_UNROLL}
             out.append(Case(self.name, variant, lang, src, kname, 1, 32, iters, [cpi],
                             p0=P_A, p1=P_B, expect=expect))
