@@ -311,6 +311,8 @@ def ffma_kernel(name: str, ra: int = 0, rb: int = 1, rc: int = 2, reuse_a: bool 
         k.shared = 16
         k.op(f"MOV R{INSERT_SRC}, RZ", stall=1)
         k.op(f"MOV R{INSERT_SRC + 2}, RZ", stall=1)
+        for r in range(INSERT_VEC, INSERT_VEC + 4):
+            k.op(f"MOV R{r}, RZ", stall=1)
         k.op(f"MOV R{INSERT_ADDR}, {SHARED_BASE.get('sm_90', 0):#x}", stall=1)
     k.op("NOP", y=True, stall=6)
     block_start(k, regs)
@@ -364,7 +366,8 @@ def bank_source(variant: str) -> tuple[str, Source]:
 # between its FFMAs. Expected: 9/8 cycles an FFMA if the FFMA after the insertion still finds
 # a in the cache, 10/8 if it reads all three sources (two in one bank).
 INSERT_EVERY = 8
-INSERT_SRC, INSERT_ADDR, INSERT_DST = 61, 62, 56     # R61, R63 sources, R62 a shared address
+# R61, R63 odd sources, R64..R67 even-based (a 128-bit group), R62 a shared address; all 0
+INSERT_SRC, INSERT_ADDR, INSERT_DST, INSERT_VEC = 61, 62, 56, 64
 
 
 def _insert_lds(k: Sass, n: int) -> None:
@@ -381,7 +384,11 @@ INSERTS = {
     "IADD3 (a register in slot 0)": lambda k, n: k.op(f"IADD3 R{INSERT_DST + 4}, R{INSERT_SRC}, 0x1, RZ"),
     "IADD3 (RZ in slot 0, a register in slot 1)": lambda k, n: k.op(f"IADD3 R{INSERT_DST + 4}, RZ, R{INSERT_SRC}, RZ"),
     "FADD (slots 0, 1)": lambda k, n: k.op(f"FADD R{INSERT_DST + 4}, R{INSERT_SRC}, R{INSERT_SRC + 2}"),
+    "FADD (sources in two banks)": lambda k, n: k.op(f"FADD R{INSERT_DST + 4}, R{INSERT_SRC}, R{INSERT_VEC}"),
     "STS (address, data)": lambda k, n: k.op(f"STS [R{INSERT_ADDR}], R{INSERT_SRC}"),
+    "STS (address, data in one bank)": lambda k, n: k.op(f"STS [R{INSERT_ADDR}], R{INSERT_VEC}"),
+    "STS (address, RZ)": lambda k, n: k.op(f"STS [R{INSERT_ADDR}], RZ"),
+    "STS.128 (address, 4 data)": lambda k, n: k.op(f"STS.128 [R{INSERT_ADDR}], R{INSERT_VEC}"),
     "LDS (address)": _insert_lds,
 }
 
@@ -451,7 +458,7 @@ class FfmaReuseInsert(Benchmark):
     title = "FFMA reuse chain across an inserted instruction"
     about = ("FFMAs with a reused and b, c in the two banks (1 cycle each while the reuse "
              "cache hits), one other instruction after every 8 (NOP, MOV, IADD3, FADD, STS, "
-             "LDS), with the .reuse flag dropped before it or kept across it: cycles per FFMA "
+             "STS.128, LDS), with the .reuse flag dropped before it or kept across it: cycles per FFMA "
              "for one warp (9/8 if the FFMA after the insertion still hits, 10/8 if not) and "
              "FFMA/clk/SM with 16 warps a block.")
 
