@@ -89,11 +89,28 @@ def test_sass_assembles_for_sm90_without_hazards(shape, opts):
 @pytest.mark.parametrize("opts", [Options(yield_mode="every7", ldg_spacing=8, sts_spacing=2),
                                   Options(yield_mode="every8"), Options(yield_mode="none", transform_step=5),
                                   Options(cluster=1), Options(cluster=2, ldg_spacing=5, sts_spacing=3),
-                                  Options(reuse_slots=False), Options(ldgu_spacing=8), Options(split=2, tail=10)],
+                                  Options(reuse_slots=False), Options(ldgu_spacing=8), Options(split=2, tail=10),
+                                  Options(ldgsts=False), Options(bank_slots=False)],
                          ids=lambda o: o.tag())
 def test_sass_switches_assemble(opts):
     text = sassgen.generate(Shape(32, 16, 14, 14, 64), opts)
     sassgen.assemble(text)        # raises on hazards
+
+
+def test_transform_fadds_read_both_register_banks():
+    """bank_slots: every FADD of the input transform (prologue and loop) reads its two register
+    sources from the two banks; the output transform shares a bank in one FADD of four in its
+    first pass (three rows pair up pairwise there), never in the second. In order, most share."""
+    def same_bank(text):
+        pairs = re.findall(r"FADD R\d+, -?R(\d+), -?R(\d+)", text)
+        return len(pairs), sum(int(a) % 2 == int(b) % 2 for a, b in pairs)
+    shape = Shape(64, 64, 56, 56, 64)
+    gen = sassgen.Generator(shape, Options())
+    assert same_bank("\n".join(op.text for op in gen.loop_body())) == (32, 0)
+    assert same_bank("\n".join(gen.tile_start().lines())) == (32, 0)
+    total, shared = same_bank(sassgen.generate(shape, Options()))
+    assert (total, shared) == (256, 2 * 4 * 4)       # 2 rounds x 4 filters x 4 columns
+    assert same_bank(sassgen.generate(shape, Options(bank_slots=False)))[1] > 200
 
 
 def test_nvdisasm_reads_the_sass_as_written():
@@ -141,7 +158,8 @@ def test_sass_in_the_simulator_matches_float64(shape):
     assert m.undefined_log == []
 
 
-@pytest.mark.parametrize("opts", [Options(cluster=4), Options(persistent=False), Options(overlap=False)],
+@pytest.mark.parametrize("opts", [Options(cluster=4), Options(persistent=False), Options(overlap=False),
+                                  Options(bank_slots=False), Options(ldgsts=False)],
                          ids=lambda o: o.tag())
 def test_switches_in_the_simulator_match_float64(opts):
     """Clustered inserted work, one block a tile, and the next tile's loads issued at its start

@@ -314,7 +314,8 @@ def bench_ablation(args, configs, info) -> int:
     import torch
     from . import api
     dev = torch.device("cuda")
-    variants = [Options()] + ablation_variants()
+    variants = [Options()] + [o for o in ablation_variants()
+                              if not args.variants or any(v in o.tag() for v in args.variants)]
     clk = info.get("max_sm_clock_mhz", 1980.0) * 1e6
     sms = info["sms"]
     rows = []
@@ -517,6 +518,7 @@ def _opts(args) -> Options:
     return Options(yield_mode=args.yield_mode, ldg_spacing=args.ldg_spacing, sts_spacing=args.sts_spacing,
                    cluster=args.cluster, safe=getattr(args, "safe", False),
                    overlap=not getattr(args, "no_overlap", False), reuse_slots=not getattr(args, "no_reuse_slots", False),
+                   bank_slots=not getattr(args, "no_bank_slots", False), ldgsts=not getattr(args, "no_ldgsts", False),
                    split=args.split, tail=args.tail)
 
 
@@ -605,7 +607,8 @@ def _build(job):
 def ablation_variants() -> list[Options]:
     return [Options(yield_mode="natural"), Options(yield_mode="every7"), Options(yield_mode="every8"),
             Options(ldg_spacing=3), Options(sts_spacing=2), Options(cluster=4), Options(persistent=False),
-            Options(overlap=False), Options(reuse_slots=False),
+            Options(overlap=False), Options(reuse_slots=False), Options(bank_slots=False),
+            Options(ldgsts=False),
             Options(ldgu_spacing=8), Options(ldgu_spacing=16),
             Options(ldgu_spacing=40)]
 
@@ -624,6 +627,10 @@ def main(argv=None) -> int:
         q.add_argument("--safe", action="store_true", help="diagnosis: far larger latencies everywhere")
         q.add_argument("--no-reuse-slots", action="store_true",
                        help="main loop: .reuse only where the very next instruction is the FFMA that reuses it")
+        q.add_argument("--no-bank-slots", action="store_true",
+                       help="transform registers in order (FADD sources often in one register bank)")
+        q.add_argument("--no-ldgsts", action="store_true",
+                       help="main loop: filters through registers (LDG.128 + STS.128), not LDGSTS")
         q.add_argument("--no-overlap", action="store_true",
                        help="tile loop: a tile's first loads at its start, not in the epilogue before it")
         q.add_argument("--split", type=int, default=0,
@@ -642,6 +649,7 @@ def main(argv=None) -> int:
     q.add_argument("--impl", nargs="*", default=["sass", "cuda"])
     q.add_argument("--configs", nargs="*", help="prefixes, e.g. Conv2 Conv5/N128")
     q.add_argument("--reps", type=int, default=30)
+    q.add_argument("--variants", nargs="*", help="--ablation: only the switches whose tag contains one of these (e.g. nobank)")
     q.add_argument("--no-graph", action="store_true")
     q.add_argument("--ablation", action="store_true", help="the SASS switches and the main-loop FFMA rate")
     q.add_argument("--no-cudnn-algos", action="store_true", help="skip the per-algorithm cuDNN runs")

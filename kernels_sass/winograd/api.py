@@ -182,7 +182,7 @@ def main_kernel(impl: str, xc, u, yk, s: Shape, opts: Options = Options(), strea
     elif impl == "cuda":
         k = cuda_module()["winograd_2x2_3x3"]
         k(s.grid(), 256, pointer(xc), pointer(u), pointer(yk), np.int32(s.N), np.int32(s.C),
-          np.int32(s.H), np.int32(s.W), np.int32(s.K), np.int32(s.TW), np.int32(s.Kpad),
+          np.int32(s.H), np.int32(s.W), np.int32(s.K), np.int32(s.TW), np.int32(s.U_ROWS),
           shared=sassgen.SMEM_BYTES, stream=stream)
     else:
         raise ValueError(impl)

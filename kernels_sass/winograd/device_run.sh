@@ -31,7 +31,7 @@ if step smoke 60 $W smoke; then
   step check 110 $W check --chwn --json "$OUT/check.json"
   step bench 160 $W bench --json "$OUT/bench.json" --plot "$OUT/bench.png"
   if [ "$MODE" = full ]; then
-    step ablation 90 $W bench --ablation --configs Conv2/N128 Conv3/N128 Conv4/N128 Conv5/N128 --json "$OUT/ablation.json"
+    step ablation 150 $W bench --ablation --configs Conv2/N128 Conv3/N128 Conv4/N128 Conv5/N128 --json "$OUT/ablation.json"
     # split-C forced on every shape (2 parts), and the chosen splits switched off beside them
     step check_split 60 $W check --quick --impl sass --chwn --split 2 --json "$OUT/check_split2.json"
     step bench_nosplit 60 $W bench --configs Conv4 --split 1 --no-cudnn-algos --json "$OUT/bench_nosplit.json"

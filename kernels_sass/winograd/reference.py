@@ -106,13 +106,13 @@ def from_khwn(y: np.ndarray) -> np.ndarray:
 
 
 def fx_layout(w: np.ndarray, kpad: int, rows: int, dtype=np.float32) -> np.ndarray:
-    """The filter-transform kernel's output: U[c][e][k] for c < rows (zero past C), k < kpad
-    (zero past K)."""
+    """The filter-transform kernel's output: U[kb][e][c][64] (k = 64 kb + ..) for c < rows (zero
+    past C), k < kpad (zero past K)."""
     k, c = w.shape[:2]
     u = filter_transform(w)                       # [16, C, K]
-    out = np.zeros((rows, 16, kpad), dtype=np.float64)
-    out[:c, :, :k] = u.transpose(1, 0, 2)
-    return out.astype(dtype)
+    out = np.zeros((16, rows, kpad), dtype=np.float64)
+    out[:, :c, :k] = u
+    return out.reshape(16, rows, kpad // 64, 64).transpose(2, 0, 1, 3).astype(dtype)
 
 
 def zero_split_tiles(y: np.ndarray, s, first: int) -> None:

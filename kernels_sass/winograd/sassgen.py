@@ -77,7 +77,7 @@ def load_pred(q: int) -> int:
     return MASK_BIT[q] % 8
 
 
-# Parameters: x (CHWN input), u (transformed filters [C+pad][16][Kpad]), y (KHWN output).
+# Parameters: x (CHWN input), u (transformed filters [Kpad/64][16][C+pad][64]), y (KHWN output).
 PARAMS = (("x", 8), ("u", 8), ("y", 8))
 PARAM_BASE = 0x210
 P_X, P_U, P_Y = 0x210, 0x218, 0x220
@@ -104,6 +104,35 @@ def RX(q: int) -> int:                 # loaded input window d[q], q = 4*i + j
 
 def RT(q: int) -> int:                 # transformed window (16 + 1 spare)
     return 192 + q
+
+
+# Register banks of the transforms. FFMAs keep both register banks (bank = register mod 2)
+# busy, so every register an inserted instruction reads costs an issue cycle of its own, and
+# an FADD whose two sources share a bank takes two (microbench inst.ffma_reuse_insert: a NOP
+# between FFMAs costs 1 cycle, an FADD reading two registers of one bank 2). With the window
+# and its transform in consecutive registers every FADD of B^T d B reads one bank (pairs of
+# rows 4 apart, pairs of columns 2 apart). The slots below put the element q = 4i + j of a
+# 4x4 group at a register offset whose parity follows the pairs each pass forms:
+# - input window d (pass 1 pairs rows (0,2), (1,2), (1,3) of a column): rows 0, 1 against
+#   rows 2, 3, so parity = j ^ (i >= 2);
+# - its transform T (pass 2 pairs columns (0,2), (1,3), (1,2) of a row): parity = (j >= 2);
+# - the output transform's M (pass 1 pairs rows (0,1), (0,2), (1,2), (1,3): rows 0, 1, 2
+#   pairwise, one pair per column has to share a bank; pass 2 pairs columns (0,1), (1,3),
+#   (0,2), (2,3) of rows 0 and 1): parity = [0,1,0,0][i] ^ [0,1,1,0][j], one FADD in four
+#   of pass 1 on one bank, none of pass 2.
+def _slots(parity) -> tuple[int, ...]:
+    """A permutation of 0..15 keeping each row's four offsets (4i..4i+3) with parity(i, j)."""
+    out = []
+    for i in range(4):
+        free = {0: [4 * i, 4 * i + 2], 1: [4 * i + 1, 4 * i + 3]}
+        out += [free[parity(i, j)].pop(0) for j in range(4)]
+    return tuple(out)
+
+
+X_SLOTS = _slots(lambda i, j: (j & 1) ^ (i >> 1))
+T_SLOTS = _slots(lambda i, j: j >> 1)
+M_SLOTS = _slots(lambda i, j: (0, 1, 0, 0)[i] ^ (0, 1, 1, 0)[j])
+PLAIN_SLOTS = tuple(range(16))
 
 
 RF = 212                               # 8 x 4 prefetched filter values (212..243)
@@ -176,6 +205,10 @@ class Options:
     persistent: bool = True       # one block an SM looping over tiles (no block launch a tile)
     reuse_slots: bool = True      # main loop: .reuse kept across inserted instructions that
                                   # read no register in that operand slot
+    bank_slots: bool = True       # transform registers placed so that each FADD reads both
+                                  # register banks (X_SLOTS, T_SLOTS, M_SLOTS); else in order
+    ldgsts: bool = True           # main loop: the filters go from global to shared memory by
+                                  # LDGSTS (no registers); else LDG.128 + STS.128 through RF
     overlap: bool = True          # tile loop: the next tile's global loads issued inside this
                                   # tile's epilogue (else at the start of the next tile)
     safe: bool = False            # diagnosis: every latency far above need (slow, same results)
@@ -189,6 +222,7 @@ class Options:
                 + (f"-u{self.ldgu_spacing}" if self.ldgu_spacing != 24 else "")
                 + (f"-g{self.cluster}" if self.cluster != 1 else "") + ("" if self.persistent else "-np")
                 + ("" if self.overlap else "-nov") + ("" if self.reuse_slots else "-nors")
+                + ("" if self.bank_slots else "-nobank") + ("" if self.ldgsts else "-noldgsts")
                 + ("-safe" if self.safe else "")
                 + (f"-sp{self.split}x{self.tail}" if self.split > 1 else ""))
 
@@ -304,7 +338,7 @@ def check_shape(s: Shape) -> None:
         raise Unsupported("tensors of 2 GiB or more need 64-bit offsets")
     if s.U_ROWS * 16 * s.Kpad * 4 >= lim:
         raise Unsupported("transformed filters of 2 GiB or more")
-    if (3 * s.W + 3) * s.N * 4 >= (1 << 23) or 7 * 16 * s.Kpad * 4 >= (1 << 23):
+    if (3 * s.W + 3) * s.N * 4 >= (1 << 23):
         raise Unsupported("load offsets beyond the 24-bit immediate")
     if s.TH * s.TW > 65535 or s.NB > 65535:
         raise Unsupported("grid too large")
@@ -441,14 +475,14 @@ class Generator:
 
     @property
     def ublock_stride(self) -> int:        # bytes from one channel block of U to the next
-        return BC * 16 * self.s.Kpad * 4
+        return BC * 64 * 4
 
     def x_off(self, q: int) -> int:        # byte offset of window element q = 4i + j
         i, j = divmod(q, 4)
         return (i * self.s.W + j) * self.s.N * 4
 
     def u_off(self, j: int) -> int:        # byte offset of the j-th filter chunk (channel j)
-        return j * 16 * self.s.Kpad * 4
+        return j * 64 * 4
 
     def seq(self) -> Seq:
         if self.o.safe:
@@ -461,13 +495,26 @@ class Generator:
         byte = f".B{group}" if group else ""
         return f"R2P PR, R{R_M}{byte}, {(1 << len(LOAD_GROUPS[group])) - 1:#x}"
 
+    def rx(self, q: int) -> int:           # register of window element q = 4i + j
+        return RX((X_SLOTS if self.o.bank_slots else PLAIN_SLOTS)[q])
+
+    def input_transform(self):
+        """input_transform_ops on this kernel's window and transform registers."""
+        t = T_SLOTS if self.o.bank_slots else PLAIN_SLOTS
+        return input_transform_ops([self.rx(q) for q in range(16)], [RT(t[q]) for q in range(16)], RT(16))
+
     def ldg_x(self, q: int) -> str:
-        return f"@P{load_pred(q)} LDG.E R{RX(q)}, desc[UR4][R{R_XP}.64+{self.x_off(q):#x}]"
+        return f"@P{load_pred(q)} LDG.E R{self.rx(q)}, desc[UR4][R{R_XP}.64+{self.x_off(q):#x}]"
 
     def ldg_u(self, j: int) -> str:
         return f"LDG.E.128 R{RF + 4 * j}, desc[UR4][R{R_UP}.64+{self.u_off(j):#x}]"
 
-    def block_loads(self, chan_check: str, spacing: Optional[int] = None) -> tuple[list[tuple[str, dict]], list[tuple[str, dict]]]:
+    def ldgsts_u(self, j: int) -> str:
+        """The j-th filter chunk straight into the other buffer (where sts_u would store it)."""
+        return f"LDGSTS.E.BYPASS.128 [R{R_STSU}+{j * 64 * 4:#x}], desc[UR4][R{R_UP}.64+{self.u_off(j):#x}]"
+
+    def block_loads(self, chan_check: str, spacing: Optional[int] = None, async_filters: bool = False
+                    ) -> tuple[list[tuple[str, dict]], list[tuple[str, dict]]]:
         """The loads of one channel block: (input loads, filter loads), each in order as
         (text, placement) with placement keys `after` (FFMA slots, >= cycles, after the previous
         instruction of the list), `wb`, `wait`. The channel check sets P6 (this thread's
@@ -484,10 +531,16 @@ class Generator:
             for m, q in enumerate(loads):
                 out.append((self.ldg_x(q), {"after": PRED_DIST if m == 0 else sp, "wb": 2, "rb": 5}))
             gap = 0
-        # the filter loads overwrite RF: after the stores of the filters read it (barrier 4)
+        # the filter loads overwrite RF: after the stores of the filters read it (barrier 4).
+        # async_filters: LDGSTS into shared memory, committed as one group (LDGDEPBAR) that a
+        # DEPBAR waits for before the iteration's BAR
         usp = sp if spacing is not None else self.o.ldgu_spacing
-        filters = [(self.ldg_u(j), {"after": usp, "wb": 3, "rb": 5, "wait": (1 << 4) if j == 0 else 0})
-                   for j in range(8)]
+        if async_filters:
+            filters = [(self.ldgsts_u(j), {"after": usp, "rb": 5}) for j in range(8)]
+            filters.append(("LDGDEPBAR", {"after": 1}))
+        else:
+            filters = [(self.ldg_u(j), {"after": usp, "wb": 3, "rb": 5, "wait": (1 << 4) if j == 0 else 0})
+                       for j in range(8)]
         return out, filters
 
     def sts_v(self, e: int, reg: int) -> str:
@@ -576,13 +629,14 @@ class Generator:
         q.op(f"SHF.R.S32.HI R{R_hi}, RZ, 0x1e, R{R_off}")
         q.op(f"IADD3 R{R_XP}, P0, R{R_lo}, R{R_x}, RZ")
         q.op(f"IADD3.X R{R_XP + 1}, R{R_hi}, R{R_x + 1}, RZ, P0, !PT")
-        # filter pointer: u + 4 * (e*Kpad + kb*64 + (tid&15)*4), e = tid >> 4
+        # filter pointer, U[kb][e][c][64]: u + 4 * (((kb*16 + e)*rows + c)*64 + (tid&15)*4),
+        # e = tid >> 4
         q.op(f"SHF.R.U32.HI R{R_e}, RZ, 0x4, R{R_tid}")
         q.op(f"LOP3.LUT R{R_c16}, R{R_tid}, 0xf, RZ, 0xc0, !PT")
-        q.op(f"SHF.L.U32 R{R_t}, R{R_kb}, 0x6, RZ")
-        mad(q, R_off, R_e, s.Kpad, R_t, R_tmp)
+        mad(q, R_t, R_kb, 16 * s.U_ROWS * 64, None, R_tmp)
+        mad(q, R_off, R_e, s.U_ROWS * 64, R_t, R_tmp)
         if split:
-            mad(q, R_off, R_cb, 16 * s.Kpad, R_off, R_tmp)
+            mad(q, R_off, R_cb, 64, R_off, R_tmp)
         mad(q, R_off, R_c16, 0x4, R_off, R_tmp)
         q.op(f"SHF.L.U32 R{R_lo}, R{R_off}, 0x2, RZ")
         q.op(f"SHF.R.U32.HI R{R_hi}, RZ, 0x1e, R{R_off}")
@@ -636,7 +690,7 @@ class Generator:
             q.op(f"IADD3 R{R_CLIM}, -R{R_warp}, {s.C:#x}, RZ")                # C - warp
         # the input window starts at zero (padding elements stay zero); first channel block
         for q_ in range(16):
-            q.op(f"MOV R{RX(q_)}, RZ", y=False)
+            q.op(f"MOV R{self.rx(q_)}, RZ", y=False)
         inputs, filters = self.block_loads(f"ISETP.LT.AND P6, PT, RZ, R{R_lim0 if split else R_CLIM}, PT")
         for text, _ in inputs + filters:
             q.op(text, barriers=self.LOAD_BARRIERS, read_only=True)
@@ -648,7 +702,7 @@ class Generator:
         for kk in range(16):
             for tt in range(8):
                 q.op(f"MOV R{ACC(kk, tt)}, RZ", y=False)
-        ops, where = input_transform_ops([RX(i) for i in range(16)], [RT(i) for i in range(16)], RT(16))
+        ops, where = self.input_transform()
         for t in ops:
             q.op(t)
         for e in range(16):
@@ -698,7 +752,8 @@ class Generator:
         # and loads the inputs of block i+2 as soon as the transform has read RX: global
         # latency gets most of an iteration. Memory instructions read their address registers
         # after issue: the loads set read barrier 5 and a pointer moves on after waiting on it.
-        inputs, filters = self.block_loads(f"ISETP.LT.AND P6, PT, R{R_C0}, R{R_CLIM}, PT")
+        inputs, filters = self.block_loads(f"ISETP.LT.AND P6, PT, R{R_C0}, R{R_CLIM}, PT",
+                                           async_filters=o.ldgsts)
 
         def place(slot, loads):
             for text, kw in loads:
@@ -718,7 +773,7 @@ class Generator:
         # transform (pass 1 per column, pass 2 per row: clusters of 4 independent FADDs),
         # stores to the other buffer
         P1 = o.transform_step * SLOTS_PER_STEP
-        ops, where = input_transform_ops([RX(i) for i in range(16)], [RT(i) for i in range(16)], RT(16))
+        ops, where = self.input_transform()
         for m in range(0, len(ops), 4):
             slot = P1 + 2 * m if g == 1 else P1 + MIN_DIST * (m // 4)
             for k, t in enumerate(ops[m:m + 4]):
@@ -729,18 +784,23 @@ class Generator:
         inputs_end = place(fadds[15] + MIN_DIST, inputs)    # after pass 1 read RX
         ss = o.sts_spacing
         slot = clustered(last_fadd + MIN_DIST, [self.sts_v(e, where[e]) for e in range(16)], ss, rb=4)
-        slot = clustered(slot + ss, [self.sts_u(j) for j in range(8)], ss, rb=4,
-                         wait=lambda j: (1 << 3) if j == 0 else 0)
+        if not o.ldgsts:
+            slot = clustered(slot + ss, [self.sts_u(j) for j in range(8)], ss, rb=4,
+                             wait=lambda j: (1 << 3) if j == 0 else 0)
         slot = max(slot, inputs_end)
         # the loop test (after the last R2P and SEL read P6), PRED_DIST before the branch
         at(slot + 1, f"ISETP.LE.AND P6, PT, R{R_C0}, {self.s.Cpad:#x}, PT")
         last = 7 * SLOTS_PER_STEP
         if slot + 1 + PRED_DIST > last - 8:
             raise ValueError(f"options {o} do not fit the iteration: the loads end at slot {slot}")
-        # the stores' address toggles (after the stores read them: read barrier 4); then the
-        # barrier and the loads' address toggles
-        at(last - 8, f"LOP3.LUT R{R_STSV}, R{R_STSV}, {BUF:#x}, RZ, 0x3c, !PT", wait=1 << 4)
+        # the stores' address toggles (after the stores read them: read barrier 4, and 5 for
+        # the LDGSTS); the LDGSTS group landed in shared memory; then the barrier and the
+        # loads' address toggles
+        at(last - 8, f"LOP3.LUT R{R_STSV}, R{R_STSV}, {BUF:#x}, RZ, 0x3c, !PT",
+           wait=(1 << 4) | ((1 << 5) if o.ldgsts else 0))
         at(last - 8, f"LOP3.LUT R{R_STSU}, R{R_STSU}, {BUF:#x}, RZ, 0x3c, !PT")
+        if o.ldgsts:
+            at(last - 8, "DEPBAR.LE SB0, 0x0")
         at(last + 2, "BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6)
         at(last + 2, f"LOP3.LUT R{R_LDSA}, R{R_LDSA}, {BUF:#x}, RZ, 0x3c, !PT")
         at(last + 2, f"LOP3.LUT R{R_LDSB}, R{R_LDSB}, {BUF:#x}, RZ, 0x3c, !PT")
@@ -905,7 +965,8 @@ class Generator:
             # the staging loads in two halves (filters xx = 0, 1 on barrier 0, 2, 3 on barrier 1):
             # the first half's transforms run while the second half's loads are in flight; the
             # two transforms of a half interleaved, op by op, for latency
-            mregs = [[64 * r + 16 * xx + e for e in range(16)] for xx in range(4)]
+            slots = M_SLOTS if self.o.bank_slots else PLAIN_SLOTS
+            mregs = [[64 * r + 16 * xx + slots[e] for e in range(16)] for xx in range(4)]
             halves = ((0, 1), (2, 3))
             for h, xxs in enumerate(halves):
                 for xx in xxs:

@@ -443,6 +443,25 @@ class Machine:
                 raise SimError(f"{text}: misaligned 4-byte access")
             words = buf.data.view(np.float32)
             np.add.at(words, idx // 4, _f(st.R[ops[1].values[0]][g].copy()))
+        elif op == "LDGSTS":
+            # global -> shared, modelled as done at issue (the kernel waits for it with
+            # LDGDEPBAR/DEPBAR before the BAR that publishes it); a shared write for the race check
+            width = 16 if "128" in mods else 8 if "64" in mods else 4
+            sreg, soff = ops[0].values[0], ops[0].values[1]
+            areg, off = ops[1].values[1], ops[1].values[2]
+            if not (st.defined[sreg][g].all() and st.defined[areg][g].all() and st.defined[areg + 1][g].all()):
+                raise SimError(f"{text}: undefined address register")
+            addr = st.R[areg].astype(np.uint64) | (st.R[areg + 1].astype(np.uint64) << np.uint64(32))
+            addr = addr.astype(np.int64) + off
+            buf, idx = self.mem.locate(addr[g], width, text)
+            widx = self._smem_index(st.R[sreg].astype(np.int64)[g] + soff, width, text)
+            words = widx[:, None] + np.arange(width // 4)[None, :]
+            self._race(st, words, g, True, text)
+            if buf is not None:
+                src = buf.data.view(np.uint8)[idx[:, None] + np.arange(width)].copy()
+                st.smem[words] = src.view(np.uint32).reshape(len(idx), width // 4)
+        elif op in ("LDGDEPBAR", "DEPBAR"):
+            pass
         elif op in ("LDS", "STS"):
             width = 16 if "128" in mods else 8 if "64" in mods else 4
             memop = ops[1] if op == "LDS" else ops[0]

@@ -105,12 +105,15 @@ extern "C" __global__ void filter_transform(const float* __restrict__ w, float* 
         t[2][s] = 0.5f * (g[0][s] - g[1][s] + g[2][s]);
         t[3][s] = g[2][s];
     }
-    float* o = u + (i64)c * 16 * Kpad + k;
+    // U[kb][e][c][64] (kb = k / 64): a main-kernel thread's 8 channels of one k-block sit
+    // 256 bytes apart, within the 12-bit offset of LDGSTS
+    const i64 es = (i64)rows * 64;
+    float* o = u + ((i64)(k >> 6) * 16 * rows + c) * 64 + (k & 63);
     for (int i = 0; i < 4; ++i) {
-        o[(4 * i + 0) * Kpad] = t[i][0];
-        o[(4 * i + 1) * Kpad] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
-        o[(4 * i + 2) * Kpad] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
-        o[(4 * i + 3) * Kpad] = t[i][2];
+        o[(4 * i + 0) * es] = t[i][0];
+        o[(4 * i + 1) * es] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+        o[(4 * i + 2) * es] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+        o[(4 * i + 3) * es] = t[i][2];
     }
 }
 
@@ -135,7 +138,7 @@ __device__ __forceinline__ void input_tile_transform(float d[16])
 // grid (Kpad / 64, ceil(N / 32), TH * TW), 256 threads, SMEM_BYTES dynamic shared memory.
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 winograd_2x2_3x3(const float* __restrict__ x, const float* __restrict__ u, float* __restrict__ y,
-                 int N, int C, int H, int W, int K, int TW, int Kpad)
+                 int N, int C, int H, int W, int K, int TW, int rows)
 {
     extern __shared__ float4 smem4[];
     float* smem = reinterpret_cast<float*>(smem4);
@@ -152,7 +155,8 @@ winograd_2x2_3x3(const float* __restrict__ x, const float* __restrict__ u, float
                     mask |= 1u << (4 * i + j);
     const i64 HWN = (i64)H * W * N;
     const float* xp = x + (i64)warp * HWN + ((i64)h0 * W + w0) * N + n;   // channel c0 + warp
-    const float* up = u + (i64)(tid >> 4) * Kpad + kb * BK + (tid & 15) * 4;
+    // U[kb][e][c][64] (filter_transform), rows channels (Cpad and a zero block)
+    const float* up = u + (i64)(kb * 16 + (tid >> 4)) * rows * 64 + (tid & 15) * 4;
     const int e = tid >> 4, l = tid & 15, kg = l >> 2, tg = l & 3;
 
     float d[16];
@@ -165,10 +169,10 @@ winograd_2x2_3x3(const float* __restrict__ x, const float* __restrict__ u, float
 #pragma unroll
             for (int j = 0; j < 4; ++j)
                 d[4 * i + j] = (m >> (4 * i + j) & 1) ? p[((i64)i * W + j) * N] : 0.0f;
-        const float* q = up + (i64)c0 * 16 * Kpad;
+        const float* q = up + (i64)c0 * 64;
 #pragma unroll
         for (int j = 0; j < 8; ++j)
-            f[j] = *reinterpret_cast<const float4*>(q + (i64)j * 16 * Kpad);
+            f[j] = *reinterpret_cast<const float4*>(q + (i64)j * 64);
     };
     auto store = [&](int buf) {
         input_tile_transform(d);
