@@ -140,6 +140,10 @@ R_MASK, R_CLIM, R_M = 209, 210, 211
 R_XP, R_UP = 244, 246                  # 64-bit pointers
 UR_TILE, UR_STRIDE, UR_NEXT = 6, 7, 8   # persistent blocks: this block's tile number, grid size, next tile
 R_LDSA, R_LDSB, R_STSV, R_STSU, R_C0 = 248, 249, 250, 251, 252
+# Scoreboards of the main loop: 0, 1 the two LDS operand sets, 2 the input loads, 3 the filter
+# loads (LDG.128; with ldgsts the LDGSTS groups, ASYNC_SB), 4 the stores' reads, 5 the loads'
+# address reads.
+ASYNC_SB = 3
 
 
 @dataclass(frozen=True)
@@ -532,12 +536,13 @@ class Generator:
                 out.append((self.ldg_x(q), {"after": PRED_DIST if m == 0 else sp, "wb": 2, "rb": 5}))
             gap = 0
         # the filter loads overwrite RF: after the stores of the filters read it (barrier 4).
-        # async_filters: LDGSTS into shared memory, committed as one group (LDGDEPBAR) that a
-        # DEPBAR waits for before the iteration's BAR
+        # async_filters: LDGSTS into shared memory, committed as one group by LDGDEPBAR, which
+        # counts it on scoreboard ASYNC_SB (its write-barrier field, as ptxas writes it); the
+        # DEPBAR.LE SB<ASYNC_SB> before the iteration's BAR waits for it
         usp = sp if spacing is not None else self.o.ldgu_spacing
         if async_filters:
             filters = [(self.ldgsts_u(j), {"after": usp, "rb": 5}) for j in range(8)]
-            filters.append(("LDGDEPBAR", {"after": 1}))
+            filters.append(("LDGDEPBAR", {"after": 1, "wb": ASYNC_SB}))
         else:
             filters = [(self.ldg_u(j), {"after": usp, "wb": 3, "rb": 5, "wait": (1 << 4) if j == 0 else 0})
                        for j in range(8)]
@@ -579,7 +584,8 @@ class Generator:
     # global loads of its first channel block; part 2 (tile_start) transforms and stores that
     # block. In the persistent tile loop, part 1 of the next tile runs inside this tile's
     # epilogue, so the loads' latency passes under the output transform.
-    LOAD_BARRIERS = (2, 3)          # the first block's global loads (as in the loop)
+    LOAD_BARRIERS = (2, 3)          # the first block's global loads (as in the loop; 3 is free
+                                    # there with ldgsts, which counts its groups on ASYNC_SB)
     SHORT_BARRIERS = (0, 1, 4, 5)   # everything else of the prologue and epilogue
 
     def tile_setup(self, q: Seq, tile_ur: Optional[int], base: int) -> None:
@@ -800,7 +806,7 @@ class Generator:
            wait=(1 << 4) | ((1 << 5) if o.ldgsts else 0))
         at(last - 8, f"LOP3.LUT R{R_STSU}, R{R_STSU}, {BUF:#x}, RZ, 0x3c, !PT")
         if o.ldgsts:
-            at(last - 8, "DEPBAR.LE SB0, 0x0")
+            at(last - 8, f"DEPBAR.LE SB{ASYNC_SB}, 0x0")
         # With LDGSTS the next iteration's first instructions write the buffer that this
         # iteration's step-6 LDS (channel 7's operands, barrier 1, consumed only after the
         # BAR) read: each warp waits for those reads before the BAR, so that no warp's LDGSTS
@@ -1023,6 +1029,10 @@ class Generator:
         # part 1 of the first tile's prologue (with overlap; else of every tile) and the wait
         # for its loads; in the tile loop with overlap, part 1 of the next tile runs inside the
         # epilogue
+        if o.ldgsts:
+            # ptxas puts three never-executed shared loads before a kernel's first LDGSTS
+            # (sm_80..sm_90); we do the same without knowing the reason
+            out += [Op("@!PT LDS RZ, [RZ]", y=False, stall=1).line() for _ in range(3)]
         entry = self.seq()
         if self.tile_loop:
             # persistent blocks: block b computes tiles b, b + grid, b + 2 grid, ...

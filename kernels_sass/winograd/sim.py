@@ -254,6 +254,9 @@ class Machine:
                     continue
                 pc += 1
                 continue
+            if not g.any():         # (e.g. the never-executed `@!PT LDS RZ, [RZ]`)
+                pc += 1
+                continue
             st.undef = set()
             self._exec(inst, text, st, g)
             if st.undef:
