@@ -52,8 +52,9 @@ class Loc:
     """Where something came from: a 1-based column on a SourceLine; `file`, `line`, `text` and
     `origin` are the line's. Immutable, compared and hashed by value.
 
-    The parser makes one per instruction and per operand; keeping the line's facts in one
-    shared object makes each Loc two slots to fill (see sassas.parse)."""
+    The parser makes one per instruction (an operand's is found when a diagnostic needs it:
+    Instruction.operand_loc); keeping the line's facts in one shared object makes each Loc two
+    slots to fill (see sassas.parse)."""
     __slots__ = ("source", "col")
     source: SourceLine
     col: int
@@ -158,10 +159,12 @@ class ControlCode:
 
 @dataclass(frozen=True, slots=True)
 class Operand:
+    """One operand in canonical form (see the table above). It holds no location (where it was
+    written is the instruction's, see Instruction.operand_loc), so one object may stand for the
+    same operand in many instructions: the parser shares them."""
     kind: str
     values: tuple[Value, ...] = ()
     flags: frozenset[str] = field(default_factory=frozenset)
-    loc: Optional[Loc] = field(default=None, compare=False, repr=False)
     # Symbolic name still to be resolved (label, parameter, register alias); None once resolved.
     symbol: Optional[str] = field(default=None, compare=True)
 
@@ -219,6 +222,10 @@ class Instruction:
     # LDG/STG/...: nvdisasm prints `[R2.64]`, the word holds UR6): set by the resolve stage
     # from the kernel's context, or by the decoder; None encodes the description's default.
     descriptor: Optional[int] = None
+    # Where the operands were written: (layout, lines), layout.operand_locs(lines) giving one Loc
+    # an operand. Only a diagnostic needs them, so the parser keeps what they are found from
+    # (its statement plan and the SourceLines of the statement) instead of making them.
+    written: Optional[tuple] = field(default=None, repr=False, compare=False)
     # The shape last found, with the opcode, modifiers, predicate and operands it was found for
     # (see `shape`); the parser's line plans fill it in.
     _shape: Optional[tuple] = field(default=None, init=False, repr=False, compare=False)
@@ -237,6 +244,14 @@ class Instruction:
                            any(op.symbol is not None for op in self.operands))
         self._shape = (shape, self.operands, self.predicate, self.modifiers, self.opcode)
         return shape
+
+    def operand_loc(self, index: int) -> Optional[Loc]:
+        """Where operand `index` was written, for a diagnostic; where the instruction was if
+        that is not known."""
+        if self.written is None:
+            return self.loc
+        layout, lines = self.written
+        return layout.operand_locs(lines)[index]
 
     @property
     def mnemonic(self) -> str:

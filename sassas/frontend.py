@@ -191,11 +191,11 @@ def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_
     for inst in instructions:
         if inst.shape.symbolic:
             new_ops = []
-            for op in inst.operands:
+            for i, op in enumerate(inst.operands):
                 try:
                     new_ops.append(_bind(op, registers, consts, smem, labels, params, known))
                 except SassError as e:
-                    diags.error(e.with_loc(op.loc or inst.loc))
+                    diags.error(e.with_loc(inst.operand_loc(i)))
                     new_ops.append(op)
             inst.operands = tuple(new_ops)
         _check(inst, diags)
@@ -284,13 +284,14 @@ def _layout_smem(kernel: Kernel, decls: Declarations) -> dict[str, int]:
 
 
 def _bind(op: Operand, registers, consts, smem, labels, params, known) -> Operand:
-    """Replace the names in one operand that the front end owns."""
+    """Replace the names in one operand that the front end owns. (Its errors have no location:
+    the caller gives them the operand's.)"""
     ps = pieces(op.kind)
     if op.kind == "N[I]" and op.values[0] in consts:
         name, word = op.values
         offset, size = consts[name]
         if not 0 <= word * 4 < size:
-            raise SassError(f"'{name}[{word}]': constant '{name}' has {(size + 3) // 4} 32-bit word(s)", op.loc)
+            raise SassError(f"'{name}[{word}]': constant '{name}' has {(size + 3) // 4} 32-bit word(s)")
         return replace(op, kind="C[I][I]", values=(CONST_BANK, offset + 4 * word), symbol=None)
     new_pieces, values, vi, remaining = [], [], 0, None
     for p in ps:
@@ -325,7 +326,7 @@ def _bind(op: Operand, registers, consts, smem, labels, params, known) -> Operan
             close = difflib.get_close_matches(v, known, n=1)
             if close:
                 msg += f"; did you mean '{close[0]}'?"
-            raise SassError(msg, op.loc)
+            raise SassError(msg)
     kind_pieces, values = _fold_offsets(new_pieces, values)
     return replace(op, kind="".join(kind_pieces), values=tuple(values), symbol=remaining)
 
@@ -388,21 +389,21 @@ def _check(inst: Instruction, diags: Diagnostics) -> None:
         if piece in ("R", "UR") and isinstance(value, int) and value not in (255, 63) and value % align:
             width = {2: "64", 4: "128"}.get(align, str(32 * align))
             diags.error(SassError(f"{inst.mnemonic}: {piece}{value} is used as a {width}-bit register "
-                                  f"group, so it must be a multiple of {align}", op.loc or inst.loc))
+                                  f"group, so it must be a multiple of {align}", inst.operand_loc(operand_index)))
     for operand_index in bounded:
         op = ops[operand_index]
         if op.kind == "I":
             v = op.values[0]
             if isinstance(v, int) and not INT_MIN <= v <= UINT_MAX:
-                diags.error(SassError(f"immediate {v:#x} does not fit in 32 bits", op.loc or inst.loc))
+                diags.error(SassError(f"immediate {v:#x} does not fit in 32 bits", inst.operand_loc(operand_index)))
         elif op.kind.startswith("C[I][") and op.values:
             bank_no = op.values[0]
             if isinstance(bank_no, int) and not 0 <= bank_no <= MAX_CONSTANT_BANK:
                 diags.error(SassError(f"constant bank {bank_no:#x} out of range 0..{MAX_CONSTANT_BANK:#x}",
-                                      op.loc or inst.loc))
+                                      inst.operand_loc(operand_index)))
             if op.kind == "C[I][I]" and isinstance(op.values[1], int) and not 0 <= op.values[1] <= MAX_CONSTANT_OFFSET:
                 diags.error(SassError(f"constant offset {op.values[1]:#x} out of range 0..{MAX_CONSTANT_OFFSET:#x}",
-                                      op.loc or inst.loc))
+                                      inst.operand_loc(operand_index)))
     if inst.control is not None and inst.control.write_barrier != NO_BARRIER and inst.opcode in NO_RESULT_OPCODES:
         diags.error(SassError(f"{inst.opcode} writes no register, so its write barrier "
                               f"{inst.control.write_barrier} would never be released; use the read "

@@ -96,11 +96,11 @@ class Lines:
 
 
 # Loc and Operand are immutable (Operand a frozen dataclass, whose __init__ sets each field
-# through object.__setattr__); the parser makes several of each per instruction, so it sets
-# their slots directly (the same objects, in a third of the time; see _compile_build).
+# through object.__setattr__); the parser makes a Loc and some Operands per instruction, so it
+# sets their slots directly (the same objects, in a third of the time; see _compile_build).
 _new_object = object.__new__
 _LOC_SLOTS = (Loc.source.__set__, Loc.col.__set__)
-_OPERAND_SLOTS = tuple(Operand.__dict__[f].__set__ for f in ("kind", "values", "flags", "loc", "symbol"))
+_OPERAND_SLOTS = tuple(Operand.__dict__[f].__set__ for f in ("kind", "values", "flags", "symbol"))
 
 
 class _Build(Transformer):
@@ -135,7 +135,7 @@ class _Build(Transformer):
         def place(tok: Token):
             return (tok.line - first_line, 0, tok.column - 1), self._loc(tok)
 
-        plan = _StatementPlan(tokens, atom_lists, place, lambda tok: None)
+        plan = _StatementPlan(tokens, atom_lists, place, None)
         infos = [self.L.info(line + self.line_offset) for line in range(first_line, last_line + 1)]
         return plan.build(("",), infos)
 
@@ -211,23 +211,39 @@ class _Build(Transformer):
 
 _FROM_REGISTER, _FROM_NUMBER, _FROM_NEGATED_NUMBER = range(3)
 # The numbers of R and UR registers as a line's numbers are cut out (decimal without leading
-# zeros, in range), read by one lookup: to the number, and to the values of an operand that is
-# the register alone (one tuple shared by all such operands: they are immutable).
+# zeros, in range), read by one lookup.
 _REGISTER_NUMBERS = {prefix: {str(n): n for n in range(highest + 1)} for prefix, highest in MAX_REGISTER.items()}
-_REGISTER_VALUES = {prefix: {str(n): (n,) for n in range(highest + 1)} for prefix, highest in MAX_REGISTER.items()}
+# An operand that is a register alone (`R7`, `-R7.reuse`), by its number as cut out: one
+# Operand for all the instructions that name it (operands are immutable and hold no location),
+# made once per (register prefix, kind, flags) for every register number.
+_register_operands: dict[tuple, dict[str, Operand]] = {}
+
+
+def _register_operand_table(prefix: str, kind: str, flags: frozenset) -> dict[str, Operand]:
+    key = (prefix, kind, flags)
+    table = _register_operands.get(key)
+    if table is None:
+        table = _register_operands[key] = {d: Operand(kind, (n,), flags) for d, n in _REGISTER_NUMBERS[prefix].items()}
+    return table
 
 
 class _StatementPlan:
     """An Instruction with its numbers and positions left open.
 
     A position is (line offset, part, column offset): the column is ``start + offset + 1`` for
-    the start of that text piece of the line (the numbers cut the line into pieces)."""
+    the start of that text piece of the line (the numbers cut the line into pieces). The
+    instructions it builds keep it with their SourceLines (Instruction.written), and it finds
+    their operands' Locs from them when a diagnostic asks (operand_locs)."""
     __slots__ = ("opcode", "modifiers", "control", "control_words", "predicate", "operands", "where", "shape",
-                 "build")
+                 "cut", "build")
 
     def __init__(self, tokens: list, atom_lists: list, place, number_of):
         """tokens: the statement's own tokens; atom_lists: its operands' atoms; place(tok) ->
-        (position, Loc); number_of(tok) -> the index of the open number it is, or None."""
+        (position, Loc); number_of(tok) -> the index of the open number it is, or None; or
+        number_of None: a plan for this statement only, its text not cut (parts ``("",)``)."""
+        self.cut = number_of is not None
+        if number_of is None:
+            number_of = lambda tok: None
         operands = []
         for atoms in atom_lists:
             where, loc = place(atoms[0])
@@ -279,6 +295,13 @@ class _StatementPlan:
                                 any(symbol is not None for _, _, _, symbol, *_ in operands))
         self.build = _compile_build(self)
 
+    def operand_locs(self, infos) -> tuple[Loc, ...]:
+        """The Locs of the operands of the statement built from this plan on lines `infos`
+        (its SourceLines; the parts found again from the line's text, as _line_items cut it)."""
+        parts = _NUMBER_IN_LINE.split(infos[0].text) if self.cut else ("",)
+        starts = list(itertools.accumulate(map(len, parts), initial=0))[::2]
+        return tuple(Loc.on(infos[line], starts[part] + offset + 1) for *_, line, part, offset in self.operands)
+
 
 def _compile_build(plan: _StatementPlan):
     """plan.build(parts, infos) -> Instruction, as straight-line Python made for the plan (a
@@ -287,12 +310,16 @@ def _compile_build(plan: _StatementPlan):
 
     Everything particular to the plan is a global name of the function, so its code depends on
     the plan's layout only (operands, numbers, lines): compiled once per layout (compiling
-    takes a millisecond, as long as parsing the line), run with the plan's names."""
+    takes a millisecond, as long as parsing the line), run with the plan's names.
+
+    What it makes per statement is the Instruction, its Loc, and the operands that hold a cut
+    number but are not a register alone: an operand without one is the plan's own, and a
+    register alone is looked up (_register_operand_table)."""
     names: dict = {"new": _new_object, "Loc": Loc, "Operand": Operand, "Instruction": Instruction,
-                   "ControlCode": ControlCode, "parse_register": parse_register}
+                   "ControlCode": ControlCode, "parse_register": parse_register, "plan": plan}
     for name, setter in zip(("source", "col"), _LOC_SLOTS):
         names["loc_" + name] = setter
-    for name, setter in zip(("kind", "values", "flags", "loc", "symbol"), _OPERAND_SLOTS):
+    for name, setter in zip(("kind", "values", "flags", "symbol"), _OPERAND_SLOTS):
         names["op_" + name] = setter
 
     def const(value) -> str:
@@ -301,56 +328,44 @@ def _compile_build(plan: _StatementPlan):
         return name
 
     body = []
-    places = [op[5:8] for op in plan.operands] + [plan.where] + ([plan.predicate[3]] if plan.predicate else [])
-    for line in sorted({line for line, _, _ in places}):
-        body.append(f"source{line} = infos[{line}]")
-    # Where the text pieces start: piece m after the pieces and numbers before it.
-    body.append("start0 = 0")
-    for part in range(1, max(part for _, part, _ in places) + 1):
-        body.append(f"start{part} = start{part - 1} + len(parts[{2 * part - 2}]) + len(parts[{2 * part - 1}])")
-
-    def make_loc(var: str, where) -> None:
-        line, part, offset = where
-        body.append(f"{var} = new(Loc); loc_source({var}, source{line}); "
-                    f"loc_col({var}, start{part} + {const(offset + 1)})")
-
-    def make_operand(var: str, kind, values: str, flags, loc: str, symbol) -> None:
-        body.append(f"{var} = new(Operand); op_kind({var}, {const(kind)}); op_values({var}, {values}); "
-                    f"op_flags({var}, {const(flags)}); op_loc({var}, {loc}); op_symbol({var}, {const(symbol)})")
-
     operands = []
-    for k, (kind, values, flags, symbol, fills, *where) in enumerate(plan.operands):
-        make_loc(f"loc{k}", where)
+    for k, (kind, values, flags, symbol, fills, *_) in enumerate(plan.operands):
+        var = f"op{k}"
+        operands.append(var)
+        if not fills:
+            operands[-1] = const(Operand(kind, values, flags, symbol))
+            continue
+        if len(values) == 1 and fills[0][2] == _FROM_REGISTER:          # the operand is the register
+            _, number, _, prefix = fills[0]
+            body.append(f"d = parts[{2 * number + 1}]")
+            body.append(f"{var} = {const(_register_operand_table(prefix, kind, flags))}.get(d)")
+            # (leading zeros; or out of range, raising: _line_items then parses the whole text)
+            body.append(f"if {var} is None: {var} = Operand({const(kind)}, (parse_register({const(prefix)} + d)[1],), "
+                        f"{const(flags)}, {const(symbol)})")
+            continue
         items = [const(v) for v in values]
         for value_index, number, how, prefix in fills:
-            var = items[value_index] = f"v{k}_{value_index}"
+            item = items[value_index] = f"v{k}_{value_index}"
             body.append(f"d = parts[{2 * number + 1}]")
-            if how == _FROM_REGISTER and len(values) == 1:       # the operand is the register
-                body.append(f"{var} = {const(_REGISTER_VALUES[prefix])}.get(d)")
-                body.append(f"if {var} is None: {var} = "
-                            f"(parse_register({const(prefix)} + d, loc{k})[1],)   # leading zeros, or raises")
-            elif how == _FROM_REGISTER:
-                body.append(f"{var} = {const(_REGISTER_NUMBERS[prefix])}.get(d)")
-                body.append(f"if {var} is None: {var} = parse_register({const(prefix)} + d, loc{k})[1]")
+            if how == _FROM_REGISTER:
+                body.append(f"{item} = {const(_REGISTER_NUMBERS[prefix])}.get(d)")
+                body.append(f"if {item} is None: {item} = parse_register({const(prefix)} + d)[1]")
             else:
                 # (cut out: decimal digits, or 0x and hex digits)
-                body.append(f"{var} = {'-' if how == _FROM_NEGATED_NUMBER else ''}"
+                body.append(f"{item} = {'-' if how == _FROM_NEGATED_NUMBER else ''}"
                             f"(int(d, 16) if d[1:2] in ('x', 'X') else int(d))")
-        if not fills:
-            values_text = const(values)
-        elif len(values) == 1 and fills[0][2] == _FROM_REGISTER:
-            values_text = items[0]                              # (already the values tuple)
-        else:
-            values_text = "(" + "".join(item + ", " for item in items) + ")"
-        make_operand(f"op{k}", kind, values_text, flags, f"loc{k}", symbol)
-        operands.append(f"op{k}")
+        body.append(f"{var} = new(Operand); op_kind({var}, {const(kind)}); "
+                    f"op_values({var}, ({''.join(item + ', ' for item in items)})); "
+                    f"op_flags({var}, {const(flags)}); op_symbol({var}, {const(symbol)})")
     predicate = "None"
     if plan.predicate is not None:
-        kind, values, flags, where = plan.predicate
-        make_loc("loc_predicate", where)
-        make_operand("predicate", kind, const(values), flags, "loc_predicate", None)
-        predicate = "predicate"
-    make_loc("loc_instruction", plan.where)
+        kind, values, flags, _ = plan.predicate
+        predicate = const(Operand(kind, values, flags))
+    # The instruction's Loc: where the text piece it stands in starts, after the pieces and
+    # numbers before it.
+    line, part, offset = plan.where
+    start = "".join(f"len(parts[{m}]) + " for m in range(2 * part))
+    body.append(f"loc = new(Loc); loc_source(loc, infos[{line}]); loc_col(loc, {start}{const(offset + 1)})")
     control = const(plan.control)
     if plan.control_words is not None:
         low, high = (f"int(parts[{2 * number + 1}], 16)" if number is not None else const(value)
@@ -358,7 +373,8 @@ def _compile_build(plan: _StatementPlan):
         control = f"ControlCode.from_word({high} << 64 | {low})"
     opcode, modifiers = const(plan.opcode), const(plan.modifiers)
     body.append(f"operands = ({''.join(op + ', ' for op in operands)})")
-    body.append(f"inst = Instruction({opcode}, {modifiers}, operands, {predicate}, {control}, loc_instruction)")
+    body.append(f"inst = Instruction({opcode}, {modifiers}, operands, {predicate}, {control}, loc, "
+                f"written=(plan, infos))")
     # The shape is the plan's (Instruction.shape: found for these objects).
     body.append(f"inst._shape = ({const(plan.shape)}, operands, {predicate}, {modifiers}, {opcode})")
     body.append("return inst")
