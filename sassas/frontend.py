@@ -119,18 +119,24 @@ def _aligned_registers(inst: Instruction):
         yield op, align, (piece, op.values[value_index])
 
 
-def _shape_checks(inst: Instruction) -> tuple[tuple, tuple[int, ...]]:
+def _shape_checks(inst: Instruction) -> tuple[tuple, tuple[int, ...], bool, bool]:
     """What the checks look at, which the instruction's shape decides: the registers that
-    must be aligned (_find_aligned_slots), and the operands whose values _check bounds
-    (immediates, constant-bank addresses) by index. Cached per shape."""
-    checks = _checks.get(inst.shape)
+    must be aligned (_find_aligned_slots), the operands whose values _check bounds
+    (immediates, constant-bank addresses) by index, and whether the opcode writes no register
+    and whether it branches (which barriers its control code may set). Cached per shape;
+    _NOTHING_TO_CHECK for most shapes, which _check can skip."""
+    shape = inst.shape
+    checks = _checks.get(shape)
     if checks is None:
         bounded = tuple(i for i, op in enumerate(inst.operands) if op.kind == "I" or op.kind.startswith("C[I]["))
-        checks = _checks[inst.shape] = (tuple(_find_aligned_slots(inst)), bounded)
+        checks = (tuple(_find_aligned_slots(inst)), bounded, inst.opcode in NO_RESULT_OPCODES,
+                  inst.opcode in BRANCH_OPCODES)
+        checks = _checks[shape] = _NOTHING_TO_CHECK if checks == _NOTHING_TO_CHECK else checks
     return checks
 
 
-_checks: dict[Shape, tuple[tuple, tuple[int, ...]]] = {}
+_checks: dict[Shape, tuple[tuple, tuple[int, ...], bool, bool]] = {}
+_NOTHING_TO_CHECK = ((), (), False, False)
 
 
 def _find_aligned_slots(inst: Instruction):
@@ -188,8 +194,10 @@ def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_
     known = sorted(labels | params | set(registers) | set(consts) | set(smem))
 
     instructions = kernel.instructions
+    checks_of = _checks
     for inst in instructions:
-        if inst.shape.symbolic:
+        shape = inst.shape
+        if shape.symbolic:
             new_ops = []
             for i, op in enumerate(inst.operands):
                 try:
@@ -198,7 +206,12 @@ def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_
                     diags.error(e.with_loc(inst.operand_loc(i)))
                     new_ops.append(op)
             inst.operands = tuple(new_ops)
-        _check(inst, diags)
+            shape = inst.shape
+        checks = checks_of.get(shape)
+        if checks is None:
+            checks = _shape_checks(inst)
+        if checks is not _NOTHING_TO_CHECK:
+            _check(inst, checks, diags)
 
     if not instructions:
         diags.error(SassError(f"kernel '{kernel.name}' has no instructions", kernel.loc))
@@ -380,9 +393,11 @@ def _fold_offsets(ps: list[str], values: list) -> tuple[list[str], list]:
     return out_p, out_v
 
 
-def _check(inst: Instruction, diags: Diagnostics) -> None:
+def _check(inst: Instruction, checks: tuple, diags: Diagnostics) -> None:
+    """Report what is wrong with the instruction; `checks`: what its shape says to look at
+    (_shape_checks)."""
     ops = inst.operands
-    aligned, bounded = _shape_checks(inst)
+    aligned, bounded, no_result, branch = checks
     for operand_index, align, piece, value_index in aligned:
         op = ops[operand_index]
         value = op.values[value_index]
@@ -404,11 +419,11 @@ def _check(inst: Instruction, diags: Diagnostics) -> None:
             if op.kind == "C[I][I]" and isinstance(op.values[1], int) and not 0 <= op.values[1] <= MAX_CONSTANT_OFFSET:
                 diags.error(SassError(f"constant offset {op.values[1]:#x} out of range 0..{MAX_CONSTANT_OFFSET:#x}",
                                       inst.operand_loc(operand_index)))
-    if inst.control is not None and inst.control.write_barrier != NO_BARRIER and inst.opcode in NO_RESULT_OPCODES:
+    if no_result and inst.control is not None and inst.control.write_barrier != NO_BARRIER:
         diags.error(SassError(f"{inst.opcode} writes no register, so its write barrier "
                               f"{inst.control.write_barrier} would never be released; use the read "
                               "barrier (second field) to know when its operands were read", inst.loc))
-    if inst.control is not None and inst.control.read_barrier != NO_BARRIER and inst.opcode in BRANCH_OPCODES:
+    if branch and inst.control is not None and inst.control.read_barrier != NO_BARRIER:
         # nvdisasm rejects the encoding (BRA, EXIT, RET with a read barrier), so does the GPU.
         diags.error(SassError(f"{inst.opcode} takes no read barrier (the hardware rejects it); "
                               f"write '-' in the second control field", inst.loc))

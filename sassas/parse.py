@@ -712,14 +712,17 @@ def parse_program(text: str, arch: str, filename: str = "<input>", lines: Option
         return current if current is not None else start_kernel(default_kernel or _stem(filename), loc)
 
     pending_raw = None
+    append = None           # the current kernel's body.append, once an item went there
     for it in items:
         if not isinstance(it, tuple):
-            k = kernel_here(it.loc)
-            if isinstance(it, Instruction) and pending_raw is not None:
+            if append is None:
+                append = kernel_here(it.loc).body.append
+            if pending_raw is not None and isinstance(it, Instruction):
                 it.raw = pending_raw
                 pending_raw = None
-            k.body.append(it)
+            append(it)
             continue
+        append = None       # (a directive may start another kernel)
         kind, value, loc = it
         try:
             if kind == "kernel":

@@ -23,9 +23,12 @@ lines where it came from (``Loc.origin``), so diagnostics point at what the user
 """
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import textwrap
+from itertools import count, repeat
+from operator import itemgetter
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -72,8 +75,7 @@ def preprocess(text: str, filename: str = "<input>", include_dirs: tuple[str, ..
     lines = text.split("\n")
     if is_listing(text):
         lines = listing_statements(lines, filename)
-    src = [(i + 1, line) for i, line in enumerate(lines)]
-    _expand(ctx, src, filename, new_namespace(filename), None, 0)
+    _expand(ctx, list(zip(count(1), lines)), filename, new_namespace(filename), None, 0)
     if ctx.errors:
         raise ctx.errors[0] if len(ctx.errors) == 1 else SassErrors(ctx.errors)
     ctx.out.text = "\n".join(ctx.lines)
@@ -86,17 +88,28 @@ def _emit(ctx: _Context, text: str, file: str, line: int, origin: Optional[Loc])
     ctx.out.origins.append(origin)
 
 
+def _emit_as_written(ctx: _Context, src: list[tuple[int, str]], file: str, origin: Optional[Loc]):
+    """_emit for each of the numbered lines `src`, kept as written (in C loops: most lines)."""
+    ctx.lines.extend(map(itemgetter(1), src))
+    ctx.out.sources.extend(zip(repeat(file), map(itemgetter(0), src)))
+    ctx.out.origins.extend(repeat(origin, len(src)))
+
+
 def _expand(ctx: _Context, src: list[tuple[int, str]], filename: str, namespace: dict,
             origin: Optional[Loc], depth: int):
     """Expand numbered lines of one file (or of one <code> block's output) into ctx."""
+    # The indices of the lines that may hold a block, an include or {expr} (each needs one of
+    # these), then len(src); the lines between, most lines, are kept as written, a run at a time.
+    special = [i for i, (_, line) in enumerate(src)
+               if "<" in line or "include" in line or "{" in line or "}" in line] + [len(src)]
     i = 0
     while i < len(src):
-        lineno, line = src[i]
-        if "<" not in line and "include" not in line and "{" not in line and "}" not in line:
-            # Most lines: no block, include or {expr} (each needs one of these), so kept as written.
-            _emit(ctx, line, filename, lineno, origin)
-            i += 1
+        plain_end = special[bisect.bisect_left(special, i)]
+        if plain_end > i:
+            _emit_as_written(ctx, src[i:plain_end], filename, origin)
+            i = plain_end
             continue
+        lineno, line = src[i]
         m = _INCLUDE.match(line)
         if m:
             _include(ctx, m.group(1), Loc(filename, lineno, line.find('"') + 1, line, origin),
@@ -168,8 +181,7 @@ def _include(ctx: _Context, name: str, loc: Loc, filename: str, namespace: dict,
         _refuse_exec(ctx, loc, f"including the Python file '{name}'")
         _run(text, path, namespace, loc, "exec")
         return
-    src = [(i + 1, line) for i, line in enumerate(text.split("\n"))]
-    _expand(ctx, src, path, new_namespace(path), loc, depth + 1)
+    _expand(ctx, list(zip(count(1), text.split("\n"))), path, new_namespace(path), loc, depth + 1)
 
 
 def _find_include(name: str, including: str, include_dirs) -> Optional[str]:
