@@ -52,9 +52,9 @@ class Loc:
     """Where something came from: a 1-based column on a SourceLine; `file`, `line`, `text` and
     `origin` are the line's. Immutable, compared and hashed by value.
 
-    The parser makes one per instruction (an operand's is found when a diagnostic needs it:
+    An instruction's and its operands' are made when a diagnostic needs them (Instruction.loc,
     Instruction.operand_loc); keeping the line's facts in one shared object makes each Loc two
-    slots to fill (see sassas.parse)."""
+    slots to fill."""
     __slots__ = ("source", "col")
     source: SourceLine
     col: int
@@ -213,7 +213,11 @@ class Instruction:
     operands: tuple[Operand, ...] = ()
     predicate: Optional[Operand] = None     # kind 'P' or 'UP', flag '!'; None means always (@PT)
     control: Optional[ControlCode] = None   # None: to be filled in by the scheduler
-    loc: Optional[Loc] = None
+    # Where the instruction was written: its Loc (`loc`, which may also be assigned), or what the
+    # parser keeps to find it and its operands' Locs when a diagnostic needs them (most never
+    # do): (layout, lines, line), with layout.locs(lines, line) -> (Loc, one Loc an operand),
+    # from its statement plan, the parsed sassas.parse.Lines and the statement's first line.
+    written: Union[Loc, tuple, None] = field(default=None, repr=False)
     address: int = -1                       # byte offset in the kernel's .text, set by resolve
     # Raw-bits escape: bits forced over the encoding, for text that is genuinely lossy.
     # (mask, value) pairs over the 128-bit word; see README "Raw bits".
@@ -222,10 +226,6 @@ class Instruction:
     # LDG/STG/...: nvdisasm prints `[R2.64]`, the word holds UR6): set by the resolve stage
     # from the kernel's context, or by the decoder; None encodes the description's default.
     descriptor: Optional[int] = None
-    # Where the operands were written: (layout, lines), layout.operand_locs(lines) giving one Loc
-    # an operand. Only a diagnostic needs them, so the parser keeps what they are found from
-    # (its statement plan and the SourceLines of the statement) instead of making them.
-    written: Optional[tuple] = field(default=None, repr=False, compare=False)
     # The shape last found, with the opcode, modifiers, predicate and operands it was found for
     # (see `shape`); the parser's line plans fill it in.
     _shape: Optional[tuple] = field(default=None, init=False, repr=False, compare=False)
@@ -245,13 +245,27 @@ class Instruction:
         self._shape = (shape, self.operands, self.predicate, self.modifiers, self.opcode)
         return shape
 
+    @property
+    def loc(self) -> Optional[Loc]:
+        """Where the instruction was written (None if it was not: decoded, made by a program)."""
+        written = self.written
+        if written.__class__ is tuple:
+            layout, lines, line = written
+            return layout.locs(lines, line)[0]
+        return written
+
+    @loc.setter
+    def loc(self, loc: Optional[Loc]) -> None:
+        self.written = loc
+
     def operand_loc(self, index: int) -> Optional[Loc]:
         """Where operand `index` was written, for a diagnostic; where the instruction was if
         that is not known."""
-        if self.written is None:
-            return self.loc
-        layout, lines = self.written
-        return layout.operand_locs(lines)[index]
+        written = self.written
+        if written.__class__ is tuple:
+            layout, lines, line = written
+            return layout.locs(lines, line)[1][index]
+        return written
 
     @property
     def mnemonic(self) -> str:

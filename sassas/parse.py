@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import operator
 import re
 from importlib import resources
 from typing import Optional
@@ -81,25 +80,14 @@ class Lines:
             file, src_line = self.sources[line - 1]
         return SourceLine(file, src_line, text, origin)
 
-    def infos(self):
-        """info(1), info(2), ... for every parsed line, in one pass (what the line loop reads)."""
-        n = len(self.lines)
-        if self.sources and self.origins and len(self.sources) >= n and len(self.origins) >= n:
-            # (made from zipped tuples in C: a call of SourceLine a line would cost more)
-            return map(tuple.__new__, itertools.repeat(SourceLine), zip(
-                map(operator.itemgetter(0), self.sources), map(operator.itemgetter(1), self.sources),
-                self.lines, self.origins))
-        return map(self.info, range(1, n + 1))
-
     def loc(self, line: int, col: int) -> Loc:
         return Loc.on(self.info(line), col)
 
 
-# Loc and Operand are immutable (Operand a frozen dataclass, whose __init__ sets each field
-# through object.__setattr__); the parser makes a Loc and some Operands per instruction, so it
-# sets their slots directly (the same objects, in a third of the time; see _compile_build).
+# Operand is immutable (a frozen dataclass, whose __init__ sets each field through
+# object.__setattr__); the parser makes some per instruction, so it sets their slots directly
+# (the same objects, in a third of the time; see _compile_build).
 _new_object = object.__new__
-_LOC_SLOTS = (Loc.source.__set__, Loc.col.__set__)
 _OPERAND_SLOTS = tuple(Operand.__dict__[f].__set__ for f in ("kind", "values", "flags", "symbol"))
 
 
@@ -130,14 +118,12 @@ class _Build(Transformer):
         tokens = [it for it in items if isinstance(it, Token)]
         atom_lists = next((it for it in items if isinstance(it, list)), [])
         first_line = tokens[0].line
-        last_line = max([t.line for t in tokens] + [a.line for atoms in atom_lists for a in atoms])
 
         def place(tok: Token):
             return (tok.line - first_line, 0, tok.column - 1), self._loc(tok)
 
         plan = _StatementPlan(tokens, atom_lists, place, None)
-        infos = [self.L.info(line + self.line_offset) for line in range(first_line, last_line + 1)]
-        return plan.build(("",), infos)
+        return plan.build(("",), self.L, first_line + self.line_offset)
 
     def _num(self, tok: Token) -> int:
         v = parse_number(tok.value)
@@ -232,8 +218,8 @@ class _StatementPlan:
 
     A position is (line offset, part, column offset): the column is ``start + offset + 1`` for
     the start of that text piece of the line (the numbers cut the line into pieces). The
-    instructions it builds keep it with their SourceLines (Instruction.written), and it finds
-    their operands' Locs from them when a diagnostic asks (operand_locs)."""
+    instructions it builds keep it with where they stand (Instruction.written), and it makes
+    their Locs from that when a diagnostic asks (locs)."""
     __slots__ = ("opcode", "modifiers", "control", "control_words", "predicate", "operands", "where", "shape",
                  "cut", "build")
 
@@ -295,30 +281,33 @@ class _StatementPlan:
                                 any(symbol is not None for _, _, _, symbol, *_ in operands))
         self.build = _compile_build(self)
 
-    def operand_locs(self, infos) -> tuple[Loc, ...]:
-        """The Locs of the operands of the statement built from this plan on lines `infos`
-        (its SourceLines; the parts found again from the line's text, as _line_items cut it)."""
-        parts = _NUMBER_IN_LINE.split(infos[0].text) if self.cut else ("",)
+    def locs(self, lines: Lines, lineno: int) -> tuple[Loc, tuple[Loc, ...]]:
+        """The Locs of the statement built from this plan on line `lineno` of `lines` (its
+        first line), and of its operands; the parts found again from the line's text, as
+        _line_items cut it."""
+        parts = _NUMBER_IN_LINE.split(lines.lines[lineno - 1]) if self.cut else ("",)
         starts = list(itertools.accumulate(map(len, parts), initial=0))[::2]
-        return tuple(Loc.on(infos[line], starts[part] + offset + 1) for *_, line, part, offset in self.operands)
+
+        def loc(line, part, offset):
+            return Loc.on(lines.info(lineno + line), starts[part] + offset + 1)
+        return loc(*self.where), tuple(loc(line, part, offset) for *_, line, part, offset in self.operands)
 
 
 def _compile_build(plan: _StatementPlan):
-    """plan.build(parts, infos) -> Instruction, as straight-line Python made for the plan (a
-    generic loop over its parts took twice as long): for a line cut into text pieces and
-    numbers (parts, as _NUMBER_IN_LINE.split gives them) and the SourceLine of each of its lines.
+    """plan.build(parts, lines, lineno) -> Instruction, as straight-line Python made for the
+    plan (a generic loop over its parts took twice as long): for a line cut into text pieces
+    and numbers (parts, as _NUMBER_IN_LINE.split gives them), standing on line `lineno` of
+    `lines` (a Lines).
 
     Everything particular to the plan is a global name of the function, so its code depends on
     the plan's layout only (operands, numbers, lines): compiled once per layout (compiling
     takes a millisecond, as long as parsing the line), run with the plan's names.
 
-    What it makes per statement is the Instruction, its Loc, and the operands that hold a cut
-    number but are not a register alone: an operand without one is the plan's own, and a
-    register alone is looked up (_register_operand_table)."""
-    names: dict = {"new": _new_object, "Loc": Loc, "Operand": Operand, "Instruction": Instruction,
+    What it makes per statement is the Instruction and the operands that hold a cut number but
+    are not a register alone: an operand without one is the plan's own, and a register alone is
+    looked up (_register_operand_table). Locations are left to a diagnostic (plan.locs)."""
+    names: dict = {"new": _new_object, "Operand": Operand, "Instruction": Instruction,
                    "ControlCode": ControlCode, "parse_register": parse_register, "plan": plan}
-    for name, setter in zip(("source", "col"), _LOC_SLOTS):
-        names["loc_" + name] = setter
     for name, setter in zip(("kind", "values", "flags", "symbol"), _OPERAND_SLOTS):
         names["op_" + name] = setter
 
@@ -361,11 +350,6 @@ def _compile_build(plan: _StatementPlan):
     if plan.predicate is not None:
         kind, values, flags, _ = plan.predicate
         predicate = const(Operand(kind, values, flags))
-    # The instruction's Loc: where the text piece it stands in starts, after the pieces and
-    # numbers before it.
-    line, part, offset = plan.where
-    start = "".join(f"len(parts[{m}]) + " for m in range(2 * part))
-    body.append(f"loc = new(Loc); loc_source(loc, infos[{line}]); loc_col(loc, {start}{const(offset + 1)})")
     control = const(plan.control)
     if plan.control_words is not None:
         low, high = (f"int(parts[{2 * number + 1}], 16)" if number is not None else const(value)
@@ -373,12 +357,11 @@ def _compile_build(plan: _StatementPlan):
         control = f"ControlCode.from_word({high} << 64 | {low})"
     opcode, modifiers = const(plan.opcode), const(plan.modifiers)
     body.append(f"operands = ({''.join(op + ', ' for op in operands)})")
-    body.append(f"inst = Instruction({opcode}, {modifiers}, operands, {predicate}, {control}, loc, "
-                f"written=(plan, infos))")
+    body.append(f"inst = Instruction({opcode}, {modifiers}, operands, {predicate}, {control}, (plan, lines, lineno))")
     # The shape is the plan's (Instruction.shape: found for these objects).
     body.append(f"inst._shape = ({const(plan.shape)}, operands, {predicate}, {modifiers}, {opcode})")
     body.append("return inst")
-    source = "def build(parts, infos):\n" + "".join(f"    {line}\n" for line in body)
+    source = "def build(parts, lines, lineno):\n" + "".join(f"    {line}\n" for line in body)
     code = _build_code.get(source)
     if code is None:
         code = _build_code[source] = compile(source, "<statement plan>", "exec")
@@ -529,16 +512,15 @@ class _LinePlan:
         # The common line, one statement: its build.
         self.statement = items[0][1].build if len(items) == 1 and items[0][0] == "statement" else None
 
-    def build(self, parts: list, info) -> list:
-        infos = (info,)
+    def build(self, parts: list, lines: Lines, lineno: int) -> list:
         out = []
         for item in self.items:
             if item[0] == "statement":
-                out.append(item[1].build(parts, infos))
+                out.append(item[1].build(parts, lines, lineno))
             else:
                 _, name, (_, part, offset) = item
                 start = sum(map(len, parts[:2 * part]))
-                out.append(Label(name, Loc.on(info, start + offset + 1)))
+                out.append(Label(name, lines.loc(lineno, start + offset + 1)))
         return out
 
 
@@ -621,10 +603,10 @@ def _plan_line(line: str, parts: list, lineno: int, lines: Lines) -> tuple[Optio
     if any(kind == "built" for kind, *_ in plan_items):
         out = []
         for kind, *rest in plan_items:
-            out.extend([rest[0]] if kind == "built" else _LinePlan([(kind, *rest)]).build(parts, info))
+            out.extend([rest[0]] if kind == "built" else _LinePlan([(kind, *rest)]).build(parts, lines, lineno))
         return None, out
     plan = _LinePlan(plan_items)
-    return (plan if cacheable else None), plan.build(parts, info)
+    return (plan if cacheable else None), plan.build(parts, lines, lineno)
 
 
 def _line_items(lines: Lines) -> list:
@@ -633,15 +615,15 @@ def _line_items(lines: Lines) -> list:
     plans = _line_plans
     split = _NUMBER_IN_LINE.split
     try:
-        for lineno, (line, info) in enumerate(zip(lines.lines, lines.infos()), 1):
+        for lineno, line in enumerate(lines.lines, 1):
             parts = split(line)
             key = tuple(parts[::2])
             plan = plans.get(key)
             if plan is not None:
                 if plan.statement is not None:
-                    out.append(plan.statement(parts, (info,)))
+                    out.append(plan.statement(parts, lines, lineno))
                 elif plan.items:
-                    out.extend(plan.build(parts, info))
+                    out.extend(plan.build(parts, lines, lineno))
                 continue
             plan, items = _plan_line(line, parts, lineno, lines)
             if plan is not None:
