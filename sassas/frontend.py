@@ -19,6 +19,7 @@ import difflib
 import functools
 import re
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Optional
 
 from .ast import NO_BARRIER, Instruction, Kernel, Label, Loc, Operand, Shape
@@ -215,7 +216,7 @@ def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_
 
     if not instructions:
         diags.error(SassError(f"kernel '{kernel.name}' has no instructions", kernel.loc))
-    elif not any(i.opcode in EXIT_OPCODES for i in instructions):
+    elif EXIT_OPCODES.isdisjoint(map(attrgetter("opcode"), instructions)):
         diags.warn(f"kernel '{kernel.name}' has no EXIT: its threads run past the end of the code", kernel.loc)
     if auto_reuse:
         set_reuse_flags(kernel)
