@@ -255,9 +255,7 @@ class _StatementPlan:
             if tok.type == "CONTROL":
                 control = read_control(tok.value, place(tok)[1])
             elif tok.type == "PREDICATE":
-                where, loc = place(tok)
-                pred = _predicate(tok.value, loc)
-                predicate = (pred.kind, pred.values, pred.flags, where)
+                predicate = _predicate(tok.value, place(tok)[1])      # (an Operand every build shares)
             elif tok.type == "MNEMONIC":
                 mnemonic = tok
             elif tok.type == "HEXWORD":
@@ -276,7 +274,7 @@ class _StatementPlan:
         self.opcode, self.modifiers = parts[0], tuple(parts[1:])
         self.control, self.predicate, self.operands = control, predicate, tuple(operands)
         self.where = place(tokens[0] if tokens[0].type != "ADDRESS" else mnemonic)[0]
-        self.shape = Shape.find(self.opcode, self.modifiers, None if predicate is None else (predicate[0], predicate[2]),
+        self.shape = Shape.find(self.opcode, self.modifiers, None if predicate is None else (predicate.kind, predicate.flags),
                                 tuple([(kind, flags) for kind, _, flags, *_ in operands]),
                                 any(symbol is not None for _, _, _, symbol, *_ in operands))
         self.build = _compile_build(self)
@@ -346,10 +344,7 @@ def _compile_build(plan: _StatementPlan):
         body.append(f"{var} = new(Operand); op_kind({var}, {const(kind)}); "
                     f"op_values({var}, ({''.join(item + ', ' for item in items)})); "
                     f"op_flags({var}, {const(flags)}); op_symbol({var}, {const(symbol)})")
-    predicate = "None"
-    if plan.predicate is not None:
-        kind, values, flags, _ = plan.predicate
-        predicate = const(Operand(kind, values, flags))
+    predicate = const(plan.predicate)
     control = const(plan.control)
     if plan.control_words is not None:
         low, high = (f"int(parts[{2 * number + 1}], 16)" if number is not None else const(value)

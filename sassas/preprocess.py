@@ -249,7 +249,8 @@ def _code_block(ctx: _Context, body, open_loc: Loc, filename: str, namespace: di
                             f"not {type(out).__name__}", open_loc) from None
     # Generated lines stand on the <code> line; their origin note points at it too.
     lineno = open_loc.line
-    _expand(ctx, generated, [lineno] * len(generated), filename, namespace, Loc(filename, lineno, open_loc.col, open_loc.text, origin),
+    _expand(ctx, generated, [lineno] * len(generated), filename, namespace,
+            Loc(filename, lineno, open_loc.col, open_loc.text, origin),
             depth + 1)
 
 
