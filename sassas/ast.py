@@ -52,8 +52,9 @@ class Loc:
     """Where something came from: a 1-based column on a SourceLine; `file`, `line`, `text` and
     `origin` are the line's. Immutable, compared and hashed by value.
 
-    The parser makes one per instruction and per operand; keeping the line's facts in one
-    shared object makes each Loc two slots to fill (see sassas.parse)."""
+    An instruction's and its operands' are made when a diagnostic needs them (Instruction.loc,
+    Instruction.operand_loc); keeping the line's facts in one shared object makes each Loc two
+    slots to fill."""
     __slots__ = ("source", "col")
     source: SourceLine
     col: int
@@ -158,10 +159,12 @@ class ControlCode:
 
 @dataclass(frozen=True, slots=True)
 class Operand:
+    """One operand in canonical form (see the table above). It holds no location (where it was
+    written is the instruction's, see Instruction.operand_loc), so one object may stand for the
+    same operand in many instructions: the parser shares them."""
     kind: str
     values: tuple[Value, ...] = ()
     flags: frozenset[str] = field(default_factory=frozenset)
-    loc: Optional[Loc] = field(default=None, compare=False, repr=False)
     # Symbolic name still to be resolved (label, parameter, register alias); None once resolved.
     symbol: Optional[str] = field(default=None, compare=True)
 
@@ -210,7 +213,11 @@ class Instruction:
     operands: tuple[Operand, ...] = ()
     predicate: Optional[Operand] = None     # kind 'P' or 'UP', flag '!'; None means always (@PT)
     control: Optional[ControlCode] = None   # None: to be filled in by the scheduler
-    loc: Optional[Loc] = None
+    # Where the instruction was written: its Loc (`loc`, which may also be assigned), or what the
+    # parser keeps to find it and its operands' Locs when a diagnostic needs them (most never
+    # do): (layout, lines, line), with layout.locs(lines, line) -> (Loc, one Loc an operand),
+    # from its statement plan, the parsed sassas.parse.Lines and the statement's first line.
+    written: Union[Loc, tuple, None] = field(default=None, repr=False)
     address: int = -1                       # byte offset in the kernel's .text, set by resolve
     # Raw-bits escape: bits forced over the encoding, for text that is genuinely lossy.
     # (mask, value) pairs over the 128-bit word; see README "Raw bits".
@@ -237,6 +244,28 @@ class Instruction:
                            any(op.symbol is not None for op in self.operands))
         self._shape = (shape, self.operands, self.predicate, self.modifiers, self.opcode)
         return shape
+
+    @property
+    def loc(self) -> Optional[Loc]:
+        """Where the instruction was written (None if it was not: decoded, made by a program)."""
+        written = self.written
+        if written.__class__ is tuple:
+            layout, lines, line = written
+            return layout.locs(lines, line)[0]
+        return written
+
+    @loc.setter
+    def loc(self, loc: Optional[Loc]) -> None:
+        self.written = loc
+
+    def operand_loc(self, index: int) -> Optional[Loc]:
+        """Where operand `index` was written, for a diagnostic; where the instruction was if
+        that is not known."""
+        written = self.written
+        if written.__class__ is tuple:
+            layout, lines, line = written
+            return layout.locs(lines, line)[1][index]
+        return written
 
     @property
     def mnemonic(self) -> str:

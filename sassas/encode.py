@@ -36,11 +36,17 @@ MAX_REGISTER_COUNT = 255
 def count_registers(kernel: Kernel) -> int:
     """The register count the driver allocates: the highest R the kernel reads or writes (with
     each operand's width, from the semantics table), plus one, plus the reserved two."""
+    return _register_count(kernel.instructions)
+
+
+def _register_count(instructions: list[Instruction]) -> int:
     from .semantics import SemanticsError, highest_register
     top = -1
-    for inst in kernel.instructions:
+    for inst in instructions:
         try:
-            top = max(top, highest_register(inst))
+            highest = highest_register(inst)
+            if highest > top:
+                top = highest
         except (SemanticsError, KeyError):
             # An opcode the table does not know: count its registers from its modifiers.
             width = max((WIDE_MODIFIERS.get(m, 1) for m in inst.modifiers), default=1)
@@ -53,8 +59,12 @@ def count_registers(kernel: Kernel) -> int:
 
 
 def count_barriers(kernel: Kernel) -> int:
+    return _barrier_count(kernel.instructions)
+
+
+def _barrier_count(instructions: list[Instruction]) -> int:
     n = 0
-    for inst in kernel.instructions:
+    for inst in instructions:
         if inst.opcode in BARRIER_OPCODES and inst.operands and inst.operands[0].kind == "I":
             n = max(n, int(inst.operands[0].values[0]) + 1)
     return n
@@ -86,6 +96,6 @@ def encode_kernel(kernel: Kernel, arch: Arch, isa) -> EncodedKernel:
         raise errors[0] if len(errors) == 1 else SassErrors(errors)
     return EncodedKernel(
         kernel=kernel, code=bytes(words),
-        registers=kernel.registers if kernel.registers is not None else count_registers(kernel),
+        registers=kernel.registers if kernel.registers is not None else _register_count(instructions),
         exit_offsets=[i.address for i in instructions if i.opcode in EXIT_OPCODES],
-        barriers=count_barriers(kernel))
+        barriers=_barrier_count(instructions))

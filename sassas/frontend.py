@@ -19,6 +19,7 @@ import difflib
 import functools
 import re
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Optional
 
 from .ast import NO_BARRIER, Instruction, Kernel, Label, Loc, Operand, Shape
@@ -119,18 +120,24 @@ def _aligned_registers(inst: Instruction):
         yield op, align, (piece, op.values[value_index])
 
 
-def _shape_checks(inst: Instruction) -> tuple[tuple, tuple[int, ...]]:
+def _shape_checks(inst: Instruction) -> tuple[tuple, tuple[int, ...], bool, bool]:
     """What the checks look at, which the instruction's shape decides: the registers that
-    must be aligned (_find_aligned_slots), and the operands whose values _check bounds
-    (immediates, constant-bank addresses) by index. Cached per shape."""
-    checks = _checks.get(inst.shape)
+    must be aligned (_find_aligned_slots), the operands whose values _check bounds
+    (immediates, constant-bank addresses) by index, and whether the opcode writes no register
+    and whether it branches (which barriers its control code may set). Cached per shape;
+    _NOTHING_TO_CHECK for most shapes, which _check can skip."""
+    shape = inst.shape
+    checks = _checks.get(shape)
     if checks is None:
         bounded = tuple(i for i, op in enumerate(inst.operands) if op.kind == "I" or op.kind.startswith("C[I]["))
-        checks = _checks[inst.shape] = (tuple(_find_aligned_slots(inst)), bounded)
+        checks = (tuple(_find_aligned_slots(inst)), bounded, inst.opcode in NO_RESULT_OPCODES,
+                  inst.opcode in BRANCH_OPCODES)
+        checks = _checks[shape] = _NOTHING_TO_CHECK if checks == _NOTHING_TO_CHECK else checks
     return checks
 
 
-_checks: dict[Shape, tuple[tuple, tuple[int, ...]]] = {}
+_checks: dict[Shape, tuple[tuple, tuple[int, ...], bool, bool]] = {}
+_NOTHING_TO_CHECK = ((), (), False, False)
 
 
 def _find_aligned_slots(inst: Instruction):
@@ -188,21 +195,28 @@ def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_
     known = sorted(labels | params | set(registers) | set(consts) | set(smem))
 
     instructions = kernel.instructions
+    checks_of = _checks
     for inst in instructions:
-        if inst.shape.symbolic:
+        shape = inst.shape
+        if shape.symbolic:
             new_ops = []
-            for op in inst.operands:
+            for i, op in enumerate(inst.operands):
                 try:
                     new_ops.append(_bind(op, registers, consts, smem, labels, params, known))
                 except SassError as e:
-                    diags.error(e.with_loc(op.loc or inst.loc))
+                    diags.error(e.with_loc(inst.operand_loc(i)))
                     new_ops.append(op)
             inst.operands = tuple(new_ops)
-        _check(inst, diags)
+            shape = inst.shape
+        checks = checks_of.get(shape)
+        if checks is None:
+            checks = _shape_checks(inst)
+        if checks is not _NOTHING_TO_CHECK:
+            _check(inst, checks, diags)
 
     if not instructions:
         diags.error(SassError(f"kernel '{kernel.name}' has no instructions", kernel.loc))
-    elif not any(i.opcode in EXIT_OPCODES for i in instructions):
+    elif EXIT_OPCODES.isdisjoint(map(attrgetter("opcode"), instructions)):
         diags.warn(f"kernel '{kernel.name}' has no EXIT: its threads run past the end of the code", kernel.loc)
     if auto_reuse:
         set_reuse_flags(kernel)
@@ -284,13 +298,14 @@ def _layout_smem(kernel: Kernel, decls: Declarations) -> dict[str, int]:
 
 
 def _bind(op: Operand, registers, consts, smem, labels, params, known) -> Operand:
-    """Replace the names in one operand that the front end owns."""
+    """Replace the names in one operand that the front end owns. (Its errors have no location:
+    the caller gives them the operand's.)"""
     ps = pieces(op.kind)
     if op.kind == "N[I]" and op.values[0] in consts:
         name, word = op.values
         offset, size = consts[name]
         if not 0 <= word * 4 < size:
-            raise SassError(f"'{name}[{word}]': constant '{name}' has {(size + 3) // 4} 32-bit word(s)", op.loc)
+            raise SassError(f"'{name}[{word}]': constant '{name}' has {(size + 3) // 4} 32-bit word(s)")
         return replace(op, kind="C[I][I]", values=(CONST_BANK, offset + 4 * word), symbol=None)
     new_pieces, values, vi, remaining = [], [], 0, None
     for p in ps:
@@ -325,7 +340,7 @@ def _bind(op: Operand, registers, consts, smem, labels, params, known) -> Operan
             close = difflib.get_close_matches(v, known, n=1)
             if close:
                 msg += f"; did you mean '{close[0]}'?"
-            raise SassError(msg, op.loc)
+            raise SassError(msg)
     kind_pieces, values = _fold_offsets(new_pieces, values)
     return replace(op, kind="".join(kind_pieces), values=tuple(values), symbol=remaining)
 
@@ -379,35 +394,37 @@ def _fold_offsets(ps: list[str], values: list) -> tuple[list[str], list]:
     return out_p, out_v
 
 
-def _check(inst: Instruction, diags: Diagnostics) -> None:
+def _check(inst: Instruction, checks: tuple, diags: Diagnostics) -> None:
+    """Report what is wrong with the instruction; `checks`: what its shape says to look at
+    (_shape_checks)."""
     ops = inst.operands
-    aligned, bounded = _shape_checks(inst)
+    aligned, bounded, no_result, branch = checks
     for operand_index, align, piece, value_index in aligned:
         op = ops[operand_index]
         value = op.values[value_index]
         if piece in ("R", "UR") and isinstance(value, int) and value not in (255, 63) and value % align:
             width = {2: "64", 4: "128"}.get(align, str(32 * align))
             diags.error(SassError(f"{inst.mnemonic}: {piece}{value} is used as a {width}-bit register "
-                                  f"group, so it must be a multiple of {align}", op.loc or inst.loc))
+                                  f"group, so it must be a multiple of {align}", inst.operand_loc(operand_index)))
     for operand_index in bounded:
         op = ops[operand_index]
         if op.kind == "I":
             v = op.values[0]
             if isinstance(v, int) and not INT_MIN <= v <= UINT_MAX:
-                diags.error(SassError(f"immediate {v:#x} does not fit in 32 bits", op.loc or inst.loc))
+                diags.error(SassError(f"immediate {v:#x} does not fit in 32 bits", inst.operand_loc(operand_index)))
         elif op.kind.startswith("C[I][") and op.values:
             bank_no = op.values[0]
             if isinstance(bank_no, int) and not 0 <= bank_no <= MAX_CONSTANT_BANK:
                 diags.error(SassError(f"constant bank {bank_no:#x} out of range 0..{MAX_CONSTANT_BANK:#x}",
-                                      op.loc or inst.loc))
+                                      inst.operand_loc(operand_index)))
             if op.kind == "C[I][I]" and isinstance(op.values[1], int) and not 0 <= op.values[1] <= MAX_CONSTANT_OFFSET:
                 diags.error(SassError(f"constant offset {op.values[1]:#x} out of range 0..{MAX_CONSTANT_OFFSET:#x}",
-                                      op.loc or inst.loc))
-    if inst.control is not None and inst.control.write_barrier != NO_BARRIER and inst.opcode in NO_RESULT_OPCODES:
+                                      inst.operand_loc(operand_index)))
+    if no_result and inst.control is not None and inst.control.write_barrier != NO_BARRIER:
         diags.error(SassError(f"{inst.opcode} writes no register, so its write barrier "
                               f"{inst.control.write_barrier} would never be released; use the read "
                               "barrier (second field) to know when its operands were read", inst.loc))
-    if inst.control is not None and inst.control.read_barrier != NO_BARRIER and inst.opcode in BRANCH_OPCODES:
+    if branch and inst.control is not None and inst.control.read_barrier != NO_BARRIER:
         # nvdisasm rejects the encoding (BRA, EXIT, RET with a read barrier), so does the GPU.
         diags.error(SassError(f"{inst.opcode} takes no read barrier (the hardware rejects it); "
                               f"write '-' in the second control field", inst.loc))

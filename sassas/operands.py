@@ -78,7 +78,8 @@ def parse_number(text: str) -> int | float:
 
 
 def canonical_operand(atoms: Sequence, loc: Loc | None = None, sources: dict | None = None) -> Operand:
-    """Build an Operand from the grammar's atoms (objects with .type and .value).
+    """Build an Operand from the grammar's atoms (objects with .type and .value); `loc`, where
+    the operand stands, is for the errors.
 
     With ``sources``, records where each value that a number of the text gives comes from:
     value index -> (atom index, negated). Those values depend on nothing else, which lets
@@ -210,7 +211,7 @@ def canonical_operand(atoms: Sequence, loc: Loc | None = None, sources: dict | N
     if abs_open:
         fail("missing closing '|'")
     k = "".join(_join_kind(kind))
-    return Operand(kind=k, values=tuple(values), flags=frozenset(flags), loc=loc, symbol=symbol)
+    return Operand(kind=k, values=tuple(values), flags=frozenset(flags), symbol=symbol)
 
 
 def _join_kind(parts: list[str]) -> Iterable[str]:

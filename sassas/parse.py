@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import operator
 import re
 from importlib import resources
 from typing import Optional
@@ -81,26 +80,15 @@ class Lines:
             file, src_line = self.sources[line - 1]
         return SourceLine(file, src_line, text, origin)
 
-    def infos(self):
-        """info(1), info(2), ... for every parsed line, in one pass (what the line loop reads)."""
-        n = len(self.lines)
-        if self.sources and self.origins and len(self.sources) >= n and len(self.origins) >= n:
-            # (made from zipped tuples in C: a call of SourceLine a line would cost more)
-            return map(tuple.__new__, itertools.repeat(SourceLine), zip(
-                map(operator.itemgetter(0), self.sources), map(operator.itemgetter(1), self.sources),
-                self.lines, self.origins))
-        return map(self.info, range(1, n + 1))
-
     def loc(self, line: int, col: int) -> Loc:
         return Loc.on(self.info(line), col)
 
 
-# Loc and Operand are immutable (Operand a frozen dataclass, whose __init__ sets each field
-# through object.__setattr__); the parser makes several of each per instruction, so it sets
-# their slots directly (the same objects, in a third of the time; see _compile_build).
+# Operand is immutable (a frozen dataclass, whose __init__ sets each field through
+# object.__setattr__); the parser makes some per instruction, so it sets their slots directly
+# (the same objects, in a third of the time; see _compile_build).
 _new_object = object.__new__
-_LOC_SLOTS = (Loc.source.__set__, Loc.col.__set__)
-_OPERAND_SLOTS = tuple(Operand.__dict__[f].__set__ for f in ("kind", "values", "flags", "loc", "symbol"))
+_OPERAND_SLOTS = tuple(Operand.__dict__[f].__set__ for f in ("kind", "values", "flags", "symbol"))
 
 
 class _Build(Transformer):
@@ -130,14 +118,12 @@ class _Build(Transformer):
         tokens = [it for it in items if isinstance(it, Token)]
         atom_lists = next((it for it in items if isinstance(it, list)), [])
         first_line = tokens[0].line
-        last_line = max([t.line for t in tokens] + [a.line for atoms in atom_lists for a in atoms])
 
         def place(tok: Token):
             return (tok.line - first_line, 0, tok.column - 1), self._loc(tok)
 
-        plan = _StatementPlan(tokens, atom_lists, place, lambda tok: None)
-        infos = [self.L.info(line + self.line_offset) for line in range(first_line, last_line + 1)]
-        return plan.build(("",), infos)
+        plan = _StatementPlan(tokens, atom_lists, place, None)
+        return plan.build(("",), self.L, first_line + self.line_offset)
 
     def _num(self, tok: Token) -> int:
         v = parse_number(tok.value)
@@ -211,23 +197,39 @@ class _Build(Transformer):
 
 _FROM_REGISTER, _FROM_NUMBER, _FROM_NEGATED_NUMBER = range(3)
 # The numbers of R and UR registers as a line's numbers are cut out (decimal without leading
-# zeros, in range), read by one lookup: to the number, and to the values of an operand that is
-# the register alone (one tuple shared by all such operands: they are immutable).
+# zeros, in range), read by one lookup.
 _REGISTER_NUMBERS = {prefix: {str(n): n for n in range(highest + 1)} for prefix, highest in MAX_REGISTER.items()}
-_REGISTER_VALUES = {prefix: {str(n): (n,) for n in range(highest + 1)} for prefix, highest in MAX_REGISTER.items()}
+# An operand that is a register alone (`R7`, `-R7.reuse`), by its number as cut out: one
+# Operand for all the instructions that name it (operands are immutable and hold no location),
+# made once per (register prefix, kind, flags) for every register number.
+_register_operands: dict[tuple, dict[str, Operand]] = {}
+
+
+def _register_operand_table(prefix: str, kind: str, flags: frozenset) -> dict[str, Operand]:
+    key = (prefix, kind, flags)
+    table = _register_operands.get(key)
+    if table is None:
+        table = _register_operands[key] = {d: Operand(kind, (n,), flags) for d, n in _REGISTER_NUMBERS[prefix].items()}
+    return table
 
 
 class _StatementPlan:
     """An Instruction with its numbers and positions left open.
 
     A position is (line offset, part, column offset): the column is ``start + offset + 1`` for
-    the start of that text piece of the line (the numbers cut the line into pieces)."""
+    the start of that text piece of the line (the numbers cut the line into pieces). The
+    instructions it builds keep it with where they stand (Instruction.written), and it makes
+    their Locs from that when a diagnostic asks (locs)."""
     __slots__ = ("opcode", "modifiers", "control", "control_words", "predicate", "operands", "where", "shape",
-                 "build")
+                 "cut", "build")
 
     def __init__(self, tokens: list, atom_lists: list, place, number_of):
         """tokens: the statement's own tokens; atom_lists: its operands' atoms; place(tok) ->
-        (position, Loc); number_of(tok) -> the index of the open number it is, or None."""
+        (position, Loc); number_of(tok) -> the index of the open number it is, or None; or
+        number_of None: a plan for this statement only, its text not cut (parts ``("",)``)."""
+        self.cut = number_of is not None
+        if number_of is None:
+            number_of = lambda tok: None
         operands = []
         for atoms in atom_lists:
             where, loc = place(atoms[0])
@@ -253,9 +255,7 @@ class _StatementPlan:
             if tok.type == "CONTROL":
                 control = read_control(tok.value, place(tok)[1])
             elif tok.type == "PREDICATE":
-                where, loc = place(tok)
-                pred = _predicate(tok.value, loc)
-                predicate = (pred.kind, pred.values, pred.flags, where)
+                predicate = _predicate(tok.value, place(tok)[1])      # (an Operand every build shares)
             elif tok.type == "MNEMONIC":
                 mnemonic = tok
             elif tok.type == "HEXWORD":
@@ -274,25 +274,39 @@ class _StatementPlan:
         self.opcode, self.modifiers = parts[0], tuple(parts[1:])
         self.control, self.predicate, self.operands = control, predicate, tuple(operands)
         self.where = place(tokens[0] if tokens[0].type != "ADDRESS" else mnemonic)[0]
-        self.shape = Shape.find(self.opcode, self.modifiers, None if predicate is None else (predicate[0], predicate[2]),
+        self.shape = Shape.find(self.opcode, self.modifiers, None if predicate is None else (predicate.kind, predicate.flags),
                                 tuple([(kind, flags) for kind, _, flags, *_ in operands]),
                                 any(symbol is not None for _, _, _, symbol, *_ in operands))
         self.build = _compile_build(self)
 
+    def locs(self, lines: Lines, lineno: int) -> tuple[Loc, tuple[Loc, ...]]:
+        """The Locs of the statement built from this plan on line `lineno` of `lines` (its
+        first line), and of its operands; the parts found again from the line's text, as
+        _line_items cut it."""
+        parts = _NUMBER_IN_LINE.split(lines.lines[lineno - 1]) if self.cut else ("",)
+        starts = list(itertools.accumulate(map(len, parts), initial=0))[::2]
+
+        def loc(line, part, offset):
+            return Loc.on(lines.info(lineno + line), starts[part] + offset + 1)
+        return loc(*self.where), tuple(loc(line, part, offset) for *_, line, part, offset in self.operands)
+
 
 def _compile_build(plan: _StatementPlan):
-    """plan.build(parts, infos) -> Instruction, as straight-line Python made for the plan (a
-    generic loop over its parts took twice as long): for a line cut into text pieces and
-    numbers (parts, as _NUMBER_IN_LINE.split gives them) and the SourceLine of each of its lines.
+    """plan.build(parts, lines, lineno) -> Instruction, as straight-line Python made for the
+    plan (a generic loop over its parts took twice as long): for a line cut into text pieces
+    and numbers (parts, as _NUMBER_IN_LINE.split gives them), standing on line `lineno` of
+    `lines` (a Lines).
 
     Everything particular to the plan is a global name of the function, so its code depends on
     the plan's layout only (operands, numbers, lines): compiled once per layout (compiling
-    takes a millisecond, as long as parsing the line), run with the plan's names."""
-    names: dict = {"new": _new_object, "Loc": Loc, "Operand": Operand, "Instruction": Instruction,
-                   "ControlCode": ControlCode, "parse_register": parse_register}
-    for name, setter in zip(("source", "col"), _LOC_SLOTS):
-        names["loc_" + name] = setter
-    for name, setter in zip(("kind", "values", "flags", "loc", "symbol"), _OPERAND_SLOTS):
+    takes a millisecond, as long as parsing the line), run with the plan's names.
+
+    What it makes per statement is the Instruction and the operands that hold a cut number but
+    are not a register alone: an operand without one is the plan's own, and a register alone is
+    looked up (_register_operand_table). Locations are left to a diagnostic (plan.locs)."""
+    names: dict = {"new": _new_object, "Operand": Operand, "Instruction": Instruction,
+                   "ControlCode": ControlCode, "parse_register": parse_register, "plan": plan}
+    for name, setter in zip(("kind", "values", "flags", "symbol"), _OPERAND_SLOTS):
         names["op_" + name] = setter
 
     def const(value) -> str:
@@ -301,56 +315,36 @@ def _compile_build(plan: _StatementPlan):
         return name
 
     body = []
-    places = [op[5:8] for op in plan.operands] + [plan.where] + ([plan.predicate[3]] if plan.predicate else [])
-    for line in sorted({line for line, _, _ in places}):
-        body.append(f"source{line} = infos[{line}]")
-    # Where the text pieces start: piece m after the pieces and numbers before it.
-    body.append("start0 = 0")
-    for part in range(1, max(part for _, part, _ in places) + 1):
-        body.append(f"start{part} = start{part - 1} + len(parts[{2 * part - 2}]) + len(parts[{2 * part - 1}])")
-
-    def make_loc(var: str, where) -> None:
-        line, part, offset = where
-        body.append(f"{var} = new(Loc); loc_source({var}, source{line}); "
-                    f"loc_col({var}, start{part} + {const(offset + 1)})")
-
-    def make_operand(var: str, kind, values: str, flags, loc: str, symbol) -> None:
-        body.append(f"{var} = new(Operand); op_kind({var}, {const(kind)}); op_values({var}, {values}); "
-                    f"op_flags({var}, {const(flags)}); op_loc({var}, {loc}); op_symbol({var}, {const(symbol)})")
-
     operands = []
-    for k, (kind, values, flags, symbol, fills, *where) in enumerate(plan.operands):
-        make_loc(f"loc{k}", where)
+    for k, (kind, values, flags, symbol, fills, *_) in enumerate(plan.operands):
+        var = f"op{k}"
+        operands.append(var)
+        if not fills:
+            operands[-1] = const(Operand(kind, values, flags, symbol))
+            continue
+        if len(values) == 1 and fills[0][2] == _FROM_REGISTER:          # the operand is the register
+            _, number, _, prefix = fills[0]
+            body.append(f"d = parts[{2 * number + 1}]")
+            body.append(f"{var} = {const(_register_operand_table(prefix, kind, flags))}.get(d)")
+            # (leading zeros; or out of range, raising: _line_items then parses the whole text)
+            body.append(f"if {var} is None: {var} = Operand({const(kind)}, (parse_register({const(prefix)} + d)[1],), "
+                        f"{const(flags)}, {const(symbol)})")
+            continue
         items = [const(v) for v in values]
         for value_index, number, how, prefix in fills:
-            var = items[value_index] = f"v{k}_{value_index}"
+            item = items[value_index] = f"v{k}_{value_index}"
             body.append(f"d = parts[{2 * number + 1}]")
-            if how == _FROM_REGISTER and len(values) == 1:       # the operand is the register
-                body.append(f"{var} = {const(_REGISTER_VALUES[prefix])}.get(d)")
-                body.append(f"if {var} is None: {var} = "
-                            f"(parse_register({const(prefix)} + d, loc{k})[1],)   # leading zeros, or raises")
-            elif how == _FROM_REGISTER:
-                body.append(f"{var} = {const(_REGISTER_NUMBERS[prefix])}.get(d)")
-                body.append(f"if {var} is None: {var} = parse_register({const(prefix)} + d, loc{k})[1]")
+            if how == _FROM_REGISTER:
+                body.append(f"{item} = {const(_REGISTER_NUMBERS[prefix])}.get(d)")
+                body.append(f"if {item} is None: {item} = parse_register({const(prefix)} + d)[1]")
             else:
                 # (cut out: decimal digits, or 0x and hex digits)
-                body.append(f"{var} = {'-' if how == _FROM_NEGATED_NUMBER else ''}"
+                body.append(f"{item} = {'-' if how == _FROM_NEGATED_NUMBER else ''}"
                             f"(int(d, 16) if d[1:2] in ('x', 'X') else int(d))")
-        if not fills:
-            values_text = const(values)
-        elif len(values) == 1 and fills[0][2] == _FROM_REGISTER:
-            values_text = items[0]                              # (already the values tuple)
-        else:
-            values_text = "(" + "".join(item + ", " for item in items) + ")"
-        make_operand(f"op{k}", kind, values_text, flags, f"loc{k}", symbol)
-        operands.append(f"op{k}")
-    predicate = "None"
-    if plan.predicate is not None:
-        kind, values, flags, where = plan.predicate
-        make_loc("loc_predicate", where)
-        make_operand("predicate", kind, const(values), flags, "loc_predicate", None)
-        predicate = "predicate"
-    make_loc("loc_instruction", plan.where)
+        body.append(f"{var} = new(Operand); op_kind({var}, {const(kind)}); "
+                    f"op_values({var}, ({''.join(item + ', ' for item in items)})); "
+                    f"op_flags({var}, {const(flags)}); op_symbol({var}, {const(symbol)})")
+    predicate = const(plan.predicate)
     control = const(plan.control)
     if plan.control_words is not None:
         low, high = (f"int(parts[{2 * number + 1}], 16)" if number is not None else const(value)
@@ -358,11 +352,11 @@ def _compile_build(plan: _StatementPlan):
         control = f"ControlCode.from_word({high} << 64 | {low})"
     opcode, modifiers = const(plan.opcode), const(plan.modifiers)
     body.append(f"operands = ({''.join(op + ', ' for op in operands)})")
-    body.append(f"inst = Instruction({opcode}, {modifiers}, operands, {predicate}, {control}, loc_instruction)")
+    body.append(f"inst = Instruction({opcode}, {modifiers}, operands, {predicate}, {control}, (plan, lines, lineno))")
     # The shape is the plan's (Instruction.shape: found for these objects).
     body.append(f"inst._shape = ({const(plan.shape)}, operands, {predicate}, {modifiers}, {opcode})")
     body.append("return inst")
-    source = "def build(parts, infos):\n" + "".join(f"    {line}\n" for line in body)
+    source = "def build(parts, lines, lineno):\n" + "".join(f"    {line}\n" for line in body)
     code = _build_code.get(source)
     if code is None:
         code = _build_code[source] = compile(source, "<statement plan>", "exec")
@@ -513,16 +507,15 @@ class _LinePlan:
         # The common line, one statement: its build.
         self.statement = items[0][1].build if len(items) == 1 and items[0][0] == "statement" else None
 
-    def build(self, parts: list, info) -> list:
-        infos = (info,)
+    def build(self, parts: list, lines: Lines, lineno: int) -> list:
         out = []
         for item in self.items:
             if item[0] == "statement":
-                out.append(item[1].build(parts, infos))
+                out.append(item[1].build(parts, lines, lineno))
             else:
                 _, name, (_, part, offset) = item
                 start = sum(map(len, parts[:2 * part]))
-                out.append(Label(name, Loc.on(info, start + offset + 1)))
+                out.append(Label(name, lines.loc(lineno, start + offset + 1)))
         return out
 
 
@@ -605,10 +598,10 @@ def _plan_line(line: str, parts: list, lineno: int, lines: Lines) -> tuple[Optio
     if any(kind == "built" for kind, *_ in plan_items):
         out = []
         for kind, *rest in plan_items:
-            out.extend([rest[0]] if kind == "built" else _LinePlan([(kind, *rest)]).build(parts, info))
+            out.extend([rest[0]] if kind == "built" else _LinePlan([(kind, *rest)]).build(parts, lines, lineno))
         return None, out
     plan = _LinePlan(plan_items)
-    return (plan if cacheable else None), plan.build(parts, info)
+    return (plan if cacheable else None), plan.build(parts, lines, lineno)
 
 
 def _line_items(lines: Lines) -> list:
@@ -617,15 +610,15 @@ def _line_items(lines: Lines) -> list:
     plans = _line_plans
     split = _NUMBER_IN_LINE.split
     try:
-        for lineno, (line, info) in enumerate(zip(lines.lines, lines.infos()), 1):
+        for lineno, line in enumerate(lines.lines, 1):
             parts = split(line)
             key = tuple(parts[::2])
             plan = plans.get(key)
             if plan is not None:
                 if plan.statement is not None:
-                    out.append(plan.statement(parts, (info,)))
+                    out.append(plan.statement(parts, lines, lineno))
                 elif plan.items:
-                    out.extend(plan.build(parts, info))
+                    out.extend(plan.build(parts, lines, lineno))
                 continue
             plan, items = _plan_line(line, parts, lineno, lines)
             if plan is not None:
@@ -696,14 +689,17 @@ def parse_program(text: str, arch: str, filename: str = "<input>", lines: Option
         return current if current is not None else start_kernel(default_kernel or _stem(filename), loc)
 
     pending_raw = None
+    append = None           # the current kernel's body.append, once an item went there
     for it in items:
         if not isinstance(it, tuple):
-            k = kernel_here(it.loc)
-            if isinstance(it, Instruction) and pending_raw is not None:
+            if append is None:
+                append = kernel_here(it.loc).body.append
+            if pending_raw is not None and isinstance(it, Instruction):
                 it.raw = pending_raw
                 pending_raw = None
-            k.body.append(it)
+            append(it)
             continue
+        append = None       # (a directive may start another kernel)
         kind, value, loc = it
         try:
             if kind == "kernel":

@@ -23,11 +23,13 @@ lines where it came from (``Loc.origin``), so diagnostics point at what the user
 """
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import textwrap
 from dataclasses import dataclass, field
-from typing import Optional
+from itertools import repeat
+from typing import Optional, Sequence
 
 from .ast import Loc
 from .errors import SassError, SassErrors
@@ -72,8 +74,7 @@ def preprocess(text: str, filename: str = "<input>", include_dirs: tuple[str, ..
     lines = text.split("\n")
     if is_listing(text):
         lines = listing_statements(lines, filename)
-    src = [(i + 1, line) for i, line in enumerate(lines)]
-    _expand(ctx, src, filename, new_namespace(filename), None, 0)
+    _expand(ctx, lines, range(1, len(lines) + 1), filename, new_namespace(filename), None, 0)
     if ctx.errors:
         raise ctx.errors[0] if len(ctx.errors) == 1 else SassErrors(ctx.errors)
     ctx.out.text = "\n".join(ctx.lines)
@@ -86,17 +87,30 @@ def _emit(ctx: _Context, text: str, file: str, line: int, origin: Optional[Loc])
     ctx.out.origins.append(origin)
 
 
-def _expand(ctx: _Context, src: list[tuple[int, str]], filename: str, namespace: dict,
+def _emit_as_written(ctx: _Context, lines: list[str], numbers: Sequence[int], file: str,
+                     origin: Optional[Loc]):
+    """_emit for each of `lines` (numbered `numbers`), kept as written (in C loops: most lines)."""
+    ctx.lines.extend(lines)
+    ctx.out.sources.extend(zip(repeat(file), numbers))
+    ctx.out.origins.extend(repeat(origin, len(lines)))
+
+
+def _expand(ctx: _Context, lines: list[str], numbers: Sequence[int], filename: str, namespace: dict,
             origin: Optional[Loc], depth: int):
-    """Expand numbered lines of one file (or of one <code> block's output) into ctx."""
+    """Expand the lines of one file (or of one <code> block's output), lines[i] numbered
+    numbers[i], into ctx."""
+    # The indices of the lines that may hold a block, an include or {expr} (each needs one of
+    # these), then len(lines); the lines between, most lines, are kept as written, a run at a time.
+    special = [i for i, line in enumerate(lines)
+               if "<" in line or "include" in line or "{" in line or "}" in line] + [len(lines)]
     i = 0
-    while i < len(src):
-        lineno, line = src[i]
-        if "<" not in line and "include" not in line and "{" not in line and "}" not in line:
-            # Most lines: no block, include or {expr} (each needs one of these), so kept as written.
-            _emit(ctx, line, filename, lineno, origin)
-            i += 1
+    while i < len(lines):
+        plain_end = special[bisect.bisect_left(special, i)]
+        if plain_end > i:
+            _emit_as_written(ctx, lines[i:plain_end], numbers[i:plain_end], filename, origin)
+            i = plain_end
             continue
+        lineno, line = numbers[i], lines[i]
         m = _INCLUDE.match(line)
         if m:
             _include(ctx, m.group(1), Loc(filename, lineno, line.find('"') + 1, line, origin),
@@ -108,13 +122,13 @@ def _expand(ctx: _Context, src: list[tuple[int, str]], filename: str, namespace:
             name = m.group(1).lower()
             i += 1
             body = []
-            while i < len(src) and not _BLOCK_CLOSE.match(src[i][1]):
-                body.append(src[i])
+            while i < len(lines) and not _BLOCK_CLOSE.match(lines[i]):
+                body.append((numbers[i], lines[i]))
                 i += 1
-            if i == len(src):
+            if i == len(lines):
                 raise SassError(f"<{m.group(1)}> block is not closed: expected </{m.group(1)}>",
                                 Loc(filename, lineno, line.find("<") + 1, line, origin))
-            close_no, close_line = src[i]
+            close_no, close_line = numbers[i], lines[i]
             close = _BLOCK_CLOSE.match(close_line)
             if close.group(1).lower() != name:
                 raise SassError(f"</{close.group(1)}> closes <{m.group(1)}>",
@@ -168,8 +182,8 @@ def _include(ctx: _Context, name: str, loc: Loc, filename: str, namespace: dict,
         _refuse_exec(ctx, loc, f"including the Python file '{name}'")
         _run(text, path, namespace, loc, "exec")
         return
-    src = [(i + 1, line) for i, line in enumerate(text.split("\n"))]
-    _expand(ctx, src, path, new_namespace(path), loc, depth + 1)
+    lines = text.split("\n")
+    _expand(ctx, lines, range(1, len(lines) + 1), path, new_namespace(path), loc, depth + 1)
 
 
 def _find_include(name: str, including: str, include_dirs) -> Optional[str]:
@@ -235,8 +249,8 @@ def _code_block(ctx: _Context, body, open_loc: Loc, filename: str, namespace: di
                             f"not {type(out).__name__}", open_loc) from None
     # Generated lines stand on the <code> line; their origin note points at it too.
     lineno = open_loc.line
-    src = [(lineno, g) for g in generated]
-    _expand(ctx, src, filename, namespace, Loc(filename, lineno, open_loc.col, open_loc.text, origin),
+    _expand(ctx, generated, [lineno] * len(generated), filename, namespace,
+            Loc(filename, lineno, open_loc.col, open_loc.text, origin),
             depth + 1)
 
 

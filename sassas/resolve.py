@@ -64,8 +64,13 @@ def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Ope
     registers = registers or {}
     for inst in kernel.instructions:
         if inst.shape.symbolic:
-            inst.operands = tuple(_resolve_operand(op, inst, labels, params, registers, arch)
-                                  for op in inst.operands)
+            operands = []
+            for i, op in enumerate(inst.operands):
+                try:
+                    operands.append(_resolve_operand(op, labels, params, registers, arch))
+                except SassError as e:
+                    raise e.with_loc(inst.operand_loc(i))
+            inst.operands = tuple(operands)
     from .isa import get_isa
     infer_descriptors(kernel.body, get_isa(arch.name))
 
@@ -114,7 +119,9 @@ def infer_descriptors(body, isa) -> None:
             inst.descriptor = register
 
 
-def _resolve_operand(op: Operand, inst: Instruction, labels, params, registers, arch: Arch) -> Operand:
+def _resolve_operand(op: Operand, labels, params, registers, arch: Arch) -> Operand:
+    """The operand with its symbol resolved. (Its errors have no location: the caller gives them
+    the operand's.)"""
     if op.symbol is None:
         return op
     name = op.symbol
@@ -128,11 +135,11 @@ def _resolve_operand(op: Operand, inst: Instruction, labels, params, registers, 
         if name in registers:
             reg = registers[name]
             return replace(op, kind=reg.kind, values=reg.values, symbol=None)
-        raise _undefined(op, name, list(labels) + list(params) + list(registers))
+        raise _undefined(name, list(labels) + list(params) + list(registers))
     if op.kind == "L":
         if name in labels:
             return replace(op, values=(labels[name],), symbol=None)
-        raise _undefined(op, name, list(labels), what="label")
+        raise _undefined(name, list(labels), what="label")
     # Names inside a larger operand: `[idx+0x10]` with `idx` a register alias, or a listing's
     # `RET.REL.NODEC R20 `(fn)`` whose target is a label.
     values = list(op.values)
@@ -143,11 +150,11 @@ def _resolve_operand(op: Operand, inst: Instruction, labels, params, registers, 
             v = values[vi]
             if isinstance(v, str) and piece == "L":
                 if v not in labels:
-                    raise _undefined(op, v, list(labels), what="label")
+                    raise _undefined(v, list(labels), what="label")
                 values[vi] = labels[v]
             elif isinstance(v, str) and piece == "N":
                 if v not in registers:
-                    raise _undefined(op, v, list(registers), what="register name")
+                    raise _undefined(v, list(registers), what="register name")
                 piece, values[vi] = registers[v].kind, registers[v].values[0]
             vi += 1
         kind_out.append(piece)
@@ -156,18 +163,18 @@ def _resolve_operand(op: Operand, inst: Instruction, labels, params, registers, 
 
 def _param_word(op: Operand, params, arch: Arch, name: str, index: int) -> Operand:
     if name not in params:
-        raise _undefined(op, name, list(params), what="parameter")
+        raise _undefined(name, list(params), what="parameter")
     p = params[name]
     words = (p.size * p.count + 3) // 4
     if not 0 <= index < words:
         raise SassError(f"'{name}[{index}]': parameter '{name}' has {words} 32-bit word(s), "
-                        f"so the index must be 0..{words - 1}", op.loc)
+                        f"so the index must be 0..{words - 1}")
     return replace(op, kind="C[I][I]", values=(PARAM_BANK, arch.param_base + p.offset + 4 * index), symbol=None)
 
 
-def _undefined(op: Operand, name: str, known: list[str], what: str = "name") -> SassError:
+def _undefined(name: str, known: list[str], what: str = "name") -> SassError:
     msg = f"undefined {what} '{name}'"
     close = difflib.get_close_matches(name, known, n=1)
     if close:
         msg += f"; did you mean '{close[0]}'?"
-    return SassError(msg, op.loc)
+    return SassError(msg)

@@ -32,7 +32,8 @@ def _described(items) -> list:
             continue
         locs = [it.loc]
         if hasattr(it, "operands"):
-            locs += [op.loc for op in it.operands] + [it.predicate.loc if it.predicate else None]
+            # (operand locations are found on demand, from what the instruction keeps)
+            locs += [it.operand_loc(i) for i in range(len(it.operands))]
             # The shape a plan hands its instructions is the one found from the instruction
             # (a copy by replace() has none yet).
             assert it.shape is replace(it).shape
