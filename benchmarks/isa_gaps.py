@@ -23,6 +23,7 @@ from collections import Counter, defaultdict
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
+from sassas.errors import SassError                                 # noqa: E402
 from sassas.isa import oracle                                       # noqa: E402
 from sassas.isa.compare import format_comparisons, listing_encodings, normal_text  # noqa: E402
 
@@ -45,7 +46,18 @@ def _bit_ranges(x: int) -> str:
 
 def listing_gaps(listing: str, arch: str, original: bytes, buckets, examples, n_examples):
     good = total = 0
-    for inst, want, got, error in listing_encodings(listing, arch, original):
+    try:
+        encodings = list(listing_encodings(listing, arch, original))
+    except SassError as e:
+        # The whole listing is lost (e.g. a line the parser does not take): one bucket, counted
+        # as one miss per instruction line.
+        lines = sum(1 for line in listing.splitlines() if re.match(r"\s*/\*[0-9a-f]{4,}\*/", line))
+        key = ("(listing)", "does not parse: " + re.sub(r"\d+", "N", e.message.splitlines()[0])[:90])
+        buckets[key] += lines
+        if len(examples[key]) < n_examples:
+            examples[key].append(e.message.splitlines()[0][:160])
+        return 0, lines
+    for inst, want, got, error in encodings:
         total += 1
         if got == want:
             good += 1
