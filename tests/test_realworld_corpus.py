@@ -40,6 +40,7 @@ import io
 import os
 import random
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -212,7 +213,6 @@ def download(corpus: Corpus, log=None) -> Path:
                                                 f"{built.stderr.strip()[:200]}")
         (staging / "complete").write_text("\n".join(specs) + "\n")
         if cache.exists():
-            import shutil
             shutil.rmtree(cache)
         staging.replace(cache)
     return cache
