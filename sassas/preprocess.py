@@ -392,6 +392,10 @@ _TEXT_LABEL = re.compile(r"^\s*\.text\.\S+:\s*$")
 _LISTING_DIRECTIVE = re.compile(r"^\s*\.(global|weak|type|size|other|align|sectionflags|sectioninfo|"
                                 r"headerflags|elftype|target|zero|byte|short|word|dword|string)\b")
 _INSTRUCTION_LINE = re.compile(r"^\s*(/\*[0-9a-fA-F]{4,}\*/|/\*\s*0x[0-9a-fA-F]+\s*\*/\s*$)")
+# nvdisasm (ELF mode) notes what the cubin's attributes say of an instruction between the
+# operands and the ';', e.g. `STL [R1+0x4], R4  (*"SpillRefill"*);` for ptxas's spill code
+# (EIATTR_SPILL...): not part of the instruction, blanked (columns kept).
+_ANNOTATION = re.compile(r'\(\*"[^"\n]*"\*\)')
 
 
 def is_listing(text: str) -> bool:
@@ -420,7 +424,7 @@ def listing_statements(lines: list[str], filename: str) -> list[str]:
         elif in_code:
             stripped = line.strip()
             if _INSTRUCTION_LINE.match(line):
-                keep = line
+                keep = _ANNOTATION.sub(lambda a: " " * len(a.group()), line) if "(*" in line else line
             elif stripped.endswith(":") and not _TEXT_LABEL.match(line):
                 keep = line          # a branch target (.L_x_3:) or a function's entry
         out.append(keep)

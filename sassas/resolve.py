@@ -83,11 +83,18 @@ def descriptor_registers(body, load) -> list[Optional[int]]:
     ptxas loads the memory descriptor from the constant bank into a uniform pair
     (`ULDC.64 UR6, c[0x0][0x118]`, the load named by the description's [descriptor_load]) and
     encodes that pair in LDG, STG, LD, ATOMG, RED, LDGSTS. Rule: the most recent such load in
-    the same basic block (a label starts one), else the kernel's first such load in program
-    order. ptxas loads the descriptor once at the top and sometimes again into another pair
-    just before a use deep in the kernel, used only there. On every bitsandbytes kernel (sm_80
-    6649, sm_86 5503, sm_89 4381 such instructions) this gives ptxas's register for all of them;
-    the first load alone misses 24 on sm_80, the most recent alone 48. Without any load,
+    the same basic block, where a label starts a new block only after a branch, return or exit
+    (BRA, JMP, BRX, JMX, RET, EXIT, KILL, predicated or not; a label after any other
+    instruction, e.g. a loop's head, goes on with the block before it); else
+    the kernel's first such load in program order. ptxas loads the descriptor once at the top
+    and sometimes again into another pair just before a use deep in the kernel, used only
+    there, or just before a loop (torchvision's half-precision atomicAdd CAS loops: `ULDC.64
+    UR8, c[0x0][0x118]`, then the loop's label, then `LD.E R21, [R4.64]` with UR8). On every
+    bitsandbytes kernel (sm_80 6649, sm_86 5503, sm_89 4381 such instructions) and every
+    torchvision/torchaudio kernel (sm_80, sm_86: 2490 each) this gives ptxas's register for
+    all of them; the first load alone misses 24 on bitsandbytes sm_80, the most recent alone
+    48, a label always starting a block 22 on torchvision sm_80 (a label after a conditional
+    branch does start one: `ULDC.64 UR8` ... `@P0 BRA L2`, `L2:` uses the first load again). Without any load,
     ptxas's usual choice, the description's default (UR4), stands. `sassas disasm` keeps a
     register the rule does not give with `.raw`. `load`: the description's DescriptorLoad, or
     None (no hidden descriptor on the arch)."""
@@ -98,14 +105,26 @@ def descriptor_registers(body, load) -> list[Optional[int]]:
     first = next((r for r in loaded if r is not None), None)
     out: list[Optional[int]] = []
     in_block = None
+    previous: Optional[Instruction] = None
     for item, register in zip(body, loaded):
         if not isinstance(item, Instruction):
-            in_block = None
+            if previous is None or not _falls_through(previous):
+                in_block = None
             continue
         if register is not None:
             in_block = register
         out.append(in_block if in_block is not None else first)
+        previous = item
     return out
+
+
+_BRANCHES = frozenset(("BRA", "JMP", "BRX", "JMX", "RET", "EXIT", "KILL"))
+
+
+def _falls_through(inst: Instruction) -> bool:
+    """Whether a label right after `inst` is reached only by falling through from it (as far
+    as ptxas's register choice goes): `inst` is no branch, return or exit, predicated or not."""
+    return inst.opcode not in _BRANCHES
 
 
 def infer_descriptors(body, isa) -> None:

@@ -110,3 +110,19 @@ def test_listing_detection_keeps_line_numbers():
     out = listing_statements(text.split("\n"), "x")
     assert len(out) == len(text.split("\n"))
     assert out[2] == ".kernel k" and "EXIT" in out[4] and out[3] == ""
+
+
+def test_listing_annotation_is_not_part_of_the_instruction():
+    # nvdisasm -hex on a cubin whose attributes mark spill code (ptxas 12.6, sm_90):
+    # `(*"SpillRefill"*)` stands between the operands and the ';'.
+    from sassas.parse import parse_program
+    from sassas.preprocess import preprocess
+    text = ("\t.section\t.text.k,\"ax\",@progbits\n"
+            ".text.k:\n"
+            "        /*0000*/                   STL [R1+0x4], R4                                  (*\"SpillRefill\"*); /* 0x0000040401007387 */\n"
+            "                                                                                                       /* 0x000fe20000100800 */\n")
+    program = preprocess(text, "x.sass")
+    line = program.text.split("\n")[2]
+    assert "STL [R1+0x4], R4" in line and "Spill" not in line and len(line) == len(text.split("\n")[2])
+    inst = parse_program(program.text, "sm_90", "x.sass").kernels[0].instructions[0]
+    assert inst.opcode == "STL" and len(inst.operands) == 2
