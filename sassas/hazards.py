@@ -24,7 +24,8 @@ from typing import Iterable, Optional, Union
 
 from .ast import NO_BARRIER, ControlCode, Instruction, Kernel, Label, Program
 from .errors import Diagnostic
-from .semantics import MEMORY_ORDER, ArchTiming, Effects, Reg, arch_timing, async_read_files, consumer_class, effects, overwrite_class
+from .semantics import (MEMORY_ORDER, ArchTiming, Effects, Reg, arch_timing, async_read_files, consumer_class,
+                        drained_scoreboard, effects, overwrite_class)
 
 # Ages (cycles since issue) are capped here: every fixed latency is far below, and capping
 # keeps the dataflow finite around loops.
@@ -63,6 +64,10 @@ KINDS = {
     # instructions of other pipes.
     "reuse-miss": "note",
     "no-control": "error",       # instruction without a control code
+    # LDGDEPBAR commits the LDGSTS copies before it as a group counted on the scoreboard in its
+    # write-barrier field; without one no DEPBAR can wait for them, and a DEPBAR.LE SBn waits
+    # for whatever else set barrier n (seen: copies landing after the BAR that published them)
+    "async-untracked": "error",
 }
 
 
@@ -246,10 +251,14 @@ class Checker:
         if ctrl is None:
             report("no-control", i, "instruction has no control code (run the scheduler first)")
             ctrl = ControlCode(stall=1, yield_=False)
-        # 1. waits
+        # 1. waits (DEPBAR.LE SBn, 0x0 waits for every group counted on scoreboard n)
         for b in range(BARRIER_COUNT):
             if ctrl.wait_mask >> b & 1:
                 self._wait(i, b, state, report)
+        drained = drained_scoreboard(inst)
+        if drained is not None and not ctrl.wait_mask >> drained & 1:
+            # (no 2-cycle raise delay: ptxas writes LDGDEPBAR, stall 1, DEPBAR on its scoreboard)
+            self._wait(i, drained, state, report, raise_delay=False)
         # 2. sources
         for reg in eff.reads + eff.guard:
             for t in state.writes.get(reg, ()):
@@ -289,6 +298,9 @@ class Checker:
             state.writes.pop(reg, None)
             state.reads.pop(reg, None)
             state.fixed.pop(reg, None)
+        if inst.opcode == "LDGDEPBAR" and ctrl.write_barrier == NO_BARRIER:
+            report("async-untracked", i, "LDGDEPBAR sets no scoreboard, so no DEPBAR can wait for "
+                   "its copies: give it a write barrier n and wait with DEPBAR.LE SBn, 0x0")
         # 4. barriers this instruction sets, and what it leaves in flight
         for b, what in ((ctrl.write_barrier, "write"), (ctrl.read_barrier, "read")):
             if b == NO_BARRIER:
@@ -321,7 +333,7 @@ class Checker:
         # 5. time passes
         self._advance(state, max(ctrl.stall, 1))
 
-    def _wait(self, i: int, b: int, state: State, report) -> None:
+    def _wait(self, i: int, b: int, state: State, report, raise_delay: bool = True) -> None:
         setters = state.barriers.pop(b, None)
         if not setters:
             if b in state.ever_set:
@@ -332,7 +344,7 @@ class Checker:
                 report("wait-unset", i, f"waits on barrier {b}, which no instruction before it sets")
             return
         young = min(setters, key=lambda t: t.age)
-        if young.age < self.barrier_set_delay:
+        if raise_delay and young.age < self.barrier_set_delay:
             report("barrier-delay", i, f"waits on barrier {b} {young.age} cycle(s) after "
                    f"{_describe(self.insts[young.producer])} set it; a barrier needs "
                    f"{self.barrier_set_delay} cycles to be raised", young.producer)

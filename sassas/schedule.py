@@ -19,7 +19,8 @@ from typing import Optional, Union
 
 from .ast import NO_BARRIER, ControlCode, Instruction, Kernel
 from .hazards import BARRIER_COUNT, _instructions
-from .semantics import ArchTiming, Effects, Reg, arch_timing, async_read_files, consumer_class, effects, overwrite_class
+from .semantics import (ArchTiming, Effects, Reg, arch_timing, async_group_scoreboard, async_read_files, consumer_class,
+                        drained_scoreboard, effects, overwrite_class)
 
 MAX_STALL = 15
 # Stalls 1..11 are legal without the yield flag; longer ones need it (see sassas.control).
@@ -170,11 +171,17 @@ class _Scheduler:
                         prev.control = replace(prev.control, stall=stall,
                                                yield_=prev.control.yield_ or stall > MAX_STALL_WITHOUT_YIELD)
                         state.advance(self.delay - young)
+                drained = drained_scoreboard(inst)
+                if drained is not None:
+                    wait.discard(drained)     # the DEPBAR itself waits for it
                 for b in wait:
                     state.wait(b)
                 write_barrier = read_barrier = NO_BARRIER
                 if self.timing.is_variable(eff.cls) and eff.writes:
                     write_barrier = self._free_barrier(state, wait, set())
+                elif inst.opcode == "LDGDEPBAR":
+                    # counts its copies on the scoreboard that the DEPBAR after it drains
+                    write_barrier = async_group_scoreboard(insts, n)
                 # Memory ops read their sources late, and so do variable-latency ops (ptxas gives
                 # POPC, MUFU, F2I, SHFL read barriers).
                 late_reader = eff.info.async_read or self.timing.is_variable(eff.cls)
@@ -198,6 +205,8 @@ class _Scheduler:
                 for b in range(BARRIER_COUNT):
                     if ctrl.wait_mask >> b & 1:
                         state.wait(b)
+            if drained_scoreboard(inst) is not None:
+                state.wait(drained_scoreboard(inst))
             # What this instruction leaves in flight.
             for reg in eff.writes:
                 state.writes.pop(reg, None)

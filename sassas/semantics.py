@@ -224,6 +224,26 @@ def overwrite_class(eff: "Effects", producer_cls: str, reg: Reg) -> Optional[str
     return GUARD_CLASS
 
 
+def drained_scoreboard(inst) -> Optional[int]:
+    """n for `DEPBAR.LE SBn, 0x0`: it waits until no LDGSTS group that an LDGDEPBAR counted on
+    scoreboard n (LDGDEPBAR's write-barrier field) is left; else None."""
+    if inst.opcode != "DEPBAR" or len(inst.operands) < 2:
+        return None
+    sb, count = inst.operands[0], inst.operands[1]
+    if sb.kind == "SB" and count.kind == "I" and count.values == (0,) and sb.values[0] < 6:
+        return sb.values[0]
+    return None
+
+
+def async_group_scoreboard(insts, n: int) -> int:
+    """The scoreboard for the LDGDEPBAR at insts[n]: the one the next DEPBAR.LE SBn names
+    (0, ptxas's choice, where none follows)."""
+    for inst in insts[n + 1:]:
+        if inst.opcode == "DEPBAR" and inst.operands and inst.operands[0].kind == "SB":
+            return inst.operands[0].values[0]
+    return 0
+
+
 # ---- operands -> registers --------------------------------------------------------------
 
 def _registers(op: Operand) -> list[tuple[str, int, int]]:

@@ -103,6 +103,27 @@ def test_wait_on_unset_barrier():
     assert "wait-unset" in kinds(SAFE.replace("01:-:-:-:4  FFMA", "03:-:-:-:4  FFMA"))
 
 
+ASYNC_COPY = """
+--:5:-:-:1  LDGSTS.E.BYPASS.128 [R7], desc[UR4][R4.64+0x100];
+--:-:3:-:1  LDGDEPBAR;
+--:-:-:Y:4  DEPBAR.LE SB3, 0x0;
+--:-:-:-:6  BAR.SYNC.DEFER_BLOCKING 0x0;
+--:-:-:Y:5  EXIT;
+"""
+
+
+def test_async_copy_group_needs_a_scoreboard():
+    """LDGDEPBAR counts its group on the scoreboard of its write-barrier field, which
+    DEPBAR.LE SBn, 0x0 drains (ptxas: LDGDEPBAR, stall 1, DEPBAR: no raise delay). Without a
+    write barrier nothing can wait for the copies (the Winograd kernel's first LDGSTS version
+    published shared memory before its copies had landed)."""
+    assert kinds(ASYNC_COPY) == []
+    assert kinds(ASYNC_COPY.replace("--:-:3:-:1  LDGDEPBAR", "--:-:-:-:1  LDGDEPBAR")) == ["async-untracked", "wait-unset"]
+    # the DEPBAR waits on the scoreboard: what else set it is released too
+    text = "--:-:3:-:2  LDS R9, [R7];\n" + ASYNC_COPY.replace("--:-:-:Y:5  EXIT", "--:-:-:-:4  FADD R9, R9, R9;\n--:-:-:Y:5  EXIT")
+    assert kinds(text) == []
+
+
 def test_wait_after_the_barrier_was_waited_on_is_redundant_not_unset():
     # ptxas drains all six barriers (CCTL.IVALL, fences), then still waits on the load's
     # barrier at the store that reads its result: redundant, not a wait on nothing.
