@@ -1281,4 +1281,19 @@ def read_module(info: CubinInfo) -> ModuleImage:
             module.global_relocations.append(rel)
     for rels in list(module.bank_relocations.values()) + [module.global_relocations]:
         rels.sort(key=lambda r: r.offset)
+    # The addend lives in the Relocation: zero the relocated places (REL cubins keep the addend
+    # there), so that the same module reads the same from a REL and a RELA cubin.
+    for bank, rels in module.bank_relocations.items():
+        module.constant_banks[bank] = _zero_places(module.constant_banks[bank], [r.offset for r in rels])
+    for obj in module.globals:
+        if obj.initial is not None:
+            at = [r.offset - obj.offset for r in module.global_relocations if 0 <= r.offset - obj.offset < obj.size]
+            obj.initial = _zero_places(obj.initial, at)
     return module
+
+
+def _zero_places(data: bytes, offsets: Sequence[int], width: int = 8) -> bytes:
+    out = bytearray(data)
+    for at in offsets:
+        out[at:at + width] = bytes(len(out[at:at + width]))
+    return bytes(out)
