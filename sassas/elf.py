@@ -10,7 +10,11 @@ A cubin is an ELF64 executable (machine EM_CUDA) holding, per kernel:
 
 plus module-wide `.nv.info` (register count and stack sizes per kernel), `.nv.callgraph`,
 `.symtab`/`.strtab`/`.shstrtab`, optional `.nv.constant3` (user constants), and, in the CUDA 13
-dialect, `.note.nv.tkinfo` / `.note.nv.cuinfo`. The two dialects and the per-arch numbers sit
+dialect, `.note.nv.tkinfo` / `.note.nv.cuinfo`. Module data (:class:`ModuleImage`): global
+variables in `.nv.global.init` (initialised) / `.nv.global` (NOBITS) with OBJECT symbols,
+module constant banks `.nv.constant<b>` (bank 4: addresses of globals), and their relocations
+`.rel.<section>` (addend in the data; `.nv.rel.action` beside them) or `.rela.<section>` (sm_90)
+of types R_CUDA_64 / R_CUDA_G64. The two dialects and the per-arch numbers sit
 in :mod:`sassas.arch`.
 
 `.nv.info` holds a sequence of attributes ``format:u8 attribute:u8 payload``; the attributes

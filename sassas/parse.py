@@ -155,6 +155,8 @@ class _Build(Transformer):
         if tok.type == "ADDRESS_OF":
             m = re.fullmatch(r"&([A-Za-z_$][\w$]*)(?:([+-])(\w+))?", tok.value)
             addend = int(m.group(3), 0) * (-1 if m.group(2) == "-" else 1) if m.group(3) else 0
+            if not -(1 << 63) <= addend < 1 << 63:
+                raise SassError(f"'{tok.value}': the addend does not fit in 64 bits", self._loc(tok))
             return AddressOf(m.group(1), addend, self._loc(tok))
         word = self._num(tok)
         if not 0 <= word < 1 << 32:

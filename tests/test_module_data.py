@@ -246,6 +246,7 @@ ERRORS = [
     (".global a 8 8\n.init a 0x0 0x1\n.global b 4 4 0x4\n.init b 0x0 0x1",
      "3:9: error: global 'b' (0x4+4) overlaps 'a' (0x0+8)"),
     (".global k 4", "1:9: error: global 'k' has the name of a kernel"),
+    (".moduleconst 4 0x0 &msg+0x10000000000000000", "1:20: error: '&msg+0x10000000000000000': the addend does not fit in 64 bits"),
     (".constbank 2 0x0 &msg", "1:18: error: '&msg': a kernel's own constant bank holds no addresses"),
 ]
 
