@@ -340,9 +340,11 @@ class ModuleData:
     # `.init` (name, offset, value, loc) and `.visible`/`.weak` (name, binding, loc).
     inits: list[tuple[str, int, Union[int, AddressOf], Optional[Loc]]] = field(default_factory=list)
     binds: list[tuple[str, str, Optional[Loc]]] = field(default_factory=list)
+    # `.constsym bank name offset size`: name -> GlobalDecl (offset set; `align` unused), by bank.
+    constsyms: dict[str, tuple[int, GlobalDecl]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.globals or self.banks)
+        return bool(self.globals or self.banks or self.constsyms)
 
 
 @dataclass(slots=True)

@@ -90,7 +90,7 @@ def _module_source(info, kernel_names: set[str]) -> list[str]:
     if not module:
         return []
     functions = {k.name for k in info.kernels}
-    for name in [o.name for o in module.globals]:
+    for name in [o.name for o in module.globals] + [o.name for s in module.bank_symbols.values() for o in s]:
         if not _SOURCE_NAME.fullmatch(name):
             raise UnsupportedCubin(f"global variable {name!r}: a name sassas source cannot spell")
     for r in [r for rs in module.bank_relocations.values() for r in rs] + module.global_relocations:
@@ -145,6 +145,10 @@ def _module_source(info, kernel_names: set[str]) -> list[str]:
                 word = int.from_bytes(padded[at:at + 4], "little")
                 if word or at == last:
                     lines.append(f".moduleconst {bank} 0x{at:x} 0x{word:08x}")
+        for o in module.bank_symbols.get(bank, []):
+            lines.append(f".constsym {bank} {o.name} 0x{o.offset:x} {o.size}")
+            if o.bind != STB.LOCAL:
+                lines.append(f".{'weak' if o.bind == STB.WEAK else 'visible'} {o.name}")
     lines.append("")
     return lines
 

@@ -464,9 +464,13 @@ class ModuleImage:
     constant_banks: dict[int, bytes] = field(default_factory=dict)
     bank_relocations: dict[int, list[Relocation]] = field(default_factory=dict)
     global_relocations: list[Relocation] = field(default_factory=list)   # in .nv.global.init
+    # Named objects in module constant banks (`__constant__` variables): bank -> objects
+    # (GlobalObject with its offset set; `align` and `initial` unused).
+    bank_symbols: dict[int, list[GlobalObject]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.globals or self.constant_banks or self.bank_relocations or self.global_relocations)
+        return bool(self.globals or self.constant_banks or self.bank_relocations or self.global_relocations
+                    or self.bank_symbols)
 
 
 def find_exit_offsets(arch: Union[str, Arch], code: bytes) -> list[int]:
@@ -740,11 +744,17 @@ def _module_sections(arch: Arch, module: ModuleImage, symtab: Section, kernel_sy
                       content=with_addends(bytes(image), bank_relocs, f".nv.constant{bank}"))
         banks.append(sec)
         local_syms.append(Symbol(sec.name, sec, type=STT.SECTION))
+        for obj in module.bank_symbols.get(bank, []):
+            if obj.name in objects or obj.offset is None or obj.offset + obj.size > len(image):
+                raise ValueError(f"constant {obj.name!r}: defined twice, or outside bank {bank}'s {len(image)} bytes")
+            sym = Symbol(obj.name, sec, value=obj.offset, size=obj.size, bind=STB(obj.bind), type=STT.OBJECT)
+            objects[obj.name] = sym
+            (local_syms if sym.bind == STB.LOCAL else global_syms).append(sym)
         if bank_relocs:
             relocs.append(_relocation_section(arch, sec, bank_relocs, symtab, symbol_of))
-    for bank in module.bank_relocations:
-        if bank not in module.constant_banks and module.bank_relocations[bank]:
-            raise ValueError(f"relocations in module constant bank {bank}, which has no data")
+    for bank in set(module.bank_relocations) | set(module.bank_symbols):
+        if bank not in module.constant_banks and (module.bank_relocations.get(bank) or module.bank_symbols.get(bank)):
+            raise ValueError(f"relocations or symbols in module constant bank {bank}, which has no data")
     if module.global_relocations:
         init = data.get(".nv.global.init")
         if init is None:
@@ -1264,6 +1274,11 @@ def read_module(info: CubinInfo) -> ModuleImage:
         m = MODULE_BANK.match(sec.name)
         if m and sec.type == SHT.PROGBITS:
             module.constant_banks[int(m.group(1))] = sec.data
+            objects = sorted((y for y in info.symbols if y.section == sec.index and y.type == STT.OBJECT),
+                             key=lambda y: (y.value, y.index))
+            if objects:
+                module.bank_symbols[int(m.group(1))] = [GlobalObject(y.name, y.size, 1, y.value, bind=STB(y.bind))
+                                                        for y in objects]
     for r in info.relocations:
         if r.section.endswith("debug_frame"):
             continue

@@ -7,6 +7,8 @@
     .init table 0x0 &msg          # the 64-bit address of msg (relocation R_CUDA_G64)
     .visible table                # a GLOBAL symbol (`.weak`: WEAK); else LOCAL, as ptxas
     .moduleconst 4 0x0 &msg       # module constant bank 4, offset 0: &msg (R_CUDA_64)
+    .moduleconst 3 0x0 0x3f800000
+    .constsym 3 one 0x0 4         # a named object in module bank 3 (a __constant__ variable)
 
 These directives belong to no kernel and may stand anywhere in a file; a name after `&` is a
 global variable or a kernel of the file. `parse` collects them (declare_module), checks them
@@ -21,16 +23,23 @@ from typing import Optional, Union
 from .ast import AddressOf, GlobalDecl, Loc, ModuleData, Program
 from .errors import Diagnostics, SassError
 
-MODULE_DIRECTIVES = frozenset({"global", "init", "bind", "moduleconst"})
+MODULE_DIRECTIVES = frozenset({"global", "init", "bind", "moduleconst", "constsym"})
 WORD_BYTES, ADDRESS_BYTES = 4, 8
 
 
 def declare_module(program: Program, kind: str, value, loc: Optional[Loc]) -> None:
     m: ModuleData = program.module
+    if kind == "constsym":
+        bank, name, offset, size = value
+        value = GlobalDecl(name, size, 1, offset, loc=loc)
+        if name not in m.globals and name not in m.constsyms:
+            m.constsyms[name] = (bank, value)
+            return
+        kind = "global"
     if kind == "global":
         decl: GlobalDecl = value
-        if decl.name in m.globals:
-            first = m.globals[decl.name].loc
+        if decl.name in m.globals or decl.name in m.constsyms:
+            first = (m.globals[decl.name] if decl.name in m.globals else m.constsyms[decl.name][1]).loc
             raise SassError(f"global '{decl.name}' defined twice"
                             + (f" (first at line {first.line})" if first else ""), loc)
         m.globals[decl.name] = decl
@@ -63,11 +72,20 @@ def check_module(program: Program, diags: Diagnostics) -> None:
     for name, decl in m.globals.items():
         if name in kernels:
             diags.error(SassError(f"global '{name}' has the name of a kernel", decl.loc))
+    for name, (bank, decl) in m.constsyms.items():
+        if name in kernels:
+            diags.error(SassError(f"constant '{name}' has the name of a kernel", decl.loc))
+        written = max((o + (ADDRESS_BYTES if isinstance(w, AddressOf) else WORD_BYTES)
+                       for o, w, _ in m.banks.get(bank, [])), default=0)
+        if decl.offset + decl.size > written:
+            diags.error(SassError(f"'.constsym {bank} {name}': bytes 0x{decl.offset:x}..0x{decl.offset + decl.size:x} "
+                                  f"lie past the {written} bytes .moduleconst writes in bank {bank}", decl.loc))
     for name, binding, loc in m.binds:
-        if name not in m.globals:
-            diags.error(_unknown(f"'.{binding} {name}'", name, m.globals, loc))
+        decl = m.globals.get(name) or m.constsyms.get(name, (0, None))[1]
+        if decl is None:
+            diags.error(_unknown(f"'.{binding} {name}'", name, list(m.globals) + list(m.constsyms), loc))
         else:
-            m.globals[name].bind = binding
+            decl.bind = binding
     for name, offset, word, loc in m.inits:
         decl = m.globals.get(name)
         if decl is None:
@@ -94,7 +112,7 @@ def check_module(program: Program, diags: Diagnostics) -> None:
             laid.append(obj)
         except ValueError as e:
             diags.error(SassError(str(e), decl.loc))
-    targets = set(m.globals) | kernels
+    targets = set(m.globals) | set(m.constsyms) | kernels
     refs = [w for d in m.globals.values() for _, w, _ in d.init] + [w for b in m.banks.values() for _, w, _ in b]
     for ref in refs:
         if isinstance(ref, AddressOf) and ref.name not in targets:
@@ -144,6 +162,9 @@ def build_module(program: Program):
                 for at in (offset - 4, offset):       # a word written over an address replaces it
                     relocs.pop(at, None)
         image.constant_banks[bank] = bytes(data)
+        syms = [GlobalObject(d.name, d.size, 1, d.offset, bind=binds[d.bind]) for b, d in m.constsyms.values() if b == bank]
+        if syms:
+            image.bank_symbols[bank] = syms
         if relocs:
             image.bank_relocations[bank] = sorted(relocs.values(), key=lambda r: r.offset)
     return image

@@ -210,6 +210,14 @@ class _Build(Transformer):
                             + (" (an address takes 8 bytes)" if align == 8 else ""), self._loc(items[1]))
         return ("init", (name.value, offset, word), self._loc(name))
 
+    def constsym(self, items):
+        bank, name, offset, size = self._num(items[0]), items[1], self._num(items[2]), self._num(items[3])
+        if not 1 <= bank <= 17:
+            raise SassError(f".constsym bank {bank}: module constant banks are 1..17", self._loc(items[0]))
+        if size <= 0 or offset < 0:
+            raise SassError(f".constsym '{name.value}' needs a positive size and offset", self._loc(items[3]))
+        return ("constsym", (bank, name.value, offset, size), self._loc(name))
+
     def visible(self, items):
         return ("bind", (items[0].value, "visible"), self._loc(items[0]))
 

@@ -186,6 +186,11 @@ SOURCE = """\
 .moduleconst 4 0x8 &counter
 .moduleconst 4 0x10 0x12345678
 .moduleconst 4 0x18 &k
+.moduleconst 3 0x0 0x3f800000
+.moduleconst 3 0x8 &lut
+.constsym 3 one 0x0 4
+.constsym 3 lut 0x8 8
+.visible lut
 .kernel k
 --:-:-:Y:1      MOV R0, c[0x4][0x0];
 --:-:-:Y:5      EXIT;
@@ -208,6 +213,9 @@ def test_source_directives_build_the_module(arch):
     assert [(r.offset, r.symbol, r.type) for r in module.bank_relocations[4]] == [
         (0, "msg", RelocType.R_CUDA_64), (8, "counter", RelocType.R_CUDA_64), (0x18, "k", RelocType.R_CUDA_64)]
     assert module.constant_banks[4][0x10:0x14] == (0x12345678).to_bytes(4, "little")
+    assert [(o.name, o.offset, o.size, o.bind) for o in module.bank_symbols[3]] == [
+        ("one", 0, 4, STB.LOCAL), ("lut", 8, 8, STB.GLOBAL)]
+    assert module.constant_banks[3][:4] == (0x3f800000).to_bytes(4, "little")
     assert (info.section(".rela.nv.constant4") is not None) == (arch == "sm_90")
     # And back: disasm writes what it read, asm builds the same module again.
     again = read_module(read_cubin(sassas.assemble(disassemble(cubin), arch).data))
@@ -246,6 +254,8 @@ ERRORS = [
     (".global a 8 8\n.init a 0x0 0x1\n.global b 4 4 0x4\n.init b 0x0 0x1",
      "3:9: error: global 'b' (0x4+4) overlaps 'a' (0x0+8)"),
     (".global k 4", "1:9: error: global 'k' has the name of a kernel"),
+    (".constsym 3 lut 0x0 4", "1:13: error: '.constsym 3 lut': bytes 0x0..0x4 lie past the 0 bytes .moduleconst writes in bank 3"),
+    (".constsym 3 msg 0x0 4\n.moduleconst 3 0x0 0x1", "3:9: error: global 'msg' defined twice (first at line 1)"),
     (".moduleconst 4 0x0 &msg+0x10000000000000000", "1:20: error: '&msg+0x10000000000000000': the addend does not fit in 64 bits"),
     (".constbank 2 0x0 &msg", "1:18: error: '&msg': a kernel's own constant bank holds no addresses"),
 ]
