@@ -679,12 +679,13 @@ def _relocation_section(arch: Arch, target: Section, relocations: Sequence[Reloc
                         symtab: Section, symbol_of: Callable[[str], "Symbol"]) -> Section:
     """`.rel.<target>` (or `.rela.` on arches that write explicit addends)."""
     record = Elf64_Rela if arch.rela else Elf64_Rel
-    resolved = [(r, symbol_of(r.symbol)) for r in relocations]
 
     def content(L: "Layout") -> bytes:
-        # ptxas lists a section's relocations from the highest offset down; so do we.
+        # ptxas lists a section's relocations from the highest offset down; so do we. Symbols
+        # are looked up here, once every section's are made.
         out = []
-        for r, sym in sorted(resolved, key=lambda rs: -rs[0].offset):
+        for r in sorted(relocations, key=lambda r: -r.offset):
+            sym = symbol_of(r.symbol)
             fields = dict(r_offset=r.offset, r_info=(L.index(sym) << 32) | int(r.type))
             if arch.rela:
                 fields["r_addend"] = r.addend
@@ -761,6 +762,8 @@ def _module_sections(arch: Arch, module: ModuleImage, symtab: Section, kernel_sy
             raise ValueError("relocations in .nv.global.init, which holds no initialised global")
         init.content = with_addends(init.content, module.global_relocations, ".nv.global.init")
         relocs.append(_relocation_section(arch, init, module.global_relocations, symtab, symbol_of))
+    for r in [r for rs in module.bank_relocations.values() for r in rs] + module.global_relocations:
+        symbol_of(r.symbol)          # every name known, before any byte is written
     return data, relocs, banks, local_syms, global_syms
 
 
