@@ -34,6 +34,10 @@ class Arch:
     # CUDA 13 dialect only: the `.nv.compat` attributes (name, value) nvcc 13.0 writes for a
     # plain kernel; nvdisasm 13 refuses an sm_90 cubin without them. Values copied, not understood.
     compat: tuple[tuple[str, object], ...] = ()
+    # Relocations of module data with explicit addends (SHT_RELA, `.rela.nv.constant4`), as
+    # ptxas 12.x writes them for sm_90; before, SHT_REL with the addend in the data (and the
+    # `.nv.rel.action` section beside them).
+    rela: bool = False
 
     @property
     def sm_name(self) -> str:
@@ -48,7 +52,7 @@ ARCHS: dict[str, Arch] = {a.name: a for a in (
     Arch("sm_80", 80, 0x160, 32764, 255, 65536, 163 * 1024, True, True, None),
     Arch("sm_86", 86, 0x160, 32764, 255, 65536, 99 * 1024, True, True, None),
     Arch("sm_89", 89, 0x160, 32764, 255, 65536, 99 * 1024, True, True, None),
-    Arch("sm_90", 90, 0x210, 32764, 255, 65536, 227 * 1024, True, False, 0x8, reserved_shared=1024, compat=(
+    Arch("sm_90", 90, 0x210, 32764, 255, 65536, 227 * 1024, True, False, 0x8, reserved_shared=1024, rela=True, compat=(
         ("EICOMPAT_ATTR_CUDA_ACCELERATOR_TARGET", 0),      # 1 for sm_90a
         ("EICOMPAT_ATTR_ISA_CLASS", 1),
         ("EICOMPAT_ATTR_INST_TCGEN05_MMA", 5),

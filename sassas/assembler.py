@@ -100,7 +100,8 @@ def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, inclu
             apply_yield_strategy(kernel, yield_strategy)
         encoded = encode_kernel(kernel, target, isa)
         images.append(_image(encoded))
-    data = elf.write_cubin(target.name, images)
+    from .module import build_module
+    data = elf.write_cubin(target.name, images, module=build_module(program))
     return Cubin(data=data, arch=target.name, kernel_names=[k.name for k in program.kernels], program=program,
                  warnings=diags.warnings)
 

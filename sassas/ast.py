@@ -308,8 +308,48 @@ class Kernel:
         return [i for i in self.body if isinstance(i, Instruction)]
 
 
+@dataclass(frozen=True)
+class AddressOf:
+    """`&name+addend` in a data directive: the 64-bit address of a global variable or kernel,
+    filled in by the driver at load (a relocation)."""
+    name: str
+    addend: int = 0
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class GlobalDecl:
+    """`.global name size [align [offset]]`, with its `.init` words (offset -> int or
+    AddressOf) and its binding ('local', 'visible', 'weak')."""
+    name: str
+    size: int
+    align: int = 1
+    offset: Optional[int] = None
+    bind: str = "local"
+    init: list[tuple[int, Union[int, AddressOf], Optional[Loc]]] = field(default_factory=list)
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class ModuleData:
+    """What a file says outside its kernels: global variables and module constant banks
+    (`.moduleconst bank offset word|&name`: bank -> [(offset, value, loc)])."""
+    globals: dict[str, GlobalDecl] = field(default_factory=dict)
+    banks: dict[int, list[tuple[int, Union[int, AddressOf], Optional[Loc]]]] = field(default_factory=dict)
+    # As read, before they are checked against the globals (which may be declared later):
+    # `.init` (name, offset, value, loc) and `.visible`/`.weak` (name, binding, loc).
+    inits: list[tuple[str, int, Union[int, AddressOf], Optional[Loc]]] = field(default_factory=list)
+    binds: list[tuple[str, str, Optional[Loc]]] = field(default_factory=list)
+    # `.constsym bank name offset size`: name -> GlobalDecl (offset set; `align` unused), by bank.
+    constsyms: dict[str, tuple[int, GlobalDecl]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.globals or self.banks or self.constsyms)
+
+
 @dataclass(slots=True)
 class Program:
     arch: str
     kernels: list[Kernel] = field(default_factory=list)
     file: str = "<input>"
+    module: ModuleData = field(default_factory=ModuleData)

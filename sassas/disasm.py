@@ -38,6 +38,7 @@ def disassemble(cubin: Union[bytes, "object"], kernel: Optional[str] = None, sou
     _refuse_what_cannot_be_carried(info, kernels)
     out = [f"# sassas disasm{' of ' + source_name if source_name else ''}: {info.arch}, "
            f"{len(kernels)} kernel(s)", f".arch {info.arch}", ""]
+    out.extend(_module_source(info, {k.name for k in kernels}))
     for k in kernels:
         out.extend(_kernel_source(k, isa))
         out.append("")
@@ -50,15 +51,18 @@ def disassemble_file(path: Union[str, os.PathLike], kernel: Optional[str] = None
 
 
 def _refuse_what_cannot_be_carried(info, kernels) -> None:
-    """Relocations tie the code or its constants to symbols of the module (globals, other
-    functions); sassas source has no way to say that yet, so refuse rather than drop them.
-    Only the chosen kernels' own sections count (`.rel.text.<k>`, `.rel.nv.constant0.<k>`),
-    and the module-wide constant banks."""
+    """Relocations of the code (`.rel.text.<k>`: global addresses in instructions, calls into
+    other functions) or of a kernel's own constant banks have no sassas syntax: refuse rather
+    than drop them. Only the chosen kernels' own sections count. Relocations of module data
+    (module constant banks `.nv.constant<b>`, `.nv.global.init`) are carried (_module_source);
+    `.debug_frame` is not carried at all."""
     mine = {k.name for k in kernels}
     for s in info.sections:
         if not s.name.startswith(".rel") or s.size == 0 or s.name.endswith("debug_frame"):
             continue
         target = s.name.split(".", 2)[-1]
+        if re.fullmatch(r"nv\.constant\d+|nv\.global\.init", target):
+            continue
         if target.startswith("text.") and target[len("text."):] not in mine:
             continue
         m = re.match(r"nv\.constant\d+\.(.+)$", target)
@@ -67,8 +71,86 @@ def _refuse_what_cannot_be_carried(info, kernels) -> None:
         if target.startswith(("text.", "nv.constant")):
             raise UnsupportedCubin(
                 f"section {s.name}: {s.size // max(s.entsize, 1)} relocation(s) against "
-                f"{'.' + target} (references to global variables or other modules) cannot be "
-                f"carried through sassas source yet")
+                f"{'.' + target} (global addresses in the code, calls into other functions) "
+                f"cannot be carried through sassas source yet")
+
+
+_SOURCE_NAME = re.compile(r"[A-Za-z_$][\w$]*")
+
+
+def _module_source(info, kernel_names: set[str]) -> list[str]:
+    """The module's global variables, module constant banks and their relocations as
+    `.global` / `.init` / `.visible` / `.weak` / `.moduleconst` lines (see sassas.module)."""
+    from .elf import STB, read_module
+
+    try:
+        module = read_module(info)
+    except ValueError as e:
+        raise UnsupportedCubin(f"module data cannot be carried through sassas source: {e}") from None
+    if not module:
+        return []
+    functions = {k.name for k in info.kernels}
+    for name in [o.name for o in module.globals] + [o.name for s in module.bank_symbols.values() for o in s]:
+        if not _SOURCE_NAME.fullmatch(name):
+            raise UnsupportedCubin(f"global variable {name!r}: a name sassas source cannot spell")
+    for r in [r for rs in module.bank_relocations.values() for r in rs] + module.global_relocations:
+        if r.symbol in functions and r.symbol not in kernel_names:
+            raise UnsupportedCubin(f"module data holds the address of kernel {r.symbol!r}, "
+                                   f"which is not disassembled (--kernel)")
+
+    def address(r) -> str:
+        return f"&{r.symbol}" + (f"{r.addend:+#x}" if r.addend else "")
+
+    lines = [f"# module data: {len(module.globals)} global variable(s)"
+             + "".join(f", constant bank {b} ({len(d)} bytes, {len(module.bank_relocations.get(b, []))} address(es))"
+                       for b, d in sorted(module.constant_banks.items()))]
+    relocs_by_object: dict[str, list] = {}
+    init_objects = sorted((o for o in module.globals if o.initial is not None), key=lambda o: o.offset)
+    for r in module.global_relocations:
+        owner = next((o for o in init_objects if o.offset <= r.offset and r.offset + 8 <= o.offset + o.size), None)
+        if owner is None or (r.offset - owner.offset) % 8:
+            raise UnsupportedCubin(f".nv.global.init: the address at 0x{r.offset:x} lies in no variable "
+                                   f"(or not 8-byte aligned in it)")
+        relocs_by_object.setdefault(owner.name, []).append(r)
+    ends: dict[bool, int] = {}
+    for o in sorted(module.globals, key=lambda o: (o.initial is None, o.offset)):
+        natural = -(-ends.get(o.initial is None, 0) // o.align) * o.align
+        lines.append(f".global {o.name} {o.size} {o.align}" + (f" 0x{o.offset:x}" if natural != o.offset else ""))
+        ends[o.initial is None] = o.offset + o.size
+        if o.bind != STB.LOCAL:
+            lines.append(f".{'weak' if o.bind == STB.WEAK else 'visible'} {o.name}")
+        if o.initial is None:
+            continue
+        covered = set()
+        for r in relocs_by_object.get(o.name, []):
+            at = r.offset - o.offset
+            lines.append(f".init {o.name} 0x{at:x} {address(r)}")
+            covered |= {at, at + 4}
+        words = [(at, int.from_bytes(o.initial[at:at + 4].ljust(4, b"\0"), "little"))
+                 for at in range(0, o.size, 4) if at not in covered]
+        shown = [(at, w) for at, w in words if w]
+        if not shown and not covered:
+            shown = words[:1]            # all zeros, but initialised: one word says so
+        lines += [f".init {o.name} 0x{at:x} 0x{w:08x}" for at, w in shown]
+    for bank, data in sorted(module.constant_banks.items()):
+        relocs = {r.offset: r for r in module.bank_relocations.get(bank, [])}
+        padded = data + bytes(-len(data) % 4)
+        last = len(padded) - 4
+        for at in range(0, len(padded), 4):
+            if at in relocs:
+                lines.append(f".moduleconst {bank} 0x{at:x} {address(relocs[at])}")
+            elif at - 4 in relocs:
+                continue
+            else:
+                word = int.from_bytes(padded[at:at + 4], "little")
+                if word or at == last:
+                    lines.append(f".moduleconst {bank} 0x{at:x} 0x{word:08x}")
+        for o in module.bank_symbols.get(bank, []):
+            lines.append(f".constsym {bank} {o.name} 0x{o.offset:x} {o.size}")
+            if o.bind != STB.LOCAL:
+                lines.append(f".{'weak' if o.bind == STB.WEAK else 'visible'} {o.name}")
+    lines.append("")
+    return lines
 
 
 def _decode_all(code: bytes, isa) -> list[tuple[int, int, Optional[Instruction]]]:

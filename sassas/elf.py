@@ -10,7 +10,11 @@ A cubin is an ELF64 executable (machine EM_CUDA) holding, per kernel:
 
 plus module-wide `.nv.info` (register count and stack sizes per kernel), `.nv.callgraph`,
 `.symtab`/`.strtab`/`.shstrtab`, optional `.nv.constant3` (user constants), and, in the CUDA 13
-dialect, `.note.nv.tkinfo` / `.note.nv.cuinfo`. The two dialects and the per-arch numbers sit
+dialect, `.note.nv.tkinfo` / `.note.nv.cuinfo`. Module data (:class:`ModuleImage`): global
+variables in `.nv.global.init` (initialised) / `.nv.global` (NOBITS) with OBJECT symbols,
+module constant banks `.nv.constant<b>` (bank 4: addresses of globals), and their relocations
+`.rel.<section>` (addend in the data; `.nv.rel.action` beside them) or `.rela.<section>` (sm_90)
+of types R_CUDA_64 / R_CUDA_G64. The two dialects and the per-arch numbers sit
 in :mod:`sassas.arch`.
 
 `.nv.info` holds a sequence of attributes ``format:u8 attribute:u8 payload``; the attributes
@@ -46,10 +50,13 @@ class SHT(IntEnum):
     PROGBITS = 1
     SYMTAB = 2
     STRTAB = 3
+    RELA = 4
     NOTE = 7
     NOBITS = 8
+    REL = 9
     CUDA_INFO = 0x70000000
     CUDA_CALLGRAPH = 0x70000001
+    CUDA_RELOCINFO = 0x7000000B     # .nv.rel.action
     CUDA_COMPAT_INFO = 0x70000086
 
 
@@ -98,6 +105,17 @@ class NoteType(IntEnum):
     CUDA_TKINFO = 2000         # .note.nv.tkinfo
 
 
+class RelocType(IntEnum):
+    """Relocation types of module data, as `cuobjdump -elf` 13.5 names them."""
+    R_CUDA_64 = 2          # 64-bit address of the symbol (+ addend), e.g. in constant bank 4
+    R_CUDA_G64 = 4         # 64-bit global address, in initialised global data (.nv.global.init)
+
+
+# ptxas writes `.nv.rel.action` (CUDA_RELOCINFO, entries of 8 bytes) beside relocations in
+# its REL-dialect cubins (sm_50..sm_89), always these 16 bytes: in every cubin of the test
+# corpora (CUDA 12.6 and 12.8 nvcc, ptxas 12.9). Their meaning is not documented; we copy them.
+REL_ACTION = bytes.fromhex("73000000000000000000001125000536")
+
 NOTE_OWNER = b"NVIDIA Corp\0"
 NOTE_VERSION = 2
 
@@ -141,6 +159,8 @@ Elf64_Sym = Record("Elf64_Sym", [
 Elf64_Phdr = Record("Elf64_Phdr", [
     ("p_type", "I"), ("p_flags", "I"), ("p_offset", "Q"), ("p_vaddr", "Q"),
     ("p_paddr", "Q"), ("p_filesz", "Q"), ("p_memsz", "Q"), ("p_align", "Q")])
+Elf64_Rel = Record("Elf64_Rel", [("r_offset", "Q"), ("r_info", "Q")])
+Elf64_Rela = Record("Elf64_Rela", [("r_offset", "Q"), ("r_info", "Q"), ("r_addend", "q")])
 Elf64_Nhdr = Record("Elf64_Nhdr", [("n_namesz", "I"), ("n_descsz", "I"), ("n_type", "I")])
 CallgraphEntry = Record("CallgraphEntry", [("caller", "I"), ("callee", "i")])
 # .note.nv.cuinfo descriptor: note version, virtual SM, toolkit version (major*10+minor).
@@ -412,6 +432,47 @@ class ConstantBank:
     symbols: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
+@dataclass
+class GlobalObject:
+    """A module-wide variable in global memory: `.nv.global.init` when it has initial bytes
+    (`initial`, `size` bytes), else `.nv.global` (zeros, NOBITS). `offset` None: placed after
+    the section's previous object at `align`."""
+    name: str
+    size: int
+    align: int = 1
+    offset: Optional[int] = None
+    initial: Optional[bytes] = None
+    bind: STB = STB.LOCAL
+
+
+@dataclass(frozen=True)
+class Relocation:
+    """A relocation of module data: at byte `offset` of its section, `symbol` (the name of a
+    GlobalObject or a kernel) + `addend`, of `type`."""
+    offset: int
+    symbol: str
+    type: int = 2                    # RelocType.R_CUDA_64
+    addend: int = 0
+
+
+@dataclass
+class ModuleImage:
+    """Module-level data beside the kernels: global variables, module constant banks
+    (`.nv.constant<b>`, e.g. bank 4: addresses of globals, patched by the driver at load)
+    and the relocations of both."""
+    globals: list[GlobalObject] = field(default_factory=list)
+    constant_banks: dict[int, bytes] = field(default_factory=dict)
+    bank_relocations: dict[int, list[Relocation]] = field(default_factory=dict)
+    global_relocations: list[Relocation] = field(default_factory=list)   # in .nv.global.init
+    # Named objects in module constant banks (`__constant__` variables): bank -> objects
+    # (GlobalObject with its offset set; `align` and `initial` unused).
+    bank_symbols: dict[int, list[GlobalObject]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.globals or self.constant_banks or self.bank_relocations or self.global_relocations
+                    or self.bank_symbols)
+
+
 def find_exit_offsets(arch: Union[str, Arch], code: bytes) -> list[int]:
     """Byte offsets of EXIT instructions (predicated ones included, as ptxas lists them)."""
     arch = get_arch(arch) if isinstance(arch, str) else arch
@@ -559,8 +620,10 @@ def _max_registers(arch: Arch, k: KernelImage) -> int:
 
 
 def write_cubin(arch: Union[str, Arch], kernels: Sequence[KernelImage],
-                constants: Union[bytes, ConstantBank, None] = None, *, abi: Optional[str] = None) -> bytes:
-    """Build a cubin for `arch` ('sm_70'..'sm_90') holding `kernels`.
+                constants: Union[bytes, ConstantBank, None] = None, *, abi: Optional[str] = None,
+                module: Optional[ModuleImage] = None) -> bytes:
+    """Build a cubin for `arch` ('sm_70'..'sm_90') holding `kernels`, and `module`'s global
+    variables, module constant banks and their relocations.
 
     `abi` picks the ELF dialect ('cuda12': ptxas 12.x, loads on CUDA 12 and 13 drivers;
     'cuda13': nvcc 13, CUDA 13 drivers only, read by nvdisasm 13 without warnings);
@@ -577,11 +640,136 @@ def write_cubin(arch: Union[str, Arch], kernels: Sequence[KernelImage],
         _check_kernel(arch, k)
     if isinstance(constants, (bytes, bytearray)):
         constants = ConstantBank(bytes(constants))
-    return _serialise(*_build_model(arch, elf_abi, list(kernels), constants), arch=arch, abi=elf_abi)
+    module = module or ModuleImage()
+    if constants is not None and 3 in module.constant_banks:
+        raise ValueError("constant bank 3 given twice: as `constants` and in the module's banks")
+    return _serialise(*_build_model(arch, elf_abi, list(kernels), constants, module), arch=arch, abi=elf_abi)
+
+
+def place_globals(objects: Sequence[GlobalObject]) -> dict[str, tuple[list[tuple[GlobalObject, int]], int, int]]:
+    """Lay the objects out in their sections: section name -> ([(object, offset)], size,
+    alignment). Objects with initial bytes go to `.nv.global.init`, the others to `.nv.global`,
+    each in the order given, at its `offset` or else aligned after the previous one."""
+    out: dict[str, tuple[list[tuple[GlobalObject, int]], int, int]] = {}
+    names: set[str] = set()
+    for obj in objects:
+        where = f"global {obj.name!r}"
+        if obj.name in names:
+            raise ValueError(f"{where} defined twice")
+        names.add(obj.name)
+        if obj.size <= 0 or obj.align <= 0 or obj.align & (obj.align - 1):
+            raise ValueError(f"{where}: size {obj.size} / alignment {obj.align}: expected a positive size "
+                             f"and a power-of-two alignment")
+        if obj.initial is not None and len(obj.initial) != obj.size:
+            raise ValueError(f"{where}: {len(obj.initial)} initial bytes for {obj.size}")
+        section = ".nv.global.init" if obj.initial is not None else ".nv.global"
+        placed, end, align = out.get(section, ([], 0, 1))
+        offset = _align(end, obj.align) if obj.offset is None else obj.offset
+        if offset % obj.align:
+            raise ValueError(f"{where}: offset {offset:#x} is not a multiple of its alignment {obj.align}")
+        for other, at in placed:
+            if offset < at + other.size and at < offset + obj.size:
+                raise ValueError(f"{where} ({offset:#x}+{obj.size}) overlaps {other.name!r} ({at:#x}+{other.size})")
+        placed.append((obj, offset))
+        out[section] = (placed, max(end, offset + obj.size), max(align, obj.align))
+    return out
+
+
+def _relocation_section(arch: Arch, target: Section, relocations: Sequence[Relocation],
+                        symtab: Section, symbol_of: Callable[[str], "Symbol"]) -> Section:
+    """`.rel.<target>` (or `.rela.` on arches that write explicit addends)."""
+    record = Elf64_Rela if arch.rela else Elf64_Rel
+
+    def content(L: "Layout") -> bytes:
+        # ptxas lists a section's relocations from the highest offset down; so do we. Symbols
+        # are looked up here, once every section's are made.
+        out = []
+        for r in sorted(relocations, key=lambda r: -r.offset):
+            sym = symbol_of(r.symbol)
+            fields = dict(r_offset=r.offset, r_info=(L.index(sym) << 32) | int(r.type))
+            if arch.rela:
+                fields["r_addend"] = r.addend
+            out.append(record.pack(**fields))
+        return b"".join(out)
+
+    return Section(f".{'rela' if arch.rela else 'rel'}{target.name}", SHT.RELA if arch.rela else SHT.REL,
+                   flags=SHF.INFO_LINK, link=symtab, info=target, align=8, entsize=record.size, content=content)
+
+
+def _module_sections(arch: Arch, module: ModuleImage, symtab: Section, kernel_symbols: dict[str, "Symbol"]):
+    """Sections and symbols of the module's data: (data sections by name, relocation
+    sections, module constant banks, local symbols, global symbols)."""
+    data: dict[str, Section] = {}
+    local_syms: list[Symbol] = []
+    global_syms: list[Symbol] = []
+    objects: dict[str, Symbol] = {}
+    for section_name, (placed, size, align) in place_globals(module.globals).items():
+        if section_name == ".nv.global.init":
+            image = bytearray(size)
+            for obj, at in placed:
+                image[at:at + obj.size] = obj.initial
+            sec = Section(section_name, SHT.PROGBITS, flags=SHF.WRITE | SHF.ALLOC, content=bytes(image), align=align)
+        else:
+            sec = Section(section_name, SHT.NOBITS, flags=SHF.WRITE | SHF.ALLOC, nobits_size=size, align=align)
+        data[section_name] = sec
+        local_syms.append(Symbol(sec.name, sec, type=STT.SECTION))
+        for obj, at in placed:
+            sym = Symbol(obj.name, sec, value=at, size=obj.size, bind=STB(obj.bind), type=STT.OBJECT)
+            objects[obj.name] = sym
+            (local_syms if sym.bind == STB.LOCAL else global_syms).append(sym)
+
+    def symbol_of(name: str) -> Symbol:
+        sym = objects.get(name) or kernel_symbols.get(name)
+        if sym is None:
+            raise ValueError(f"relocation against {name!r}: no global variable or kernel of that name")
+        return sym
+
+    def with_addends(image: bytes, relocations: Sequence[Relocation], what: str) -> bytes:
+        out = bytearray(image)
+        for r in relocations:
+            if r.type not in (RelocType.R_CUDA_64, RelocType.R_CUDA_G64):
+                raise ValueError(f"{what}: relocation type {r.type} is not supported (R_CUDA_64, R_CUDA_G64 are)")
+            if r.offset % 8 or r.offset + 8 > len(out):
+                raise ValueError(f"{what}: relocation at {r.offset:#x} is unaligned or past the end ({len(out)} bytes)")
+            # REL: the addend is the data at the relocated place; RELA: it is in the entry.
+            out[r.offset:r.offset + 8] = (0 if arch.rela else r.addend).to_bytes(8, "little", signed=True)
+        return bytes(out)
+
+    relocs: list[Section] = []
+    banks: list[Section] = []
+    for bank, image in sorted(module.constant_banks.items()):
+        if not 1 <= bank <= 17:
+            raise ValueError(f"module constant bank {bank}: expected 1..17")
+        bank_relocs = module.bank_relocations.get(bank, [])
+        sec = Section(f".nv.constant{bank}", SHT.PROGBITS, flags=SHF.ALLOC, align=8 if bank_relocs else 4,
+                      content=with_addends(bytes(image), bank_relocs, f".nv.constant{bank}"))
+        banks.append(sec)
+        local_syms.append(Symbol(sec.name, sec, type=STT.SECTION))
+        for obj in module.bank_symbols.get(bank, []):
+            if obj.name in objects or obj.offset is None or obj.offset + obj.size > len(image):
+                raise ValueError(f"constant {obj.name!r}: defined twice, or outside bank {bank}'s {len(image)} bytes")
+            sym = Symbol(obj.name, sec, value=obj.offset, size=obj.size, bind=STB(obj.bind), type=STT.OBJECT)
+            objects[obj.name] = sym
+            (local_syms if sym.bind == STB.LOCAL else global_syms).append(sym)
+        if bank_relocs:
+            relocs.append(_relocation_section(arch, sec, bank_relocs, symtab, symbol_of))
+    for bank in set(module.bank_relocations) | set(module.bank_symbols):
+        if bank not in module.constant_banks and (module.bank_relocations.get(bank) or module.bank_symbols.get(bank)):
+            raise ValueError(f"relocations or symbols in module constant bank {bank}, which has no data")
+    if module.global_relocations:
+        init = data.get(".nv.global.init")
+        if init is None:
+            raise ValueError("relocations in .nv.global.init, which holds no initialised global")
+        init.content = with_addends(init.content, module.global_relocations, ".nv.global.init")
+        relocs.append(_relocation_section(arch, init, module.global_relocations, symtab, symbol_of))
+    for r in [r for rs in module.bank_relocations.values() for r in rs] + module.global_relocations:
+        symbol_of(r.symbol)          # every name known, before any byte is written
+    return data, relocs, banks, local_syms, global_syms
 
 
 def _build_model(arch: Arch, abi: ElfAbi, kernels: list[KernelImage],
-                 constants: Optional[ConstantBank]) -> tuple[list[Section], list[Symbol]]:
+                 constants: Optional[ConstantBank],
+                 module: Optional[ModuleImage] = None) -> tuple[list[Section], list[Symbol]]:
     shstrtab = Section(".shstrtab", SHT.STRTAB)
     strtab = Section(".strtab", SHT.STRTAB)
     symtab = Section(".symtab", SHT.SYMTAB, link=strtab, align=8, entsize=Elf64_Sym.size)
@@ -663,12 +851,25 @@ def _build_model(arch: Arch, abi: ElfAbi, kernels: list[KernelImage],
             local_syms.append(Symbol(name, const3, value=offset, size=size, type=STT.OBJECT))
     local_syms.append(Symbol(callgraph.name, callgraph, type=STT.SECTION))
 
+    data, relocs, banks, module_locals, module_globals = _module_sections(
+        arch, module or ModuleImage(), symtab, {s.name: s for s in global_syms})
+    local_syms += module_locals
+    global_syms += module_globals
+    if relocs and not arch.rela:
+        action = Section(".nv.rel.action", SHT.CUDA_RELOCINFO, content=REL_ACTION, align=8, entsize=8)
+        relocs.insert(0, action)
+        local_syms.append(Symbol(action.name, action, type=STT.SECTION))
+    init = [data[".nv.global.init"]] if ".nv.global.init" in data else []
+    bss = [data[".nv.global"]] if ".nv.global" in data else []
+
     # Section order follows ptxas: .shstrtab .strtab .symtab, then (ptxas's .debug_frame slot,
     # here .nv.callgraph) so that the notes land on indices 5 and 6: cuobjdump 13.5 calls an
     # sm_90 CUDA 13 cubin "Invalid ELF" unless a note sits at section index 6 (measured).
     notes, compat = head[3:5], head[5:]
-    sections = (head[:3] + [callgraph] + notes + [module_info] + compat + kernel_infos
-                + extra + texts + shareds + const0s)
+    # Module data as ptxas places it: relocations after the .nv.info sections, initialised
+    # globals after the code, the constant banks (module-wide first) at the end.
+    sections = (head[:3] + [callgraph] + notes + [module_info] + compat + kernel_infos + relocs
+                + extra + texts + init + shareds + bss + banks + const0s)
     return sections, local_syms + global_syms
 
 
@@ -748,9 +949,22 @@ def _serialise(sections: list[Section], symbols: list[Symbol], *, arch: Arch, ab
 
     segments: list[tuple[PT, PF, tuple[int, int, int]]] = []
     code = span(lambda s: s.name.startswith(".text."))
-    shared = span(lambda s: s.type == SHT.NOBITS)
+    shared = span(lambda s: s.type == SHT.NOBITS and s.name.startswith(".nv.shared"))
     consts = span(lambda s: s.name.startswith(".nv.constant"))
-    n_phdrs = 2 + sum(x is not None for x in (code, shared, consts))
+    # Global variables: one read-write segment, the initialised bytes then the zeroed ones
+    # (ptxas: file size = .nv.global.init, memory size up to the end of .nv.global).
+    init_i = next((i for i, s in enumerate(layout.sections) if s.name == ".nv.global.init"), None)
+    bss_i = next((i for i, s in enumerate(layout.sections) if s.name == ".nv.global"), None)
+    data = None
+    if init_i is not None or bss_i is not None:
+        start = offsets[init_i if init_i is not None else bss_i]
+        filesz = size_of(init_i) if init_i is not None else 0
+        memsz = filesz
+        if bss_i is not None:
+            filesz = memsz = _align(filesz, max(layout.sections[bss_i].align, 1)) if filesz else 0
+            memsz += size_of(bss_i)
+        data = (start, filesz, memsz)
+    n_phdrs = 2 + sum(x is not None for x in (code, shared, data, consts))
     table = (phoff, Elf64_Phdr.size * n_phdrs, Elf64_Phdr.size * n_phdrs)
     segments.append((PT.PHDR, PF.R, table))
     segments.append((PT.LOAD, PF.R, table))
@@ -758,6 +972,8 @@ def _serialise(sections: list[Section], symbols: list[Symbol], *, arch: Arch, ab
         segments.append((PT.LOAD, PF.R | PF.X, code))
     if shared:
         segments.append((PT.LOAD, PF.R | PF.W, shared))
+    if data:
+        segments.append((PT.LOAD, PF.R | PF.W, data))
     if consts:
         segments.append((PT.LOAD, PF.R, consts))
 
@@ -873,6 +1089,17 @@ class KernelInfo:
             extra_attributes=[a for a in self.attributes if a.name not in _WRITER_KERNEL_ATTRIBUTES])
 
 
+@dataclass(frozen=True)
+class RelocationInfo:
+    section: str              # the relocated section: '.nv.constant4'
+    offset: int
+    symbol: str               # the symbol's name ('' for none)
+    symbol_index: int
+    type: int
+    addend: int               # RELA: the entry's; REL: the 8 bytes at the place (R_CUDA_64/G64), else 0
+    explicit: bool            # RELA
+
+
 @dataclass
 class CubinInfo:
     arch: str
@@ -885,6 +1112,7 @@ class CubinInfo:
     module_attributes: list[NvInfoAttribute]
     constants: Optional[bytes] = None           # .nv.constant3
     compat_attributes: list[NvInfoAttribute] = field(default_factory=list)   # .nv.compat
+    relocations: list[RelocationInfo] = field(default_factory=list)          # every .rel/.rela section's
 
     def kernel(self, name: str) -> KernelInfo:
         for k in self.kernels:
@@ -986,10 +1214,108 @@ def read_cubin(data: bytes) -> CubinInfo:
             constant_banks={int(m.group(1)): sec.data for name, sec in by_name.items()
                             if (m := re.fullmatch(rf"\.nv\.constant([1-9]\d*)\.{re.escape(sym.name)}", name))}))
 
+    relocations = []
+    for sec in sections:
+        if sec.type not in (SHT.REL, SHT.RELA) or not 0 < sec.info < len(sections) or sec.entsize <= 0:
+            continue
+        target = sections[sec.info]
+        record = Elf64_Rela if sec.type == SHT.RELA else Elf64_Rel
+        for i in range(sec.size // sec.entsize):
+            r = record.unpack(sec.data, i * sec.entsize)
+            index, rtype = r["r_info"] >> 32, r["r_info"] & 0xFFFFFFFF
+            if sec.type == SHT.RELA:
+                addend = r["r_addend"]
+            elif rtype in (RelocType.R_CUDA_64, RelocType.R_CUDA_G64) and target.data:
+                addend = int.from_bytes(target.data[r["r_offset"]:r["r_offset"] + 8], "little", signed=True)
+            else:
+                addend = 0
+            relocations.append(RelocationInfo(target.name, r["r_offset"], sym_name(index) if index else "",
+                                              index, rtype, addend, sec.type == SHT.RELA))
+
     const3 = by_name.get(".nv.constant3")
     compat = by_name.get(".nv.compat")
     return CubinInfo(arch=arch_name, sm=sm, abi=abi.name, e_flags=hdr["e_flags"], sections=sections,
                      symbols=symbols, kernels=kernels, module_attributes=module_attrs,
-                     constants=const3.data if const3 else None,
+                     constants=const3.data if const3 else None, relocations=relocations,
                      compat_attributes=decode_nv_info(compat.data, kinds=EICOMPAT_BY_CODE, prefix="EICOMPAT_ATTR")
                      if compat else [])
+
+
+MODULE_BANK = re.compile(r"\.nv\.constant(\d+)$")
+
+
+def read_module(info: CubinInfo) -> ModuleImage:
+    """The module-level data of a cubin: global variables (symbols of `.nv.global` /
+    `.nv.global.init`), module constant banks (`.nv.constant<b>` without a kernel) and the
+    relocations of both. Raises ValueError for what a ModuleImage cannot hold."""
+    module = ModuleImage()
+    data_sections = {s.index: s for s in info.sections if s.name in (".nv.global", ".nv.global.init")}
+    for sec in data_sections.values():
+        objects = sorted((y for y in info.symbols if y.section == sec.index and y.type == STT.OBJECT),
+                         key=lambda y: (y.value, y.index))
+        covered = 0
+        for i, y in enumerate(objects):
+            if y.size <= 0:
+                raise ValueError(f"{sec.name}: symbol {y.name!r} has no size")
+            if y.value < covered:
+                raise ValueError(f"{sec.name}: symbol {y.name!r} overlaps the one before it")
+            if sec.data and any(sec.data[covered:y.value]):
+                raise ValueError(f"{sec.name}: bytes {covered:#x}..{y.value:#x} belong to no symbol")
+            # The alignment is not recorded: the largest power of two the offset allows, up to
+            # the section's (the first object carries the section's own).
+            align = max(sec.align, 1)
+            while y.value % align:
+                align //= 2
+            module.globals.append(GlobalObject(
+                y.name, y.size, align, y.value,
+                initial=sec.data[y.value:y.value + y.size] if sec.type != SHT.NOBITS else None,
+                bind=STB(y.bind)))
+            covered = y.value + y.size
+        if covered != sec.size:
+            raise ValueError(f"{sec.name}: {sec.size} bytes, but its symbols end at {covered:#x}")
+    for sec in info.sections:
+        m = MODULE_BANK.match(sec.name)
+        if m and sec.type == SHT.PROGBITS:
+            module.constant_banks[int(m.group(1))] = sec.data
+            objects = sorted((y for y in info.symbols if y.section == sec.index and y.type == STT.OBJECT),
+                             key=lambda y: (y.value, y.index))
+            if objects:
+                module.bank_symbols[int(m.group(1))] = [GlobalObject(y.name, y.size, 1, y.value, bind=STB(y.bind))
+                                                        for y in objects]
+    for r in info.relocations:
+        if r.section.endswith("debug_frame"):
+            continue
+        m = MODULE_BANK.match(r.section)
+        if not m and r.section != ".nv.global.init":
+            continue
+        sym = info.symbols[r.symbol_index] if 0 < r.symbol_index < len(info.symbols) else None
+        if sym is None or sym.type not in (STT.OBJECT, STT.FUNC) or sym.section == 0:
+            raise ValueError(f"{r.section}: relocation at {r.offset:#x} against "
+                             f"{'a section or undefined symbol' if sym else 'no symbol'} "
+                             f"{sym.name if sym else ''!r}")
+        if r.type not in (RelocType.R_CUDA_64, RelocType.R_CUDA_G64):
+            raise ValueError(f"{r.section}: relocation type {r.type} at {r.offset:#x} is not supported "
+                             f"(R_CUDA_64, R_CUDA_G64 are)")
+        rel = Relocation(r.offset, r.symbol, r.type, r.addend)
+        if m:
+            module.bank_relocations.setdefault(int(m.group(1)), []).append(rel)
+        else:
+            module.global_relocations.append(rel)
+    for rels in list(module.bank_relocations.values()) + [module.global_relocations]:
+        rels.sort(key=lambda r: r.offset)
+    # The addend lives in the Relocation: zero the relocated places (REL cubins keep the addend
+    # there), so that the same module reads the same from a REL and a RELA cubin.
+    for bank, rels in module.bank_relocations.items():
+        module.constant_banks[bank] = _zero_places(module.constant_banks[bank], [r.offset for r in rels])
+    for obj in module.globals:
+        if obj.initial is not None:
+            at = [r.offset - obj.offset for r in module.global_relocations if 0 <= r.offset - obj.offset < obj.size]
+            obj.initial = _zero_places(obj.initial, at)
+    return module
+
+
+def _zero_places(data: bytes, offsets: Sequence[int], width: int = 8) -> bytes:
+    out = bytearray(data)
+    for at in offsets:
+        out[at:at + width] = bytes(len(out[at:at + width]))
+    return bytes(out)

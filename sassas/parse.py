@@ -11,10 +11,11 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from .arch import get_arch
-from .ast import ControlCode, Instruction, Kernel, Label, Loc, Operand, Param, Program, Shape, SourceLine
+from .ast import AddressOf, ControlCode, GlobalDecl, Instruction, Kernel, Label, Loc, Operand, Param, Program, Shape, SourceLine
 from .control import MAX_BARRIER, parse_control
 from .errors import Diagnostics, SassError
 from .frontend import DEFAULT_SMEM_ALIGN, Declarations, finish_kernel
+from .module import MODULE_DIRECTIVES, check_module, declare_module
 from .operands import MAX_REGISTER, canonical_operand, parse_number, parse_register
 from .regalloc import AutoName
 
@@ -149,12 +150,79 @@ class _Build(Transformer):
     registers = _directive_number("registers")
     maxthreads = _directive_number("maxthreads")
 
+    def _word(self, tok: Token):
+        """A data directive's value: a 32-bit word, or `&name[+addend]` (an AddressOf)."""
+        if tok.type == "ADDRESS_OF":
+            m = re.fullmatch(r"&([A-Za-z_$][\w$]*)(?:([+-])(\w+))?", tok.value)
+            addend = int(m.group(3), 0) * (-1 if m.group(2) == "-" else 1) if m.group(3) else 0
+            if not -(1 << 63) <= addend < 1 << 63:
+                raise SassError(f"'{tok.value}': the addend does not fit in 64 bits", self._loc(tok))
+            return AddressOf(m.group(1), addend, self._loc(tok))
+        word = self._num(tok)
+        if not 0 <= word < 1 << 32:
+            raise SassError(f"'{tok.value}' is not a 32-bit word", self._loc(tok))
+        return word
+
     def constbank(self, items):
-        bank, offset, word = (self._num(t) for t in items)
+        bank, offset = self._num(items[0]), self._num(items[1])
         loc = self._loc(items[0])
-        if not 1 <= bank <= 17 or offset % 4 or not 0 <= word < 1 << 32:
+        if not 1 <= bank <= 17 or offset % 4:
             raise SassError(".constbank takes a bank 1..17, a 4-byte aligned offset and a 32-bit word", loc)
+        word = self._word(items[2])
+        if isinstance(word, AddressOf):
+            raise SassError(f"'&{word.name}': a kernel's own constant bank holds no addresses; module "
+                            f"constant banks do (`.moduleconst {bank} 0x{offset:x} &{word.name}`)", word.loc)
         return ("constbank", (bank, offset, word), loc)
+
+    def moduleconst(self, items):
+        bank, offset = self._num(items[0]), self._num(items[1])
+        loc = self._loc(items[0])
+        if not 1 <= bank <= 17:
+            raise SassError(f".moduleconst bank {bank}: module constant banks are 1..17 "
+                            f"(bank 0 holds each kernel's parameters)", loc)
+        word = self._word(items[2])
+        align = 8 if isinstance(word, AddressOf) else 4
+        if offset < 0 or offset % align:
+            raise SassError(f".moduleconst offset 0x{offset:x} is not {align}-byte aligned"
+                            + (" (an address takes 8 bytes)" if align == 8 else ""), self._loc(items[1]))
+        return ("moduleconst", (bank, offset, word), loc)
+
+    def global_object(self, items):
+        name = items[0]
+        size = self._num(items[1])
+        align = self._num(items[2]) if len(items) > 2 else 1
+        offset = self._num(items[3]) if len(items) > 3 else None
+        if size <= 0:
+            raise SassError(f"global '{name.value}' needs a positive size", self._loc(items[1]))
+        if align <= 0 or align & (align - 1):
+            raise SassError(f"global '{name.value}': alignment {align} is not a power of two", self._loc(items[2]))
+        if offset is not None and (offset < 0 or offset % align):
+            raise SassError(f"global '{name.value}': offset 0x{offset:x} is not a multiple of its "
+                            f"alignment {align}", self._loc(items[3]))
+        return ("global", GlobalDecl(name.value, size, align, offset, loc=self._loc(name)), self._loc(name))
+
+    def init(self, items):
+        name, offset = items[0], self._num(items[1])
+        word = self._word(items[2])
+        align = 8 if isinstance(word, AddressOf) else 4
+        if offset < 0 or offset % align:
+            raise SassError(f".init offset 0x{offset:x} is not {align}-byte aligned"
+                            + (" (an address takes 8 bytes)" if align == 8 else ""), self._loc(items[1]))
+        return ("init", (name.value, offset, word), self._loc(name))
+
+    def constsym(self, items):
+        bank, name, offset, size = self._num(items[0]), items[1], self._num(items[2]), self._num(items[3])
+        if not 1 <= bank <= 17:
+            raise SassError(f".constsym bank {bank}: module constant banks are 1..17", self._loc(items[0]))
+        if size <= 0 or offset < 0:
+            raise SassError(f".constsym '{name.value}' needs a positive size and offset", self._loc(items[3]))
+        return ("constsym", (bank, name.value, offset, size), self._loc(name))
+
+    def visible(self, items):
+        return ("bind", (items[0].value, "visible"), self._loc(items[0]))
+
+    def weak(self, items):
+        return ("bind", (items[0].value, "weak"), self._loc(items[0]))
     minblocks = _directive_number("minblocks")
     align = _directive_number("align")
 
@@ -711,6 +779,8 @@ def parse_program(text: str, arch: str, filename: str = "<input>", lines: Option
                     raise SassError(f"this file is written for {value}, but --arch is {arch}", loc)
             elif kind == "raw":
                 pending_raw = value
+            elif kind in MODULE_DIRECTIVES:
+                declare_module(program, kind, value, loc)
             else:
                 _declare(kernel_here(loc), declarations, kind, value, loc)
         except SassError as e:
@@ -718,6 +788,7 @@ def parse_program(text: str, arch: str, filename: str = "<input>", lines: Option
     if not program.kernels:
         first = lines.loc(1, 1) if lines is not None else Loc(filename, 1, 1, text.split("\n", 1)[0])
         diags.error(SassError("nothing to assemble: the input has no instructions", first))
+    check_module(program, diags)
     target = get_arch(arch)
     for kernel in program.kernels:
         try:

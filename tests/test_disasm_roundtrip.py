@@ -67,7 +67,7 @@ def test_edit_survives_inserting_an_instruction():
             assert line.split("BRA", 1)[1].strip(" ;").split()[-1] in labels
 
 
-def test_relocations_are_refused():
+def test_code_relocations_are_refused():
     from sassas.disasm import _refuse_what_cannot_be_carried
 
     class Section:
@@ -78,12 +78,17 @@ def test_relocations_are_refused():
         name = "k"
 
     class Info:
-        sections = [Section(".rel.debug_frame", 48), Section(".rel.nv.constant4", 24)]
+        sections = [Section(".rel.debug_frame", 48), Section(".rel.text.k", 24)]
 
-    with pytest.raises(UnsupportedCubin, match=r"1 relocation\(s\) against .nv.constant4"):
+    with pytest.raises(UnsupportedCubin, match=r"1 relocation\(s\) against .text.k"):
         _refuse_what_cannot_be_carried(Info(), [Kernel()])
-    Info.sections = [Section(".rel.debug_frame", 48), Section(".rela.text.k", 0)]
-    _refuse_what_cannot_be_carried(Info(), [Kernel()])     # empty or debug-only: fine
+    Info.sections = [Section(".rela.nv.constant2.k", 48)]
+    with pytest.raises(UnsupportedCubin, match=r"2 relocation\(s\) against .nv.constant2.k"):
+        _refuse_what_cannot_be_carried(Info(), [Kernel()])
+    # Empty, debug-only, another kernel's, or module data (carried by `.moduleconst`/`.init`): fine.
+    Info.sections = [Section(".rel.debug_frame", 48), Section(".rela.text.k", 0), Section(".rel.text.other", 24),
+                     Section(".rel.nv.constant4", 24), Section(".rela.nv.global.init", 24)]
+    _refuse_what_cannot_be_carried(Info(), [Kernel()])
 
 
 @needs_nvrtc
