@@ -56,8 +56,10 @@ def assign_addresses(kernel: Kernel) -> dict[str, int]:
     return labels
 
 
-def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Operand]] = None) -> None:
-    """Resolve every symbolic operand of the kernel in place."""
+def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Operand]] = None,
+                   isa=None) -> None:
+    """Resolve every symbolic operand of the kernel in place (`isa`: the description to take
+    the hidden descriptor's rule from, the arch's own by default)."""
     layout_params(kernel, arch)
     labels = assign_addresses(kernel)
     params = {p.name: p for p in kernel.params}
@@ -66,8 +68,10 @@ def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Ope
         if inst.shape.symbolic:
             inst.operands = tuple(_resolve_operand(op, inst, labels, params, registers, arch)
                                   for op in inst.operands)
-    from .isa import get_isa
-    infer_descriptors(kernel.body, get_isa(arch.name))
+    if isa is None:
+        from .isa import get_isa
+        isa = get_isa(arch.name)
+    infer_descriptors(kernel.body, isa)
 
 
 def descriptor_registers(body, load) -> list[Optional[int]]:

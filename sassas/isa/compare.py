@@ -25,20 +25,21 @@ def normal_text(text: str) -> str:
     return " ".join(text.replace(" ,", ",").split())
 
 
-def listing_encodings(listing: str, arch: str, original: bytes
+def listing_encodings(listing: str, arch: str, original: bytes, isa=None
                       ) -> Iterator[tuple[Instruction, int, Optional[int], Optional[SassError]]]:
     """(instruction, the cubin's word, our encoding or None, the error or None) for each
-    instruction of `listing`, a listing of the cubin `original`."""
+    instruction of `listing`, a listing of the cubin `original` (`isa`: the description to
+    encode with, the arch's own by default)."""
     from ..parse import Lines, parse_program
     from ..preprocess import preprocess
     from ..resolve import resolve_kernel
     target = get_arch(arch)
-    isa = get_isa(arch)
+    isa = isa or get_isa(arch)
     pre = preprocess(listing, "listing")
     program = parse_program(pre.text, target.name, "listing", Lines(pre.text, "listing", pre.origins, pre.sources))
     info = read_cubin(original)
     for kernel in program.kernels:
-        resolve_kernel(kernel, target)
+        resolve_kernel(kernel, target, isa=isa)
         code = info.kernel(kernel.name).code
         for inst in kernel.instructions:
             want = int.from_bytes(code[inst.address:inst.address + 16], "little")

@@ -179,6 +179,11 @@ def check_sample(isa: Isa, s: fit.Sample, strict: bool = True) -> str:
         return f"encode: {e.message}"
     if word != s.word:
         return f"encode: 0x{word:032x} != 0x{s.word:032x} (diff 0x{word ^ s.word:x})"
+    return check_format(isa, s)
+
+
+def check_format(isa: Isa, s: fit.Sample) -> str:
+    """'' when the word decodes and prints as nvdisasm's text; else what went wrong."""
     try:
         text = isa.format(isa.decode(s.word, s.address))
     except SassError as e:
@@ -186,6 +191,41 @@ def check_sample(isa: Isa, s: fit.Sample, strict: bool = True) -> str:
     if text != s.text:
         return f"format: {text!r} != {s.text!r}"
     return ""
+
+
+def check_corpus(isa: Isa, arch: str, samples: list, log=None) -> dict[int, str]:
+    """The corpus samples that do not round-trip (word -> why), measured as `sassas asm` gets
+    them: each word must decode and print as nvdisasm's text, and re-encode bit-exactly from
+    the text of the whole-kernel listings (`nvdisasm -hex` of each corpus cubin, control bits
+    from the hex) in every place it occurs. In a listing the kernel around an instruction is
+    known, so is the hidden memory descriptor (sm_80..sm_89: resolve takes it from the
+    kernel's descriptor load), which one word alone cannot say. A word that no listing holds
+    (nvdisasm refused the cubin) is checked alone (check_sample)."""
+    from .compare import listing_encodings
+    by_word = {s.word: s for s in samples}
+    failures: dict[int, str] = {}
+    listed: set[int] = set()
+    for cubin in corpus.cubins(arch):
+        text = oracle.listing(cubin, arch)
+        if text is None:
+            continue
+        try:
+            for _inst, want, got, error in listing_encodings(text, arch, cubin, isa):
+                if want not in by_word:
+                    continue
+                listed.add(want)
+                if got != want and want not in failures:
+                    failures[want] = (f"listing: {error.message}" if error is not None else
+                                      f"listing: 0x{got:032x} != 0x{want:032x} (diff 0x{got ^ want:x})")
+        except SassError as e:
+            if log:
+                log(f"[{arch}] a corpus listing does not assemble: {e.message}")
+    for s in samples:
+        if s.word not in failures:
+            why = check_format(isa, s) if s.word in listed else check_sample(isa, s)
+            if why:
+                failures[s.word] = why
+    return failures
 
 
 def _claimed(e) -> int:
@@ -200,7 +240,9 @@ def _claimed(e) -> int:
 
 def rank(encodings: list, samples: list, tables: dict) -> None:
     """Order each form's encodings by how many corpus words each reproduces exactly (the
-    encoder tries them in this order, like LLVM's alias priorities): stored as `support`."""
+    encoder tries them in this order, like LLVM's alias priorities): stored as `support`;
+    and record in `reproduces` the token sets of the words each encoding reproduces (where
+    several do, the encoder prefers one that reproduced the instruction's set)."""
     by_key = defaultdict(list)
     for e in encodings:
         by_key[(e.opcode, e.kinds)].append(e)
@@ -210,16 +252,21 @@ def rank(encodings: list, samples: list, tables: dict) -> None:
     from ..ast import ControlCode
     for key, encs in by_key.items():
         isa = Isa("", encs, tables, dict(DEFAULT_SYNTAX))
+        reproduces = defaultdict(set)
         for e in encs:
             e.support = 0
         for s in samples_by_key.get(key, []):
             inst = fit.parse_instruction(s.text)
             inst.address, inst.control = s.address, ControlCode.from_word(s.word)
             toks, vals = instruction_tokens(inst), fit.instruction_values(inst)
+            first = True
             for e in encs:
                 if isa._try_encode(e, inst, toks, vals, []) == s.word:
-                    e.support += 1
-                    break
+                    e.support += first
+                    first = False
+                    reproduces[id(e)].add(toks)
+        for e in encs:
+            e.reproduces = frozenset(reproduces[id(e)])
 
 
 def _signature(e) -> tuple:
@@ -428,11 +475,13 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool
     write_description(learn_descriptors(isa, arch, log), out_dir / f"{arch}.toml")
     # Reload what was written, so the report is about the file, not the objects in memory.
     isa = load_description(out_dir / f"{arch}.toml")
-    failures = {}
+    # The corpus as `sassas asm` gets it (whole-kernel listings: check_corpus), the rest alone.
+    failures = check_corpus(isa, arch, samples, log)
     for s in pool:
-        why = check_sample(isa, s, s.word in corpus_words)
-        if why:
-            failures[s.word] = why
+        if s.word not in corpus_words:
+            why = check_sample(isa, s, False)
+            if why:
+                failures[s.word] = why
     ok = sum(1 for s in samples if s.word not in failures)
     corpus_keys = {s.key for s in samples}
     forms_ok = sum(1 for k in corpus_keys if all(s.word not in failures for s in by_key[k]))

@@ -159,6 +159,10 @@ class Encoding:
     aliases: list = field(default_factory=list)
     source_word: int = field(default=0, repr=False)   # the learner's representative
     support: int = 0                      # corpus words it reproduces: encoder preference
+    # The token sets (instruction_tokens) of the corpus words it reproduces bit-exactly: the
+    # encoder prefers an encoding that reproduced the instruction's own set, where ptxas sets
+    # bits that nvdisasm does not print with some modifiers only (HFMA2.RELU, sm_90).
+    reproduces: frozenset = frozenset()
     # Operand index -> further reuse bits that nvdisasm also prints as .reuse on it (decoding
     # only): with a constant in the B slot, sm_70's nvdisasm shows the B and C reuse bits alike
     # on the one register left (`LEA.HI.X R3, R3, c[0x0][0x164], R22.reuse`).
@@ -535,7 +539,8 @@ class Isa:
         # the same modifiers, is the likeliest to be what ptxas writes; then the most specific.
         if len(encs) > 1:
             written = numbered_modifiers(inst.modifiers)
-            encs = sorted(encs, key=lambda e: (e.support == 0, not e.prints_in_order(written),
+            encs = sorted(encs, key=lambda e: (tokens not in e.reproduces, e.support == 0,
+                                               not e.prints_in_order(written),
                                                e.example_tokens != tokens, -e.support))
         return encs, tokens
 
