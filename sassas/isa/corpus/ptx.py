@@ -393,6 +393,11 @@ def _idioms() -> list[Snippet]:
           ("b32", param + "atom.global.cas.b32 %o, [%q+12], %a, %b;"),
           ("b32", param + "ld.global.b32 %o, [%q+4];"),
           ("b32", param + "st.global.b32 [%q+12], %a; mov.b32 %o, %b;"),
+          # Shared memory at fixed addresses: address 0 prints as [RZ], others as [0x4].
+          ("b32", "st.shared.u16 [smem], %ha; st.shared.u32 [smem+4], %a; @%pa st.shared.u16 [smem], %hb; "
+                  "bar.sync 0; ld.shared.u32 %o, [smem];"),
+          ("b32", "st.shared.u8 [smem], %a; st.shared.u64 [smem+8], %la; bar.sync 0; ld.shared.u16 %t1, [smem]; "
+                  "ld.shared.u8 %t2, [smem+2]; add.u32 %o, %t1, %t2;"),
           # 64-bit sums of uniform values: UIADD3 with a carry-out predicate.
           ("b32", ".reg .b64 %q, %r; ld.param.u64 %q, [p_out]; ld.param.u64 %r, [p_in]; "
                   "add.s64 %q, %q, %r; cvta.to.global.u64 %q, %q; ld.global.b32 %o, [%q];"),
