@@ -154,7 +154,7 @@ def reuse_from_samples(samples, seen=None) -> dict[int, int]:
     return out
 
 
-def check_sample(isa: Isa, s: fit.Sample, strict: bool = True) -> str:
+def check_sample(isa: Isa, s: fit.Sample, strict: bool = True, descriptor=None) -> str:
     """'' when the sample round-trips bit-exactly both ways; else what went wrong.
     Not strict (words of the opcode sweep, whose hidden bits are random): the word decodes
     to nvdisasm's text, and that text encodes to a word that prints the same."""
@@ -174,6 +174,8 @@ def check_sample(isa: Isa, s: fit.Sample, strict: bool = True) -> str:
         inst.address = s.address
         from ..ast import ControlCode
         inst.control = ControlCode.from_word(s.word)
+        if descriptor is not None and inst.opcode in isa.descriptor_opcodes:
+            inst.descriptor = descriptor      # what the kernel around it gives (check_corpus)
         word = isa.encode(inst)
     except SassError as e:
         return f"encode: {e.message}"
@@ -195,36 +197,46 @@ def check_format(isa: Isa, s: fit.Sample) -> str:
 
 def check_corpus(isa: Isa, arch: str, samples: list, log=None) -> dict[int, str]:
     """The corpus samples that do not round-trip (word -> why), measured as `sassas asm` gets
-    them: each word must decode and print as nvdisasm's text, and re-encode bit-exactly from
-    the text of the whole-kernel listings (`nvdisasm -hex` of each corpus cubin, control bits
-    from the hex) in every place it occurs. In a listing the kernel around an instruction is
-    known, so is the hidden memory descriptor (sm_80..sm_89: resolve takes it from the
-    kernel's descriptor load), which one word alone cannot say. A word that no listing holds
-    (nvdisasm refused the cubin) is checked alone (check_sample)."""
-    from .compare import listing_encodings
+    them from a listing: each word must decode and print as nvdisasm's text, and re-encode
+    bit-exactly from that text (control bits from the word) in every kernel it occurs in,
+    with what the kernel around it tells: the hidden memory descriptor (sm_80..sm_89), which
+    resolve gives a memory instruction from the kernel's descriptor loads
+    (resolve.descriptor_registers; a label, at every branch target as in nvdisasm's listing,
+    starts a basic block). One word alone cannot say which pair ptxas loaded the descriptor
+    into. Words without a hidden descriptor are checked once (check_sample)."""
+    from ..ast import Label
+    from ..resolve import descriptor_registers
     by_word = {s.word: s for s in samples}
     failures: dict[int, str] = {}
-    listed: set[int] = set()
-    for cubin in corpus.cubins(arch):
-        text = oracle.listing(cubin, arch)
-        if text is None:
-            continue
-        try:
-            for _inst, want, got, error in listing_encodings(text, arch, cubin, isa):
-                if want not in by_word:
+    context: dict[int, set] = defaultdict(set)          # word -> descriptor registers given
+    if isa.descriptor_opcodes:
+        for cubin in corpus.cubins(arch):
+            for _section, code in oracle.text_sections(cubin):
+                words = oracle.words_of(code)
+                decoded = [isa.decode_match(w, 16 * i) if w in by_word else None for i, w in enumerate(words)]
+                if not any(m is not None and m[1].opcode in isa.descriptor_opcodes for m in decoded):
                     continue
-                listed.add(want)
-                if got != want and want not in failures:
-                    failures[want] = (f"listing: {error.message}" if error is not None else
-                                      f"listing: 0x{got:032x} != 0x{want:032x} (diff 0x{got ^ want:x})")
-        except SassError as e:
-            if log:
-                log(f"[{arch}] a corpus listing does not assemble: {e.message}")
+                targets = {op.values[0] for m in decoded if m is not None
+                           for op in m[1].operands if op.kind == "L"}
+                body = []
+                for i, m in enumerate(decoded):
+                    if 16 * i in targets:
+                        body.append(Label(f".L_{i}"))
+                    body.append(m[1] if m is not None else fit.parse_instruction("NOP"))
+                registers = descriptor_registers(body, isa.descriptor_load)
+                for w, m, register in zip(words, decoded, registers):
+                    if m is not None and m[1].opcode in isa.descriptor_opcodes:
+                        context[w].add(register)
     for s in samples:
-        if s.word not in failures:
-            why = check_format(isa, s) if s.word in listed else check_sample(isa, s)
-            if why:
-                failures[s.word] = why
+        why = check_sample(isa, s)
+        if s.word in context and (not why or why.startswith("encode:")):
+            why = ""
+            for register in sorted(context[s.word], key=lambda r: -1 if r is None else r):
+                why = check_sample(isa, s, descriptor=register)
+                if why:
+                    break
+        if why:
+            failures[s.word] = why
     return failures
 
 
