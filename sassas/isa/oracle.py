@@ -312,26 +312,6 @@ def _disassemble_chunk(words: list[int], arch: str) -> dict[int, Optional[Disass
     return result
 
 
-def listing(cubin: bytes, arch: str) -> Optional[str]:
-    """`nvdisasm -hex` of a whole cubin (ELF mode: labels, one `.text.NAME` section per
-    kernel), as `sassas asm` takes it; cached by content. None when nvdisasm refuses it."""
-    key = hashlib.sha1(f"{arch}\0".encode() + cubin).hexdigest()
-    cached = CACHE_DIR / "oracle" / "listing" / f"{key}.txt"
-    if cached.exists():
-        return cached.read_text() or None
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
-        f.write(cubin)
-        path = f.name
-    try:
-        proc = subprocess.run([str(find_tool("nvdisasm", arch)), "-hex", path], capture_output=True, text=True)
-    finally:
-        os.unlink(path)
-    text = proc.stdout if proc.returncode == 0 else ""
-    cached.write_text(text)
-    return text or None
-
-
 def disassemble_code(code: bytes, arch: str) -> list[Disassembled]:
     """Disassemble one code section as it is (raw mode, addresses from 0)."""
     listing, _bad, _fatal = _run_raw(words_of(code), arch)
