@@ -398,6 +398,17 @@ def _idioms() -> list[Snippet]:
                   "bar.sync 0; ld.shared.u32 %o, [smem];"),
           ("b32", "st.shared.u8 [smem], %a; st.shared.u64 [smem+8], %la; bar.sync 0; ld.shared.u16 %t1, [smem]; "
                   "ld.shared.u8 %t2, [smem+2]; add.u32 %o, %t1, %t2;"),
+          # Shared counters (atomicAdd(&s[i], 1) without a result: ATOMS.POPC.INC).
+          ("b32", "and.b32 %t1, %a, 255; shl.b32 %t1, %t1, 2; mov.u32 %t2, smem; add.u32 %t1, %t1, %t2; "
+                  "red.shared.add.u32 [%t1], 1; bar.sync 0; ld.shared.u32 %o, [%t1];"),
+          ("b32", "and.b32 %t1, %a, 255; shl.b32 %t1, %t1, 3; mov.u32 %t2, smem; add.u32 %t1, %t1, %t2; "
+                  "red.shared.add.u64 [%t1], 1; red.shared.add.u32 [%t1+4], %b; bar.sync 0; ld.shared.u32 %o, [%t1];"),
+          # Division by a kernel parameter (a uniform divisor: I2F.U32.RP R, UR ...), and
+          # 64-bit negation of one (UIADD3 with a carry, URZ minus UR).
+          ("b32", ".reg .b32 %m; ld.param.u32 %m, [p_n]; add.u32 %m, %m, 3; div.u32 %o, %a, %m;"),
+          ("b32", ".reg .b32 %m; ld.param.u32 %m, [p_n]; add.u32 %m, %m, 3; rem.s32 %o, %a, %m;"),
+          ("b64", ".reg .b64 %q; ld.param.u64 %q, [p_in]; add.s64 %q, %q, 5; div.u64 %o, %la, %q;"),
+          ("b64", ".reg .b64 %q; ld.param.u64 %q, [p_in]; neg.s64 %q, %q; add.s64 %o, %la, %q;"),
           # 64-bit sums of uniform values: UIADD3 with a carry-out predicate.
           ("b32", ".reg .b64 %q, %r; ld.param.u64 %q, [p_out]; ld.param.u64 %r, [p_in]; "
                   "add.s64 %q, %q, %r; cvta.to.global.u64 %q, %q; ld.global.b32 %o, [%q];"),
