@@ -409,6 +409,8 @@ def _idioms() -> list[Snippet]:
           ("b32", ".reg .b32 %m; ld.param.u32 %m, [p_n]; add.u32 %m, %m, 3; rem.s32 %o, %a, %m;"),
           ("b64", ".reg .b64 %q; ld.param.u64 %q, [p_in]; add.s64 %q, %q, 5; div.u64 %o, %la, %q;"),
           ("b64", ".reg .b64 %q; ld.param.u64 %q, [p_in]; neg.s64 %q, %q; add.s64 %o, %la, %q;"),
+          ("b64", ".reg .b64 %q; .reg .b32 %m; ld.param.u32 %m, [p_n]; cvt.s64.s32 %q, %m; "
+                  "div.s64 %o, %la, %q;"),
           # 64-bit sums of uniform values: UIADD3 with a carry-out predicate.
           ("b32", ".reg .b64 %q, %r; ld.param.u64 %q, [p_out]; ld.param.u64 %r, [p_in]; "
                   "add.s64 %q, %q, %r; cvta.to.global.u64 %q, %q; ld.global.b32 %o, [%q];"),
