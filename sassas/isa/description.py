@@ -14,10 +14,10 @@ Layout (numbers in hex strings where they exceed TOML's 64-bit integers):
     match                         "mask:value": the bits that identify this encoding
     base                          the word before fields and groups are ORed in
     support                       corpus words it reproduces (the encoder prefers higher)
-    reproduces                    the modifier sets (tokens joined by ' ', operand flags as
-                                  '@2-') of ptxas's words it reproduces bit-exactly: the encoder
-                                  tries first an encoding that reproduced the instruction's set
-                                  (hidden bits that ptxas sets with some modifiers only)
+    reproduces                    the tokens of ptxas's words it reproduces bit-exactly, joined
+                                  by ' ': modifiers in print order, then operand flags ('@2-');
+                                  the encoder tries first an encoding that reproduced the
+                                  instruction's (hidden bits ptxas sets with some modifiers only)
     tokens                        modifiers always printed by this encoding
     order                         modifier print order
     reuse                         { operand index = reuse bit }
@@ -168,8 +168,8 @@ def write_description(isa: Isa, path: Path, header: str = "") -> None:
         if e.support:
             out.append(f"support = {e.support}")
         if e.reproduces:
-            out.append("reproduces = [" + ", ".join(_q(" ".join(sorted(t))) for t in
-                                                   sorted(e.reproduces, key=lambda t: (len(t), sorted(t)))) + "]")
+            out.append("reproduces = [" + ", ".join(_q(" ".join(t)) for t in
+                                                   sorted(e.reproduces, key=lambda t: (len(t), t))) + "]")
         if e.fixed_tokens:
             out.append(f"tokens = [{', '.join(_q(t) for t in sorted(e.fixed_tokens))}]")
         if e.order:
@@ -328,7 +328,7 @@ def load_description(path: Path, text: Optional[str] = None) -> Isa:
                      name=form_name(form["opcode"], form["operands"]), example=form.get("example", ""),
                      aliases=[_parse_alias(a, where) for a in form.get("aliases", [])],
                      support=form.get("support", 0),
-                     reproduces=frozenset(frozenset(t.split()) for t in form.get("reproduces", ())))
+                     reproduces=frozenset(tuple(t.split()) for t in form.get("reproduces", ())))
         if "descriptor" in form:
             if form["descriptor"] not in fields:
                 raise SassError(f"{where}: unknown descriptor field {form['descriptor']!r}")

@@ -473,6 +473,10 @@ def modifier_order(sequences: list[tuple[str, ...]], own: list[tuple[str, ...]] 
     order = []
     while remaining:
         free = [t for t in remaining if not any(t in after[u] for u in remaining if u != t)]
+        if not free:
+            # A cycle through other encodings' sequences (F32.F16, F16.F64, and this one's
+            # F64.F32): what this encoding prints still decides.
+            free = [t for t in remaining if not any((u, t) in own_pairs for u in remaining if u != t)]
         pick = min(free or remaining, key=lambda t: (sum(pos[t]) / len(pos[t]), t))
         order.append(pick)
         remaining.remove(pick)

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..errors import SassError
 from . import corpus, fit, oracle
 from .description import DEFAULT_SYNTAX, load_description, write_description
-from .model import CONTROL_MASK, DATA_DIR, Isa, form_name, instruction_tokens
+from .model import CONTROL_MASK, DATA_DIR, Isa, form_name, instruction_tokens, written_tokens
 
 
 REPS_PER_ROUND = 4
@@ -276,7 +276,7 @@ def rank(encodings: list, samples: list, tables: dict) -> None:
                 if isa._try_encode(e, inst, toks, vals, []) == s.word:
                     e.support += first
                     first = False
-                    reproduces[id(e)].add(toks)
+                    reproduces[id(e)].add(written_tokens(inst))
         for e in encs:
             e.reproduces = frozenset(reproduces[id(e)])
 
@@ -534,10 +534,24 @@ def main(argv=None) -> int:
     ap.add_argument("--no-sweep", action="store_true", help="learn from the corpus only")
     ap.add_argument("--descriptors-only", action="store_true",
                     help="only (re)learn the hidden descriptor field of the description in --out")
+    ap.add_argument("--rank-only", action="store_true",
+                    help="only (re)rank the encodings of the description in --out on the corpus "
+                         "(support, reproduces: seconds)")
     args = ap.parse_args(argv)
     for arch in args.arch:
         if not oracle.have_tools(arch):
             print(f"[{arch}] skipped: ptxas/nvdisasm for {arch} not found", file=sys.stderr)
+            continue
+        if args.rank_only:
+            path = args.out / f"{arch}.toml"
+            isa = load_description(path)
+            samples = [s for s in fit.to_samples(oracle.disassemble(corpus.build(arch), arch,
+                                                                    oracle.DisasmCache(arch))).values() if s]
+            rank(isa.encodings, samples, isa.tables)
+            isa = Isa(arch, isa.encodings, isa.tables, isa.syntax, isa.descriptor_load)
+            write_description(isa, path)
+            bad = check_corpus(load_description(path), arch, samples)
+            print(f"[{arch}] ranked: {len(samples) - len(bad)}/{len(samples)} corpus words round-trip")
             continue
         if args.descriptors_only:
             path = args.out / f"{arch}.toml"
