@@ -293,6 +293,12 @@ class Checker:
                     # after the earlier one has read its sources (ptxas relies on it: DFMA
                     # then DMUL into a DFMA source on sm_75, no wait between).
                     continue
+                if variable and eff.cls == "global" and self.effs[t.producer].cls == "global":
+                    # Likewise two global-memory instructions: a later one's result comes back
+                    # from memory after the earlier one has read its address (ptxas relies on
+                    # it: `LDG.E.64 R6, desc[UR6][R10.64+0x30]` sets read barrier 1, and an
+                    # ATOMG writes R11 with no wait on it, sm_90).
+                    continue
                 report("war", i, f"overwrites {_reg(reg)} while {_describe(self.insts[t.producer])} may still "
                        f"read it: {_wait_hint(t, 'read')}", t.producer)
             state.writes.pop(reg, None)

@@ -16,22 +16,34 @@ def test_description_loads(arch):
     assert isa.encodings and isa.forms()
 
 
+# Share of the learning corpus's distinct words that round-trip (learn.check_corpus: decode +
+# format equal to nvdisasm's text, and re-encoded bit-exactly from the text of the corpus
+# kernels' listings, where the kernel gives the hidden memory descriptor). What the tables
+# reach; it may only go up.
+CORPUS_FLOORS = {"sm_70": 100.0, "sm_75": 100.0, "sm_80": 100.0, "sm_86": 100.0, "sm_89": 100.0,
+                 "sm_90": 100.0}
+
+
 @pytest.mark.parametrize("arch", ARCHS)
-def test_corpus_round_trip(arch):
+def test_corpus_round_trip(arch, capsys):
     for tool in ("ptxas", "nvdisasm"):
         try:
             oracle.find_tool(tool, arch)
         except oracle.OracleMissing as e:
             pytest.skip(f"{tool} for {arch} not installed: {e}")
     from sassas.isa import corpus, fit, get_isa
-    from sassas.isa.learn import check_sample
+    from sassas.isa.learn import check_corpus
     isa = get_isa(arch)
     words = corpus.build(arch)
     samples = [s for s in fit.to_samples(oracle.disassemble(words, arch, oracle.DisasmCache(arch))).values() if s]
-    bad = [s.text for s in samples if check_sample(isa, s)]
-    rate = 1 - len(bad) / len(samples)
-    print(f"{arch}: {len(samples) - len(bad)}/{len(samples)} bit-exact ({rate:.1%})")
-    assert rate >= 0.85, bad[:10]
+    failures = check_corpus(isa, arch, samples)
+    by_word = {s.word: s for s in samples}
+    bad = [f"{by_word[w].text}: {why}" for w, why in failures.items()]
+    percent = 100.0 * (len(samples) - len(bad)) / len(samples)
+    with capsys.disabled():
+        print(f"\n[{arch}] learning corpus: {len(samples) - len(bad)}/{len(samples)} words round-trip "
+              f"({percent:.2f}%)" + "".join(f"\n    {b[:160]}" for b in bad[:5]))
+    assert percent >= CORPUS_FLOORS.get(arch, 85.0), bad[:10]
 
 
 @pytest.mark.parametrize("arch", ARCHS)

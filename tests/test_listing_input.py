@@ -22,8 +22,8 @@ from _realistic import compile_realistic
 
 ARCHS = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
 SOURCE = os.path.join(os.path.dirname(__file__), "data", "realistic_kernels.cu")
-# Where every instruction is reproduced, this becomes 100; it may only go up.
-MIN_EXACT_PERCENT = 99.0
+# Every instruction is reproduced on every arch: it may not go down.
+MIN_EXACT_PERCENT = 100.0
 
 _ok, _why = nvrtc.available()
 needs_nvrtc = pytest.mark.skipif(not _ok, reason=f"NVRTC is needed to compile the test kernels: {_why}")

@@ -98,14 +98,7 @@ class Corpus:
 CORPORA = {c.name: c for c in [
     Corpus("bitsandbytes", "MIT",
            (("bitsandbytes==0.50.2", ("bitsandbytes/libbitsandbytes_cuda128.so",)),),
-           floors={
-               "sm_70": (100.0, 100.0),
-               "sm_75": (99.9, 99.9),
-               "sm_80": (100.0, 100.0),
-               "sm_86": (100.0, 99.9),
-               "sm_89": (100.0, 99.9),
-               "sm_90": (99.9, 99.9),
-           }),
+           floors={arch: (100.0, 100.0) for arch in ARCHS}),
     Corpus("torchvision-audio", "BSD-3-Clause (torchvision), BSD-2-Clause (torchaudio)",
            (("torchvision==0.22.1", ("torchvision/_C.so",)),
             ("torchaudio==2.7.1", ("torchaudio/lib/libtorchaudio.so",

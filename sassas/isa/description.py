@@ -14,6 +14,10 @@ Layout (numbers in hex strings where they exceed TOML's 64-bit integers):
     match                         "mask:value": the bits that identify this encoding
     base                          the word before fields and groups are ORed in
     support                       corpus words it reproduces (the encoder prefers higher)
+    reproduces                    the tokens of ptxas's words it reproduces bit-exactly, joined
+                                  by ' ': modifiers in print order, then operand flags ('@2-');
+                                  the encoder tries first an encoding that reproduced the
+                                  instruction's (hidden bits ptxas sets with some modifiers only)
     tokens                        modifiers always printed by this encoding
     order                         modifier print order
     reuse                         { operand index = reuse bit }
@@ -163,6 +167,9 @@ def write_description(isa: Isa, path: Path, header: str = "") -> None:
             out.append(f"descriptor = {_q(field_names[e.descriptor])}")
         if e.support:
             out.append(f"support = {e.support}")
+        if e.reproduces:
+            out.append("reproduces = [" + ", ".join(_q(" ".join(t)) for t in
+                                                   sorted(e.reproduces, key=lambda t: (len(t), t))) + "]")
         if e.fixed_tokens:
             out.append(f"tokens = [{', '.join(_q(t) for t in sorted(e.fixed_tokens))}]")
         if e.order:
@@ -320,7 +327,8 @@ def load_description(path: Path, text: Optional[str] = None) -> Isa:
                      reuse_decode_only={int(k): tuple(v) for k, v in form.get("reuse_decode_only", {}).items()},
                      name=form_name(form["opcode"], form["operands"]), example=form.get("example", ""),
                      aliases=[_parse_alias(a, where) for a in form.get("aliases", [])],
-                     support=form.get("support", 0))
+                     support=form.get("support", 0),
+                     reproduces=frozenset(tuple(t.split()) for t in form.get("reproduces", ())))
         if "descriptor" in form:
             if form["descriptor"] not in fields:
                 raise SassError(f"{where}: unknown descriptor field {form['descriptor']!r}")

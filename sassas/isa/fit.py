@@ -15,6 +15,7 @@ Nothing in here knows any particular instruction.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import struct
 from collections import Counter, defaultdict
@@ -349,6 +350,18 @@ def modifier_groups(probe: Probe, flips: dict[int, Optional[Sample]],
         expected = (t0 - (t0 - t1) - (t0 - t2)) | (t1 - t0) | (t2 - t0)
         if not _compatible(probe.rep, s) or instruction_tokens(s.inst) != expected:
             parent[find(b1)] = find(b2)
+    # Bits whose single flips each take away the same modifier of the representative decide
+    # it together (ATOMS.CAST.SPIN: clearing bit 87 prints CAS, clearing bit 88 prints CAST;
+    # BRA.U.ANY: bits 32 and 84): one group, enumerated whole, or the one that flips it
+    # last would claim the modifier alone and the other would keep its default.
+    size = Counter(find(b) for b in probe.modifier_bits)
+    for b1, b2 in itertools.combinations(sorted(probe.modifier_bits), 2):
+        t1, t2 = probe.modifier_tokens.get(b1, t0), probe.modifier_tokens.get(b2, t0)
+        shared = {t for t in (t0 - t1) & (t0 - t2) if not t.startswith("INVALID")}
+        r1, r2 = find(b1), find(b2)
+        if shared and r1 != r2 and size[r1] + size[r2] <= MAX_GROUP_BITS:
+            parent[r1] = r2
+            size[r2] += size.pop(r1)
     groups: dict[int, list[int]] = defaultdict(list)
     for b in probe.modifier_bits:
         groups[find(b)].append(b)
@@ -460,6 +473,10 @@ def modifier_order(sequences: list[tuple[str, ...]], own: list[tuple[str, ...]] 
     order = []
     while remaining:
         free = [t for t in remaining if not any(t in after[u] for u in remaining if u != t)]
+        if not free:
+            # A cycle through other encodings' sequences (F32.F16, F16.F64, and this one's
+            # F64.F32): what this encoding prints still decides.
+            free = [t for t in remaining if not any((u, t) in own_pairs for u in remaining if u != t)]
         pick = min(free or remaining, key=lambda t: (sum(pos[t]) / len(pos[t]), t))
         order.append(pick)
         remaining.remove(pick)
@@ -840,8 +857,12 @@ def induce_aliases(enc: Encoding, observations: list[Sample], tables: dict) -> l
             if {t for t in toks ^ base if t.startswith("@")} or any(t.startswith("INVALID") for t in toks):
                 continue               # flags, or values nvdisasm marks invalid: no alias
             add, drop = frozenset(toks - base), frozenset(base - toks)
+            # A branch target (pc-relative) never decides how nvdisasm spells an instruction:
+            # a word printing tokens that the groups lack there is another encoding's
+            # (`BRA.U.ANY` matching plain BRA's mask), not an alias of one target address.
             atoms = {(j, c) for j, (f, v) in enumerate(zip(enc.fields, vals))
-                     if j > 0 and isinstance(f, Field) and j < len(roles) for c in _value_atoms(roles[j], v)}
+                     if j > 0 and isinstance(f, Field) and f.transform != "pcrel" and j < len(roles)
+                     for c in _value_atoms(roles[j], v)}
             atoms |= {("needs" if t in base else "unless", t) for t in universe}
             obs.append(((add, drop), frozenset(atoms), vals, base))
     finally:

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..errors import SassError
 from . import corpus, fit, oracle
 from .description import DEFAULT_SYNTAX, load_description, write_description
-from .model import CONTROL_MASK, DATA_DIR, Isa, form_name, instruction_tokens
+from .model import CONTROL_MASK, DATA_DIR, Isa, form_name, instruction_tokens, written_tokens
 
 
 REPS_PER_ROUND = 4
@@ -154,7 +154,7 @@ def reuse_from_samples(samples, seen=None) -> dict[int, int]:
     return out
 
 
-def check_sample(isa: Isa, s: fit.Sample, strict: bool = True) -> str:
+def check_sample(isa: Isa, s: fit.Sample, strict: bool = True, descriptor=None) -> str:
     """'' when the sample round-trips bit-exactly both ways; else what went wrong.
     Not strict (words of the opcode sweep, whose hidden bits are random): the word decodes
     to nvdisasm's text, and that text encodes to a word that prints the same."""
@@ -174,11 +174,18 @@ def check_sample(isa: Isa, s: fit.Sample, strict: bool = True) -> str:
         inst.address = s.address
         from ..ast import ControlCode
         inst.control = ControlCode.from_word(s.word)
+        if descriptor is not None and inst.opcode in isa.descriptor_opcodes:
+            inst.descriptor = descriptor      # what the kernel around it gives (check_corpus)
         word = isa.encode(inst)
     except SassError as e:
         return f"encode: {e.message}"
     if word != s.word:
         return f"encode: 0x{word:032x} != 0x{s.word:032x} (diff 0x{word ^ s.word:x})"
+    return check_format(isa, s)
+
+
+def check_format(isa: Isa, s: fit.Sample) -> str:
+    """'' when the word decodes and prints as nvdisasm's text; else what went wrong."""
     try:
         text = isa.format(isa.decode(s.word, s.address))
     except SassError as e:
@@ -186,6 +193,51 @@ def check_sample(isa: Isa, s: fit.Sample, strict: bool = True) -> str:
     if text != s.text:
         return f"format: {text!r} != {s.text!r}"
     return ""
+
+
+def check_corpus(isa: Isa, arch: str, samples: list, log=None) -> dict[int, str]:
+    """The corpus samples that do not round-trip (word -> why), measured as `sassas asm` gets
+    them from a listing: each word must decode and print as nvdisasm's text, and re-encode
+    bit-exactly from that text (control bits from the word) in every kernel it occurs in,
+    with what the kernel around it tells: the hidden memory descriptor (sm_80..sm_89), which
+    resolve gives a memory instruction from the kernel's descriptor loads
+    (resolve.descriptor_registers; a label, at every branch target as in nvdisasm's listing,
+    starts a basic block). One word alone cannot say which pair ptxas loaded the descriptor
+    into. Words without a hidden descriptor are checked once (check_sample)."""
+    from ..ast import Label
+    from ..resolve import descriptor_registers
+    by_word = {s.word: s for s in samples}
+    failures: dict[int, str] = {}
+    context: dict[int, set] = defaultdict(set)          # word -> descriptor registers given
+    if isa.descriptor_opcodes:
+        for cubin in corpus.cubins(arch):
+            for _section, code in oracle.text_sections(cubin):
+                words = oracle.words_of(code)
+                decoded = [isa.decode_match(w, 16 * i) if w in by_word else None for i, w in enumerate(words)]
+                if not any(m is not None and m[1].opcode in isa.descriptor_opcodes for m in decoded):
+                    continue
+                targets = {op.values[0] for m in decoded if m is not None
+                           for op in m[1].operands if op.kind == "L"}
+                body = []
+                for i, m in enumerate(decoded):
+                    if 16 * i in targets:
+                        body.append(Label(f".L_{i}"))
+                    body.append(m[1] if m is not None else fit.parse_instruction("NOP"))
+                registers = descriptor_registers(body, isa.descriptor_load)
+                for w, m, register in zip(words, decoded, registers):
+                    if m is not None and m[1].opcode in isa.descriptor_opcodes:
+                        context[w].add(register)
+    for s in samples:
+        why = check_sample(isa, s)
+        if s.word in context and (not why or why.startswith("encode:")):
+            why = ""
+            for register in sorted(context[s.word], key=lambda r: -1 if r is None else r):
+                why = check_sample(isa, s, descriptor=register)
+                if why:
+                    break
+        if why:
+            failures[s.word] = why
+    return failures
 
 
 def _claimed(e) -> int:
@@ -200,7 +252,9 @@ def _claimed(e) -> int:
 
 def rank(encodings: list, samples: list, tables: dict) -> None:
     """Order each form's encodings by how many corpus words each reproduces exactly (the
-    encoder tries them in this order, like LLVM's alias priorities): stored as `support`."""
+    encoder tries them in this order, like LLVM's alias priorities): stored as `support`;
+    and record in `reproduces` the token sets of the words each encoding reproduces (where
+    several do, the encoder prefers one that reproduced the instruction's set)."""
     by_key = defaultdict(list)
     for e in encodings:
         by_key[(e.opcode, e.kinds)].append(e)
@@ -210,16 +264,21 @@ def rank(encodings: list, samples: list, tables: dict) -> None:
     from ..ast import ControlCode
     for key, encs in by_key.items():
         isa = Isa("", encs, tables, dict(DEFAULT_SYNTAX))
+        reproduces = defaultdict(set)
         for e in encs:
             e.support = 0
         for s in samples_by_key.get(key, []):
             inst = fit.parse_instruction(s.text)
             inst.address, inst.control = s.address, ControlCode.from_word(s.word)
             toks, vals = instruction_tokens(inst), fit.instruction_values(inst)
+            first = True
             for e in encs:
                 if isa._try_encode(e, inst, toks, vals, []) == s.word:
-                    e.support += 1
-                    break
+                    e.support += first
+                    first = False
+                    reproduces[id(e)].add(written_tokens(inst))
+        for e in encs:
+            e.reproduces = frozenset(reproduces[id(e)])
 
 
 def _signature(e) -> tuple:
@@ -428,11 +487,13 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool
     write_description(learn_descriptors(isa, arch, log), out_dir / f"{arch}.toml")
     # Reload what was written, so the report is about the file, not the objects in memory.
     isa = load_description(out_dir / f"{arch}.toml")
-    failures = {}
+    # The corpus as `sassas asm` gets it (whole-kernel listings: check_corpus), the rest alone.
+    failures = check_corpus(isa, arch, samples, log)
     for s in pool:
-        why = check_sample(isa, s, s.word in corpus_words)
-        if why:
-            failures[s.word] = why
+        if s.word not in corpus_words:
+            why = check_sample(isa, s, False)
+            if why:
+                failures[s.word] = why
     ok = sum(1 for s in samples if s.word not in failures)
     corpus_keys = {s.key for s in samples}
     forms_ok = sum(1 for k in corpus_keys if all(s.word not in failures for s in by_key[k]))
@@ -473,10 +534,24 @@ def main(argv=None) -> int:
     ap.add_argument("--no-sweep", action="store_true", help="learn from the corpus only")
     ap.add_argument("--descriptors-only", action="store_true",
                     help="only (re)learn the hidden descriptor field of the description in --out")
+    ap.add_argument("--rank-only", action="store_true",
+                    help="only (re)rank the encodings of the description in --out on the corpus "
+                         "(support, reproduces: seconds)")
     args = ap.parse_args(argv)
     for arch in args.arch:
         if not oracle.have_tools(arch):
             print(f"[{arch}] skipped: ptxas/nvdisasm for {arch} not found", file=sys.stderr)
+            continue
+        if args.rank_only:
+            path = args.out / f"{arch}.toml"
+            isa = load_description(path)
+            samples = [s for s in fit.to_samples(oracle.disassemble(corpus.build(arch), arch,
+                                                                    oracle.DisasmCache(arch))).values() if s]
+            rank(isa.encodings, samples, isa.tables)
+            isa = Isa(arch, isa.encodings, isa.tables, isa.syntax, isa.descriptor_load)
+            write_description(isa, path)
+            bad = check_corpus(load_description(path), arch, samples)
+            print(f"[{arch}] ranked: {len(samples) - len(bad)}/{len(samples)} corpus words round-trip")
             continue
         if args.descriptors_only:
             path = args.out / f"{arch}.toml"

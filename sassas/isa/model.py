@@ -159,6 +159,11 @@ class Encoding:
     aliases: list = field(default_factory=list)
     source_word: int = field(default=0, repr=False)   # the learner's representative
     support: int = 0                      # corpus words it reproduces: encoder preference
+    # The tokens (written_tokens: modifiers in print order, then flags) of the corpus words
+    # it reproduces bit-exactly: the encoder prefers an encoding that reproduced the
+    # instruction's own, where ptxas sets bits that nvdisasm does not print with some
+    # modifiers only (HFMA2.RELU, sm_90).
+    reproduces: frozenset = frozenset()
     # Operand index -> further reuse bits that nvdisasm also prints as .reuse on it (decoding
     # only): with a constant in the B slot, sm_70's nvdisasm shows the B and C reuse bits alike
     # on the one register left (`LEA.HI.X R3, R3, c[0x0][0x164], R22.reuse`).
@@ -376,6 +381,13 @@ def instruction_tokens(inst: Instruction) -> frozenset:
     return hit
 
 
+def written_tokens(inst: Instruction) -> tuple[str, ...]:
+    """The instruction's tokens with its modifiers in the order written (nvdisasm's print
+    order: F2F.F64.F32 and F2F.F32.F64 are two encodings), then its flags, sorted."""
+    mods = numbered_modifiers(inst.modifiers)
+    return mods + tuple(sorted(instruction_tokens(inst) - set(mods)))
+
+
 def numbered_modifiers(modifiers) -> tuple[str, ...]:
     """The modifiers as tokens: a repeated one gets '#2', '#3'."""
     toks: list[str] = []
@@ -535,7 +547,9 @@ class Isa:
         # the same modifiers, is the likeliest to be what ptxas writes; then the most specific.
         if len(encs) > 1:
             written = numbered_modifiers(inst.modifiers)
-            encs = sorted(encs, key=lambda e: (e.support == 0, not e.prints_in_order(written),
+            mine = written_tokens(inst)
+            encs = sorted(encs, key=lambda e: (mine not in e.reproduces, e.support == 0,
+                                               not e.prints_in_order(written),
                                                e.example_tokens != tokens, -e.support))
         return encs, tokens
 

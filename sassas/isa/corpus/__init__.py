@@ -9,14 +9,23 @@ def build(arch: str, progress=None) -> list[int]:
     """Compile every corpus kernel for `arch`; the distinct instruction words, in order seen."""
     from .. import oracle
     words: dict[int, None] = {}
+    for cubin in cubins(arch, progress):
+        for _section, code in oracle.text_sections(cubin):
+            words.update(dict.fromkeys(oracle.words_of(code)))
+    return list(words)
+
+
+def cubins(arch: str, progress=None) -> list[bytes]:
+    """Every corpus kernel for `arch` compiled by ptxas (cached), the ones it refuses left out."""
+    from .. import oracle
+    out = []
     failed = []
     for name, ptx in kernels(arch):
         cubin = oracle.compile_ptx(ptx, arch)
         if cubin is None:
             failed.append(name)
-            continue
-        for _section, code in oracle.text_sections(cubin):
-            words.update(dict.fromkeys(oracle.words_of(code)))
+        else:
+            out.append(cubin)
     if progress and failed:
         progress(f"corpus: ptxas refused {len(failed)} kernels: {', '.join(failed[:8])}")
-    return list(words)
+    return out

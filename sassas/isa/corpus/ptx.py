@@ -371,6 +371,55 @@ def _uniform() -> list[Snippet]:
             ("b64", "ld.param.u64 %o, [p_out]; cvt.s64.s32 %lb, %a; shl.b64 %lb, %lb, 2; add.s64 %o, %o, %lb;")]
 
 
+def _idioms() -> list[Snippet]:
+    """What compiled CUDA C does that the families above miss: multiplications by constants
+    (hashing, division by a constant: IMAD.HI with an immediate), and atomics, loads and
+    stores through a kernel parameter's pointer alone, whose address ptxas keeps in a uniform
+    register pair (`RED.E.ADD.F32.FTZ.RN.STRONG.GPU [UR4], R7`)."""
+    s: list[Snippet] = []
+    for t in _INT_TYPES:
+        s.append(("b32", f"mul.hi.{t} %o, %a, 0x9e3779b9;"))
+        s.append(("b32", f"mad.hi.{t} %o, %a, 0x92492493, %b;"))
+        s.append(("b32", f"div.{t} %o, %a, 7;"))
+        s.append(("b32", f"rem.{t} %o, %a, 10;"))
+    param = ".reg .b64 %q; ld.param.u64 %q, [p_out]; cvta.to.global.u64 %q, %q; "
+    s += [("b32", param + "red.global.add.f32 [%q], %x; mov.b32 %o, %a;"),
+          ("b32", param + "red.global.add.u32 [%q+8], %a; mov.b32 %o, %b;"),
+          ("b32", param + "red.global.add.u64 [%q+16], %la; mov.b32 %o, %b;"),
+          ("b32", param + "red.global.min.s32 [%q+4], %a; mov.b32 %o, %b;"),
+          ("f32", param + "atom.global.add.f32 %o, [%q], %x;"),
+          ("b32", param + "atom.global.inc.u32 %o, [%q+4], %a;"),
+          ("b32", param + "atom.global.exch.b32 %o, [%q+8], %a;"),
+          ("b32", param + "atom.global.cas.b32 %o, [%q+12], %a, %b;"),
+          ("b32", param + "ld.global.b32 %o, [%q+4];"),
+          ("b32", param + "st.global.b32 [%q+12], %a; mov.b32 %o, %b;"),
+          # Shared memory at fixed addresses: address 0 prints as [RZ], others as [0x4].
+          ("b32", "st.shared.u16 [smem], %ha; st.shared.u32 [smem+4], %a; @%pa st.shared.u16 [smem], %hb; "
+                  "bar.sync 0; ld.shared.u32 %o, [smem];"),
+          ("b32", "st.shared.u8 [smem], %a; st.shared.u64 [smem+8], %la; bar.sync 0; ld.shared.u16 %t1, [smem]; "
+                  "ld.shared.u8 %t2, [smem+2]; add.u32 %o, %t1, %t2;"),
+          # Shared counters (atomicAdd(&s[i], 1) without a result: ATOMS.POPC.INC).
+          ("b32", "and.b32 %t1, %a, 255; shl.b32 %t1, %t1, 2; mov.u32 %t2, smem; add.u32 %t1, %t1, %t2; "
+                  "red.shared.add.u32 [%t1], 1; bar.sync 0; ld.shared.u32 %o, [%t1];"),
+          ("b32", "and.b32 %t1, %a, 255; shl.b32 %t1, %t1, 3; mov.u32 %t2, smem; add.u32 %t1, %t1, %t2; "
+                  "red.shared.add.u64 [%t1], 1; red.shared.add.u32 [%t1+4], %b; bar.sync 0; ld.shared.u32 %o, [%t1];"),
+          # Division by a kernel parameter (a uniform divisor: I2F.U32.RP R, UR ...), and
+          # 64-bit negation of one (UIADD3 with a carry, URZ minus UR).
+          ("b32", ".reg .b32 %m; ld.param.u32 %m, [p_n]; add.u32 %m, %m, 3; div.u32 %o, %a, %m;"),
+          ("b32", ".reg .b32 %m; ld.param.u32 %m, [p_n]; add.u32 %m, %m, 3; rem.s32 %o, %a, %m;"),
+          ("b64", ".reg .b64 %q; ld.param.u64 %q, [p_in]; add.s64 %q, %q, 5; div.u64 %o, %la, %q;"),
+          ("b64", ".reg .b64 %q; ld.param.u64 %q, [p_in]; neg.s64 %q, %q; add.s64 %o, %la, %q;"),
+          ("b64", ".reg .b64 %q; .reg .b32 %m; ld.param.u32 %m, [p_n]; cvt.s64.s32 %q, %m; "
+                  "div.s64 %o, %la, %q;"),
+          # 64-bit sums of uniform values: UIADD3 with a carry-out predicate.
+          ("b32", ".reg .b64 %q, %r; ld.param.u64 %q, [p_out]; ld.param.u64 %r, [p_in]; "
+                  "add.s64 %q, %q, %r; cvta.to.global.u64 %q, %q; ld.global.b32 %o, [%q];"),
+          ("b32", ".reg .b64 %q, %r; .reg .b32 %m; ld.param.u64 %q, [p_out]; ld.param.u32 %m, [p_n]; "
+                  "mul.wide.u32 %r, %m, 12; add.s64 %q, %q, %r; cvta.to.global.u64 %q, %q; "
+                  "red.global.add.u32 [%q], %a; mov.b32 %o, %b;")]
+    return s
+
+
 def _families(arch: str) -> dict[str, list[Snippet]]:
     sm = int("".join(ch for ch in arch.split("_")[1] if ch.isdigit()))
     fam = {"arith": _arith(), "float": _float(), "cvt": _cvt(), "setp": _setp(),
@@ -380,6 +429,7 @@ def _families(arch: str) -> dict[str, list[Snippet]]:
         fam["sm80"] = _sm80()
     if sm >= 90:
         fam["sm90"] = _sm90()
+    fam["idioms"] = _idioms()
     return fam
 
 
