@@ -82,12 +82,25 @@ PTX = """
 EXPECTED = [0x6C6C6568, 0x6F, 1, 1, 0, 7, ord("e"), 1]
 
 
+EMPTY_PTX = """.version 8.0
+.target {arch}
+.address_size 64
+.visible .entry nothing()
+{{
+  ret;
+}}
+"""
+
+
 def _ptxas_cubin(arch: str) -> bytes:
     try:
         oracle.find_tool("ptxas", arch)
     except oracle.OracleMissing as e:
         pytest.skip(f"ptxas (test extra) is not installed: {e}")
     cubin = oracle.compile_ptx(PTX.format(arch=arch), arch)
+    if cubin is None and oracle.compile_ptx(EMPTY_PTX.format(arch=arch), arch) is None:
+        # e.g. a CUDA 13 ptxas on PATH (the GPU machine), which has dropped sm_70
+        pytest.skip(f"the ptxas found ({oracle.find_tool('ptxas', arch)}) cannot build {arch} at all")
     assert cubin is not None, "ptxas refused the test PTX"
     return cubin
 
