@@ -423,6 +423,21 @@ def _ffma_per_sm(iters: int):
     return per_sm_rate(lambda rec, case: np.full(rec.threads, per_thread))
 
 
+def ffma_stream_cases(bench: str, quick: bool, variants: list[tuple[str, str, str, Source]]) -> list[Case]:
+    """Each variant (name, language, kernel, source) of an FFMA stream benchmark, and the
+    compiler's own stream as the CUDA-C reference: cycles an FFMA for one warp, and
+    FFMA/clk/SM with 16 warps a block."""
+    iters = 32 if quick else 64
+    cpi = Metric("cycles_per_ffma", "cycles", _cpi(FFMA_UNROLL * iters), ONE_CLOCK)
+    sm = Metric("ffma_per_clk_sm", "FFMA/clk/SM", _ffma_per_sm(iters), FFMA_SM_LIMIT)
+    out = []
+    for variant, lang, kname, src in variants + [("compiler's choice", CUDA, "ffma_stream", ffma_cuda())]:
+        for grid, block, metric in ((1, 32, cpi), ("sms", 512, sm)):
+            out.append(Case(bench, variant, lang, src, kname, grid, block, iters, [metric],
+                            p0=P_A, p1=P_B, expect={"FFMA": FFMA_UNROLL}))
+    return out
+
+
 @register
 class FfmaBanks(Benchmark):
     name = "inst.ffma_banks"
@@ -432,24 +447,8 @@ class FfmaBanks(Benchmark):
              "warp, and FFMA/clk/SM with 16 warps a block (limit 128).")
 
     def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
-        iters = 32 if quick else 64
-        n = FFMA_UNROLL * iters
-        out = []
-        cpi = Metric("cycles_per_ffma", "cycles", _cpi(n), ONE_CLOCK)
-        sm = Metric("ffma_per_clk_sm", "FFMA/clk/SM", _ffma_per_sm(iters), FFMA_SM_LIMIT)
-        variants = list(BANK_VARIANTS.items()) + [("compiler's choice", None)]
-        for variant, spec in variants:
-            if spec is None:
-                lang, kname, src = CUDA, "ffma_stream", ffma_cuda()
-            else:
-                lang = SASS
-                kname, src = bank_source(variant)
-            expect = {"FFMA": FFMA_UNROLL}
-            out.append(Case(self.name, variant, lang, src, kname, 1, 32, iters, [cpi],
-                            p0=P_A, p1=P_B, expect=expect))
-            out.append(Case(self.name, variant, lang, src, kname, "sms", 512, iters, [sm],
-                            p0=P_A, p1=P_B, expect=expect))
-        return out
+        variants = [(v, SASS, *bank_source(v)) for v in BANK_VARIANTS]
+        return ffma_stream_cases(self.name, quick, variants)
 
 
 @register
@@ -463,21 +462,8 @@ class FfmaReuseInsert(Benchmark):
              "FFMA/clk/SM with 16 warps a block.")
 
     def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
-        iters = 32 if quick else 64
-        n = FFMA_UNROLL * iters
-        out = []
-        cpi = Metric("cycles_per_ffma", "cycles", _cpi(n), ONE_CLOCK)
-        sm = Metric("ffma_per_clk_sm", "FFMA/clk/SM", _ffma_per_sm(iters), FFMA_SM_LIMIT)
-        # the compiler's own FFMA stream (no insertion) is the CUDA-C reference
         variants = [(v, SASS, *insert_source(ins, across)) for v, ins, across in insert_variants()]
-        variants.append(("compiler's choice", CUDA, "ffma_stream", ffma_cuda()))
-        for variant, lang, kname, src in variants:
-            expect = {"FFMA": FFMA_UNROLL}
-            out.append(Case(self.name, variant, lang, src, kname, 1, 32, iters, [cpi],
-                            p0=P_A, p1=P_B, expect=expect))
-            out.append(Case(self.name, variant, lang, src, kname, "sms", 512, iters, [sm],
-                            p0=P_A, p1=P_B, expect=expect))
-        return out
+        return ffma_stream_cases(self.name, quick, variants)
 
 
 ISSUE_VARIANTS = [(1, False), (1, True), (2, False), (2, True), (4, False), (4, True), (0, True)]
