@@ -263,7 +263,8 @@ def format_operand(op: Operand, number=format_number) -> str:
 
     nvdisasm writes a plain operand as ``-|R3|.reuse.H0_H0``: the bars around the value,
     then ``.reuse``, then the suffixes; inside brackets a suffix stays on its register
-    (``[R2.64+UR4]``)."""
+    (``[R2.64+UR4]``); a bracketed operand without a register ends with them
+    (``c[0x0][0x178].H0_H0``)."""
     out: list[str] = []
     vals = list(op.values)
     suffixes = [f for f in sorted(op.flags) if f.startswith(".")]
@@ -299,7 +300,7 @@ def format_operand(op: Operand, number=format_number) -> str:
             body = f + body
     if "reuse" in op.flags:
         body += ".reuse"
-    if not bracketed:
+    if not bracketed or first_reg:        # a constant holds no register: `c[0x0][0x178].H0_H0`
         body += "".join(suffixes)
     return body
 
