@@ -263,7 +263,7 @@ def format_operand(op: Operand, number=format_number) -> str:
 
     nvdisasm writes a plain operand as ``-|R3|.reuse.H0_H0``: the bars around the value,
     then ``.reuse``, then the suffixes; inside brackets a suffix stays on its register
-    (``[R2.64+UR4]``)."""
+    (``[R2.64+UR4]``); a constant ends with them (``c[0x0] [0x178].H0_H0``)."""
     out: list[str] = []
     vals = list(op.values)
     suffixes = [f for f in sorted(op.flags) if f.startswith(".")]
@@ -301,6 +301,10 @@ def format_operand(op: Operand, number=format_number) -> str:
         body += ".reuse"
     if not bracketed:
         body += "".join(suffixes)
+    elif first_reg and suffixes:
+        # A constant with a suffix (only the packed-half ops give one: a swizzle) ends with
+        # it, and nvdisasm leaves a space before the offset: `c[0x0] [0x178].H0_H0`.
+        body = body.replace("][", "] [", 1) + "".join(suffixes)
     return body
 
 

@@ -21,7 +21,10 @@ from pathlib import Path
 from ..errors import SassError
 from . import corpus, fit, oracle
 from .description import DEFAULT_SYNTAX, load_description, write_description
-from .model import CONTROL_MASK, DATA_DIR, Isa, form_name, instruction_tokens, written_tokens
+from typing import Optional
+
+from .model import (CONTROL_MASK, DATA_DIR, Alias, Encoding, Field, Group, Isa, _value_count, flag_token,
+                    form_key, form_name, instruction_tokens, instruction_values, split_flag_token, written_tokens)
 
 
 REPS_PER_ROUND = 4
@@ -379,6 +382,110 @@ MAX_NEW_FORMS_PER_ROUND = 400
 SAMPLES_PER_NEW_FORM = 2
 
 
+_USUAL_CONTROL = 0x000fe4 << 104
+
+
+def _renumber(token, k: int):
+    """A token with operand k removed: '@j..' for j > k moves down, '@k..' -> None."""
+    j, flag = split_flag_token(token)
+    if j < 0 or j < k:
+        return token
+    return None if j == k else flag_token(j - 1, flag)
+
+
+def _without_operand(e: Encoding, k: int, word: int, text: str) -> Optional[Encoding]:
+    """Encoding e with predicate operand k left out of the text and fixed to PT (7): what
+    nvdisasm prints when that output predicate is PT. None where a group, alias or reuse bit
+    refers to the operand."""
+    pos = 1 + sum(_value_count(kind) for kind in e.kinds[:k])
+    f = e.fields[pos]
+    if not isinstance(f, Field):
+        return None
+    toks = set(e.fixed_tokens) | set(e.order)
+    for g in e.groups:
+        toks |= set(g.tokens)
+        for seq in g.sequences.values():
+            toks |= set(seq)
+    if any(_renumber(t, k) is None for t in toks) or k in e.reuse or k in e.reuse_decode_only:
+        return None
+    if any(j == pos for a in e.aliases for j, _c in a.when):
+        return None
+    ren = lambda ts: frozenset(_renumber(t, k) for t in ts)
+    groups = [Group(g.mask, {v: ren(ts) for v, ts in g.values.items()}, g.default,
+                    sequences={v: tuple(_renumber(t, k) for t in seq) for v, seq in g.sequences.items()})
+              for g in e.groups]
+    aliases = [Alias(tuple((j - 1 if j > pos else j, c) for j, c in a.when), ren(a.add), ren(a.drop),
+                     ren(a.needs), ren(a.unless)) for a in e.aliases]
+    shift = lambda d: {(i - 1 if i > k else i): v for i, v in d.items()}
+    pt = f.insert(7)
+    kinds = e.kinds[:k] + e.kinds[k + 1:]
+    return Encoding(e.opcode, kinds, e.guard_kind, e.match_mask | f.mask,
+                    (e.match_value & ~f.mask) | pt, (e.base & ~f.mask) | pt,
+                    e.fields[:pos] + e.fields[pos + 1:], groups, ren(e.fixed_tokens),
+                    tuple(_renumber(t, k) for t in e.order), shift(e.reuse),
+                    name=form_name(e.opcode, kinds), example=text, aliases=aliases,
+                    source_word=word, reuse_decode_only=shift(e.reuse_decode_only),
+                    descriptor=e.descriptor)
+
+
+def learn_optional_predicates(isa: Isa, arch: str, log=print) -> Isa:
+    """nvdisasm leaves out an output predicate that is PT/UPT on some forms only
+    (`UIMAD.WIDE.U32 UR4, UR8, UR10, URZ`, `LEA.HI.X.SX32 R17, R12, c[0x0][0x1e4], 0x1, P1`),
+    and ptxas writes such words where the corpus may have none. For every encoding with a
+    predicate operand that is not PT in its representative, ask nvdisasm about the word with
+    that operand set to PT; where the text has the same form less that operand, add the
+    encoding without it (operand fixed to 7), kept only where that word round-trips."""
+    cache = oracle.DisasmCache(arch)
+    have = {(e.opcode, e.kinds) for e in isa.encodings}
+    probes = []
+    for e in isa.encodings:
+        word = e.source_word
+        if not word and e.example:          # a description read back: its example's word
+            try:
+                inst = fit.parse_instruction(e.example)
+                if form_key(inst) == (e.opcode, e.kinds):
+                    word = isa._try_encode(e, inst, instruction_tokens(inst), instruction_values(inst), []) or 0
+                    if word:                # a control code nvdisasm accepts (ptxas's usual)
+                        word = (word & ~CONTROL_MASK) | (_USUAL_CONTROL & CONTROL_MASK)
+            except (SassError, Exception):
+                word = 0
+        if not word:
+            continue
+        pos = 1
+        for k, kind in enumerate(e.kinds):
+            n = _value_count(kind)
+            if kind in ("P", "UP") and k > 0:
+                f = e.fields[pos]
+                if isinstance(f, Field) and f.extract(word) != 7 and f.value_bits == 3:
+                    kinds = e.kinds[:k] + e.kinds[k + 1:]
+                    probes.append((e, k, (word & ~f.mask) | f.insert(7), kinds))
+            pos += n
+    samples = fit.to_samples(oracle.disassemble([w for *_x, w, _k in probes], arch, cache))
+    added = []
+    seen = set()
+    for e, k, word, kinds in probes:
+        s = samples.get(word)
+        if s is None or s.key != (e.opcode, kinds):
+            continue
+        d = _without_operand(e, k, word, s.text)
+        if d is None:
+            continue
+        sig = (d.opcode, d.kinds, d.match_mask, d.match_value, d.fixed_tokens)
+        if sig in seen:
+            continue
+        current = Isa(arch, isa.encodings + added, isa.tables, isa.syntax, isa.descriptor_load)
+        if not check_sample(current, s, strict=False):
+            continue                      # an encoding already reads and writes that text
+        trial = Isa(arch, isa.encodings + added + [d], isa.tables, isa.syntax, isa.descriptor_load)
+        if check_sample(trial, s, strict=False):
+            continue
+        seen.add(sig)
+        added.append(d)
+    log(f"[{arch}] {len(added)} encodings where nvdisasm leaves out a PT predicate "
+        f"({len(probes)} probed, {sum(1 for d in added if (d.opcode, d.kinds) not in have)} new forms)")
+    return Isa(arch, isa.encodings + added, isa.tables, isa.syntax, isa.descriptor_load)
+
+
 def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool = True) -> dict:
     from . import sweep as sweep_mod
     t0 = time.time()
@@ -484,6 +591,7 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool
             f"bit-exact ({100 * ok / max(len(samples), 1):.1f}%), other forms {ok_extra}/{len(pool) - len(samples)} "
             f"({time.time() - t0:.1f}s)")
         write_description(isa, out_dir / f"{arch}.toml")
+    isa = learn_optional_predicates(isa, arch, log)
     write_description(learn_descriptors(isa, arch, log), out_dir / f"{arch}.toml")
     # Reload what was written, so the report is about the file, not the objects in memory.
     isa = load_description(out_dir / f"{arch}.toml")
@@ -537,6 +645,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rank-only", action="store_true",
                     help="only (re)rank the encodings of the description in --out on the corpus "
                          "(support, reproduces: seconds)")
+    ap.add_argument("--optional-predicates-only", action="store_true",
+                    help="only add, to the description in --out, the encodings where nvdisasm leaves "
+                         "out a PT output predicate (seconds)")
     args = ap.parse_args(argv)
     for arch in args.arch:
         if not oracle.have_tools(arch):
@@ -552,6 +663,16 @@ def main(argv=None) -> int:
             write_description(isa, path)
             bad = check_corpus(load_description(path), arch, samples)
             print(f"[{arch}] ranked: {len(samples) - len(bad)}/{len(samples)} corpus words round-trip")
+            continue
+        if args.optional_predicates_only:
+            path = args.out / f"{arch}.toml"
+            isa = load_description(path)
+            isa = learn_optional_predicates(isa, arch)
+            write_description(isa, path)
+            samples = [s for s in fit.to_samples(oracle.disassemble(corpus.build(arch), arch,
+                                                                    oracle.DisasmCache(arch))).values() if s]
+            bad = check_corpus(load_description(path), arch, samples)
+            print(f"[{arch}] {len(samples) - len(bad)}/{len(samples)} corpus words round-trip")
             continue
         if args.descriptors_only:
             path = args.out / f"{arch}.toml"
