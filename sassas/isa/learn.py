@@ -653,26 +653,21 @@ def main(argv=None) -> int:
         if not oracle.have_tools(arch):
             print(f"[{arch}] skipped: ptxas/nvdisasm for {arch} not found", file=sys.stderr)
             continue
-        if args.rank_only:
+        if args.rank_only or args.optional_predicates_only:
+            # quick passes over an existing description, checked against the corpus after
             path = args.out / f"{arch}.toml"
             isa = load_description(path)
             samples = [s for s in fit.to_samples(oracle.disassemble(corpus.build(arch), arch,
                                                                     oracle.DisasmCache(arch))).values() if s]
-            rank(isa.encodings, samples, isa.tables)
-            isa = Isa(arch, isa.encodings, isa.tables, isa.syntax, isa.descriptor_load)
+            if args.rank_only:
+                rank(isa.encodings, samples, isa.tables)
+                isa = Isa(arch, isa.encodings, isa.tables, isa.syntax, isa.descriptor_load)
+            else:
+                isa = learn_optional_predicates(isa, arch)
             write_description(isa, path)
             bad = check_corpus(load_description(path), arch, samples)
-            print(f"[{arch}] ranked: {len(samples) - len(bad)}/{len(samples)} corpus words round-trip")
-            continue
-        if args.optional_predicates_only:
-            path = args.out / f"{arch}.toml"
-            isa = load_description(path)
-            isa = learn_optional_predicates(isa, arch)
-            write_description(isa, path)
-            samples = [s for s in fit.to_samples(oracle.disassemble(corpus.build(arch), arch,
-                                                                    oracle.DisasmCache(arch))).values() if s]
-            bad = check_corpus(load_description(path), arch, samples)
-            print(f"[{arch}] {len(samples) - len(bad)}/{len(samples)} corpus words round-trip")
+            print(f"[{arch}] {'ranked' if args.rank_only else 'optional predicates'}: "
+                  f"{len(samples) - len(bad)}/{len(samples)} corpus words round-trip")
             continue
         if args.descriptors_only:
             path = args.out / f"{arch}.toml"
