@@ -151,6 +151,7 @@ class _Scheduler:
                     prev.control = replace(prev.control, stall=stall,
                                            yield_=prev.control.yield_ or stall > MAX_STALL_WITHOUT_YIELD)
             ctrl = inst.control
+            drained = drained_scoreboard(inst)
             if self.auto[n]:
                 wait: set[int] = set()
                 for reg in eff.reads + eff.guard:
@@ -171,7 +172,6 @@ class _Scheduler:
                         prev.control = replace(prev.control, stall=stall,
                                                yield_=prev.control.yield_ or stall > MAX_STALL_WITHOUT_YIELD)
                         state.advance(self.delay - young)
-                drained = drained_scoreboard(inst)
                 if drained is not None:
                     wait.discard(drained)     # the DEPBAR itself waits for it
                 for b in wait:
@@ -205,8 +205,8 @@ class _Scheduler:
                 for b in range(BARRIER_COUNT):
                     if ctrl.wait_mask >> b & 1:
                         state.wait(b)
-            if drained_scoreboard(inst) is not None:
-                state.wait(drained_scoreboard(inst))
+            if drained is not None:
+                state.wait(drained)
             # What this instruction leaves in flight.
             for reg in eff.writes:
                 state.writes.pop(reg, None)

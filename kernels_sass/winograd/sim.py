@@ -186,6 +186,14 @@ class Machine:
         st.defined[n] |= g
 
     # ---- shared memory ----
+    def _global(self, memop, st, g, width, what):
+        """(buffer, byte indexes) of a global access `desc[UR][R.64+off]` by the threads in g."""
+        areg, off = memop.values[1], memop.values[2]
+        if not (st.defined[areg][g].all() and st.defined[areg + 1][g].all()):
+            raise SimError(f"{what}: undefined address register")
+        addr = st.R[areg].astype(np.uint64) | (st.R[areg + 1].astype(np.uint64) << np.uint64(32))
+        return self.mem.locate((addr.astype(np.int64) + off)[g], width, what)
+
     def _smem_index(self, addr, width, what):
         if (addr % width).any():
             raise SimError(f"{what}: misaligned shared access")
@@ -408,12 +416,7 @@ class Machine:
         elif op in ("LDG", "STG"):
             width = 16 if "128" in mods else 8 if "64" in mods else 4
             memop = ops[1] if op == "LDG" else ops[0]
-            areg, off = memop.values[1], memop.values[2]
-            addr = st.R[areg].astype(np.uint64) | (st.R[areg + 1].astype(np.uint64) << np.uint64(32))
-            addr = addr.astype(np.int64) + off
-            if not (st.defined[areg][g].all() and st.defined[areg + 1][g].all()):
-                raise SimError(f"{text}: undefined address register")
-            buf, idx = self.mem.locate(addr[g], width, text)
+            buf, idx = self._global(memop, st, g, width, text)
             if buf is None:
                 return
             if op == "LDG":
@@ -434,12 +437,7 @@ class Machine:
             # REDG.E.ADD.F32...: y[addr] += value, as float32 (blocks run one after the other)
             if "ADD" not in mods or "F32" not in mods:
                 raise SimError(f"REDG.{'.'.join(mods)} not modelled")
-            areg, off = ops[0].values[1], ops[0].values[2]
-            addr = st.R[areg].astype(np.uint64) | (st.R[areg + 1].astype(np.uint64) << np.uint64(32))
-            addr = addr.astype(np.int64) + off
-            if not (st.defined[areg][g].all() and st.defined[areg + 1][g].all()):
-                raise SimError(f"{text}: undefined address register")
-            buf, idx = self.mem.locate(addr[g], 4, text)
+            buf, idx = self._global(ops[0], st, g, 4, text)
             if buf is None:
                 return
             if (idx % 4).any():
@@ -451,12 +449,9 @@ class Machine:
             # LDGDEPBAR/DEPBAR before the BAR that publishes it); a shared write for the race check
             width = 16 if "128" in mods else 8 if "64" in mods else 4
             sreg, soff = ops[0].values[0], ops[0].values[1]
-            areg, off = ops[1].values[1], ops[1].values[2]
-            if not (st.defined[sreg][g].all() and st.defined[areg][g].all() and st.defined[areg + 1][g].all()):
+            if not st.defined[sreg][g].all():
                 raise SimError(f"{text}: undefined address register")
-            addr = st.R[areg].astype(np.uint64) | (st.R[areg + 1].astype(np.uint64) << np.uint64(32))
-            addr = addr.astype(np.int64) + off
-            buf, idx = self.mem.locate(addr[g], width, text)
+            buf, idx = self._global(ops[1], st, g, width, text)
             widx = self._smem_index(st.R[sreg].astype(np.int64)[g] + soff, width, text)
             words = widx[:, None] + np.arange(width // 4)[None, :]
             self._race(st, words, g, True, text)
