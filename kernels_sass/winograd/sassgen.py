@@ -810,8 +810,8 @@ class Generator:
         # With LDGSTS the next iteration's first instructions write the buffer that this
         # iteration's step-6 LDS (channel 7's operands, barrier 1, consumed only after the
         # BAR) read: each warp waits for those reads before the BAR, so that no warp's LDGSTS
-        # can overtake another warp's LDS (H100: wrong results without it; the simulator
-        # completes an LDS at issue and cannot see it)
+        # can overtake another warp's LDS (a race by the ordering rules, not seen on its own
+        # on the H100; the simulator completes an LDS at issue and cannot see it)
         at(last + 2, "BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6, wait=(1 << 1) if o.ldgsts else 0)
         at(last + 2, f"LOP3.LUT R{R_LDSA}, R{R_LDSA}, {BUF:#x}, RZ, 0x3c, !PT")
         at(last + 2, f"LOP3.LUT R{R_LDSB}, R{R_LDSB}, {BUF:#x}, RZ, 0x3c, !PT")
