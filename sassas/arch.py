@@ -38,6 +38,9 @@ class Arch:
     # ptxas 12.x writes them for sm_90; before, SHT_REL with the addend in the data (and the
     # `.nv.rel.action` section beside them).
     rela: bool = False
+    # The relocation type of a CALL.ABS target (cuobjdump: R_CUDA_ABS47_34 before Hopper,
+    # R_CUDA_ABS55_16_34 on sm_90), as ptxas writes it for calls to its helper functions.
+    call_relocation: int = 0x3A
 
     @property
     def sm_name(self) -> str:
@@ -52,7 +55,8 @@ ARCHS: dict[str, Arch] = {a.name: a for a in (
     Arch("sm_80", 80, 0x160, 32764, 255, 65536, 163 * 1024, True, True, None),
     Arch("sm_86", 86, 0x160, 32764, 255, 65536, 99 * 1024, True, True, None),
     Arch("sm_89", 89, 0x160, 32764, 255, 65536, 99 * 1024, True, True, None),
-    Arch("sm_90", 90, 0x210, 32764, 255, 65536, 227 * 1024, True, False, 0x8, reserved_shared=1024, rela=True, compat=(
+    Arch("sm_90", 90, 0x210, 32764, 255, 65536, 227 * 1024, True, False, 0x8, reserved_shared=1024, rela=True,
+         call_relocation=0x4B, compat=(
         ("EICOMPAT_ATTR_CUDA_ACCELERATOR_TARGET", 0),      # 1 for sm_90a
         ("EICOMPAT_ATTR_ISA_CLASS", 1),
         ("EICOMPAT_ATTR_INST_TCGEN05_MMA", 5),

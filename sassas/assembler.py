@@ -120,4 +120,5 @@ def _image(enc: EncodedKernel):
         params=[elf.ParamInfo(offset=p.offset, size=p.size * p.count) for p in k.params],
         registers=enc.registers, shared_bytes=k.shared_bytes, max_threads=k.max_threads,
         min_blocks=k.min_blocks, exit_offsets=enc.exit_offsets, barriers=enc.barriers,
-        constant_banks={b: bytes(d) for b, d in k.attributes.get("constant_banks", {}).items()})
+        constant_banks={b: bytes(d) for b, d in k.attributes.get("constant_banks", {}).items()},
+        relocations=enc.relocations, entry=k.entry)

@@ -158,6 +158,40 @@ class ControlCode:
 
 
 @dataclass(frozen=True, slots=True)
+class SymbolRef:
+    """An address the driver fills in at load (a relocation of the code), as nvdisasm writes it:
+    `32@lo(name)` / `32@hi(name)` (the low / high 32 bits of `name`'s address, in a 32-bit
+    immediate), `32@lo((name + label@srel))` (plus the offset of `label` in `name`'s code: a
+    return address), `32@lo((name + 0x10))` (plus a constant), and a CALL.ABS target
+    `` `(name) `` naming another function (`part` "abs": the whole address). `name` is a
+    kernel, a `.func`, a global variable, or a function no source defines (`vprintf`)."""
+    part: str                        # "lo", "hi" or "abs"
+    name: str
+    label: Optional[str] = None      # `label@srel`: resolved to its address in `name`
+    addend: int = 0
+
+    def __str__(self) -> str:
+        if self.part == "abs":
+            return f"`({self.name})"
+        if self.label is not None:
+            target = f"({self.name} + {self.label}@srel)"
+        elif self.addend:
+            target = f"({self.name} {'+' if self.addend > 0 else '-'} {abs(self.addend):#x})"
+        else:
+            target = self.name
+        return f"32@{self.part}({target})"
+
+
+@dataclass(frozen=True, slots=True)
+class CodeRelocation:
+    """A resolved SymbolRef of an instruction: the field holds 0 and the driver writes `part`
+    of the address of `symbol` + `addend` there."""
+    part: str
+    symbol: str
+    addend: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Operand:
     """One operand in canonical form (see the table above). It holds no location (where it was
     written is the instruction's, see Instruction.operand_loc), so one object may stand for the
@@ -165,8 +199,9 @@ class Operand:
     kind: str
     values: tuple[Value, ...] = ()
     flags: frozenset[str] = field(default_factory=frozenset)
-    # Symbolic name still to be resolved (label, parameter, register alias); None once resolved.
-    symbol: Optional[str] = field(default=None, compare=True)
+    # Symbolic name still to be resolved (label, parameter, register alias), or the SymbolRef of
+    # an immediate the driver fills in; None once resolved.
+    symbol: Union[str, SymbolRef, None] = field(default=None, compare=True)
 
     def with_values(self, *values: Value) -> "Operand":
         return replace(self, values=tuple(values))
@@ -226,6 +261,9 @@ class Instruction:
     # LDG/STG/...: nvdisasm prints `[R2.64]`, the word holds UR6): set by the resolve stage
     # from the kernel's context, or by the decoder; None encodes the description's default.
     descriptor: Optional[int] = None
+    # An address the driver writes into the instruction at load (set by the resolve stage from
+    # an operand's SymbolRef); None for most.
+    relocation: Optional[CodeRelocation] = None
     # The shape last found, with the opcode, modifiers, predicate and operands it was found for
     # (see `shape`); the parser's line plans fill it in.
     _shape: Optional[tuple] = field(default=None, init=False, repr=False, compare=False)
@@ -302,6 +340,8 @@ class Kernel:
     loc: Optional[Loc] = None
     # Extra attributes carried through (from `sassas disasm` of a foreign cubin).
     attributes: dict = field(default_factory=dict)
+    # False for a `.func`: a device function that kernels call, not a launchable entry.
+    entry: bool = True
 
     @property
     def instructions(self) -> list[Instruction]:

@@ -12,7 +12,7 @@ import re
 from dataclasses import replace
 from typing import Optional, Union
 
-from .ast import Instruction, Label, Operand
+from .ast import Instruction, Label, Operand, SymbolRef
 from .control import format_control
 from .errors import SassError
 from .parse import parse_instruction
@@ -34,15 +34,40 @@ def disassemble(cubin: Union[bytes, "object"], kernel: Optional[str] = None, sou
     data = cubin if isinstance(cubin, (bytes, bytearray)) else getattr(cubin, "data", cubin)
     info = read_cubin(bytes(data))
     isa = get_isa(info.arch)
-    kernels = info.kernels if kernel is None else [info.kernel(kernel)]
+    kernels = info.kernels + info.functions if kernel is None else _with_callees(info, info.kernel(kernel))
     _refuse_what_cannot_be_carried(info, kernels)
+    functions = sum(not k.entry for k in kernels)
     out = [f"# sassas disasm{' of ' + source_name if source_name else ''}: {info.arch}, "
-           f"{len(kernels)} kernel(s)", f".arch {info.arch}", ""]
+           f"{len(kernels) - functions} kernel(s)" + (f", {functions} device function(s)" if functions else ""),
+           f".arch {info.arch}", ""]
     out.extend(_module_source(info, {k.name for k in kernels}))
     for k in kernels:
-        out.extend(_kernel_source(k, isa))
+        out.extend(_kernel_source(k, isa, _code_relocations(info, k)))
         out.append("")
     return "\n".join(out)
+
+
+def _code_relocations(info, k) -> dict[int, SymbolRef]:
+    """Instruction address -> the address the driver writes there, from `.rel(a).text.<k>`."""
+    from .elf import code_relocation_part
+    out = {}
+    for r in info.relocations:
+        part = code_relocation_part(r.type)
+        if r.section == f".text.{k.name}" and part is not None:
+            out[r.offset] = SymbolRef(part, r.symbol, addend=r.addend)
+    return out
+
+
+def _with_callees(info, kernel) -> list:
+    """`kernel` and the device functions it calls (CALL.ABS relocations), transitively: the
+    source must define them for the cubin to load."""
+    chosen = [kernel]
+    for k in chosen:
+        for ref in _code_relocations(info, k).values():
+            callee = next((f for f in info.functions if f.name == ref.name), None)
+            if ref.part == "abs" and callee is not None and callee not in chosen:
+                chosen.append(callee)
+    return chosen
 
 
 def disassemble_file(path: Union[str, os.PathLike], kernel: Optional[str] = None) -> str:
@@ -51,11 +76,13 @@ def disassemble_file(path: Union[str, os.PathLike], kernel: Optional[str] = None
 
 
 def _refuse_what_cannot_be_carried(info, kernels) -> None:
-    """Relocations of the code (`.rel.text.<k>`: global addresses in instructions, calls into
-    other functions) or of a kernel's own constant banks have no sassas syntax: refuse rather
-    than drop them. Only the chosen kernels' own sections count. Relocations of module data
+    """Relocations that sassas source cannot say (of a kernel's own constant banks, or of
+    the code other than `32@lo(x)`, `32@hi(x)` and CALL.ABS targets): refuse rather than
+    drop them. Only the chosen kernels' own sections count. Relocations of module data
     (module constant banks `.nv.constant<b>`, `.nv.global.init`) are carried (_module_source);
     `.debug_frame` is not carried at all."""
+    from .elf import code_relocation_part
+
     mine = {k.name for k in kernels}
     for s in info.sections:
         if not s.name.startswith(".rel") or s.size == 0 or s.name.endswith("debug_frame"):
@@ -68,6 +95,9 @@ def _refuse_what_cannot_be_carried(info, kernels) -> None:
         m = re.match(r"nv\.constant\d+\.(.+)$", target)
         if m and m.group(1) not in mine:
             continue
+        if target.startswith("text.") and all(
+                code_relocation_part(r.type) is not None for r in info.relocations if r.section == "." + target):
+            continue         # addresses in instructions: `32@lo(x)`, a CALL.ABS target
         if target.startswith(("text.", "nv.constant")):
             raise UnsupportedCubin(
                 f"section {s.name}: {s.size // max(s.entsize, 1)} relocation(s) against "
@@ -197,8 +227,8 @@ def _label(addr: int) -> str:
     return f"L_{addr:04x}"
 
 
-def _kernel_source(k, isa) -> list[str]:
-    lines = [f".kernel {k.name}"]
+def _kernel_source(k, isa, relocations: dict[int, SymbolRef]) -> list[str]:
+    lines = [f".kernel {k.name}" if k.entry else f".func {k.name}"]
     if k.registers:
         lines.append(f".registers {k.registers}")
     if k.shared_bytes:
@@ -230,6 +260,10 @@ def _kernel_source(k, isa) -> list[str]:
             targets[addr] = _branch_operands(isa, word, addr, inst)
     labels = {inst.operands[i].values[0] for addr, _, inst in decoded if inst is not None
               for i in targets[addr]}
+    # `32@lo((k + L@srel))`: an address in this function (a return address) gets a label.
+    labels |= {ref.addend for ref in relocations.values()
+               if ref.name == k.name and ref.part != "abs" and ref.addend % INSTRUCTION_BYTES == 0
+               and 0 <= ref.addend <= len(k.code)}
     # The program as `sassas asm` will read it back (a word kept whole is a NOP there).
     body = []
     for addr, _word, inst in decoded:
@@ -256,6 +290,9 @@ def _kernel_source(k, isa) -> list[str]:
         ops = list(inst.operands)
         for i in targets[addr]:
             ops[i] = Operand("N", (_label(ops[i].values[0]),), symbol=_label(ops[i].values[0]))
+        ref = relocations.get(addr)
+        if ref is not None:
+            ops = _relocated_operands(ops, ref, k.name, labels)
         text = isa.format(replace(inst, operands=tuple(ops)))
         pred, _, rest = text.partition(" ") if text.startswith("@") else ("", "", text)
         lines.append(f"{format_control(inst.control)}  {pred:>5} {rest};")
@@ -263,6 +300,18 @@ def _kernel_source(k, isa) -> list[str]:
     if end in labels:
         lines.append(f"{_label(end)}:")
     return lines
+
+
+def _relocated_operands(ops: list, ref: SymbolRef, function: str, labels) -> list:
+    """The operands with the immediate the driver fills in written as its SymbolRef (the
+    instruction's last immediate 0: a MOV's source, a CALL.ABS target)."""
+    if ref.name == function and ref.addend in labels and ref.part != "abs":
+        ref = SymbolRef(ref.part, ref.name, _label(ref.addend))
+    i = max((i for i, op in enumerate(ops) if op.kind == "I" and op.values == (0,)), default=None)
+    if i is None:
+        raise UnsupportedCubin(f"{function}: a relocation ({ref}) on an instruction without an immediate 0")
+    ops[i] = Operand("I", (0,), symbol=ref)
+    return ops
 
 
 def _natural(size: int) -> int:

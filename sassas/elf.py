@@ -106,9 +106,31 @@ class NoteType(IntEnum):
 
 
 class RelocType(IntEnum):
-    """Relocation types of module data, as `cuobjdump -elf` 13.5 names them."""
+    """Relocation types, as `cuobjdump -elf` 13.5 names them (numbers from readelf on ptxas's
+    cubins). Module data: R_CUDA_64, R_CUDA_G64. Code (`.rel(a).text.<function>`): the rest,
+    each patching one field of the instruction at r_offset."""
     R_CUDA_64 = 2          # 64-bit address of the symbol (+ addend), e.g. in constant bank 4
     R_CUDA_G64 = 4         # 64-bit global address, in initialised global data (.nv.global.init)
+    R_CUDA_ABS32_LO_32 = 0x38   # low 32 bits of the address, into the immediate at bits 32..63
+    R_CUDA_ABS32_HI_32 = 0x39   # high 32 bits, same field
+    R_CUDA_ABS47_34 = 0x3A      # a CALL.ABS target, sm_70..sm_89
+    R_CUDA_ABS55_16_34 = 0x4B   # a CALL.ABS target, sm_90
+
+
+def code_relocation_type(arch: Arch, part: str) -> RelocType:
+    """The relocation ptxas writes for `32@lo(x)` ("lo"), `32@hi(x)` ("hi") and a CALL.ABS
+    target ("abs") on `arch`."""
+    if part == "lo":
+        return RelocType.R_CUDA_ABS32_LO_32
+    if part == "hi":
+        return RelocType.R_CUDA_ABS32_HI_32
+    return RelocType(arch.call_relocation)
+
+
+def code_relocation_part(rtype: int) -> Optional[str]:
+    """The inverse: "lo", "hi", "abs", or None for a type that is not one of those."""
+    return {RelocType.R_CUDA_ABS32_LO_32: "lo", RelocType.R_CUDA_ABS32_HI_32: "hi",
+            RelocType.R_CUDA_ABS47_34: "abs", RelocType.R_CUDA_ABS55_16_34: "abs"}.get(rtype)
 
 
 # ptxas writes `.nv.rel.action` (CUDA_RELOCINFO, entries of 8 bytes) beside relocations in
@@ -415,6 +437,12 @@ class KernelImage:
     # Constant banks of the kernel besides bank 0 (ptxas puts 64-bit immediates in bank 2):
     # bank -> bytes, written as `.nv.constant<bank>.<kernel>`.
     constant_banks: dict[int, bytes] = field(default_factory=dict)
+    # Addresses the driver writes into the code at load (offset = the instruction's), against
+    # kernels, functions, global variables or names no module defines (`vprintf`).
+    relocations: list["Relocation"] = field(default_factory=list)
+    # False: a device function (`.func`), called by kernels, not launchable: a local symbol
+    # without STO_CUDA_ENTRY, no parameters, no constant bank 0.
+    entry: bool = True
 
     @property
     def param_bytes(self) -> int:
@@ -676,9 +704,11 @@ def place_globals(objects: Sequence[GlobalObject]) -> dict[str, tuple[list[tuple
 
 
 def _relocation_section(arch: Arch, target: Section, relocations: Sequence[Relocation],
-                        symtab: Section, symbol_of: Callable[[str], "Symbol"]) -> Section:
-    """`.rel.<target>` (or `.rela.` on arches that write explicit addends)."""
-    record = Elf64_Rela if arch.rela else Elf64_Rel
+                        symtab: Section, symbol_of: Callable[[str], "Symbol"],
+                        explicit: Optional[bool] = None) -> Section:
+    """`.rel.<target>` (or `.rela.` on arches that write explicit addends, or where `explicit`)."""
+    explicit = arch.rela if explicit is None else explicit
+    record = Elf64_Rela if explicit else Elf64_Rel
 
     def content(L: "Layout") -> bytes:
         # ptxas lists a section's relocations from the highest offset down; so do we. Symbols
@@ -687,12 +717,12 @@ def _relocation_section(arch: Arch, target: Section, relocations: Sequence[Reloc
         for r in sorted(relocations, key=lambda r: -r.offset):
             sym = symbol_of(r.symbol)
             fields = dict(r_offset=r.offset, r_info=(L.index(sym) << 32) | int(r.type))
-            if arch.rela:
+            if explicit:
                 fields["r_addend"] = r.addend
             out.append(record.pack(**fields))
         return b"".join(out)
 
-    return Section(f".{'rela' if arch.rela else 'rel'}{target.name}", SHT.RELA if arch.rela else SHT.REL,
+    return Section(f".{'rela' if explicit else 'rel'}{target.name}", SHT.RELA if explicit else SHT.REL,
                    flags=SHF.INFO_LINK, link=symtab, info=target, align=8, entsize=record.size, content=content)
 
 
@@ -793,13 +823,22 @@ def _build_model(arch: Arch, abi: ElfAbi, kernels: list[KernelImage],
     module_info_attrs: list[NvInfoAttribute] = []
     module_info = Section(".nv.info", SHT.CUDA_INFO, link=symtab, align=4,
                           content=lambda L: encode_nv_info(module_info_attrs, L.index))
+    calls: list[tuple[Symbol, str]] = []      # (caller, callee's name): a CALL.ABS relocation each
+
+    def callgraph_content(L: "Layout") -> bytes:
+        # ptxas: the first sentinel, each caller/callee pair once, the other sentinels.
+        edges = list(dict.fromkeys((L.index(caller), L.index(code_symbol(callee))) for caller, callee in calls))
+        pairs = CALLGRAPH_SENTINELS[:1] + tuple(edges) + CALLGRAPH_SENTINELS[1:]
+        return b"".join(CallgraphEntry.pack(caller=a, callee=b) for a, b in pairs)
+
     callgraph = Section(".nv.callgraph", SHT.CUDA_CALLGRAPH, link=symtab, align=4,
-                        entsize=CallgraphEntry.size,
-                        content=b"".join(CallgraphEntry.pack(caller=a, callee=b) for a, b in CALLGRAPH_SENTINELS))
+                        entsize=CallgraphEntry.size, content=callgraph_content)
 
     kernel_infos, texts, shareds, const0s = [], [], [], []
     local_syms: list[Symbol] = []
     global_syms: list[Symbol] = []
+    functions: dict[str, Symbol] = {}
+    code_relocations: list[tuple[Section, list[Relocation]]] = []
     for k in kernels:
         text_flags = SHF.ALLOC | SHF.EXECINSTR
         if abi.barriers_in_text_flags:
@@ -807,11 +846,19 @@ def _build_model(arch: Arch, abi: ElfAbi, kernels: list[KernelImage],
         text = Section(f".text.{k.name}", SHT.PROGBITS, flags=text_flags, content=bytes(k.code),
                        link=symtab, align=128,
                        info_high=(k.registers << TEXT_REGCOUNT_SHIFT) if arch.regcount_in_text_info else 0)
-        func = Symbol(k.name, text, size=len(k.code), bind=STB.GLOBAL, type=STT.FUNC, other=STO_CUDA_ENTRY)
+        if k.entry:
+            func = Symbol(k.name, text, size=len(k.code), bind=STB.GLOBAL, type=STT.FUNC, other=STO_CUDA_ENTRY)
+            global_syms.append(func)
+        else:
+            func = Symbol(k.name, text, size=len(k.code), bind=STB.LOCAL, type=STT.FUNC)
+            local_syms.append(func)
+        functions[k.name] = func
         text.info = func
         texts.append(text)
-        global_syms.append(func)
         local_syms.append(Symbol(text.name, text, type=STT.SECTION))
+        if k.relocations:
+            code_relocations.append((text, k.relocations))
+            calls.extend((func, r.symbol) for r in k.relocations if code_relocation_part(r.type) == "abs")
 
         if k.shared_bytes:
             shared = Section(f".nv.shared.{k.name}", SHT.NOBITS, flags=SHF.WRITE | SHF.ALLOC | SHF.INFO_LINK,
@@ -819,6 +866,17 @@ def _build_model(arch: Arch, abi: ElfAbi, kernels: list[KernelImage],
             shareds.append(shared)
             local_syms.append(Symbol(shared.name, shared, type=STT.SECTION))
 
+        module_info_attrs += [
+            NvInfoAttribute.make("EIATTR_REGCOUNT", SymbolAttr(func, k.registers)),
+            NvInfoAttribute.make("EIATTR_FRAME_SIZE", SymbolAttr(func, k.uses_local)),
+            NvInfoAttribute.make("EIATTR_MIN_STACK_SIZE", SymbolAttr(func, k.uses_local)),
+        ]
+        if not k.entry:
+            attrs = _function_attributes(arch, abi, k)
+            kernel_infos.append(Section(f".nv.info.{k.name}", SHT.CUDA_INFO, flags=SHF.INFO_LINK, link=symtab,
+                                        info=text, align=4,
+                                        content=lambda L, attrs=attrs: encode_nv_info(attrs, L.index)))
+            continue
         const0 = Section(f".nv.constant0.{k.name}", SHT.PROGBITS, flags=SHF.ALLOC | SHF.INFO_LINK,
                          content=bytes(k.const0_size(arch)), info=text, align=4)
         const0s.append(const0)
@@ -829,12 +887,6 @@ def _build_model(arch: Arch, abi: ElfAbi, kernels: list[KernelImage],
             local_syms.append(Symbol(cbank.name, cbank, type=STT.SECTION))
         const0_sym = Symbol(const0.name, const0, type=STT.SECTION)
         local_syms.append(const0_sym)
-
-        module_info_attrs += [
-            NvInfoAttribute.make("EIATTR_REGCOUNT", SymbolAttr(func, k.registers)),
-            NvInfoAttribute.make("EIATTR_FRAME_SIZE", SymbolAttr(func, k.uses_local)),
-            NvInfoAttribute.make("EIATTR_MIN_STACK_SIZE", SymbolAttr(func, k.uses_local)),
-        ]
         attrs = _kernel_attributes(arch, abi, k, const0_sym)
         kernel_infos.append(Section(f".nv.info.{k.name}", SHT.CUDA_INFO, flags=SHF.INFO_LINK, link=symtab,
                                     info=text, align=4,
@@ -852,9 +904,32 @@ def _build_model(arch: Arch, abi: ElfAbi, kernels: list[KernelImage],
     local_syms.append(Symbol(callgraph.name, callgraph, type=STT.SECTION))
 
     data, relocs, banks, module_locals, module_globals = _module_sections(
-        arch, module or ModuleImage(), symtab, {s.name: s for s in global_syms})
+        arch, module or ModuleImage(), symtab, functions)
     local_syms += module_locals
     global_syms += module_globals
+    objects = {s.name: s for s in module_locals + module_globals if s.type == STT.OBJECT}
+    undefined: dict[str, Symbol] = {}
+
+    def code_symbol(name: str) -> Symbol:
+        """A kernel, function or global variable of the module; else a name the driver
+        must find elsewhere (an undefined global symbol, as ptxas writes for `vprintf`)."""
+        sym = functions.get(name) or objects.get(name)
+        if sym is None:
+            sym = undefined.get(name)
+            if sym is None:
+                sym = undefined[name] = Symbol(name, None, bind=STB.GLOBAL, type=STT.FUNC)
+                global_syms.append(sym)
+        return sym
+
+    for text, rels in code_relocations:
+        for r in rels:
+            code_symbol(r.symbol)          # every symbol made before the layout numbers them
+        # ptxas: entries with an addend in `.rela.text.<f>`, the others in `.rel.text.<f>`
+        # (all in `.rela` on sm_90).
+        groups = [(rels, True)] if arch.rela else [([r for r in rels if not r.addend], False),
+                                                    ([r for r in rels if r.addend], True)]
+        relocs += [_relocation_section(arch, text, group, symtab, code_symbol, explicit=explicit)
+                   for group, explicit in groups if group]
     if relocs and not arch.rela:
         action = Section(".nv.rel.action", SHT.CUDA_RELOCINFO, content=REL_ACTION, align=8, entsize=8)
         relocs.insert(0, action)
@@ -871,6 +946,13 @@ def _build_model(arch: Arch, abi: ElfAbi, kernels: list[KernelImage],
     sections = (head[:3] + [callgraph] + notes + [module_info] + compat + kernel_infos + relocs
                 + extra + texts + init + shareds + bss + banks + const0s)
     return sections, local_syms + global_syms
+
+
+def _function_attributes(arch: Arch, abi: ElfAbi, k: KernelImage) -> list[NvInfoAttribute]:
+    """`.nv.info.<f>` of a device function, as ptxas writes it (less its SPARSE_MMA_MASK)."""
+    A = NvInfoAttribute.make
+    attrs = [A("EIATTR_SW_WAR", arch.sw_war)] if arch.sw_war is not None else []
+    return attrs + [A("EIATTR_CUDA_API_VERSION", abi.cuda_api_version)] + k.extra_attributes
 
 
 def _kernel_attributes(arch: Arch, abi: ElfAbi, k: KernelImage, const0_sym: Symbol) -> list[NvInfoAttribute]:
@@ -1073,6 +1155,7 @@ class KernelInfo:
     module_attributes: list[NvInfoAttribute]    # this kernel's entries in .nv.info
     symbol_index: int = 0
     constant_banks: dict[int, bytes] = field(default_factory=dict)   # bank (not 0) -> data
+    entry: bool = True                          # False: a device function (no STO_CUDA_ENTRY)
 
     def attribute(self, name: str) -> list[Any]:
         """Values of every attribute called `name` (per-kernel, then module-wide)."""
@@ -1085,7 +1168,7 @@ class KernelInfo:
             shared_bytes=self.shared_bytes, max_threads=self.max_threads, exit_offsets=list(self.exit_offsets),
             s2r_ctaid_offsets=list(self.s2r_ctaid_offsets), barriers=self.barriers, uses_local=self.frame_size,
             req_threads=self.req_threads, max_registers=self.max_registers,
-            constant_banks=dict(self.constant_banks),
+            constant_banks=dict(self.constant_banks), entry=self.entry,
             extra_attributes=[a for a in self.attributes if a.name not in _WRITER_KERNEL_ATTRIBUTES])
 
 
@@ -1113,9 +1196,12 @@ class CubinInfo:
     constants: Optional[bytes] = None           # .nv.constant3
     compat_attributes: list[NvInfoAttribute] = field(default_factory=list)   # .nv.compat
     relocations: list[RelocationInfo] = field(default_factory=list)          # every .rel/.rela section's
+    # Device functions: FUNC symbols without STO_CUDA_ENTRY (ptxas's `__cuda_sm20_div_u64`).
+    functions: list[KernelInfo] = field(default_factory=list)
 
     def kernel(self, name: str) -> KernelInfo:
-        for k in self.kernels:
+        """The kernel (or device function) called `name`."""
+        for k in self.kernels + self.functions:
             if k.name == name:
                 return k
         raise KeyError(f"no kernel {name!r} in this cubin; it has {', '.join(k.name for k in self.kernels)}")
@@ -1176,9 +1262,9 @@ def read_cubin(data: bytes) -> CubinInfo:
     info = by_name.get(".nv.info")
     module_attrs = decode_nv_info(info.data, sym_name) if info else []
 
-    kernels = []
+    kernels, functions = [], []
     for sym in symbols:
-        if sym.type != STT.FUNC or not (sym.other & STO_CUDA_ENTRY) or not 0 < sym.section < len(sections):
+        if sym.type != STT.FUNC or not 0 < sym.section < len(sections):
             continue
         text = sections[sym.section]
         kinfo = by_name.get(f".nv.info.{sym.name}")
@@ -1199,8 +1285,8 @@ def read_cubin(data: bytes) -> CubinInfo:
         cbank = first("EIATTR_PARAM_CBANK")
         max_threads = first("EIATTR_MAX_THREADS")
         req = first("EIATTR_REQNTID")
-        kernels.append(KernelInfo(
-            name=sym.name, code=text.data[sym.value:sym.value + (sym.size or len(text.data))],
+        (kernels if sym.other & STO_CUDA_ENTRY else functions).append(KernelInfo(
+            entry=bool(sym.other & STO_CUDA_ENTRY), name=sym.name, code=text.data[sym.value:sym.value + (sym.size or len(text.data))],
             params=[ParamInfo(p.offset, p.size) for p in kparams], registers=registers,
             shared_bytes=shared.size if shared else 0,
             max_threads=tuple(max_threads) if max_threads else None,
@@ -1235,7 +1321,7 @@ def read_cubin(data: bytes) -> CubinInfo:
     const3 = by_name.get(".nv.constant3")
     compat = by_name.get(".nv.compat")
     return CubinInfo(arch=arch_name, sm=sm, abi=abi.name, e_flags=hdr["e_flags"], sections=sections,
-                     symbols=symbols, kernels=kernels, module_attributes=module_attrs,
+                     symbols=symbols, kernels=kernels, functions=functions, module_attributes=module_attrs,
                      constants=const3.data if const3 else None, relocations=relocations,
                      compat_attributes=decode_nv_info(compat.data, kinds=EICOMPAT_BY_CODE, prefix="EICOMPAT_ATTR")
                      if compat else [])

@@ -24,6 +24,7 @@ class EncodedKernel:
     registers: int
     exit_offsets: list[int] = field(default_factory=list)
     barriers: int = 0
+    relocations: list = field(default_factory=list)      # elf.Relocation, one per SymbolRef
 
 
 # ptxas reports two registers more than the highest one a kernel touches (+1), on every arch
@@ -79,6 +80,7 @@ def encode_kernel(kernel: Kernel, arch: Arch, isa) -> EncodedKernel:
         instructions = kernel.instructions
     words = bytearray()
     errors: list[SassError] = []
+    relocations = []
     for inst in instructions:
         if inst.raw is not None and inst.raw[0] == ALL_BITS:
             word = inst.raw[1] & ALL_BITS      # every bit given: the text is only a placeholder
@@ -91,6 +93,11 @@ def encode_kernel(kernel: Kernel, arch: Arch, isa) -> EncodedKernel:
             if inst.raw is not None:
                 mask, value = inst.raw
                 word = (word & ~mask) | (value & mask)
+            if inst.relocation is not None:
+                try:
+                    relocations.append(_relocation(inst, isa, arch))
+                except SassError as e:
+                    errors.append(e.with_loc(inst.loc))
         words += word.to_bytes(16, "little")
     if errors:
         raise errors[0] if len(errors) == 1 else SassErrors(errors)
@@ -98,4 +105,28 @@ def encode_kernel(kernel: Kernel, arch: Arch, isa) -> EncodedKernel:
         kernel=kernel, code=bytes(words),
         registers=kernel.registers if kernel.registers is not None else _register_count(instructions),
         exit_offsets=[i.address for i in instructions if i.opcode in EXIT_OPCODES],
-        barriers=_barrier_count(instructions))
+        barriers=_barrier_count(instructions), relocations=relocations)
+
+
+# Where the driver writes `32@lo(x)` / `32@hi(x)`: the 32-bit immediate at bits 32..63.
+_ADDRESS_HALF_FIELD = 0xFFFFFFFF << 32
+
+
+def _relocation(inst: Instruction, isa, arch: Arch):
+    """The elf.Relocation of an instruction's SymbolRef. A `32@lo`/`32@hi` must sit in a
+    32-bit immediate at bits 32..63, the field R_CUDA_ABS32_LO_32/HI_32 patch: checked by
+    encoding the instruction with all ones there."""
+    from dataclasses import replace
+    from .elf import Relocation, code_relocation_type
+    r = inst.relocation
+    if r.part in ("lo", "hi"):
+        ones = replace(inst, operands=tuple(op if op.kind != "I" or op.values != (0,) else op.with_values(0xFFFFFFFF)
+                                            for op in inst.operands), relocation=None)
+        try:
+            moved = isa.encode(ones) ^ isa.encode(replace(inst, relocation=None))
+        except SassError:
+            moved = 0
+        if moved != _ADDRESS_HALF_FIELD:
+            raise SassError(f"32@{r.part}({r.symbol}) needs a 32-bit immediate at bits 32..63, which the "
+                            f"driver fills in; {inst.opcode} has none there")
+    return Relocation(offset=inst.address, symbol=r.symbol, type=code_relocation_type(arch, r.part), addend=r.addend)

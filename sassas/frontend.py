@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Optional
 
-from .ast import NO_BARRIER, Instruction, Kernel, Label, Loc, Operand, Shape
+from .ast import NO_BARRIER, Instruction, Kernel, Label, Loc, Operand, Shape, SymbolRef
 from .errors import Diagnostics, SassError
 from .regalloc import AutoName, ThreeSource, allocate
 
@@ -216,7 +216,7 @@ def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_
 
     if not instructions:
         diags.error(SassError(f"kernel '{kernel.name}' has no instructions", kernel.loc))
-    elif EXIT_OPCODES.isdisjoint(map(attrgetter("opcode"), instructions)):
+    elif kernel.entry and EXIT_OPCODES.isdisjoint(map(attrgetter("opcode"), instructions)):
         diags.warn(f"kernel '{kernel.name}' has no EXIT: its threads run past the end of the code", kernel.loc)
     if auto_reuse:
         set_reuse_flags(kernel)
@@ -300,6 +300,8 @@ def _layout_smem(kernel: Kernel, decls: Declarations) -> dict[str, int]:
 def _bind(op: Operand, registers, consts, smem, labels, params, known) -> Operand:
     """Replace the names in one operand that the front end owns. (Its errors have no location:
     the caller gives them the operand's.)"""
+    if isinstance(op.symbol, SymbolRef):
+        return op                  # `32@lo(name)`: resolve makes it a relocation
     ps = pieces(op.kind)
     if op.kind == "N[I]" and op.values[0] in consts:
         name, word = op.values

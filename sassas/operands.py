@@ -17,7 +17,7 @@ import re
 import struct
 from typing import Iterable, Sequence
 
-from .ast import Loc, Operand
+from .ast import Loc, Operand, SymbolRef
 from .errors import SassError
 
 REGISTER_ZERO = {"R": 255, "UR": 63, "P": 7, "UP": 7}
@@ -92,6 +92,9 @@ def canonical_operand(atoms: Sequence, loc: Loc | None = None, sources: dict | N
 
     def fail(msg: str):
         raise SassError(f"malformed operand: {msg}", loc)
+
+    if n >= 3 and atoms[0].type == "NUMBER" and atoms[1].type == "AT":
+        return _relocated_immediate(atoms, fail)
 
     # Prefix operators apply to the whole operand.
     abs_open = False
@@ -214,6 +217,31 @@ def canonical_operand(atoms: Sequence, loc: Loc | None = None, sources: dict | N
     return Operand(kind=k, values=tuple(values), flags=frozenset(flags), symbol=symbol)
 
 
+# What may stand inside `32@lo(...)`: nvdisasm's `name`, `(name + label@srel)`, and a constant
+# addend `(name + 0x10)` (the atoms' texts joined without spaces).
+_RELOCATION_TARGET = re.compile(
+    r"\(?(?P<name>[A-Za-z_$.][\w$.]*)"
+    r"(?:(?P<sign>[+-])(?:(?P<label>[A-Za-z_$.][\w$.]*)@srel|(?P<addend>0[xX][0-9a-fA-F]+|\d+)))?\)?")
+
+
+def _relocated_immediate(atoms: Sequence, fail) -> Operand:
+    """`32@lo(name)` and the like: a 32-bit immediate the driver fills in (value 0 here, the
+    SymbolRef saying with what)."""
+    width, part = atoms[0].value, atoms[2].value if atoms[2].type == "NAME" else ""
+    if width != "32" or part not in ("lo", "hi"):
+        fail(f"expected 32@lo(symbol) or 32@hi(symbol), found '{width}@{atoms[2].value}'")
+    inner = "".join(a.value for a in atoms[3:])
+    m = _RELOCATION_TARGET.fullmatch(inner[1:-1]) if inner.startswith("(") and inner.endswith(")") else None
+    if m is None or (m.group(0).startswith("(") != m.group(0).endswith(")")):
+        fail(f"expected 32@{part}(symbol), 32@{part}((symbol + label@srel)) or 32@{part}((symbol + offset)), "
+             f"found '32@{part}{inner}'")
+    if m.group("label") is not None and m.group("sign") != "+":
+        fail(f"'{m.group('sign')} {m.group('label')}@srel': a label's offset is added, not subtracted")
+    addend = int(m.group("addend"), 0) if m.group("addend") else 0
+    ref = SymbolRef(part, m.group("name"), m.group("label"), -addend if m.group("sign") == "-" else addend)
+    return Operand(kind="I", values=(0,), symbol=ref)
+
+
 def _join_kind(parts: list[str]) -> Iterable[str]:
     # Kind pieces are concatenated except that two value pieces side by side
     # (`RET.REL.NODEC R20 `(fn)``) are kept apart by a space.
@@ -264,6 +292,8 @@ def format_operand(op: Operand, number=format_number) -> str:
     nvdisasm writes a plain operand as ``-|R3|.reuse.H0_H0``: the bars around the value,
     then ``.reuse``, then the suffixes; inside brackets a suffix stays on its register
     (``[R2.64+UR4]``); a constant ends with them (``c[0x0] [0x178].H0_H0``)."""
+    if isinstance(op.symbol, SymbolRef):
+        return str(op.symbol)          # an address the driver fills in
     out: list[str] = []
     vals = list(op.values)
     suffixes = [f for f in sorted(op.flags) if f.startswith(".")]

@@ -135,6 +135,9 @@ class _Build(Transformer):
     def kernel(self, items):
         return ("kernel", items[0].value, self._loc(items[0]))
 
+    def func(self, items):
+        return ("func", items[0].value, self._loc(items[0]))
+
     def param(self, items):
         name = items[0]
         size = self._num(items[1])
@@ -770,10 +773,10 @@ def parse_program(text: str, arch: str, filename: str = "<input>", lines: Option
         append = None       # (a directive may start another kernel)
         kind, value, loc = it
         try:
-            if kind == "kernel":
+            if kind in ("kernel", "func"):
                 if any(k.name == value for k in program.kernels):
-                    raise SassError(f"kernel '{value}' defined twice", loc)
-                start_kernel(value, loc)
+                    raise SassError(f"function '{value}' defined twice", loc)
+                start_kernel(value, loc).entry = kind == "kernel"
             elif kind == "arch":
                 if value != arch:
                     raise SassError(f"this file is written for {value}, but --arch is {arch}", loc)

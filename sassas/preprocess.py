@@ -391,6 +391,7 @@ _SECTION = re.compile(r"^\s*\.section\s+([^\s,]+)")
 _TEXT_LABEL = re.compile(r"^\s*\.text\.\S+:\s*$")
 _LISTING_DIRECTIVE = re.compile(r"^\s*\.(global|weak|type|size|other|align|sectionflags|sectioninfo|"
                                 r"headerflags|elftype|target|zero|byte|short|word|dword|string)\b")
+_ENTRY = re.compile(r'^\s*\.other\s+\S+?,\s*@"STO_CUDA_ENTRY\b')
 _INSTRUCTION_LINE = re.compile(r"^\s*(/\*[0-9a-fA-F]{4,}\*/|/\*\s*0x[0-9a-fA-F]+\s*\*/\s*$)")
 # nvdisasm (ELF mode) notes what the cubin's attributes say of an instruction between the
 # operands and the ';', e.g. `STL [R1+0x4], R4  (*"SpillRefill"*);` for ptxas's spill code
@@ -409,18 +410,23 @@ def listing_statements(lines: list[str], filename: str) -> list[str]:
     out: list[str] = []
     in_code = False          # inside a function's code
     function: Optional[str] = None
+    start = 0                # where the function's directive went in `out`
     for line in lines:
         keep = ""
         m = _CUOBJDUMP_FUNCTION.match(line)
         s = _SECTION.match(line)
         if m:
+            # (cuobjdump does not say which functions are entries: all are kernels)
             function, in_code, keep = m.group(1), True, f".kernel {m.group(1)}"
         elif s:
             name = s.group(1)
             in_code = name.startswith(".text.")
             if in_code:
-                function = name[len(".text."):]
-                keep = f".kernel {function}"
+                # nvdisasm: a device function, unless `.other name,@"STO_CUDA_ENTRY ..."` follows
+                function, start = name[len(".text."):], len(out)
+                keep = f".func {function}"
+        elif in_code and _ENTRY.match(line):
+            out[start] = f".kernel {function}"
         elif in_code:
             stripped = line.strip()
             if _INSTRUCTION_LINE.match(line):

@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Optional
 
 from .arch import Arch
-from .ast import Instruction, Kernel, Label, Operand
+from .ast import CodeRelocation, Instruction, Kernel, Label, Operand, SymbolRef
 from .errors import SassError
 from .operands import VALUE_PIECES, kind_pieces
 
@@ -67,6 +67,13 @@ def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Ope
             operands = []
             for i, op in enumerate(inst.operands):
                 try:
+                    ref = _symbol_ref(inst, op, labels)
+                    if ref is not None:
+                        if inst.relocation is not None:
+                            raise SassError("a second address for the driver to fill in: an instruction "
+                                            "holds at most one")
+                        inst.relocation = _relocation(ref, kernel, labels)
+                        op = Operand("I", (0,), op.flags)
                     operands.append(_resolve_operand(op, labels, params, registers, arch))
                 except SassError as e:
                     raise e.with_loc(inst.operand_loc(i))
@@ -136,6 +143,35 @@ def infer_descriptors(body, isa) -> None:
     for inst, register in zip(instructions, descriptor_registers(body, isa.descriptor_load)):
         if register is not None and inst.descriptor is None and inst.opcode in isa.descriptor_opcodes:
             inst.descriptor = register
+
+
+# Calls whose target is an absolute address: a target that is no label of the kernel is
+# another function's address, for the driver to fill in (`CALL.ABS.NOINC `(vprintf)``).
+_ABSOLUTE_CALLS = frozenset({"CALL"})
+
+
+def _symbol_ref(inst: Instruction, op: Operand, labels) -> Optional[SymbolRef]:
+    """The address the driver fills into this operand, if it names one."""
+    if isinstance(op.symbol, SymbolRef):
+        return op.symbol
+    if (op.kind == "L" and op.symbol not in labels and inst.opcode in _ABSOLUTE_CALLS
+            and "ABS" in inst.modifiers):
+        return SymbolRef("abs", op.symbol)
+    return None
+
+
+def _relocation(ref: SymbolRef, kernel: Kernel, labels) -> CodeRelocation:
+    addend = ref.addend
+    if ref.label is not None:
+        # `(name + label@srel)`: the label's offset in name's code; nvdisasm prints it for
+        # return addresses, a label of the function that holds the instruction.
+        if ref.name != kernel.name:
+            raise SassError(f"'{ref.label}@srel' with '{ref.name}': the label must be in the same function "
+                            f"('{kernel.name}')")
+        if ref.label not in labels:
+            raise _undefined(ref.label, list(labels), what="label")
+        addend += labels[ref.label]
+    return CodeRelocation(ref.part, ref.name, addend)
 
 
 def _resolve_operand(op: Operand, labels, params, registers, arch: Arch) -> Operand:

@@ -240,11 +240,9 @@ def sample(cubins: list[bytes], arch: str, limit: Optional[int] = MAX_INSTRUCTIO
     pool = []
     for data in cubins:
         info = read_cubin(data)
-        relocated = {s.name.split(".text.", 1)[1] for s in info.sections
-                     if s.name.startswith((".rel.text.", ".rela.text.")) and s.size}
-        # Kernels with relocations (global variables, `32@lo(sym)` in listings) are not
-        # carried through sassas source yet: left out of the sample.
-        pool += [(data, info, k) for k in info.kernels if k.name not in relocated]
+        # Kernels and device functions (ptxas's `__cuda_sm70_shflsync_idx_p`), with the
+        # addresses the driver fills into their code (`32@lo(x)`, CALL.ABS targets) or not.
+        pool += [(data, info, k) for k in info.kernels + info.functions]
     rng.shuffle(pool)
     chosen, total = [], 0
     for data, info, k in pool:
@@ -276,6 +274,11 @@ def _symbol_indices(data: bytes, names: set[str]) -> list[int]:
     return [i for i, s in enumerate(symtab.iter_symbols()) if s.name in names and s["st_info"]["type"] == "STT_FUNC"]
 
 
+def code_relocations(info, function: str) -> set[tuple]:
+    """The relocations of a function's code: (offset, symbol, type, addend)."""
+    return {(r.offset, r.symbol, r.type, r.addend) for r in info.relocations if r.section == f".text.{function}"}
+
+
 def words(chosen) -> list[int]:
     """The chosen kernels' words, one stream (for nvdisasm's raw mode)."""
     return [w for _data, _info, k in chosen for w in oracle.words_of(k.code)]
@@ -299,7 +302,7 @@ def test_realworld_corpus(name, arch, capsys):
     chosen = sample(by_arch[arch], arch, corpus.max_instructions)
 
     # 1. disasm -> asm, kernel by kernel: the code, and the module data beside it.
-    kernels = instructions = raw = with_relocations = 0
+    kernels = instructions = raw = with_relocations = with_code_relocations = 0
     round_trip_failures: list[str] = []
     refused: list[str] = []
     modules: dict[int, ModuleImage] = {}
@@ -320,7 +323,11 @@ def test_realworld_corpus(name, arch, capsys):
         if read_module(rebuilt_info) != modules[id(data)]:
             round_trip_failures.append(f"{k.name[:60]}: module data differs")
             continue
+        if code_relocations(rebuilt_info, k.name) != code_relocations(info, k.name):
+            round_trip_failures.append(f"{k.name[:60]}: relocations of the code differ")
+            continue
         with_relocations += bool(rebuilt_info.relocations)
+        with_code_relocations += bool(code_relocations(info, k.name))
         if rebuilt != k.code:
             at = next(i for i in range(len(k.code)) if rebuilt[i:i + 1] != k.code[i:i + 1]) // 16 * 16
             line = next((l for l in text.splitlines() if f"/*{at:04x}*/" in l), "?")
@@ -355,7 +362,8 @@ def test_realworld_corpus(name, arch, capsys):
     with capsys.disabled():
         print(f"\n[{arch} {corpus.label}] {len(chosen)} kernels sampled; disasm->asm identical: {kernels} kernels, "
               f"{instructions} instructions, {raw} ({100.0 * raw / max(instructions, 1):.1f}%) needed .raw; "
-              f"{with_relocations} of them with relocated module data (equal after the round trip); "
+              f"{with_relocations} of them with relocated module data, {with_code_relocations} with addresses "
+              f"in the code (equal after the round trip); "
               f"{len(refused)} refused by disasm, {len(round_trip_failures)} NOT identical\n"
               f"    listing re-encoded bit-exactly: {good_listing}/{listed} ({p_listing:.2f}%); "
               f"decode+format == nvdisasm: {good_format}/{decoded} ({p_format:.2f}%)"
