@@ -327,19 +327,6 @@ def test_unknown_directive_syntax_is_a_syntax_error():
     assert str(e.value).startswith("m.sass:1:")
 
 
-def test_code_relocations_are_still_refused():
-    """Relocations of the code (`.rel.text.<k>`) have no syntax: disasm says so."""
-    from sassas.elf import KernelImage, SectionInfo
-    code = bytes.fromhex("4d790000000000000000800300ea0f00")
-    info = read_cubin(write_cubin("sm_80", [KernelImage("k", code, [], 8)],
-                                  module=ModuleImage(constant_banks={4: bytes(8)})))
-    # A relocation section against the kernel's code, as nvcc writes for `32@lo(sym)` operands.
-    info.sections.append(SectionInfo(99, ".rel.text.k", 9, 0x40, 0, 16, 3, 1, 8, 16, bytes(16)))
-    from sassas.disasm import _refuse_what_cannot_be_carried
-    with pytest.raises(UnsupportedCubin, match=r"\.rel\.text\.k: 1 relocation\(s\) against \.text\.k"):
-        _refuse_what_cannot_be_carried(info, info.kernels)
-
-
 # ------------------------------------------------------------------------------ GPU check
 
 def _gpu():
