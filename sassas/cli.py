@@ -94,7 +94,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     p = sub.add_parser("disasm", help="disassemble a cubin into editable source")
     p.add_argument("input")
     p.add_argument("-o", "--output")
-    p.add_argument("--kernel", help="only this kernel")
+    p.add_argument("--kernel", action="append",
+                   help="only this kernel (and the device functions it calls); repeat for several")
     p.set_defaults(func=_cmd_disasm)
 
     p = sub.add_parser("isa", help="list the instruction forms an architecture supports")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import replace
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 
 from .ast import Instruction, Label, Operand, SymbolRef
 from .control import format_control
@@ -26,15 +26,20 @@ class UnsupportedCubin(SassError):
     pass
 
 
-def disassemble(cubin: Union[bytes, "object"], kernel: Optional[str] = None, source_name: str = "") -> str:
-    """Source text for every kernel of the cubin (or only `kernel`)."""
+def disassemble(cubin: Union[bytes, "object"], kernel: Union[str, Sequence[str], None] = None,
+                source_name: str = "") -> str:
+    """Source text for every kernel and device function of the cubin, or only `kernel` (a
+    name or several) and the device functions they call."""
     from .elf import read_cubin
     from .isa import get_isa
 
     data = cubin if isinstance(cubin, (bytes, bytearray)) else getattr(cubin, "data", cubin)
     info = read_cubin(bytes(data))
     isa = get_isa(info.arch)
-    kernels = info.kernels + info.functions if kernel is None else _with_callees(info, info.kernel(kernel))
+    if kernel is None:
+        kernels = info.kernels + info.functions
+    else:
+        kernels = _with_callees(info, [info.kernel(name) for name in ([kernel] if isinstance(kernel, str) else kernel)])
     _refuse_what_cannot_be_carried(info, kernels)
     functions = sum(not k.entry for k in kernels)
     out = [f"# sassas disasm{' of ' + source_name if source_name else ''}: {info.arch}, "
@@ -58,10 +63,13 @@ def _code_relocations(info, k) -> dict[int, SymbolRef]:
     return out
 
 
-def _with_callees(info, kernel) -> list:
-    """`kernel` and the device functions it calls (CALL.ABS relocations), transitively: the
+def _with_callees(info, kernels: list) -> list:
+    """`kernels` and the device functions they call (CALL.ABS relocations), transitively: the
     source must define them for the cubin to load."""
-    chosen = [kernel]
+    chosen = []
+    for k in kernels:
+        if k not in chosen:
+            chosen.append(k)
     for k in chosen:
         for ref in _code_relocations(info, k).values():
             callee = next((f for f in info.functions if f.name == ref.name), None)
@@ -70,7 +78,7 @@ def _with_callees(info, kernel) -> list:
     return chosen
 
 
-def disassemble_file(path: Union[str, os.PathLike], kernel: Optional[str] = None) -> str:
+def disassemble_file(path: Union[str, os.PathLike], kernel: Union[str, Sequence[str], None] = None) -> str:
     with open(path, "rb") as f:
         return disassemble(f.read(), kernel, source_name=os.path.basename(str(path)))
 

@@ -203,3 +203,55 @@ def test_gpu_global_table_and_device_function_call():
             got = out.to_numpy().view(np.uint32)
         print(f"\n[{name}] out[:6] = {got[:6].tolist()}")
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.gpu
+def test_gpu_bitsandbytes_kernels_with_relocations_compute_the_same():
+    """bitsandbytes' sm_90 kernels whose code holds addresses: `kfunc<float, FILL>` calls
+    ptxas's `__cuda_sm20_div_u64` through CALL.ABS, the NF4 `kDequantizeBlockwise` reads its
+    lookup table through `32@lo/32@hi`. Each runs from the original cubin and from
+    `sassas disasm` -> `sassas asm` of it, on the same fresh random inputs: equal outputs
+    (needs the corpus in .cache/realworld; skips otherwise)."""
+    from importlib import import_module
+    L = import_module("sassas.load")
+    ok, why = L.gpu_available()
+    if not ok:
+        pytest.skip(f"no GPU: {why}")
+    if L.compute_capability() != (9, 0):
+        pytest.skip("the kernels are bitsandbytes' sm_90 build")
+    import test_realworld_corpus as rw
+    try:
+        original = next(iter(rw.cubins("bitsandbytes").get("sm_90", [])), None)
+    except rw.CorpusMissing as e:
+        pytest.skip(f"bitsandbytes corpus: {e}")
+    if original is None:
+        pytest.skip("no sm_90 cubin in the bitsandbytes corpus")
+    fill = "_Z5kfuncIfLi0EEvPT_S1_S0_l"
+    dequantize = "_Z20kDequantizeBlockwiseIfLi512ELi64ELi8ELi2EEvPfPhS0_PT_ii"
+    text = disassemble(original, kernel=[fill, dequantize])
+    rebuilt = sassas.assemble(text, "sm_90", filename="bnb.sass").data
+    info = read_cubin(rebuilt)
+    assert _code_relocations(info) and info.functions, "the kernels should carry code relocations"
+    rng = np.random.default_rng()
+    n = 4099                                           # not a multiple of the tile
+    value = np.float32(rng.standard_normal())
+    packed = rng.integers(0, 256, n, dtype=np.uint8)
+    absmax = rng.random(n).astype(np.float32) + 0.5
+    results = {}
+    for name, cubin in (("ptxas", original), ("sassas", rebuilt)):
+        with L.load(cubin) as m:
+            a = L.DeviceBuffer.from_numpy(np.full(n + 64, np.nan, np.float32))
+            m[fill]((n + 255) // 256, 256, a, L.DeviceBuffer.from_numpy(np.zeros(4, np.float32)), value, np.int64(n))
+            out = L.DeviceBuffer.from_numpy(np.full(2 * n + 1024, np.nan, np.float32))
+            m[dequantize]((n + 511) // 512, 64, L.DeviceBuffer.from_numpy(np.zeros(256, np.float32)),
+                          L.DeviceBuffer.from_numpy(packed), L.DeviceBuffer.from_numpy(absmax), out,
+                          np.int32(64), np.int32(n))
+            results[name] = (a.to_numpy(), out.to_numpy())
+    filled, dequantized = results["sassas"]
+    np.testing.assert_array_equal(filled[:n], np.full(n, value, np.float32))
+    assert np.isnan(filled[n:]).all()
+    written = ~np.isnan(dequantized)
+    print(f"\n[sm_90 bitsandbytes] fill: {n} elements = {value}; NF4 dequantize: {int(written.sum())} outputs written")
+    assert written.sum() >= n
+    for mine, theirs in zip(results["sassas"], results["ptxas"]):
+        np.testing.assert_array_equal(mine, theirs)
