@@ -28,6 +28,14 @@ def _cmd_asm(args) -> int:
                      yield_strategy=args.yield_strategy)
     for warning in cubin.warnings:
         print(warning.render(), file=sys.stderr)
+    if args.check:
+        # The whole control-code checker over what was assembled: an error stops the cubin.
+        from .hazards import check
+        hazards = [h for h in check(cubin.program) if h.severity != "note"]
+        for h in hazards:
+            print(h.render(), file=sys.stderr)
+        if any(h.severity == "error" or args.werror for h in hazards):
+            return 1
     out = args.output or os.path.splitext(os.path.basename(args.input if args.input != "-" else "out"))[0] + ".cubin"
     cubin.save(out)
     if args.verbose:
@@ -82,6 +90,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                    help="treat warnings as errors")
     p.add_argument("--yield", dest="yield_strategy", metavar="STRATEGY",
                    help="set every yield flag: 'natural' (only where a stall needs it) or 'every:N'")
+    p.add_argument("--check", action="store_true",
+                   help="run `sassas check` on the result: a hazard that is an error writes no cubin "
+                        "(`asm` alone refuses only a wait one cycle after its barrier is set)")
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=_cmd_asm)
 

@@ -24,8 +24,8 @@ from typing import Iterable, Optional, Union
 
 from .ast import NO_BARRIER, ControlCode, Instruction, Kernel, Label, Program
 from .errors import Diagnostic
-from .semantics import (MEMORY_ORDER, ArchTiming, Effects, Reg, arch_timing, async_read_files, consumer_class,
-                        drained_scoreboard, effects, overwrite_class)
+from .semantics import (MEMORY_ORDER, ArchTiming, Effects, Reg, SemanticsError, arch_timing, async_read_files,
+                        consumer_class, drained_scoreboard, effects, overwrite_class)
 
 # Ages (cycles since issue) are capped here: every fixed latency is far below, and capping
 # keeps the dataflow finite around loops.
@@ -152,6 +152,8 @@ def build_cfg(insts: list[Instruction], effs: list[Effects], labels: dict[str, i
 
     def target_index(i: int) -> Optional[int]:
         eff = effs[i]
+        if insts[i].relocation is not None:
+            return None          # another function's address (CALL.ABS `(f)`): control comes back
         if eff.target is not None:
             return by_address.get(eff.target)
         info = eff.info
@@ -474,6 +476,36 @@ def check(item: Union[Program, Kernel, Iterable], arch: Optional[str] = None) ->
     hazards = checker.run()
     hazards.sort(key=lambda h: (h.address, h.kind))
     return hazards
+
+
+def barrier_raise_errors(kernel: Kernel, arch: str) -> list["SassError"]:
+    """The one hazard `sassas asm` always refuses, because it is local and its result is a
+    fault, not a slow kernel: an instruction that waits on a barrier the instruction just
+    before it sets, one cycle after it issued (a barrier is raised `barrier_set_delay` cycles
+    after issue: the wait passes and the register is read before the load has written it;
+    an H100 stored to wild addresses). The full checker (`sassas check`, `asm --check`) finds
+    the rest."""
+    from .errors import SassError
+    delay = arch_timing(arch).param("barrier_set_delay")
+    errors = []
+    previous: Optional[Instruction] = None
+    for item in kernel.body:
+        if not isinstance(item, Instruction):
+            continue
+        prev, previous = previous, item
+        if prev is None or prev.control is None or item.control is None or max(prev.control.stall, 1) >= delay:
+            continue
+        try:
+            if effects(prev).info.branch in ("always", "return", "exit") and prev.predicate is None:
+                continue         # (the wait is reached from elsewhere only)
+        except SemanticsError:
+            pass
+        for b in {prev.control.write_barrier, prev.control.read_barrier} - {NO_BARRIER}:
+            if item.control.wait_mask >> b & 1:
+                errors.append(SassError(
+                    f"waits on barrier {b} one cycle after {_describe(prev)} set it; a barrier needs {delay} "
+                    f"cycles to be raised: give {prev.mnemonic} a stall of {delay} or more", item.loc))
+    return errors
 
 
 # ---- calibration --------------------------------------------------------------------------

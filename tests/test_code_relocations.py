@@ -6,7 +6,8 @@ the relocations, symbols and call graph we write, per arch (types as ptxas write
 R_CUDA_ABS32_LO_32/HI_32, R_CUDA_ABS47_34 before Hopper, R_CUDA_ABS55_16_34 on sm_90; REL
 for entries without an addend, RELA with one, all RELA on sm_90); nvdisasm's listing of our
 cubin read back to the same code and relocations (oracle); `sassas disasm` -> `sassas asm`;
-errors. GPU: bitsandbytes' sm_90 kernels that call ptxas's `__cuda_sm20_div_u64` through
+errors. GPU: a hand-written kernel that reads a global table through `32@lo/hi` and calls
+a `.func` through CALL.ABS with a `@srel` return address; bitsandbytes' sm_90 kernels that call ptxas's `__cuda_sm20_div_u64` through
 CALL.ABS and read a lookup table through `32@lo/hi`, round-tripped, compute what the
 originals compute. More real code with these (the `__cuda_sm70_shflsync_*` calls of sm_70..89)
 is in tests/test_realworld_corpus.py.
@@ -144,6 +145,79 @@ def test_other_code_relocations_are_refused():
 
 
 # ------------------------------------------------------------------------------ GPU
+
+GPU_SOURCE = """
+# out[i] = 2 * table[i % 4] + i: the table's address by 32@lo/32@hi, the arithmetic in a
+# device function called through CALL.ABS with its return address in R20/R21.
+.global table 16 8
+.init table 0x0 0x11
+.init table 0x4 0x22
+.init table 0x8 0x33
+.init table 0xc 0x44
+
+.kernel k
+<params>
+out, 8
+</params>
+--:-:0:-:7      S2R R0, SR_TID.X;
+--:-:-:-:1      ULDC.64 UR4, c[0x0][0x208];
+--:-:-:-:1      MOV R2, 32@lo(table);
+--:-:-:-:1      MOV R3, 32@hi(table);
+01:-:-:Y:4      LOP3.LUT R6, R0, 0x3, RZ, 0xc0, !PT;
+--:-:-:Y:5      IMAD.WIDE.U32 R2, R6, 0x4, R2;
+--:-:1:-:2      LDG.E R8, desc[UR4][R2.64];
+--:-:-:-:1      MOV R20, 32@lo((k + back@srel));
+--:-:-:-:1      MOV R21, 32@hi((k + back@srel));
+02:-:-:Y:5      CALL.ABS.NOINC `(twice_plus_tid);
+back:
+--:-:2:-:2      LDC.64 R4, out[0];
+04:-:-:Y:5      IMAD.WIDE.U32 R4, R0, 0x4, R4;
+--:-:-:-:1      STG.E desc[UR4][R4.64], R8;
+--:-:-:Y:5      EXIT;
+END:
+--:-:-:Y:0      BRA END;
+
+.func twice_plus_tid
+--:-:-:Y:5      IMAD R8, R8, 0x2, R0;
+--:-:-:Y:5      RET.ABS.NODEC R20 0x0;
+"""
+
+
+@pytest.mark.gpu
+def test_gpu_global_table_and_device_function_call():
+    from importlib import import_module
+    L = import_module("sassas.load")        # (the package's `load` is the function)
+    ok, why = L.gpu_available()
+    if not ok:
+        pytest.skip(f"no GPU: {why}")
+    major, minor = L.compute_capability()
+    if (major, minor) != (9, 0):
+        pytest.skip(f"the kernel is written for sm_90; the GPU is sm_{major}{minor}")
+    cubin = sassas.assemble(GPU_SOURCE, "sm_90", filename="call.sass").data
+    again = sassas.assemble(disassemble(cubin), "sm_90", filename="again.sass").data
+    n = 64
+    want = 2 * np.array([0x11, 0x22, 0x33, 0x44], dtype=np.uint32)[np.arange(n) % 4] + np.arange(n, dtype=np.uint32)
+    for name, data in (("assembled", cubin), ("disasm -> asm", again)):
+        out = L.DeviceBuffer.from_numpy(np.full(n, 0xDEADBEEF, dtype=np.uint32))
+        with L.load(data) as m:
+            m["k"](1, n, out)
+            got = out.to_numpy().view(np.uint32)
+        print(f"\n[{name}] out[:6] = {got[:6].tolist()}")
+        np.testing.assert_array_equal(got, want)
+
+
+def test_the_checker_follows_the_call_back():
+    """`sassas check` goes on after a CALL.ABS to another function (the code after it was
+    unreachable to it) and finds nothing in GPU_SOURCE; with the LDC's stall back at 1, both
+    it and `sassas asm` refuse the wait one cycle later."""
+    from sassas.hazards import check
+    program = sassas.assemble(GPU_SOURCE, "sm_90", filename="call.sass").program
+    assert [h for h in check(program) if h.severity == "error"] == []
+    bad = GPU_SOURCE.replace("--:-:2:-:2      LDC.64 R4, out[0];", "--:-:2:-:1      LDC.64 R4, out[0];")
+    with pytest.raises(SassError) as e:
+        sassas.assemble(bad, "sm_90", filename="call.sass")
+    assert "waits on barrier 2 one cycle after LDC.64" in str(e.value) and "give LDC.64 a stall of 2" in str(e.value)
+
 
 @pytest.mark.gpu
 def test_gpu_bitsandbytes_kernels_with_relocations_compute_the_same():
