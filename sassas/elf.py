@@ -871,23 +871,21 @@ def _build_model(arch: Arch, abi: ElfAbi, kernels: list[KernelImage],
             NvInfoAttribute.make("EIATTR_FRAME_SIZE", SymbolAttr(func, k.uses_local)),
             NvInfoAttribute.make("EIATTR_MIN_STACK_SIZE", SymbolAttr(func, k.uses_local)),
         ]
-        if not k.entry:
-            attrs = _function_attributes(arch, abi, k)
-            kernel_infos.append(Section(f".nv.info.{k.name}", SHT.CUDA_INFO, flags=SHF.INFO_LINK, link=symtab,
-                                        info=text, align=4,
-                                        content=lambda L, attrs=attrs: encode_nv_info(attrs, L.index)))
-            continue
-        const0 = Section(f".nv.constant0.{k.name}", SHT.PROGBITS, flags=SHF.ALLOC | SHF.INFO_LINK,
-                         content=bytes(k.const0_size(arch)), info=text, align=4)
-        const0s.append(const0)
+        if k.entry:
+            const0 = Section(f".nv.constant0.{k.name}", SHT.PROGBITS, flags=SHF.ALLOC | SHF.INFO_LINK,
+                             content=bytes(k.const0_size(arch)), info=text, align=4)
+            const0s.append(const0)
         for bank, data in sorted(k.constant_banks.items()):
             cbank = Section(f".nv.constant{bank}.{k.name}", SHT.PROGBITS, flags=SHF.ALLOC | SHF.INFO_LINK,
                             content=bytes(data), info=text, align=4)
             const0s.append(cbank)
             local_syms.append(Symbol(cbank.name, cbank, type=STT.SECTION))
-        const0_sym = Symbol(const0.name, const0, type=STT.SECTION)
-        local_syms.append(const0_sym)
-        attrs = _kernel_attributes(arch, abi, k, const0_sym)
+        if k.entry:
+            const0_sym = Symbol(const0.name, const0, type=STT.SECTION)
+            local_syms.append(const0_sym)
+            attrs = _kernel_attributes(arch, abi, k, const0_sym)
+        else:
+            attrs = _function_attributes(arch, abi, k)     # (a device function has no bank 0)
         kernel_infos.append(Section(f".nv.info.{k.name}", SHT.CUDA_INFO, flags=SHF.INFO_LINK, link=symtab,
                                     info=text, align=4,
                                     content=lambda L, attrs=attrs: encode_nv_info(attrs, L.index)))
