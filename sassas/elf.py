@@ -1194,7 +1194,8 @@ class CubinInfo:
     constants: Optional[bytes] = None           # .nv.constant3
     compat_attributes: list[NvInfoAttribute] = field(default_factory=list)   # .nv.compat
     relocations: list[RelocationInfo] = field(default_factory=list)          # every .rel/.rela section's
-    # Device functions: FUNC symbols without STO_CUDA_ENTRY (ptxas's `__cuda_sm20_div_u64`).
+    # Device functions: FUNC symbols without STO_CUDA_ENTRY that have their own `.text.<name>`
+    # (ptxas's `__cuda_sm20_div_u64`).
     functions: list[KernelInfo] = field(default_factory=list)
 
     def kernel(self, name: str) -> KernelInfo:
@@ -1264,6 +1265,8 @@ def read_cubin(data: bytes) -> CubinInfo:
     for sym in symbols:
         if sym.type != STT.FUNC or not 0 < sym.section < len(sections):
             continue
+        if not sym.other & STO_CUDA_ENTRY and sections[sym.section].name != f".text.{sym.name}":
+            continue    # a subroutine inside another function's code (`$__internal_0_$...`): part of it
         text = sections[sym.section]
         kinfo = by_name.get(f".nv.info.{sym.name}")
         attrs = decode_nv_info(kinfo.data, sym_name) if kinfo else []
