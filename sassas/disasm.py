@@ -34,12 +34,19 @@ def disassemble(cubin: Union[bytes, "object"], kernel: Union[str, Sequence[str],
     from .isa import get_isa
 
     data = cubin if isinstance(cubin, (bytes, bytearray)) else getattr(cubin, "data", cubin)
-    info = read_cubin(bytes(data))
+    try:
+        info = read_cubin(bytes(data))
+    except ValueError as e:
+        raise SassError(f"{source_name or 'input'}: not a cubin sassas can read: {e}") from None
     isa = get_isa(info.arch)
     if kernel is None:
         kernels = info.kernels + info.functions
     else:
-        kernels = _with_callees(info, [info.kernel(name) for name in ([kernel] if isinstance(kernel, str) else kernel)])
+        try:
+            chosen = [info.kernel(name) for name in ([kernel] if isinstance(kernel, str) else kernel)]
+        except KeyError as e:
+            raise SassError(f"{source_name or 'input'}: {e.args[0]}") from None
+        kernels = _with_callees(info, chosen)
     _refuse_what_cannot_be_carried(info, kernels)
     functions = sum(not k.entry for k in kernels)
     out = [f"# sassas disasm{' of ' + source_name if source_name else ''}: {info.arch}, "
@@ -103,8 +110,8 @@ def _refuse_what_cannot_be_carried(info, kernels) -> None:
         m = re.match(r"nv\.constant\d+\.(.+)$", target)
         if m and m.group(1) not in mine:
             continue
-        if target.startswith("text.") and all(
-                code_relocation_part(r.type) is not None for r in info.relocations if r.section == "." + target):
+        mine_here = [r for r in info.relocations if r.section == "." + target]
+        if target.startswith("text.") and mine_here and all(code_relocation_part(r.type) for r in mine_here):
             continue         # addresses in instructions: `32@lo(x)`, a CALL.ABS target
         if target.startswith(("text.", "nv.constant")):
             raise UnsupportedCubin(

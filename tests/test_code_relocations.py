@@ -133,17 +133,6 @@ def test_errors_name_the_place(line, message):
     assert str(e.value).startswith("e.sass:3:") and message in str(e.value), str(e.value)
 
 
-def test_other_code_relocations_are_refused():
-    """A relocation of the code of a type sassas source has no syntax for is refused, not dropped."""
-    from sassas.disasm import _refuse_what_cannot_be_carried
-    from sassas.elf import RelocationInfo
-    info = read_cubin(sassas.assemble(SOURCE, "sm_80", filename="r.sass").data)
-    section = next(s for s in info.sections if s.name == ".rel.text.k")
-    info.relocations.append(RelocationInfo(".text.k", 0x60, "table", 1, 0x2A, 0, False))
-    with pytest.raises(UnsupportedCubin, match=rf"{section.name}: .* cannot be carried through sassas source"):
-        _refuse_what_cannot_be_carried(info, info.kernels)
-
-
 # ------------------------------------------------------------------------------ GPU
 
 GPU_SOURCE = """

@@ -67,7 +67,15 @@ def test_edit_survives_inserting_an_instruction():
             assert line.split("BRA", 1)[1].strip(" ;").split()[-1] in labels
 
 
-def test_code_relocations_are_refused():
+def test_unknown_kernel_and_not_a_cubin_are_errors(tmp_path):
+    cubin = sassas.assemble("--:-:-:Y:5 EXIT;\n", "sm_90", kernel_name="k").data
+    with pytest.raises(sassas.SassError, match=r"k.cubin: no kernel 'nope' in this cubin; it has k"):
+        disassemble(cubin, kernel="nope", source_name="k.cubin")
+    with pytest.raises(sassas.SassError, match=r"x.sass: not a cubin sassas can read: not an ELF file"):
+        disassemble(b"EXIT;", source_name="x.sass")
+
+
+def test_other_code_relocations_are_refused():
     from sassas.disasm import _refuse_what_cannot_be_carried
 
     class Section:
@@ -77,11 +85,19 @@ def test_code_relocations_are_refused():
     class Kernel:
         name = "k"
 
+    class Relocation:
+        def __init__(self, section, type):
+            self.section, self.type = section, type
+
     class Info:
         sections = [Section(".rel.debug_frame", 48), Section(".rel.text.k", 24)]
+        relocations = [Relocation(".text.k", 0x2A)]       # a type sassas source has no syntax for
 
     with pytest.raises(UnsupportedCubin, match=r"1 relocation\(s\) against .text.k"):
         _refuse_what_cannot_be_carried(Info(), [Kernel()])
+    Info.relocations = [Relocation(".text.k", 0x38)]       # `32@lo(x)`: carried
+    _refuse_what_cannot_be_carried(Info(), [Kernel()])
+    Info.relocations = []
     Info.sections = [Section(".rela.nv.constant2.k", 48)]
     with pytest.raises(UnsupportedCubin, match=r"2 relocation\(s\) against .nv.constant2.k"):
         _refuse_what_cannot_be_carried(Info(), [Kernel()])
