@@ -332,7 +332,7 @@ def ffma_kernel(name: str, ra: int = 0, rb: int = 1, rc: int = 2, reuse_a: bool 
         elif j == 16:
             k.op(cmp, stall=1)
         if inserted:
-            INSERTS[insert](k, n_ins)
+            (INSERTS.get(insert) or EXTRA_INSERTS[insert])(k, n_ins)
             n_ins += 1
     k.op(bra, stall=5)
     epilogue(k, regs, sink=regs.sink, before_store=lambda kk: xor_fold(kk, regs.sink, accs))
@@ -391,6 +391,60 @@ INSERTS = {
     "STS.128 (address, 4 data)": lambda k, n: k.op(f"STS.128 [R{INSERT_ADDR}], R{INSERT_VEC}"),
     "LDS (address)": _insert_lds,
 }
+
+
+# The Winograd main loop's instructions besides its 1024 FFMAs (kernels_sass/winograd, an
+# iteration: 48 LDS.128, 32 FADD, 16 STS, 16 LDG, 8 LDGSTS, 19 others), a quarter of them per
+# 256 FFMAs, spread over the 31 insertion slots (four slots take two): 12 LDS.128, 8 FADD with
+# sources in two banks, 4 STS, 6 global loads (the 4 LDG, and the 2 LDGSTS as LDG: an LDGSTS
+# issues through the same global-load path), 5 IADD3. No instruction depends on another's
+# result, so what the stream loses against 1 FFMA a cycle is the mix's issue cost alone: the
+# ceiling of that loop's FFMA issue rate, dependencies and the memory system's latency aside.
+LOOP_MIX_DST = 68              # R68..R91: six LDS.128/LDG destinations, barriers 0..5 in turn
+# per 256 FFMAs: L = LDS.128, F = FADD, S = STS, G = LDG, I = IADD3
+LOOP_MIX_COUNTS = {"L": 12, "F": 8, "S": 4, "G": 6, "I": 5}
+
+
+def _loop_mix_plan() -> list[str]:
+    """The kinds each insertion slot gets: every kind spread evenly over the sequence, the
+    sequence dealt over the slots in order."""
+    order = sorted(((i + 0.5) / n, kind) for kind, n in LOOP_MIX_COUNTS.items() for i in range(n))
+    slots = FFMA_UNROLL // INSERT_EVERY - 1
+    extra = len(order) - slots                 # slots that take two
+    plan, it = [], iter(kind for _, kind in order)
+    for n in range(slots):
+        take = 2 if n * extra // slots != (n + 1) * extra // slots else 1
+        plan.append("".join(next(it) for _ in range(take)))
+    return plan
+
+
+LOOP_MIX = _loop_mix_plan()
+# loads (L, G) before each slot: the loads take barriers 0..5 in turn, 18 an iteration, so the
+# rotation lines up across the loop's back edge
+LOOP_MIX_LOADS_BEFORE = [sum(x in "LG" for x in "".join(LOOP_MIX[:n])) for n in range(len(LOOP_MIX))]
+
+
+def _insert_loop_mix(k: Sass, n: int) -> None:
+    loads = LOOP_MIX_LOADS_BEFORE[n]
+    for kind in LOOP_MIX[n]:
+        if kind in "LG":
+            # a load waits for the one six loads back on its barrier (~90 cycles earlier)
+            b = loads % 6
+            loads += 1
+            dst = LOOP_MIX_DST + 4 * b
+            text = f"LDS.128 R{dst}, [R{INSERT_ADDR}]" if kind == "L" else f"LDG.E R{dst}, desc[UR4][R4.64]"
+            k.op(text, write=b, wait=1 << b)
+        elif kind == "S":
+            k.op(f"STS [R{INSERT_ADDR}], R{INSERT_SRC}")
+        elif kind == "F":
+            k.op(f"FADD R{INSERT_DST + 4}, R{INSERT_SRC}, R{INSERT_VEC}")
+        else:
+            k.op(f"IADD3 R{INSERT_DST + 4}, R{INSERT_SRC}, 0x1, RZ")
+
+
+
+# Insertions that are not single instructions, outside inst.ffma_reuse_insert's table.
+EXTRA_INSERTS = {"loop mix": _insert_loop_mix}
 
 
 def insert_variants() -> list[tuple[str, Optional[str], bool]]:
@@ -464,6 +518,35 @@ class FfmaReuseInsert(Benchmark):
     def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
         variants = [(v, SASS, *insert_source(ins, across)) for v, ins, across in insert_variants()]
         return ffma_stream_cases(self.name, quick, variants)
+
+
+@lru_cache(maxsize=None)
+def loop_mix_source() -> tuple[str, Source]:
+    name = "ffma_loop_mix"
+    k = ffma_kernel(name, 0, 1, 2, reuse_a=True, insert="loop mix", reuse_across=True)
+    return name, Source(SASS, k.text(), f"{name}.sass")
+
+
+@register
+class FfmaLoopMix(Benchmark):
+    name = "inst.ffma_loop_mix"
+    title = "FFMA issue ceiling of the Winograd main loop's instruction mix"
+    about = ("The reused-a FFMA stream with the Winograd main loop's other instructions in its "
+             "proportions (per 256 FFMAs: 12 LDS.128, 8 FADD, 4 STS, 6 LDG, 5 IADD3; no "
+             "instruction waits on another's result except each load on the one six loads back): "
+             "FFMA/clk/SM for 1 warp (cycles per FFMA), 8 warps a block (the Winograd main "
+             "kernel's block: 256 threads, one block an SM, two warps a scheduler) and 16. 128 FFMA/clk/SM would be 100%; the loop "
+             "itself, 1024 FFMAs in 1163 instructions, reached 77.6-80.4% on an H100.")
+
+    def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
+        iters = 32 if quick else 64
+        kname, src = loop_mix_source()
+        cpi = Metric("cycles_per_ffma", "cycles", _cpi(FFMA_UNROLL * iters), ONE_CLOCK)
+        sm = Metric("ffma_per_clk_sm", "FFMA/clk/SM", _ffma_per_sm(iters), FFMA_SM_LIMIT)
+        return [Case(self.name, variant, SASS, src, kname, grid, block, iters, [metric], p0=P_A, p1=P_B,
+                     expect={"FFMA": FFMA_UNROLL})
+                for variant, grid, block, metric in (("1 warp", 1, 32, cpi), ("8 warps a block", "sms", 256, sm),
+                                                     ("16 warps a block", "sms", 512, sm))]
 
 
 ISSUE_VARIANTS = [(1, False), (1, True), (2, False), (2, True), (4, False), (4, True), (0, True)]
