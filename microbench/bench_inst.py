@@ -543,10 +543,12 @@ class FfmaLoopMix(Benchmark):
         kname, src = loop_mix_source()
         cpi = Metric("cycles_per_ffma", "cycles", _cpi(FFMA_UNROLL * iters), ONE_CLOCK)
         sm = Metric("ffma_per_clk_sm", "FFMA/clk/SM", _ffma_per_sm(iters), FFMA_SM_LIMIT)
-        return [Case(self.name, variant, SASS, src, kname, grid, block, iters, [metric], p0=P_A, p1=P_B,
+        # Beside each: the compiler's plain FFMA stream at the same size (the 100% it loses against).
+        return [Case(self.name, variant, lang, source, name, grid, block, iters, [metric], p0=P_A, p1=P_B,
                      expect={"FFMA": FFMA_UNROLL})
                 for variant, grid, block, metric in (("1 warp", 1, 32, cpi), ("8 warps a block", "sms", 256, sm),
-                                                     ("16 warps a block", "sms", 512, sm))]
+                                                     ("16 warps a block", "sms", 512, sm))
+                for lang, source, name in ((SASS, src, kname), (CUDA, ffma_cuda(), "ffma_stream"))]
 
 
 ISSUE_VARIANTS = [(1, False), (1, True), (2, False), (2, True), (4, False), (4, True), (0, True)]
