@@ -152,7 +152,7 @@ out, 8
 --:-:-:-:1      ULDC.64 UR4, c[0x0][0x208];
 --:-:-:-:1      MOV R2, 32@lo(table);
 --:-:-:-:1      MOV R3, 32@hi(table);
-01:-:-:Y:4      LOP3.LUT R6, R0, 0x3, RZ, 0xc0, !PT;
+01:-:-:Y:5      LOP3.LUT R6, R0, 0x3, RZ, 0xc0, !PT;
 --:-:-:Y:5      IMAD.WIDE.U32 R2, R6, 0x4, R2;
 --:-:1:-:2      LDG.E R8, desc[UR4][R2.64];
 --:-:-:-:1      MOV R20, 32@lo((k + back@srel));
