@@ -73,8 +73,12 @@ def preprocess(text: str, filename: str = "<input>", include_dirs: tuple[str, ..
     ctx = _Context(tuple(include_dirs), allow_exec)
     lines = text.split("\n")
     if is_listing(text):
+        # NVIDIA's text, taken as it stands: no includes, blocks or inline Python run in it.
         lines = listing_statements(lines, filename)
-    _expand(ctx, lines, range(1, len(lines) + 1), filename, new_namespace(filename), None, 0)
+        _emit_as_written(ctx, [_BARRIER_LIST.sub(_barrier_list_text, line) if "{" in line else line
+                               for line in lines], range(1, len(lines) + 1), filename, None)
+    else:
+        _expand(ctx, lines, range(1, len(lines) + 1), filename, new_namespace(filename), None, 0)
     if ctx.errors:
         raise ctx.errors[0] if len(ctx.errors) == 1 else SassErrors(ctx.errors)
     ctx.out.text = "\n".join(ctx.lines)
@@ -397,6 +401,15 @@ _INSTRUCTION_LINE = re.compile(r"^\s*(/\*[0-9a-fA-F]{4,}\*/|/\*\s*0x[0-9a-fA-F]+
 # operands and the ';', e.g. `STL [R1+0x4], R4  (*"SpillRefill"*);` for ptxas's spill code
 # (EIATTR_SPILL...): not part of the instruction, blanked (columns kept).
 _ANNOTATION = re.compile(r'\(\*"[^"\n]*"\*\)')
+
+
+# nvdisasm writes a set of scoreboards as `{4,3,2,1}` (DEPBAR.LE SB0, 0x0, {4,3,2,1}); the
+# parser reads it in the form inline Python would give it, `(4, 3, 2, 1)`, without running any.
+_BARRIER_LIST = re.compile(r"\{\s*(\d+(?:\s*,\s*\d+)*)\s*\}")
+
+
+def _barrier_list_text(m: re.Match) -> str:
+    return "(" + ", ".join(x.strip() for x in m.group(1).split(",")) + ")"
 
 
 def is_listing(text: str) -> bool:

@@ -482,3 +482,19 @@ def test_readme_language_example_parses():
     assert v0 % 4 == 0 and texts[2].endswith(", [R0+0x10]")
     assert texts[3].startswith("IADD3 ") and texts[5] == "EXIT"
     assert k.instructions[5].control.stall == 5
+
+
+def test_listing_runs_no_inline_python():
+    """A listing is NVIDIA's text: `{...}` in it is never evaluated (nvdisasm's scoreboard set
+    `{4,3,2,1}` is read as written), so a listing cannot run code."""
+    from sassas.preprocess import preprocess
+    listing = ('\t.section\t.text.k,"ax",@progbits\n.text.k:\n'
+               '        /*0000*/      DEPBAR.LE SB0, 0x0, {4,3,2,1} ;  /* 0x0000000000007918 */\n'
+               '                                                      /* 0x000fc00000000000 */\n'
+               '        /*0010*/      MOV R0, {open("/nonexistent/x", "w")} ;  /* 0x0000000000007918 */\n'
+               '                                                      /* 0x000fc00000000000 */\n')
+    text = preprocess(listing, "l.sass").text
+    assert "DEPBAR.LE SB0, 0x0, (4, 3, 2, 1)" in text and '{open("/nonexistent/x", "w")}' in text
+    with pytest.raises(SassError) as e:
+        sassas.assemble(listing, "sm_75", filename="l.sass")
+    assert str(e.value).startswith("l.sass:5:")
