@@ -21,6 +21,7 @@ from pathlib import Path
 from ..errors import SassError
 from . import corpus, fit, oracle
 from .description import DEFAULT_SYNTAX, load_description, write_description
+from .sweep import OPCODE_BITS
 from typing import Optional
 
 from .model import (CONTROL_MASK, DATA_DIR, Alias, Encoding, Field, Group, Isa, _value_count, flag_token,
@@ -380,6 +381,7 @@ def learn_descriptors(isa: Isa, arch: str, log=print) -> Isa:
 
 MAX_NEW_FORMS_PER_ROUND = 400
 SAMPLES_PER_NEW_FORM = 2
+OPCODE_MASK = (1 << OPCODE_BITS) - 1
 
 
 _USUAL_CONTROL = 0x000fe4 << 104
@@ -555,14 +557,18 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool
                 log(f"  dropped {e.name}: {err.message}")
                 continue
             kept.append(e)
-        # Forms seen only as neighbours join the pool (bounded per round).
+        # Forms seen only as neighbours join the pool (bounded per round). A form here is
+        # also its opcode value (bits 0..11): one mnemonic and operand kinds may be two
+        # machine opcodes (I2F of a 32-bit source, 0xb06, and of a 64-bit one, 0xb12), and
+        # corpus words of one say nothing about the other.
         added = 0
         for s in neighbours:
-            if s.key not in by_key and added < MAX_NEW_FORMS_PER_ROUND:
+            same_opcode = [x for x in by_key.get(s.key, ()) if x.word & OPCODE_MASK == s.word & OPCODE_MASK]
+            if not same_opcode and added < MAX_NEW_FORMS_PER_ROUND:
                 added += 1
-            if s.key in by_key and (len(by_key[s.key]) >= SAMPLES_PER_NEW_FORM
-                                    or s.word in {x.word for x in by_key[s.key]}
-                                    or by_key[s.key][0].word in corpus_words):
+            if same_opcode and (len(same_opcode) >= SAMPLES_PER_NEW_FORM
+                                or s.word in {x.word for x in same_opcode}
+                                or same_opcode[0].word in corpus_words):
                 continue
             by_key[s.key].append(s)
             pool.append(s)
