@@ -488,6 +488,50 @@ def learn_optional_predicates(isa: Isa, arch: str, log=print) -> Isa:
     return Isa(arch, isa.encodings + added, isa.tables, isa.syntax, isa.descriptor_load)
 
 
+def drop_contradicted_group_values(isa: Isa, samples: list, log=print) -> Isa:
+    """A group learned from one representative may hold only with the other groups' values
+    of it: from `MUFU.TANH.BF16 R0, UR0` the function group says 6 = INVALID6 (RCP64H has no
+    .BF16 form), and that encoding, more specific than the one learned from
+    `MUFU.RCP64H R5, UR4`, decodes the latter as MUFU.INVALID6 (sm_90). Where a corpus word
+    decodes to the wrong text through an encoding one of whose groups gives it a token
+    nvdisasm did not print, drop that group value from that encoding; kept only where the word
+    then prints right and every corpus word that round-tripped still does."""
+    from dataclasses import replace
+    before = check_corpus(isa, isa.arch, samples)
+    encodings = list(isa.encodings)
+    current = isa
+    dropped = 0
+    for s in samples:
+        if not check_format(current, s).startswith("format:"):
+            continue
+        e, _inst = current.decode_match(s.word, s.address)
+        printed = instruction_tokens(s.inst)
+        groups = []
+        for g in e.groups:
+            v = s.word & g.mask
+            if g.values.get(v, frozenset()) <= printed:
+                groups.append(g)
+            else:
+                groups.append(Group(g.mask, {k: t for k, t in g.values.items() if k != v}, g.default,
+                                    sequences={k: q for k, q in g.sequences.items() if k != v}))
+        narrowed = replace(e, groups=groups)
+        trial = [narrowed if x is e else x for x in encodings]
+        trial_isa = Isa(isa.arch, trial, isa.tables, isa.syntax, isa.descriptor_load)
+        if not check_format(trial_isa, s):
+            encodings, current = trial, trial_isa
+            dropped += 1
+    if not dropped:
+        return isa
+    after = check_corpus(current, isa.arch, samples)
+    if set(after) - set(before):
+        log(f"[{isa.arch}] contradicted group values: dropping them would break "
+            f"{len(set(after) - set(before))} corpus words; kept")
+        return isa
+    log(f"[{isa.arch}] contradicted group values dropped from {dropped} encodings "
+        f"({len(before) - len(after)} corpus words fixed)")
+    return current
+
+
 def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool = True) -> dict:
     from . import sweep as sweep_mod
     t0 = time.time()
@@ -598,7 +642,8 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool
             f"({time.time() - t0:.1f}s)")
         write_description(isa, out_dir / f"{arch}.toml")
     isa = learn_optional_predicates(isa, arch, log)
-    write_description(learn_descriptors(isa, arch, log), out_dir / f"{arch}.toml")
+    isa = learn_descriptors(isa, arch, log)
+    write_description(drop_contradicted_group_values(isa, samples, log), out_dir / f"{arch}.toml")
     # Reload what was written, so the report is about the file, not the objects in memory.
     isa = load_description(out_dir / f"{arch}.toml")
     # The corpus as `sassas asm` gets it (whole-kernel listings: check_corpus), the rest alone.
