@@ -31,7 +31,9 @@ from .text import parse_instruction
 
 # Bits of the word that carry the reuse flags (the rest of the control bits are never probed).
 REUSE_BITS = {ControlCode(reuse=1 << i).bits.bit_length() - 1 + CONTROL_SHIFT: i for i in range(4)}
-NO_YIELD = (ControlCode(yield_=False).bits & ~ControlCode(yield_=True).bits) << CONTROL_SHIFT
+# A control code nvdisasm accepts on any word and shows .reuse under: no yield, stall 1
+# (a representative's stall of 12..15 is illegal once the word may not yield).
+SHOWS_REUSE_CONTROL = ControlCode(stall=1, yield_=False).bits << CONTROL_SHIFT
 PROBE_BITS = [b for b in range(128) if not (CONTROL_MASK >> b) & 1] + sorted(REUSE_BITS)
 MAX_GROUP_BITS = 10
 PAIR_DISTANCE = 8
@@ -728,13 +730,13 @@ def learn_reuse(encodings: list[Encoding], arch: str, cache: oracle.DisasmCache,
                 parse_failures: Optional[dict[str, str]] = None) -> None:
     """Reuse bits of register operands that the representative's probe could not see
     (nvdisasm prints no .reuse on RZ, nor on an instruction that may yield): flip each reuse
-    bit of the plain word, made not to yield."""
+    bit of the plain word, with a control code that does not yield."""
     plans = []
     for e in encodings:
         known = known_reuse_bits(e)
         if not e.source_word or len(known) == len(REUSE_BITS):
             continue
-        plain = plain_word(e, e.source_word) & ~_mask(REUSE_BITS) | NO_YIELD
+        plain = plain_word(e, e.source_word) & ~CONTROL_MASK | SHOWS_REUSE_CONTROL
         plans.append((e, {b: plain | (1 << b) for b in REUSE_BITS if REUSE_BITS[b] not in known}))
     results = to_samples(oracle.disassemble([w for _e, d in plans for w in d.values()], arch, cache),
                          parse_failures)

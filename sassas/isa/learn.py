@@ -21,6 +21,7 @@ from pathlib import Path
 from ..errors import SassError
 from . import corpus, fit, oracle
 from .description import DEFAULT_SYNTAX, load_description, write_description
+from .sweep import OPCODE_BITS
 from typing import Optional
 
 from .model import (CONTROL_MASK, DATA_DIR, Alias, Encoding, Field, Group, Isa, _value_count, flag_token,
@@ -380,6 +381,7 @@ def learn_descriptors(isa: Isa, arch: str, log=print) -> Isa:
 
 MAX_NEW_FORMS_PER_ROUND = 400
 SAMPLES_PER_NEW_FORM = 2
+OPCODE_MASK = (1 << OPCODE_BITS) - 1
 
 
 _USUAL_CONTROL = 0x000fe4 << 104
@@ -486,6 +488,50 @@ def learn_optional_predicates(isa: Isa, arch: str, log=print) -> Isa:
     return Isa(arch, isa.encodings + added, isa.tables, isa.syntax, isa.descriptor_load)
 
 
+def drop_contradicted_group_values(isa: Isa, samples: list, log=print) -> Isa:
+    """A group learned from one representative may hold only with the other groups' values
+    of it: from `MUFU.TANH.BF16 R0, UR0` the function group says 6 = INVALID6 (RCP64H has no
+    .BF16 form), and that encoding, more specific than the one learned from
+    `MUFU.RCP64H R5, UR4`, decodes the latter as MUFU.INVALID6 (sm_90). Where a corpus word
+    decodes to the wrong text through an encoding one of whose groups gives it a token
+    nvdisasm did not print, drop that group value from that encoding; kept only where the word
+    then prints right and every corpus word that round-tripped still does."""
+    from dataclasses import replace
+    before = check_corpus(isa, isa.arch, samples)
+    encodings = list(isa.encodings)
+    current = isa
+    dropped = 0
+    for s in samples:
+        if not check_format(current, s).startswith("format:"):
+            continue
+        e, _inst = current.decode_match(s.word, s.address)
+        printed = instruction_tokens(s.inst)
+        groups = []
+        for g in e.groups:
+            v = s.word & g.mask
+            if g.values.get(v, frozenset()) <= printed:
+                groups.append(g)
+            else:
+                groups.append(Group(g.mask, {k: t for k, t in g.values.items() if k != v}, g.default,
+                                    sequences={k: q for k, q in g.sequences.items() if k != v}))
+        narrowed = replace(e, groups=groups)
+        trial = [narrowed if x is e else x for x in encodings]
+        trial_isa = Isa(isa.arch, trial, isa.tables, isa.syntax, isa.descriptor_load)
+        if not check_format(trial_isa, s):
+            encodings, current = trial, trial_isa
+            dropped += 1
+    if not dropped:
+        return isa
+    after = check_corpus(current, isa.arch, samples)
+    if set(after) - set(before):
+        log(f"[{isa.arch}] contradicted group values: dropping them would break "
+            f"{len(set(after) - set(before))} corpus words; kept")
+        return isa
+    log(f"[{isa.arch}] contradicted group values dropped from {dropped} encodings "
+        f"({len(before) - len(after)} corpus words fixed)")
+    return current
+
+
 def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool = True) -> dict:
     from . import sweep as sweep_mod
     t0 = time.time()
@@ -555,14 +601,18 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool
                 log(f"  dropped {e.name}: {err.message}")
                 continue
             kept.append(e)
-        # Forms seen only as neighbours join the pool (bounded per round).
+        # Forms seen only as neighbours join the pool (bounded per round). A form here is
+        # also its opcode value (bits 0..11): one mnemonic and operand kinds may be two
+        # machine opcodes (I2F of a 32-bit source, 0xb06, and of a 64-bit one, 0xb12), and
+        # corpus words of one say nothing about the other.
         added = 0
         for s in neighbours:
-            if s.key not in by_key and added < MAX_NEW_FORMS_PER_ROUND:
+            same_opcode = [x for x in by_key.get(s.key, ()) if x.word & OPCODE_MASK == s.word & OPCODE_MASK]
+            if not same_opcode and added < MAX_NEW_FORMS_PER_ROUND:
                 added += 1
-            if s.key in by_key and (len(by_key[s.key]) >= SAMPLES_PER_NEW_FORM
-                                    or s.word in {x.word for x in by_key[s.key]}
-                                    or by_key[s.key][0].word in corpus_words):
+            if same_opcode and (len(same_opcode) >= SAMPLES_PER_NEW_FORM
+                                or s.word in {x.word for x in same_opcode}
+                                or same_opcode[0].word in corpus_words):
                 continue
             by_key[s.key].append(s)
             pool.append(s)
@@ -592,7 +642,8 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool
             f"({time.time() - t0:.1f}s)")
         write_description(isa, out_dir / f"{arch}.toml")
     isa = learn_optional_predicates(isa, arch, log)
-    write_description(learn_descriptors(isa, arch, log), out_dir / f"{arch}.toml")
+    isa = learn_descriptors(isa, arch, log)
+    write_description(drop_contradicted_group_values(isa, samples, log), out_dir / f"{arch}.toml")
     # Reload what was written, so the report is about the file, not the objects in memory.
     isa = load_description(out_dir / f"{arch}.toml")
     # The corpus as `sassas asm` gets it (whole-kernel listings: check_corpus), the rest alone.

@@ -420,11 +420,45 @@ def _idioms() -> list[Snippet]:
     return s
 
 
+def _parameters() -> list[Snippet]:
+    """Kernel parameters converted or dereferenced where they are: ptxas reads them straight
+    from the constant bank or a uniform register (`I2F.S64 R2, c[0x0][0x168]`, `I2F.F64 R14,
+    UR7`, `F2F.F32.F64 R9, c[0x0][0x168]`, `MUFU.RCP64H R5, UR4`), and generic stores and
+    atomics through a parameter's pointer with a per-thread offset (`ST.E.U16 [R4.64+-0x2]`,
+    `ATOM.E.ADD.F16x2`, with and without a result)."""
+    s: list[Snippet] = []
+    for ptype, cvt in (("s64", "cvt.rn.f32.s64"), ("u64", "cvt.rn.f32.u64"), ("s64", "cvt.rn.f64.s64"),
+                       ("s32", "cvt.rn.f64.s32"), ("u32", "cvt.rn.f64.u32"), ("f64", "cvt.rn.f32.f64")):
+        dtype = "f64" if ".f64." in cvt else "f32"
+        out = "b64" if dtype == "f64" else "b32"
+        src = "p_in" if "64" in ptype else "p_n"
+        reg = f".reg .{ptype} %v; .reg .{dtype} %w; ld.param.{ptype} %v, [{src}]; "
+        s.append((out, reg + f"{cvt} %w, %v; mov.b{out[1:]} %o, %w;"))
+        # Uniform arithmetic first: the converted value comes from a uniform register (a
+        # double as the bits of a 64-bit integer sum).
+        add = (f"add.{ptype} %v, %v, 3;" if ptype != "f64" else
+               ".reg .b64 %i; mov.b64 %i, %v; add.s64 %i, %i, 3; mov.b64 %v, %i;")
+        s.append((out, reg + f"{add} {cvt} %w, %v; mov.b{out[1:]} %o, %w;"))
+    generic = (".reg .b64 %q; ld.param.u64 %q, [p_out]; cvt.u64.u32 %lb, %a; shl.b64 %lb, %lb, 1; "
+               "add.s64 %q, %q, %lb; ")
+    s += [("b32", generic + "st.u16 [%q+-2], %ha; mov.b32 %o, %b;"),
+          ("b32", generic + "st.u32 [%q+4], %a; mov.b32 %o, %b;"),
+          ("b32", generic + "atom.add.noftz.f16x2 %o, [%q+-2], %a;"),
+          ("b32", generic + "atom.add.noftz.f16x2 %t1, [%q+-2], %a; mov.b32 %o, %b;"),
+          ("b32", generic + "atom.add.u32 %o, [%q], %a;"),
+          ("f32", generic + "atom.add.f32 %o, [%q+8], %x;")]
+    # A double whose high word is uniform arithmetic on a parameter: MUFU.RCP64H R, UR.
+    high = ".reg .b32 %m; .reg .f64 %v; ld.param.u32 %m, [p_n]; add.u32 %m, %m, 0x3ff00000; mov.b64 %v, {%a, %m}; "
+    s += [("b64", high + f"{op}.approx.ftz.f64 %v, %v; mov.b64 %o, %v;") for op in ("rcp", "rsqrt")]
+    return s
+
+
 def _families(arch: str) -> dict[str, list[Snippet]]:
     sm = int("".join(ch for ch in arch.split("_")[1] if ch.isdigit()))
     fam = {"arith": _arith(), "float": _float(), "cvt": _cvt(), "setp": _setp(),
            "special": _special(), "warp": _warp(), "memory": _memory(), "atomics": _atomics(),
-           "control": _control(), "uniform": _uniform()}
+           "control": _control(), "uniform": _uniform(),
+           "parameters": _parameters()}
     if sm >= 80:
         fam["sm80"] = _sm80()
     if sm >= 90:
@@ -509,6 +543,12 @@ _DESCRIPTOR_ACCESSES = {
     "atom_cas": "atom.global.cas.b32 %b, [%ptr], %a, 7;",
     "red": "red.global.add.u32 [%ptr], %a; mov.b32 %b, %a;",
     "red_f32": "red.global.add.f32 [%ptr], %f; mov.b32 %b, %a;",
+    # Generic (ST.E, ATOM.E) through a parameter's pointer with a per-thread offset.
+    # (the RED first: alone, a store is scheduled before the uniform values and always gets UR4)
+    "st_param": "ld.param.u64 %gp, [p_in]; add.s64 %gp, %gp, %off; red.global.add.u32 [%ptr], %a; "
+                "st.b32 [%gp+-4], %a; mov.b32 %b, %a;",
+    "atom_param": "ld.param.u64 %gp, [p_out]; mov.u32 %d, %tid.x; mul.wide.u32 %off, %d, 4; "
+                  "add.s64 %gp, %gp, %off; atom.add.u32 %b, [%gp], %a;",
 }
 _DESCRIPTOR_ACCESSES_SM80 = {
     "cp_async": "cp.async.ca.shared.global [dsm], [%ptr], 4; cp.async.wait_all; ld.shared.b32 %b, [dsm];",
