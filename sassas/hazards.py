@@ -79,6 +79,9 @@ class Token:
     queue: Optional[str]           # in-order completion queue (semantics.toml `queue`)
     age: int                       # cycles since issue (youngest over the paths merged)
     max_age: int                   # cycles since issue (oldest over the paths merged)
+    # A result ready when the sources are read (semantics `preds_at_read`): the instruction's
+    # read barrier completes it too.
+    read_barrier: Optional[int] = None
 
 
 @dataclass
@@ -106,10 +109,11 @@ class State:
 def _merge_tokens(a: frozenset[Token], b: frozenset[Token]) -> frozenset[Token]:
     by_key: dict = {}
     for t in list(a) + list(b):
-        k = (t.producer, t.barrier, t.queue)
+        k = (t.producer, t.barrier, t.queue, t.read_barrier)
         old = by_key.get(k)
         by_key[k] = t if old is None else Token(t.producer, t.barrier, t.queue,
-                                                 min(t.age, old.age), max(t.max_age, old.max_age))
+                                                 min(t.age, old.age), max(t.max_age, old.max_age),
+                                                 t.read_barrier)
     return frozenset(by_key.values())
 
 
@@ -323,8 +327,10 @@ class Checker:
         if variable:
             b = ctrl.write_barrier if ctrl.write_barrier != NO_BARRIER else None
             token = Token(i, b, eff.info.queue, 0, 0)
+            rb = ctrl.read_barrier if ctrl.read_barrier != NO_BARRIER else None
+            at_read = Token(i, b, eff.info.queue, 0, 0, rb)
             for reg in eff.writes:
-                state.writes[reg] = state.writes.get(reg, frozenset()) | {token}
+                state.writes[reg] = state.writes.get(reg, frozenset()) | {at_read if reg in eff.at_read else token}
         else:
             for reg in eff.writes:
                 state.fixed[reg] = (0, i)
@@ -358,7 +364,7 @@ class Checker:
                    f"{self.barrier_set_delay} cycles to be raised", young.producer)
 
         def done(t: Token) -> bool:
-            if t.barrier == b:
+            if b in (t.barrier, t.read_barrier):
                 return True
             # In-order queues: a result issued before a waited-for one of its queue is in.
             return t.queue is not None and any(s.queue == t.queue and t.age > s.max_age for s in setters)
@@ -374,7 +380,7 @@ class Checker:
     def _advance(self, state: State, cycles: int) -> None:
         def older(t: Token) -> Token:
             return Token(t.producer, t.barrier, t.queue, min(t.age + cycles, AGE_CAP),
-                         min(t.max_age + cycles, AGE_CAP))
+                         min(t.max_age + cycles, AGE_CAP), t.read_barrier)
         state.fixed = {r: (age + cycles, p) for r, (age, p) in state.fixed.items() if age + cycles < AGE_CAP}
         for name in ("writes", "reads", "barriers"):
             table = getattr(state, name)
@@ -445,9 +451,10 @@ def _describe(inst: Instruction) -> str:
 
 
 def _wait_hint(t: Token, what: str = "write") -> str:
-    if t.barrier is None:
+    barrier = t.barrier if t.barrier is not None else t.read_barrier
+    if barrier is None:
         return f"it sets no {what} barrier to wait on"
-    return f"wait on barrier {t.barrier} first"
+    return f"wait on barrier {barrier} first"
 
 
 def _raw_variable_message(reg: Reg, producer: Instruction, t: Token) -> str:

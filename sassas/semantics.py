@@ -55,6 +55,7 @@ class OpcodeInfo:
     reads_all_preds: bool = False
     opaque: bool = False
     late_upper: tuple = ()
+    preds_at_read: bool = False
     known: bool = True
 
 
@@ -78,6 +79,9 @@ class Effects:
     reuse_slots: list[int] = field(default_factory=list)   # slots written with `.reuse`
     # Sources read later than at issue (semantics.toml `late_upper`): register -> cycles.
     read_delay: dict[Reg, int] = field(default_factory=dict)
+    # Results ready once the sources are read (semantics.toml `preds_at_read`): a wait on the
+    # instruction's read barrier releases them as well as one on its write barrier.
+    at_read: list[Reg] = field(default_factory=list)
     target: Optional[int] = None     # branch target byte address, if known
 
     @property
@@ -113,7 +117,7 @@ _FIELDS = {"class": "cls", "dests": "dests", "pred_follow": "pred_follow",
            "leading_preds": "leading_preds", "async_read": "async_read", "queue": "queue",
            "widths": "widths", "convert": "convert", "branch": "branch", "target": "target",
            "writes_all_preds": "writes_all_preds", "reads_all_preds": "reads_all_preds",
-           "opaque": "opaque", "late_upper": "late_upper"}
+           "opaque": "opaque", "late_upper": "late_upper", "preds_at_read": "preds_at_read"}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -339,6 +343,8 @@ def effects(inst: Instruction) -> Effects:
     # Leading predicate operands are results.
     while i < len(ops) and _is_predicate(ops[i]) and i < info.leading_preds and (info.dests or info.leading_preds):
         eff.writes += _span(ops[i].kind, ops[i].values[0], 1)
+        if info.preds_at_read:
+            eff.at_read += _span(ops[i].kind, ops[i].values[0], 1)
         i += 1
     position = 0      # among non-predicate operands, for `widths`
 
