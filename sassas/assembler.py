@@ -90,12 +90,10 @@ def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, inclu
     diags = Diagnostics(warnings_as_errors)
     program = parse(text, arch, filename, include_dirs, kernel_name, allow_exec=allow_exec,
                     auto_reuse=auto_reuse, diagnostics=diags)
-    from .errors import SassErrors
-    from .hazards import barrier_raise_errors
+    from .hazards import barrier_raise_warnings
 
     isa = get_isa(target.name)
     images = []
-    errors = []
     for kernel in program.kernels:
         resolve_kernel(kernel, target)
         if yield_strategy is not None:
@@ -103,10 +101,10 @@ def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, inclu
             schedule_kernel(kernel, target)
             apply_yield_strategy(kernel, yield_strategy)
         encoded = encode_kernel(kernel, target, isa)
-        errors += barrier_raise_errors(kernel, target.name)
+        for message, loc in barrier_raise_warnings(kernel, target.name):
+            diags.warn(message, loc)
         images.append(_image(encoded))
-    if errors:
-        raise errors[0] if len(errors) == 1 else SassErrors(errors)
+    diags.raise_if_errors()
     from .module import build_module
     data = elf.write_cubin(target.name, images, module=build_module(program))
     return Cubin(data=data, arch=target.name, kernel_names=[k.name for k in program.kernels], program=program,

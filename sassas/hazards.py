@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Union
 
-from .ast import NO_BARRIER, ControlCode, Instruction, Kernel, Label, Program
+from .ast import NO_BARRIER, ControlCode, Instruction, Kernel, Label, Loc, Program
 from .errors import Diagnostic
 from .semantics import (MEMORY_ORDER, ArchTiming, Effects, Reg, SemanticsError, arch_timing, async_read_files,
                         consumer_class, drained_scoreboard, effects, overwrite_class)
@@ -485,16 +485,15 @@ def check(item: Union[Program, Kernel, Iterable], arch: Optional[str] = None) ->
     return hazards
 
 
-def barrier_raise_errors(kernel: Kernel, arch: str) -> list["SassError"]:
-    """The one hazard `sassas asm` always refuses, because it is local and its result is a
-    fault, not a slow kernel: an instruction that waits on a barrier the instruction just
-    before it sets, one cycle after it issued (a barrier is raised `barrier_set_delay` cycles
-    after issue: the wait passes and the register is read before the load has written it;
-    an H100 stored to wild addresses). The full checker (`sassas check`, `asm --check`) finds
-    the rest."""
-    from .errors import SassError
+def barrier_raise_warnings(kernel: Kernel, arch: str) -> list[tuple[str, Optional[Loc]]]:
+    """The hazard `sassas asm` always reports (as a warning; an error with -Werror), because
+    it is local and cheap to find and its result is a fault, not a slow kernel: an instruction
+    that waits on a barrier the instruction just before it set, one cycle after it issued (a
+    barrier is raised `barrier_set_delay` cycles after issue: the wait passes and the register
+    is read before the load has written it; on an H100 the stores went to wild addresses).
+    (message, where) pairs. The full checker (`sassas check`, `asm --check`) finds the rest."""
     delay = arch_timing(arch).param("barrier_set_delay")
-    errors = []
+    out = []
     previous: Optional[Instruction] = None
     for item in kernel.body:
         if not isinstance(item, Instruction):
@@ -507,12 +506,11 @@ def barrier_raise_errors(kernel: Kernel, arch: str) -> list["SassError"]:
                 continue         # (the wait is reached from elsewhere only)
         except SemanticsError:
             pass
-        for b in {prev.control.write_barrier, prev.control.read_barrier} - {NO_BARRIER}:
+        for b in sorted({prev.control.write_barrier, prev.control.read_barrier} - {NO_BARRIER}):
             if item.control.wait_mask >> b & 1:
-                errors.append(SassError(
-                    f"waits on barrier {b} one cycle after {_describe(prev)} set it; a barrier needs {delay} "
-                    f"cycles to be raised: give {prev.mnemonic} a stall of {delay} or more", item.loc))
-    return errors
+                out.append((f"waits on barrier {b} one cycle after {_describe(prev)} set it; a barrier needs "
+                            f"{delay} cycles to be raised: give {prev.mnemonic} a stall of {delay} or more", item.loc))
+    return out
 
 
 # ---- calibration --------------------------------------------------------------------------

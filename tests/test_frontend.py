@@ -402,8 +402,8 @@ def test_cli_werror(tmp_path):
 
 def test_cli_asm_check(tmp_path):
     """`asm --check` runs the hazard checker: a read before the S2R's result is there writes
-    no cubin; without --check the same file assembles (only the one-cycle barrier wait is
-    always refused)."""
+    no cubin; without --check the same file assembles. The one-cycle barrier wait is always
+    reported: a warning, an error with -Werror."""
     src = tmp_path / "k.sass"
     src.write_text("--:-:0:-:2 S2R R0, SR_TID.X;\n--:-:-:Y:5 IADD3 R1, R0, 0x1, RZ;\n--:-:-:Y:5 EXIT;\n")
     out = tmp_path / "k.cubin"
@@ -414,6 +414,9 @@ def test_cli_asm_check(tmp_path):
     src.write_text("--:-:0:-:1 S2R R0, SR_TID.X;\n01:-:-:Y:5 IADD3 R1, R0, 0x1, RZ;\n--:-:-:Y:5 EXIT;\n")
     out.unlink()
     r = run_cli("asm", str(src), "-o", str(out), "--arch", "sm_90")
+    assert r.returncode == 0 and f"{src}:2:1: warning: waits on barrier 0 one cycle after S2R" in r.stderr
+    out.unlink()
+    r = run_cli("asm", str(src), "-o", str(out), "--arch", "sm_90", "-Werror")
     assert r.returncode == 1 and "Traceback" not in r.stderr and not out.exists()
     assert f"{src}:2:1: error: waits on barrier 0 one cycle after S2R" in r.stderr
 
