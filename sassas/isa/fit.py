@@ -329,7 +329,12 @@ def pair_words(probe: Probe) -> list[tuple[int, int, int]]:
         if b2 - b1 <= PAIR_DISTANCE:
             return True
         t1, t2 = probe.modifier_tokens.get(b1, t0), probe.modifier_tokens.get(b2, t0)
-        return bool((t0 - t1) & (t0 - t2) or (t1 - t0) & (t2 - t0))
+        if (t0 - t1) & (t0 - t2) or (t1 - t0) & (t2 - t0):
+            return True
+        # two flips that each add a modifier, a little farther apart: one field's bits may
+        # lie apart (sm_70 I2F R, R: bit 74 = unsigned, 85 = source width; both flipped
+        # print U8, not U32 and S8)
+        return b2 - b1 <= 2 * PAIR_DISTANCE and bool(t1 - t0) and bool(t2 - t0)
     return [(b1, b2, probe.rep.word ^ (1 << b1) ^ (1 << b2))
             for i, b1 in enumerate(bits) for b2 in bits[i + 1:] if related(b1, b2)]
 
