@@ -329,7 +329,12 @@ def pair_words(probe: Probe) -> list[tuple[int, int, int]]:
         if b2 - b1 <= PAIR_DISTANCE:
             return True
         t1, t2 = probe.modifier_tokens.get(b1, t0), probe.modifier_tokens.get(b2, t0)
-        return bool((t0 - t1) & (t0 - t2) or (t1 - t0) & (t2 - t0))
+        if (t0 - t1) & (t0 - t2) or (t1 - t0) & (t2 - t0):
+            return True
+        # two flips that each add a modifier, a little farther apart: one field's bits may
+        # lie apart (sm_70 I2F R, R: bit 74 = unsigned, 85 = source width; both flipped
+        # print U8, not U32 and S8)
+        return b2 - b1 <= 2 * PAIR_DISTANCE and bool(t1 - t0) and bool(t2 - t0)
     return [(b1, b2, probe.rep.word ^ (1 << b1) ^ (1 << b2))
             for i, b1 in enumerate(bits) for b2 in bits[i + 1:] if related(b1, b2)]
 
@@ -374,6 +379,47 @@ def modifier_groups(probe: Probe, flips: dict[int, Optional[Sample]],
         else:
             out.append(sorted(bits))
     return sorted(out)
+
+
+# A small modifier field is enumerated whole (all 2^k values, k <= WHOLE_FIELD_BITS).
+WHOLE_FIELD_BITS = 3
+
+
+def widen_small_groups(probe: Probe, groups: list[list[int]]) -> list[list[int]]:
+    """Add to a small modifier group the bits next to it whose single flips changed the form
+    or were illegal: a field's value two flips away is not seen one flip at a time (sm_70's
+    I2F source width, bits 84..85: 2 = 32-bit; flipping bit 85 gives 0 = 8-bit, a modifier,
+    flipping bit 84 gives 3 = 64-bit, another form; 1 = 16-bit needs both). Enumerating the
+    widened group keeps only the values that print this form; the others stay undecodable
+    here as before."""
+    taken = set(probe.modifier_bits) | set(probe.hidden)
+    for bb in probe.slot_bits.values():
+        taken |= set(bb)
+    for bb in probe.name_bits.values():
+        taken |= set(bb)
+    for bits in groups:
+        taken |= set(bits)
+    def free(n):
+        return n >= 16 and n in probe.structural and n not in taken and not (CONTROL_MASK >> n) & 1
+
+    out = []
+    for bits in groups:
+        # each run of adjacent bits of the group is a field (or part of one)
+        runs: list[list[int]] = []
+        for b in sorted(bits):
+            if runs and b == runs[-1][-1] + 1:
+                runs[-1].append(b)
+            else:
+                runs.append([b])
+        wide = set(bits)
+        for run in runs:
+            extra = [n for n in (run[0] - 1, run[-1] + 1) if free(n)]
+            if extra and len(run) + len(extra) <= WHOLE_FIELD_BITS \
+                    and len(wide) + len(extra) <= MAX_GROUP_BITS:
+                taken |= set(extra)
+                wide |= set(extra)
+        out.append(sorted(wide))
+    return out
 
 
 def enumeration_words(rep_word: int, bits: list[int]) -> list[int]:
@@ -549,6 +595,30 @@ def build_encoding(probe: Probe, groups: list[Group], name_tables: dict[int, tup
     return enc
 
 
+def _widened_group(probe: Probe, wide: list[int], bits: list[int], results) -> Optional[Group]:
+    """The group over the widened bits where some value of this form needs the extra bits
+    changed (I2F's 16-bit source); else the group over the bits as probed."""
+    if wide != bits:
+        g = build_group(probe, wide, results)
+        extra = _mask(wide) & ~_mask(bits)
+        if g is not None and any((v ^ probe.rep.word) & extra for v in g.values):
+            return g
+    return build_group(probe, bits, results)
+
+
+def _groups_overlap_fields(enc: Encoding) -> bool:
+    fields = 0
+    for f in enc.fields:
+        if not isinstance(f, tuple):
+            fields |= f.mask
+    seen = 0
+    for g in enc.groups:
+        if g.mask & (fields | seen):
+            return True
+        seen |= g.mask
+    return False
+
+
 def _guess_guard(probe: Probe) -> str:
     """The guard kind of a representative printed without one (@PT): what its flips print
     (uniform datapath instructions take @UPn)."""
@@ -605,16 +675,17 @@ def learn_encodings(reps: list[Sample], arch: str, cache: oracle.DisasmCache,
         for j in p.name_bits:
             lo, width = name_window(p, j, name_windows, f"{p.rep.inst.opcode}.{_table_name(p.rep.inst, j)}")
             name_plans[j] = (lo, width, enumeration_words(p.rep.word, list(range(lo, lo + width))))
-        plans.append((groups_bits, name_plans))
-        for bits in groups_bits:
+        wide_bits = widen_small_groups(p, groups_bits)     # one to one with groups_bits
+        plans.append(((wide_bits, groups_bits), name_plans))
+        for bits in wide_bits:
             enum_words += enumeration_words(p.rep.word, bits)
         for _lo, _w, words in name_plans.values():
             enum_words += words
     enums = disasm(enum_words)
     log(f"  {len(pairs)} pair probes, {len(enum_words)} enumeration probes")
     encodings = []
-    for (p, _flips), (groups_bits, name_plans) in zip(probes, plans):
-        groups = [g for g in (build_group(p, bits, enums) for bits in groups_bits) if g]
+    for (p, _flips), ((wide_bits, groups_bits), name_plans) in zip(probes, plans):
+        groups = [g for g in (_widened_group(p, wide, bits, enums) for wide, bits in zip(wide_bits, groups_bits)) if g]
         name_tables = {}
         for j, (lo, width, words) in name_plans.items():
             tname = f"{p.rep.inst.opcode}.{_table_name(p.rep.inst, j)}"
@@ -627,6 +698,11 @@ def learn_encodings(reps: list[Sample], arch: str, cache: oracle.DisasmCache,
                         table.setdefault(name, (w >> lo) & ((1 << width) - 1))
             name_tables[j] = (lo, width)
         enc = build_encoding(p, groups, name_tables)
+        if wide_bits != groups_bits and _groups_overlap_fields(enc):
+            # a widened group took a bit that a value's field claims (an aligned register's
+            # low bit): the groups as probed
+            groups = [g for g in (build_group(p, bits, enums) for bits in groups_bits) if g]
+            enc = build_encoding(p, groups, name_tables)
         enc.source_word = p.rep.word
         encodings.append(enc)
         if neighbours is not None:

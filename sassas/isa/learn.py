@@ -13,6 +13,7 @@ round. The description is written after every round; oracle results are cached u
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 import time
 from collections import Counter, defaultdict
@@ -387,6 +388,79 @@ OPCODE_MASK = (1 << OPCODE_BITS) - 1
 _USUAL_CONTROL = 0x000fe4 << 104
 
 
+MAX_TRANSPLANT_BITS = 3
+TRANSPLANTS_PER_FORM = 4
+
+
+def transplant_samples(new: list, encodings: list, by_key: dict, arch: str, cache,
+                       parse_failures=None) -> list:
+    """Words of a form with modifiers its own samples never showed, found in its sibling forms
+    (same opcode, other operand kinds). Where two encodings of one form differ in a few
+    matched bits and print different modifiers (sm_90's `LEA.HI.SX32 R, R, R, I`: bits 73 and
+    80 over `LEA R, R, R, I`), the same bits over a sibling's representative (`LEA R, R, UR,
+    I`) often give that sibling the modifiers too: one flip of them alone changes the form
+    (`.HI` takes a fifth operand), so single-bit probing never reaches them. Such words that
+    print the sibling's form with a modifier set not seen in it become samples."""
+    by_opcode: dict = defaultdict(list)
+    for e in encodings:
+        by_opcode[e.opcode].append(e)
+    diffs: dict = defaultdict(set)          # opcode -> {(bits, value when set)}
+    for op, encs in by_opcode.items():
+        for e1, e2 in itertools.combinations(encs, 2):
+            if e1.kinds != e2.kinds or e1.fixed_tokens == e2.fixed_tokens:
+                continue
+            (m1, v1), (m2, v2) = _fixed_bits(e1), _fixed_bits(e2)
+            d = (v1 ^ v2) & m1 & m2 & ~OPCODE_MASK
+            if d and bin(d).count("1") <= MAX_TRANSPLANT_BITS:
+                diffs[op].add(d)
+    candidates: dict = {}
+    for e in new:
+        src = getattr(e, "source_word", None)
+        if src is None:
+            continue
+        fixed = _fixed_bits(e)[0]
+        for d in diffs.get(e.opcode, ()):
+            if d & fixed == d:
+                candidates.setdefault(src ^ d, (e.opcode, e.kinds))
+    if not candidates:
+        return []
+    known = {s.word for lst in by_key.values() for s in lst}
+    found = fit.to_samples(oracle.disassemble([w for w in candidates if w not in known], arch, cache),
+                           parse_failures)
+    out = []
+    added: Counter = Counter()
+    for w, s in found.items():
+        if s is None or s.key != form_key_of(candidates[w]) or added[s.key] >= TRANSPLANTS_PER_FORM:
+            continue
+        seen = {instruction_tokens(x.inst) for x in by_key.get(s.key, ())} | {
+            instruction_tokens(x.inst) for x in out}
+        if instruction_tokens(s.inst) in seen:
+            continue
+        added[s.key] += 1
+        out.append(s)
+    return out
+
+
+def _fixed_bits(e) -> tuple[int, int]:
+    """(mask, value): the bits every word of the encoding has alike (matched bits, and group
+    bits that all of a group's values agree on)."""
+    mask, value = e.match_mask, e.match_value
+    for g in e.groups:
+        vals = list(g.values)
+        if not vals:
+            continue
+        same = g.mask
+        for v in vals:
+            same &= ~(v ^ vals[0])
+        mask |= same
+        value |= vals[0] & same
+    return mask, value
+
+
+def form_key_of(opcode_kinds) -> tuple:
+    return tuple(opcode_kinds)
+
+
 def _renumber(token, k: int):
     """A token with operand k removed: '@j..' for j > k moves down, '@k..' -> None."""
     j, flag = split_flag_token(token)
@@ -618,6 +692,12 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool
             pool.append(s)
         if added:
             log(f"  {added} new forms found next to representatives")
+        moved = transplant_samples(encodings + kept, encodings + kept, by_key, arch, cache, parse_failures)
+        for s in moved:
+            by_key[s.key].append(s)
+            pool.append(s)
+        if moved:
+            log(f"  {len(moved)} modifier sets carried over from sibling forms")
         fit.learn_aliases(kept, arch, cache, tables, by_key, log=log, parse_failures=parse_failures)
         fit.learn_reuse(kept, arch, cache, parse_failures=parse_failures)
         for e in kept:
