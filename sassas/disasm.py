@@ -39,6 +39,7 @@ def disassemble(cubin: Union[bytes, "object"], kernel: Union[str, Sequence[str],
     except ValueError as e:
         raise SassError(f"{source_name or 'input'}: not a cubin sassas can read: {e}") from None
     isa = get_isa(info.arch)
+    by_section = _relocations_by_section(info)
     if kernel is None:
         kernels = info.kernels + info.functions
     else:
@@ -46,7 +47,7 @@ def disassemble(cubin: Union[bytes, "object"], kernel: Union[str, Sequence[str],
             chosen = [info.kernel(name) for name in ([kernel] if isinstance(kernel, str) else kernel)]
         except KeyError as e:
             raise SassError(f"{source_name or 'input'}: {e.args[0]}") from None
-        kernels = _with_callees(info, chosen)
+        kernels = _with_callees(info, by_section, chosen)
     _refuse_what_cannot_be_carried(info, kernels)
     functions = sum(not k.entry for k in kernels)
     out = [f"# sassas disasm{' of ' + source_name if source_name else ''}: {info.arch}, "
@@ -54,23 +55,33 @@ def disassemble(cubin: Union[bytes, "object"], kernel: Union[str, Sequence[str],
            f".arch {info.arch}", ""]
     out.extend(_module_source(info, {k.name for k in kernels}))
     for k in kernels:
-        out.extend(_kernel_source(k, isa, _code_relocations(info, k)))
+        out.extend(_kernel_source(k, isa, _code_relocations(by_section, k.name)))
         out.append("")
     return "\n".join(out)
 
 
-def _code_relocations(info, k) -> dict[int, SymbolRef]:
-    """Instruction address -> the address the driver writes there, from `.rel(a).text.<k>`."""
+def _code_relocations(by_section: dict, function: str) -> dict[int, SymbolRef]:
+    """Instruction address -> the address the driver writes there, from `.rel(a).text.<f>`
+    (`by_section`: _relocations_by_section's)."""
     from .elf import code_relocation_part
     out = {}
-    for r in info.relocations:
+    for r in by_section.get(f".text.{function}", ()):
         part = code_relocation_part(r.type)
-        if r.section == f".text.{k.name}" and part is not None:
+        if part is not None:
             out[r.offset] = SymbolRef(part, r.symbol, addend=r.addend)
     return out
 
 
-def _with_callees(info, kernels: list) -> list:
+def _relocations_by_section(info) -> dict[str, list]:
+    """The cubin's relocations by the section they patch, in one pass (a whole bitsandbytes
+    cubin has ~9000 relocations of the code over 207 functions)."""
+    by_section: dict[str, list] = {}
+    for r in info.relocations:
+        by_section.setdefault(r.section, []).append(r)
+    return by_section
+
+
+def _with_callees(info, by_section: dict, kernels: list) -> list:
     """`kernels` and the device functions they call (CALL.ABS relocations), transitively: the
     source must define them for the cubin to load."""
     chosen = []
@@ -78,7 +89,7 @@ def _with_callees(info, kernels: list) -> list:
         if k not in chosen:
             chosen.append(k)
     for k in chosen:
-        for ref in _code_relocations(info, k).values():
+        for ref in _code_relocations(by_section, k.name).values():
             callee = next((f for f in info.functions if f.name == ref.name), None)
             if ref.part == "abs" and callee is not None and callee not in chosen:
                 chosen.append(callee)
@@ -99,6 +110,7 @@ def _refuse_what_cannot_be_carried(info, kernels) -> None:
     from .elf import code_relocation_part
 
     mine = {k.name for k in kernels}
+    by_section = _relocations_by_section(info)
     for s in info.sections:
         if not s.name.startswith(".rel") or s.size == 0 or s.name.endswith("debug_frame"):
             continue
@@ -110,7 +122,7 @@ def _refuse_what_cannot_be_carried(info, kernels) -> None:
         m = re.match(r"nv\.constant\d+\.(.+)$", target)
         if m and m.group(1) not in mine:
             continue
-        mine_here = [r for r in info.relocations if r.section == "." + target]
+        mine_here = by_section.get("." + target, [])
         if target.startswith("text.") and mine_here and all(code_relocation_part(r.type) for r in mine_here):
             continue         # addresses in instructions: `32@lo(x)`, a CALL.ABS target
         if target.startswith(("text.", "nv.constant")):

@@ -127,10 +127,13 @@ def code_relocation_type(arch: Arch, part: str) -> RelocType:
     return RelocType(arch.call_relocation)
 
 
+_CODE_RELOCATION_PARTS = {RelocType.R_CUDA_ABS32_LO_32: "lo", RelocType.R_CUDA_ABS32_HI_32: "hi",
+                          RelocType.R_CUDA_ABS47_34: "abs", RelocType.R_CUDA_ABS55_16_34: "abs"}
+
+
 def code_relocation_part(rtype: int) -> Optional[str]:
     """The inverse: "lo", "hi", "abs", or None for a type that is not one of those."""
-    return {RelocType.R_CUDA_ABS32_LO_32: "lo", RelocType.R_CUDA_ABS32_HI_32: "hi",
-            RelocType.R_CUDA_ABS47_34: "abs", RelocType.R_CUDA_ABS55_16_34: "abs"}.get(rtype)
+    return _CODE_RELOCATION_PARTS.get(rtype)
 
 
 # ptxas writes `.nv.rel.action` (CUDA_RELOCINFO, entries of 8 bytes) beside relocations in
