@@ -68,7 +68,7 @@ def parse(text: str, arch: str = "sm_90", filename: str = "<input>", include_dir
     pre = preprocess(text, filename, tuple(include_dirs), allow_exec=allow_exec)
     lines = Lines(pre.text, filename, pre.origins, pre.sources)
     return parse_program(pre.text, target.name, filename, lines, default_kernel=kernel_name,
-                         diagnostics=diags, auto_reuse=auto_reuse)
+                         diagnostics=diags, auto_reuse=auto_reuse, listing=pre.listing)
 
 
 @_gc_paused

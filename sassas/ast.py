@@ -23,6 +23,7 @@ numbers themselves, so that the ISA description can key instruction forms on
     [R2.64+0x10]              [R+I]             (2, 0x10)       {'.64'}
     [R2+UR4+-0x8]             [R+UR+I]          (2, 4, -8)
     desc[UR4][R2.64]          desc[UR][R+I]     (4, 2, 0)       {'.64'}
+    {4,3,2,1}                 {I}               (0b11110,)      {}   (a set of scoreboards)
     `(.L_x_1)` / my_label     L                 (target byte address,) once resolved
 
 Register suffixes (``.64``, ``.H1``, ``.X4``, ``.U32`` ...) and prefix operators

@@ -662,8 +662,6 @@ def write_cubin(arch: Union[str, Arch], kernels: Sequence[KernelImage],
     """
     arch = get_arch(arch) if isinstance(arch, str) else arch
     elf_abi = get_abi(abi or arch.default_abi)
-    if not kernels:
-        raise ValueError("a cubin needs at least one kernel")
     names = [k.name for k in kernels]
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate kernel names: {names}")

@@ -34,6 +34,8 @@ LAUNCH_CONSTANTS = {
     ("blockDim", ".x"): 0x0, ("blockDim", ".y"): 0x4, ("blockDim", ".z"): 0x8,
     ("gridDim", ".x"): 0xC, ("gridDim", ".y"): 0x10, ("gridDim", ".z"): 0x14,
 }
+# The kind of a set of scoreboards (`{4,3,2,1}`); its one value is the mask.
+SCOREBOARD_SET = "{I}"
 # Prefix flags in the order they are printed.
 PREFIX_FLAGS = ("!", "~", "-", "|")
 
@@ -95,6 +97,8 @@ def canonical_operand(atoms: Sequence, loc: Loc | None = None, sources: dict | N
 
     if n >= 3 and atoms[0].type == "NUMBER" and atoms[1].type == "AT":
         return _relocated_immediate(atoms, fail)
+    if atoms[0].type == "LBRACE":
+        return _scoreboard_set(atoms, fail)
 
     # Prefix operators apply to the whole operand.
     abs_open = False
@@ -242,6 +246,25 @@ def _relocated_immediate(atoms: Sequence, fail) -> Operand:
     return Operand(kind="I", values=(0,), symbol=ref)
 
 
+def _scoreboard_set(atoms: Sequence, fail) -> Operand:
+    """`{4,3,2,1}`: scoreboards DEPBAR waits on besides its first operand's; kind ``{I}``, the
+    value a mask with bit n for SBn (the instruction holds it so)."""
+    mask = 0
+    for a in atoms[1:-1]:
+        n = parse_number(a.value)
+        if not isinstance(n, int) or not 0 <= n <= MAX_REGISTER["SB"]:
+            fail(f"expected scoreboard numbers 0..{MAX_REGISTER['SB']} in {{...}}, found '{a.value}'")
+        if mask >> n & 1:
+            fail(f"scoreboard {n} written twice in {{...}}")
+        mask |= 1 << n
+    return Operand(kind=SCOREBOARD_SET, values=(mask,))
+
+
+def format_scoreboard_set(mask: int) -> str:
+    """nvdisasm's text of a scoreboard set: highest first, `{4,3,2,1}`."""
+    return "{" + ",".join(str(n) for n in range(mask.bit_length() - 1, -1, -1) if mask >> n & 1) + "}"
+
+
 def _join_kind(parts: list[str]) -> Iterable[str]:
     # Kind pieces are concatenated except that two value pieces side by side
     # (`RET.REL.NODEC R20 `(fn)``) are kept apart by a space.
@@ -294,6 +317,8 @@ def format_operand(op: Operand, number=format_number) -> str:
     (``[R2.64+UR4]``); a constant ends with them (``c[0x0] [0x178].H0_H0``)."""
     if isinstance(op.symbol, SymbolRef):
         return str(op.symbol)          # an address the driver fills in
+    if op.kind == SCOREBOARD_SET:
+        return format_scoreboard_set(op.values[0])
     out: list[str] = []
     vals = list(op.values)
     suffixes = [f for f in sorted(op.flags) if f.startswith(".")]

@@ -448,7 +448,7 @@ def _predicate(text: str, loc: Loc):
 
 _EXPECTED_NAMES = {
     "SEMICOLON": "';'", "COMMA": "','", "MNEMONIC": "an opcode", "REGISTER": "a register",
-    "NUMBER": "a number", "NAME": "a name", "LBRACKET": "'['", "RBRACKET": "']'",
+    "NUMBER": "a number", "NAME": "a name", "LBRACKET": "'['", "RBRACKET": "']'", "LBRACE": "'{'", "RBRACE": "'}'",
     "LABEL": "a label", "CONTROL": "a control code", "PREDICATE": "a predicate",
 }
 
@@ -736,7 +736,7 @@ def parse_instruction(text: str, filename: str = "<input>") -> Instruction:
 
 def parse_program(text: str, arch: str, filename: str = "<input>", lines: Optional[Lines] = None,
                   default_kernel: Optional[str] = None, diagnostics: Optional[Diagnostics] = None,
-                  auto_reuse: bool = False) -> Program:
+                  auto_reuse: bool = False, listing: bool = False) -> Program:
     """Group the parsed items into kernels: `.kernel NAME` starts one; before any, the file's
     statements belong to a kernel named after the file (or `default_kernel`). Each kernel then
     goes through the front end's last pass (names, checks: :mod:`sassas.frontend`).
@@ -788,7 +788,8 @@ def parse_program(text: str, arch: str, filename: str = "<input>", lines: Option
                 _declare(kernel_here(loc), declarations, kind, value, loc)
         except SassError as e:
             diags.error(e)
-    if not program.kernels:
+    # (an NVIDIA listing of a module without code, headers only, is an empty module)
+    if not program.kernels and not listing:
         first = lines.loc(1, 1) if lines is not None else Loc(filename, 1, 1, text.split("\n", 1)[0])
         diags.error(SassError("nothing to assemble: the input has no instructions", first))
     check_module(program, diags)

@@ -51,6 +51,7 @@ class Preprocessed:
     text: str
     sources: list[tuple[str, int]] = field(default_factory=list)   # per output line
     origins: list[Optional[Loc]] = field(default_factory=list)
+    listing: bool = False          # an nvdisasm / cuobjdump listing, taken as it stands
 
 
 @dataclass
@@ -75,8 +76,8 @@ def preprocess(text: str, filename: str = "<input>", include_dirs: tuple[str, ..
     if is_listing(text):
         # NVIDIA's text, taken as it stands: no includes, blocks or inline Python run in it.
         lines = listing_statements(lines, filename)
-        _emit_as_written(ctx, [_BARRIER_LIST.sub(_barrier_list_text, line) if "{" in line else line
-                               for line in lines], range(1, len(lines) + 1), filename, None)
+        _emit_as_written(ctx, lines, range(1, len(lines) + 1), filename, None)
+        ctx.out.listing = True
     else:
         _expand(ctx, lines, range(1, len(lines) + 1), filename, new_namespace(filename), None, 0)
     if ctx.errors:
@@ -401,15 +402,6 @@ _INSTRUCTION_LINE = re.compile(r"^\s*(/\*[0-9a-fA-F]{4,}\*/|/\*\s*0x[0-9a-fA-F]+
 # operands and the ';', e.g. `STL [R1+0x4], R4  (*"SpillRefill"*);` for ptxas's spill code
 # (EIATTR_SPILL...): not part of the instruction, blanked (columns kept).
 _ANNOTATION = re.compile(r'\(\*"[^"\n]*"\*\)')
-
-
-# nvdisasm writes a set of scoreboards as `{4,3,2,1}` (DEPBAR.LE SB0, 0x0, {4,3,2,1}); the
-# parser reads it in the form inline Python would give it, `(4, 3, 2, 1)`, without running any.
-_BARRIER_LIST = re.compile(r"\{\s*(\d+(?:\s*,\s*\d+)*)\s*\}")
-
-
-def _barrier_list_text(m: re.Match) -> str:
-    return "(" + ", ".join(x.strip() for x in m.group(1).split(",")) + ")"
 
 
 def is_listing(text: str) -> bool:

@@ -82,7 +82,7 @@ def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Ope
     infer_descriptors(kernel.body, get_isa(arch.name))
 
 
-def descriptor_registers(body, load) -> list[Optional[int]]:
+def descriptor_registers(body, load, targets=frozenset()) -> list[Optional[int]]:
     """Per instruction of `body` (instructions and labels in program order): the uniform
     register that its memory descriptor is in where the text does not show it (sm_80..sm_89:
     `LDG.E R3, [R2.64]`), or None (the description's default, UR4).
@@ -104,7 +104,8 @@ def descriptor_registers(body, load) -> list[Optional[int]]:
     branch does start one: `ULDC.64 UR8` ... `@P0 BRA L2`, `L2:` uses the first load again). Without any load,
     ptxas's usual choice, the description's default (UR4), stands. `sassas disasm` keeps a
     register the rule does not give with `.raw`. `load`: the description's DescriptorLoad, or
-    None (no hidden descriptor on the arch)."""
+    None (no hidden descriptor on the arch). `targets`: the addresses that branches name; an
+    instruction there counts as labelled (`cuobjdump -sass` prints no labels, only `BRA 0x1230`)."""
     if load is None:
         return [None for item in body if isinstance(item, Instruction)]
     loaded = [load.register(item) if isinstance(item, Instruction) and item.opcode == load.opcode else None
@@ -114,10 +115,11 @@ def descriptor_registers(body, load) -> list[Optional[int]]:
     in_block = None
     previous: Optional[Instruction] = None
     for item, register in zip(body, loaded):
-        if not isinstance(item, Instruction):
+        if not isinstance(item, Instruction) or item.address in targets:
             if previous is None or not _falls_through(previous):
                 in_block = None
-            continue
+            if not isinstance(item, Instruction):
+                continue
         if register is not None:
             in_block = register
         out.append(in_block if in_block is not None else first)
@@ -139,8 +141,17 @@ def infer_descriptors(body, isa) -> None:
     register that descriptor_registers gives it."""
     if not isa.descriptor_opcodes:
         return
+    from .isa.model import form_key
     instructions = [item for item in body if isinstance(item, Instruction)]
-    for inst, register in zip(instructions, descriptor_registers(body, isa.descriptor_load)):
+    targets = set()
+    for inst in instructions:
+        if inst.opcode in isa.branch_opcodes:
+            encodings = isa.by_key.get(form_key(inst))
+            if encodings:
+                for (kind, _n), op in zip(encodings[0].operand_shape, inst.operands):
+                    if kind == "L" and op.values and isinstance(op.values[0], int):
+                        targets.add(op.values[0])
+    for inst, register in zip(instructions, descriptor_registers(body, isa.descriptor_load, targets)):
         if register is not None and inst.descriptor is None and inst.opcode in isa.descriptor_opcodes:
             inst.descriptor = register
 

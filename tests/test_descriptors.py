@@ -79,6 +79,17 @@ def test_a_reload_in_the_same_block_wins_then_the_first_load_again(arch):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
+def test_branch_targets_start_blocks_without_labels(arch):
+    """`cuobjdump -sass` prints no labels, only `BRA 0x60`: a branch target starts a block as a
+    label there would (torchvision's sm_80 atomics read UR4 after such a target, not UR8)."""
+    lines = ["ULDC.64 UR6, c[0x0][0x118]", "LDG.E R2, [R2.64]", "@P0 BRA 0x30",
+             "ULDC.64 UR8, c[0x0][0x118]", "LDG.E R2, [R2.64]", "@P0 BRA 0x60", "LDG.E R2, [R2.64]", "EXIT"]
+    words = _code(arch, lines)
+    ldg_ur6 = UR6_KERNEL[1][0]
+    assert [words[i] for i in (0, 1, 3, 4, 6)] == [UR6_KERNEL[0][0], ldg_ur6, ULDC_UR8, LDG_UR8, ldg_ur6]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
 def test_decoder_reads_the_hidden_register_and_prints_nvdisasm_text(arch):
     isa = get_isa(arch)
     inst = isa.decode(UR8_KERNEL[5][0])

@@ -497,7 +497,7 @@ def test_listing_runs_no_inline_python():
                '        /*0010*/      MOV R0, {open("/nonexistent/x", "w")} ;  /* 0x0000000000007918 */\n'
                '                                                      /* 0x000fc00000000000 */\n')
     text = preprocess(listing, "l.sass").text
-    assert "DEPBAR.LE SB0, 0x0, (4, 3, 2, 1)" in text and '{open("/nonexistent/x", "w")}' in text
+    assert "DEPBAR.LE SB0, 0x0, {4,3,2,1}" in text and '{open("/nonexistent/x", "w")}' in text
     with pytest.raises(SassError) as e:
         sassas.assemble(listing, "sm_75", filename="l.sass")
     assert str(e.value).startswith("l.sass:5:")

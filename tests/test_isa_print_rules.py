@@ -99,8 +99,21 @@ LEARNED = [
     ("sm_86", 0x0003e4000000040000000000ff008388, "@!P0 STS.U16 [RZ], R0"),
 ]
 
+# A set of scoreboards DEPBAR also waits on (bits 32..37, bit n for SBn), as ptxas writes it
+# before a loop (torchvision, nvdisasm 13.x); and sm_70's zero register that nvdisasm shows
+# in brackets only at offset 0 (`c[0x0][RZ]` but `c[0x0][0x1a8]`; bitsandbytes, nvdisasm 12.8).
+SETS_AND_ZERO_REGISTERS = [
+    ("sm_75", 0x000fce00000000000000801e0000791a, "DEPBAR.LE SB0, 0x0, {4,3,2,1}"),
+    ("sm_75", 0x000fce0000000000000080140000791a, "DEPBAR.LE SB0, 0x0, {4,2}"),
+    ("sm_80", 0x000fce0000000000000080160000791a, "DEPBAR.LE SB0, 0x0, {4,2,1}"),
+    ("sm_86", 0x000fce00000000000000801e0000791a, "DEPBAR.LE SB0, 0x0, {4,3,2,1}"),
+    ("sm_70", 0x000fe2000000080000000000fffffb82, "@!PT LDC RZ, c[0x0][RZ]"),
+    ("sm_70", 0x000f22000000020000006a00ff117b82, "LDC.S8 R17, c[0x0][0x1a8]"),
+]
+
 PINNED = ([("sm_90", w, t) for w, t in SM90] + [("sm_70", w, t) for w, t in SM70]
-          + [("sm_80", w, t) for w, t in SM80] + [("sm_86", w, t) for w, t in SM86] + LEARNED)
+          + [("sm_80", w, t) for w, t in SM80] + [("sm_86", w, t) for w, t in SM86] + LEARNED
+          + SETS_AND_ZERO_REGISTERS)
 
 
 @pytest.mark.parametrize("arch,word,text", PINNED, ids=[f"{a} {t}" for a, _w, t in PINNED])
@@ -110,3 +123,18 @@ def test_word_and_text(arch, word, text):
     inst = parse_instruction(text)
     inst.control = ControlCode.from_word(word)
     assert isa.encode(inst) == word
+
+
+def test_modifier_order_that_is_meaning_is_never_a_fallback():
+    """F2F.F16.F32 and F2F.F32.F16 are two conversions: text in one order never takes an
+    encoding that prints the other (sm_70 learned `F2F.F16.F32 R, c[..]` late; before, it
+    silently took F2F.F32.F16's bits). Either the right word or an error naming the form."""
+    from sassas.errors import SassError
+    isa = get_isa("sm_70")
+    inst = parse_instruction("F2F.F16.F32 R7, c[0x0][0x178]")
+    try:
+        word = isa.encode(inst)
+    except SassError as e:
+        assert "F2F.F16.F32 R, C[I][I] is not known on sm_70" in e.message and "F2F.F32.F16" in e.message
+    else:
+        assert normal_text(isa.format(isa.decode(word))) == "F2F.F16.F32 R7, c[0x0][0x178]"

@@ -16,6 +16,7 @@ import pytest
 import sassas
 from sassas import nvrtc
 from sassas.elf import read_cubin
+from sassas.errors import SassError
 from sassas.isa import oracle
 from sassas.isa.compare import listing_encodings
 from _realistic import compile_realistic
@@ -126,3 +127,17 @@ def test_listing_annotation_is_not_part_of_the_instruction():
     assert "STL [R1+0x4], R4" in line and "Spill" not in line and len(line) == len(text.split("\n")[2])
     inst = parse_program(program.text, "sm_90", "x.sass").kernels[0].instructions[0]
     assert inst.opcode == "STL" and len(inst.operands) == 2
+
+
+def test_listing_of_a_module_without_code_is_an_empty_module():
+    """nvdisasm's text of a cubin without functions (faiss ships some) is headers only: it
+    assembles to a cubin without kernels, while a source without instructions is an error."""
+    listing = ('\t.headerflags\t@"EF_CUDA_TEXMODE_UNIFIED EF_CUDA_64BIT_ADDRESS EF_CUDA_SM80 '
+               'EF_CUDA_VIRTUAL_SM(EF_CUDA_SM80)"\n\t.elftype\t@"ET_EXEC"\n\n\n'
+               '//--------------------- .debug_frame              --------------------------\n'
+               '\t.section\t.debug_frame,"",@progbits\n')
+    info = read_cubin(sassas.assemble(listing, "sm_80", filename="empty.sass").data)
+    assert info.kernels == [] and info.functions == []
+    with pytest.raises(SassError) as e:
+        sassas.assemble("// nothing here\n", "sm_80", filename="e.sass")
+    assert str(e.value).startswith("e.sass:1:1: error: nothing to assemble")

@@ -28,6 +28,9 @@ Layout (numbers in hex strings where they exceed TOML's 64-bit integers):
     [descriptor_load]             mnemonic = "ULDC.64", constant = [bank, offset]: the load that
                                   puts the descriptor in a uniform pair (see resolve.py for how
                                   a listing's hidden descriptor is inferred from it)
+    defer_when                    ["4=0"]: value conditions under which nvdisasm prints a word
+                                  of this encoding by a more general form that matches it too
+                                  (`c[0x0][RZ]`, not `c[0x0][0x0]`): the decoder passes it over
     aliases                       printing aliases decided by values, most specific first:
                                   { when = ["2=255", "3:pow2", "4!=255"], print = ["MOV"],
                                   unless = ["WIDE"] }: nvdisasm prints these tokens (value 0 =
@@ -179,6 +182,8 @@ def write_description(isa: Isa, path: Path, header: str = "") -> None:
         if e.reuse_decode_only:
             out.append("reuse_decode_only = { " + ", ".join(f"{_q(str(i))} = {sorted(bits)}" for i, bits in
                                                           sorted(e.reuse_decode_only.items())) + " }")
+        if e.defer_when:
+            out.append("defer_when = [" + ", ".join(_q(f"{j}{c}") for j, c in e.defer_when) + "]")
         if e.aliases:
             out.append("aliases = [")
             for a in e.aliases:
@@ -226,16 +231,22 @@ def _parse_field(spec: dict) -> Field:
     return Field(tuple(segs), spec.get("type", "u"))
 
 
+def _value_conditions(specs: list, where: str) -> tuple:
+    """["2=255", "3:pow2", "4!=255"] -> ((2, "=255"), (3, "pow2"), (4, "!=255"))."""
+    when = []
+    for w in specs:
+        m = re.fullmatch(r"(\d+)(!?=.*|:.*)", w)
+        if not m:
+            raise SassError(f"{where}: value condition {w!r} is not 'N=V', 'N!=V' or 'N:pow2'")
+        when.append((int(m.group(1)), m.group(2).lstrip(":")))
+    return tuple(when)
+
+
 def _parse_alias(spec: dict, where: str) -> Alias:
     if not isinstance(spec, dict) or "when" not in spec:
         raise SassError(f"{where}: an alias needs 'when' and 'print'")
-    when = []
-    for w in spec["when"]:
-        m = re.fullmatch(r"(\d+)(!?=.*|:.*)", w)
-        if not m:
-            raise SassError(f"{where}: alias condition {w!r} is not 'N=V', 'N!=V' or 'N:pow2'")
-        when.append((int(m.group(1)), m.group(2).lstrip(":")))
-    return Alias(tuple(when), frozenset(spec.get("print", ())), frozenset(spec.get("instead_of", ())),
+    when = _value_conditions(spec["when"], where)
+    return Alias(when, frozenset(spec.get("print", ())), frozenset(spec.get("instead_of", ())),
                  frozenset(spec.get("needs", ())), frozenset(spec.get("unless", ())))
 
 
@@ -327,6 +338,7 @@ def load_description(path: Path, text: Optional[str] = None) -> Isa:
                      reuse_decode_only={int(k): tuple(v) for k, v in form.get("reuse_decode_only", {}).items()},
                      name=form_name(form["opcode"], form["operands"]), example=form.get("example", ""),
                      aliases=[_parse_alias(a, where) for a in form.get("aliases", [])],
+                     defer_when=_value_conditions(form.get("defer_when", []), where),
                      support=form.get("support", 0),
                      reproduces=frozenset(tuple(t.split()) for t in form.get("reproduces", ())))
         if "descriptor" in form:
@@ -361,6 +373,9 @@ def validate_encoding(e: Encoding, where: str = "") -> None:
                 raise SassError(f"{where}: group value outside its bits")
     if set(e.reuse_decode_only) - set(e.reuse):
         raise SassError(f"{where}: reuse_decode_only names an operand without a reuse bit")
+    for j, _cond in e.defer_when:
+        if not (0 <= j < len(e.fields) and isinstance(e.fields[j], Field)):
+            raise SassError(f"{where}: defer_when names value {j}, which is not a field")
     if e.match_mask & claimed:
         raise SassError(f"{where}: match bits overlap fields or groups")
     if e.descriptor is not None and e.descriptor.mask & (claimed | e.match_mask):

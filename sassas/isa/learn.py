@@ -388,7 +388,8 @@ OPCODE_MASK = (1 << OPCODE_BITS) - 1
 _USUAL_CONTROL = 0x000fe4 << 104
 
 
-MAX_TRANSPLANT_BITS = 3
+# (4: sm_70's F2F.F16.F32 and F2F.F32.F16 differ in four type bits: 75, 76, 84, 85)
+MAX_TRANSPLANT_BITS = 4
 TRANSPLANTS_PER_FORM = 4
 
 
@@ -407,7 +408,7 @@ def transplant_samples(new: list, encodings: list, by_key: dict, arch: str, cach
     diffs: dict = defaultdict(set)          # opcode -> {(bits, value when set)}
     for op, encs in by_opcode.items():
         for e1, e2 in itertools.combinations(encs, 2):
-            if e1.kinds != e2.kinds or e1.fixed_tokens == e2.fixed_tokens:
+            if e1.kinds != e2.kinds or _printed_tokens(e1) == _printed_tokens(e2):
                 continue
             (m1, v1), (m2, v2) = _fixed_bits(e1), _fixed_bits(e2)
             d = (v1 ^ v2) & m1 & m2 & ~OPCODE_MASK
@@ -432,13 +433,19 @@ def transplant_samples(new: list, encodings: list, by_key: dict, arch: str, cach
     for w, s in found.items():
         if s is None or s.key != form_key_of(candidates[w]) or added[s.key] >= TRANSPLANTS_PER_FORM:
             continue
-        seen = {instruction_tokens(x.inst) for x in by_key.get(s.key, ())} | {
-            instruction_tokens(x.inst) for x in out}
-        if instruction_tokens(s.inst) in seen:
+        # (in print order: F2F.F16.F32 is not F2F.F32.F16)
+        seen = {written_tokens(x.inst) for x in by_key.get(s.key, ())} | {written_tokens(x.inst) for x in out}
+        if written_tokens(s.inst) in seen:
             continue
         added[s.key] += 1
         out.append(s)
     return out
+
+
+def _printed_tokens(e) -> tuple:
+    """The tokens an encoding always prints, in its print order (F2F.F32.F16 and F2F.F16.F32
+    fix the same two tokens)."""
+    return tuple(t for t in e.order if t in e.fixed_tokens) + tuple(sorted(e.fixed_tokens - set(e.order)))
 
 
 def _fixed_bits(e) -> tuple[int, int]:
@@ -560,6 +567,74 @@ def learn_optional_predicates(isa: Isa, arch: str, log=print) -> Isa:
     log(f"[{arch}] {len(added)} encodings where nvdisasm leaves out a PT predicate "
         f"({len(probes)} probed, {sum(1 for d in added if (d.opcode, d.kinds) not in have)} new forms)")
     return Isa(arch, isa.encodings + added, isa.tables, isa.syntax, isa.descriptor_load)
+
+
+def _register_dropped(kind: str) -> Optional[tuple[str, int, str]]:
+    """`C[I][R+I]` -> (`C[I][I]`, the register's value index in the operand, its class): the
+    kind with its bracketed register (and the `+`) left out, or None where it has none."""
+    from ..operands import VALUE_PIECES, kind_pieces
+    pieces = kind_pieces(kind)
+    for i in range(len(pieces) - 1):
+        if pieces[i] in ("R", "UR") and pieces[i + 1] == "+I" and "[" in pieces[:i]:
+            index = sum(1 for p in pieces[:i] if p in VALUE_PIECES)
+            return "".join(pieces[:i] + ["I"] + pieces[i + 2:]), index, pieces[i]
+    return None
+
+
+def learn_zero_register_defers(isa: Isa, arch: str, log=print) -> Isa:
+    """nvdisasm leaves a bracketed zero register out (`c[0x0][0x1a8]`, the register-less
+    form, which fixes that register field to RZ) except where the offset is 0: then it prints
+    the register (`c[0x0][RZ]`, the general form). single flips never reach RZ from a
+    representative's register, so ask nvdisasm directly: for every encoding E whose operand
+    is a sibling encoding S's with the register left out and fixed to the zero register,
+    disassemble E's word with that offset 0; where the text has S's form, E defers to S at
+    offset 0 (Encoding.defer_when), kept only where the word then decodes to that text."""
+    from dataclasses import replace
+    from ..operands import REGISTER_ZERO
+    cache = oracle.DisasmCache(arch)
+    by_opcode = defaultdict(list)
+    for e in isa.encodings:
+        by_opcode[e.opcode].append(e)
+    probes = []
+    for s_enc in isa.encodings:
+        for k, kind in enumerate(s_enc.kinds):
+            dropped = _register_dropped(kind)
+            if dropped is None:
+                continue
+            e_kind, reg_index, cls = dropped
+            s_pos = 1 + sum(_value_count(x) for x in s_enc.kinds[:k]) + reg_index
+            reg = s_enc.fields[s_pos]
+            if not isinstance(reg, Field):
+                continue
+            zero = reg.insert(REGISTER_ZERO[cls])
+            for e in by_opcode[s_enc.opcode]:
+                if e.kinds != s_enc.kinds[:k] + (e_kind,) + s_enc.kinds[k + 1:] or e.defer_when:
+                    continue
+                if e.match_mask & reg.mask != reg.mask or e.match_value & reg.mask != zero:
+                    continue
+                e_pos = 1 + sum(_value_count(x) for x in e.kinds[:k]) + reg_index
+                offset = e.fields[e_pos]
+                word = e.source_word or (e.base | CONTROL_MASK & _USUAL_CONTROL)
+                if isinstance(offset, Field) and word:
+                    probes.append((e, s_enc, e_pos, (word & ~offset.mask & ~CONTROL_MASK)
+                                   | (_USUAL_CONTROL & CONTROL_MASK)))
+    samples = fit.to_samples(oracle.disassemble([w for *_x, w in probes], arch, cache))
+    deferring = {}
+    for e, s_enc, e_pos, word in probes:
+        s = samples.get(word)
+        if s is None or s.key != (s_enc.opcode, s_enc.kinds) or id(e) in deferring:
+            continue
+        narrowed = replace(e, defer_when=((e_pos, "=0"),))
+        trial = Isa(arch, [narrowed if x is e else x for x in isa.encodings], isa.tables, isa.syntax,
+                    isa.descriptor_load)
+        if check_format(isa, s) and not check_format(trial, s):
+            deferring[id(e)] = narrowed
+    log(f"[{arch}] {len(deferring)} register-less encodings print the zero register at offset 0 "
+        f"({len(probes)} probed)")
+    if not deferring:
+        return isa
+    return Isa(arch, [deferring.get(id(x), x) for x in isa.encodings], isa.tables, isa.syntax,
+               isa.descriptor_load)
 
 
 def drop_contradicted_group_values(isa: Isa, samples: list, log=print) -> Isa:
@@ -722,6 +797,7 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool
             f"({time.time() - t0:.1f}s)")
         write_description(isa, out_dir / f"{arch}.toml")
     isa = learn_optional_predicates(isa, arch, log)
+    isa = learn_zero_register_defers(isa, arch, log)
     isa = learn_descriptors(isa, arch, log)
     write_description(drop_contradicted_group_values(isa, samples, log), out_dir / f"{arch}.toml")
     # Reload what was written, so the report is about the file, not the objects in memory.
@@ -779,12 +855,15 @@ def main(argv=None) -> int:
     ap.add_argument("--optional-predicates-only", action="store_true",
                     help="only add, to the description in --out, the encodings where nvdisasm leaves "
                          "out a PT output predicate (seconds)")
+    ap.add_argument("--zero-registers-only", action="store_true",
+                    help="only learn, for the description in --out, where nvdisasm prints a bracketed "
+                         "zero register at offset 0 (seconds)")
     args = ap.parse_args(argv)
     for arch in args.arch:
         if not oracle.have_tools(arch):
             print(f"[{arch}] skipped: ptxas/nvdisasm for {arch} not found", file=sys.stderr)
             continue
-        if args.rank_only or args.optional_predicates_only:
+        if args.rank_only or args.optional_predicates_only or args.zero_registers_only:
             # quick passes over an existing description, checked against the corpus after
             path = args.out / f"{arch}.toml"
             isa = load_description(path)
@@ -793,12 +872,14 @@ def main(argv=None) -> int:
             if args.rank_only:
                 rank(isa.encodings, samples, isa.tables)
                 isa = Isa(arch, isa.encodings, isa.tables, isa.syntax, isa.descriptor_load)
+                what = "ranked"
+            elif args.optional_predicates_only:
+                isa, what = learn_optional_predicates(isa, arch), "optional predicates"
             else:
-                isa = learn_optional_predicates(isa, arch)
+                isa, what = learn_zero_register_defers(isa, arch), "zero registers"
             write_description(isa, path)
             bad = check_corpus(load_description(path), arch, samples)
-            print(f"[{arch}] {'ranked' if args.rank_only else 'optional predicates'}: "
-                  f"{len(samples) - len(bad)}/{len(samples)} corpus words round-trip")
+            print(f"[{arch}] {what}: {len(samples) - len(bad)}/{len(samples)} corpus words round-trip")
             continue
         if args.descriptors_only:
             path = args.out / f"{arch}.toml"

@@ -46,6 +46,22 @@ def _f32_bits(v: float) -> int:
     return struct.unpack("<I", struct.pack("<f", v))[0]
 
 
+# nvdisasm prints every NaN immediate as `+QNAN` / `-QNAN`: text loses the payload. A NaN
+# read from text (Python's one NaN, payload-free) gets the pattern compiled code holds most:
+# CUDA's own NaN constant (CUDART_NAN_F, 0x7fffffff: 330 of 370 `+QNAN` FSELs in faiss's sm_80
+# code, the rest 0x7fc00000), and 0xffc00000 for `-QNAN` (MUFU's in torchvision). A NaN that
+# carries a payload (decoded, not read) keeps it; `.raw` keeps any other.
+TEXT_NAN_F32 = {False: 0x7FFFFFFF, True: 0xFFC00000}
+_TEXT_NAN_F64 = 0x7FF8000000000000
+
+
+def _f32_immediate_bits(v: float) -> int:
+    bits = _f64_bits(v)
+    if bits & ~(1 << 63) == _TEXT_NAN_F64:
+        return TEXT_NAN_F32[bool(bits >> 63)]
+    return _f32_bits(v)
+
+
 def _f64_bits(v: float) -> int:
     return struct.unpack("<Q", struct.pack("<d", v))[0]
 
@@ -171,6 +187,11 @@ class Encoding:
     # A field nvdisasm does not print but ptxas fills from context: the uniform register
     # holding the memory descriptor (Instruction.descriptor); `base` holds its default.
     descriptor: Optional[Field] = None
+    # Raw-value conditions (value index, `=N`/`!=N`, as Alias.when) under which nvdisasm
+    # prints a word of this encoding by a more general form that also matches it: sm_70..90
+    # print `LDC R1, c[0x0][RZ]` where the register-less form `c[0x0][0x1a8]` has offset 0.
+    # The decoder passes this encoding over then.
+    defer_when: tuple = ()
 
     @property
     def shown_mask(self) -> int:
@@ -296,6 +317,12 @@ class Encoding:
     @functools.cached_property
     def order_index(self) -> dict[str, int]:
         return {t: i for i, t in enumerate(self.order)}
+
+    @functools.cached_property
+    def printed_fixed_tokens(self) -> tuple[str, ...]:
+        """The tokens it always prints, in its print order."""
+        index = self.order_index
+        return tuple(sorted(self.fixed_tokens, key=lambda t: (index.get(t, 1 << 20), t)))
 
     def prints_in_order(self, modifiers: tuple[str, ...]) -> bool:
         """Whether this encoding prints these (numbered) modifiers in the order given."""
@@ -483,6 +510,16 @@ class Isa:
             self.by_opcode.setdefault(e.opcode, []).append(e)
         for lst in self.by_key.values():
             lst.sort(key=lambda e: -e.specificity)
+        # Opcodes with a pc-relative operand (branches, BSSY, CALL.REL): where control can go.
+        self.branch_opcodes = frozenset(e.opcode for e in self.encodings
+                                        if any(kind == "L" for kind, _n in e.operand_shape))
+        # Per opcode, the sets of always-printed modifiers that some encodings print in one
+        # order and others in another (F2F.F32.F16 / F2F.F16.F32): there the order is meaning.
+        orders: dict[tuple, set] = {}
+        for e in self.encodings:
+            if len(e.fixed_tokens) > 1:
+                orders.setdefault((e.opcode, e.fixed_tokens), set()).add(e.printed_fixed_tokens)
+        self.ordered_token_sets = frozenset(key for key, seen in orders.items() if len(seen) > 1)
         # Decoding: bucket encodings by the bits every encoding matches on (the opcode bits).
         common = MASK128
         for e in self.encodings:
@@ -551,7 +588,16 @@ class Isa:
             encs = sorted(encs, key=lambda e: (mine not in e.reproduces, e.support == 0,
                                                not e.prints_in_order(written),
                                                e.example_tokens != tokens, -e.support))
-        return encs, tokens
+        # Where the order of two modifiers is their meaning, an encoding that prints them the
+        # other way round is another instruction: never a fallback.
+        kept = [e for e in encs if (e.opcode, e.fixed_tokens) not in self.ordered_token_sets
+                or e.prints_in_order(tuple(t for t in numbered_modifiers(inst.modifiers) if t in e.fixed_tokens))]
+        if len(kept) < len(encs) and not any(e.fixed_tokens <= tokens for e in kept):
+            known = sorted({".".join([e.opcode, *e.printed_fixed_tokens]) for e in encs if e not in kept})
+            raise SassError(f"{inst.opcode}.{'.'.join(inst.modifiers)} {form_name(*form_key(inst))[len(inst.opcode) + 1:]} "
+                            f"is not known on {self.arch}: this form has {', '.join(known)} instead, the same "
+                            f"modifiers in the other order: another instruction", inst.loc)
+        return kept, tokens
 
     def _no_form(self, inst: Instruction):
         if inst.opcode not in self.by_opcode:
@@ -724,7 +770,7 @@ class Isa:
                 ok = lo <= raw < hi and (raw & ((1 << f.value_bits) - 1)) & ~f.value_mask == 0
                 raw &= (1 << f.value_bits) - 1
             elif t == "f32":
-                raw = _f32_bits(float(v))
+                raw = _f32_immediate_bits(float(v))
                 ok = True
             elif t == "f64hi":
                 b = _f64_bits(float(v))
@@ -764,6 +810,9 @@ class Isa:
         fallback = None
         for enc in self.decode_index.get(word & self.decode_mask, ()):
             if word & enc.match_mask == enc.match_value:
+                if enc.defer_when and all(value_meets(enc.fields[j].extract(word), cond)
+                                          for j, cond in enc.defer_when):
+                    continue
                 if (word ^ enc.base) & enc.hidden_mask:
                     fallback = fallback or enc
                     continue
