@@ -383,9 +383,11 @@ class ModuleData:
     binds: list[tuple[str, str, Optional[Loc]]] = field(default_factory=list)
     # `.constsym bank name offset size`: name -> GlobalDecl (offset set; `align` unused), by bank.
     constsyms: dict[str, tuple[int, GlobalDecl]] = field(default_factory=dict)
+    # `.extern name`: a symbol the driver resolves (`vprintf`), which `&name` may name.
+    externs: dict[str, Optional[Loc]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.globals or self.banks or self.constsyms)
+        return bool(self.globals or self.banks or self.constsyms or self.externs)
 
 
 @dataclass(slots=True)

@@ -147,7 +147,7 @@ def _module_source(info, kernel_names: set[str]) -> list[str]:
     if not module:
         return []
     functions = {k.name for k in info.kernels}
-    for name in [o.name for o in module.globals] + [o.name for s in module.bank_symbols.values() for o in s]:
+    for name in [o.name for o in module.globals] + [o.name for s in module.bank_symbols.values() for o in s] + module.externs:
         if not _SOURCE_NAME.fullmatch(name):
             raise UnsupportedCubin(f"global variable {name!r}: a name sassas source cannot spell")
     for r in [r for rs in module.bank_relocations.values() for r in rs] + module.global_relocations:
@@ -161,6 +161,7 @@ def _module_source(info, kernel_names: set[str]) -> list[str]:
     lines = [f"# module data: {len(module.globals)} global variable(s)"
              + "".join(f", constant bank {b} ({len(d)} bytes, {len(module.bank_relocations.get(b, []))} address(es))"
                        for b, d in sorted(module.constant_banks.items()))]
+    lines += [f".extern {name}" for name in module.externs]
     relocs_by_object: dict[str, list] = {}
     init_objects = sorted((o for o in module.globals if o.initial is not None), key=lambda o: o.offset)
     for r in module.global_relocations:

@@ -498,10 +498,13 @@ class ModuleImage:
     # Named objects in module constant banks (`__constant__` variables): bank -> objects
     # (GlobalObject with its offset set; `align` and `initial` unused).
     bank_symbols: dict[int, list[GlobalObject]] = field(default_factory=dict)
+    # Symbols the module's data names but no module defines (undefined globals: `vprintf`,
+    # whose address CUTLASS's printf keeps in bank 4), for the driver to resolve.
+    externs: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.globals or self.constant_banks or self.bank_relocations or self.global_relocations
-                    or self.bank_symbols)
+                    or self.bank_symbols or self.externs)
 
 
 def find_exit_offsets(arch: Union[str, Arch], code: bytes) -> list[int]:
@@ -727,9 +730,11 @@ def _relocation_section(arch: Arch, target: Section, relocations: Sequence[Reloc
                    flags=SHF.INFO_LINK, link=symtab, info=target, align=8, entsize=record.size, content=content)
 
 
-def _module_sections(arch: Arch, module: ModuleImage, symtab: Section, kernel_symbols: dict[str, "Symbol"]):
+def _module_sections(arch: Arch, module: ModuleImage, symtab: Section, kernel_symbols: dict[str, "Symbol"],
+                     external: Callable[[str], "Symbol"]):
     """Sections and symbols of the module's data: (data sections by name, relocation
-    sections, module constant banks, local symbols, global symbols)."""
+    sections, module constant banks, local symbols, global symbols). `external(name)`: the
+    undefined symbol of one of the module's externs."""
     data: dict[str, Section] = {}
     local_syms: list[Symbol] = []
     global_syms: list[Symbol] = []
@@ -751,8 +756,10 @@ def _module_sections(arch: Arch, module: ModuleImage, symtab: Section, kernel_sy
 
     def symbol_of(name: str) -> Symbol:
         sym = objects.get(name) or kernel_symbols.get(name)
+        if sym is None and name in module.externs:
+            sym = external(name)
         if sym is None:
-            raise ValueError(f"relocation against {name!r}: no global variable or kernel of that name")
+            raise ValueError(f"relocation against {name!r}: no global variable, kernel or extern of that name")
         return sym
 
     def with_addends(image: bytes, relocations: Sequence[Relocation], what: str) -> bytes:
@@ -902,23 +909,26 @@ def _build_model(arch: Arch, abi: ElfAbi, kernels: list[KernelImage],
             local_syms.append(Symbol(name, const3, value=offset, size=size, type=STT.OBJECT))
     local_syms.append(Symbol(callgraph.name, callgraph, type=STT.SECTION))
 
+    undefined: dict[str, Symbol] = {}
+
+    def external(name: str) -> Symbol:
+        """A name the driver must find elsewhere: an undefined global symbol, as ptxas writes
+        for `vprintf` (one per name, whether code or data refers to it)."""
+        sym = undefined.get(name)
+        if sym is None:
+            sym = undefined[name] = Symbol(name, None, bind=STB.GLOBAL, type=STT.FUNC)
+            global_syms.append(sym)
+        return sym
+
     data, relocs, banks, module_locals, module_globals = _module_sections(
-        arch, module or ModuleImage(), symtab, functions)
+        arch, module or ModuleImage(), symtab, functions, external)
     local_syms += module_locals
     global_syms += module_globals
     objects = {s.name: s for s in module_locals + module_globals if s.type == STT.OBJECT}
-    undefined: dict[str, Symbol] = {}
 
     def code_symbol(name: str) -> Symbol:
-        """A kernel, function or global variable of the module; else a name the driver
-        must find elsewhere (an undefined global symbol, as ptxas writes for `vprintf`)."""
-        sym = functions.get(name) or objects.get(name)
-        if sym is None:
-            sym = undefined.get(name)
-            if sym is None:
-                sym = undefined[name] = Symbol(name, None, bind=STB.GLOBAL, type=STT.FUNC)
-                global_syms.append(sym)
-        return sym
+        """A kernel, function or global variable of the module; else an undefined symbol."""
+        return functions.get(name) or objects.get(name) or external(name)
 
     for text, rels in code_relocations:
         for r in rels:
@@ -1377,10 +1387,14 @@ def read_module(info: CubinInfo) -> ModuleImage:
         if not m and r.section != ".nv.global.init":
             continue
         sym = info.symbols[r.symbol_index] if 0 < r.symbol_index < len(info.symbols) else None
-        if sym is None or sym.type not in (STT.OBJECT, STT.FUNC) or sym.section == 0:
+        external = sym is not None and sym.section == 0 and sym.bind != STB.LOCAL and sym.name
+        if sym is None or sym.type not in (STT.OBJECT, STT.FUNC, STT.NOTYPE) or (sym.section == 0 and not external) \
+                or (sym.type == STT.NOTYPE and not external):
             raise ValueError(f"{r.section}: relocation at {r.offset:#x} against "
-                             f"{'a section or undefined symbol' if sym else 'no symbol'} "
+                             f"{'a section or undefined local symbol' if sym else 'no symbol'} "
                              f"{sym.name if sym else ''!r}")
+        if external and sym.name not in module.externs:
+            module.externs.append(sym.name)
         if r.type not in (RelocType.R_CUDA_64, RelocType.R_CUDA_G64):
             raise ValueError(f"{r.section}: relocation type {r.type} at {r.offset:#x} is not supported "
                              f"(R_CUDA_64, R_CUDA_G64 are)")

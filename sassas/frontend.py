@@ -179,8 +179,10 @@ def _find_aligned_slots(inst: Instruction):
 
 # ---- the pass ---------------------------------------------------------------------------
 
-def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_reuse: bool = False) -> None:
-    """Bind names, check, and (optionally) set reuse flags, in place."""
+def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_reuse: bool = False,
+                  arch: Optional[str] = None) -> None:
+    """Bind names, check, and (optionally) set reuse flags, in place. `arch`: whose names of
+    operands (HGMMA's `gsb0`) stand as they are."""
     labels = {item.name for item in kernel.body if isinstance(item, Label)}
     params = {p.name for p in kernel.params}
     for name in sorted(set(decls.locs) & (labels | params)):
@@ -202,7 +204,7 @@ def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_
             new_ops = []
             for i, op in enumerate(inst.operands):
                 try:
-                    new_ops.append(_bind(op, registers, consts, smem, labels, params, known))
+                    new_ops.append(_bind(op, registers, consts, smem, labels, params, known, arch))
                 except SassError as e:
                     diags.error(e.with_loc(inst.operand_loc(i)))
                     new_ops.append(op)
@@ -297,7 +299,7 @@ def _layout_smem(kernel: Kernel, decls: Declarations) -> dict[str, int]:
     return out
 
 
-def _bind(op: Operand, registers, consts, smem, labels, params, known) -> Operand:
+def _bind(op: Operand, registers, consts, smem, labels, params, known, arch: Optional[str] = None) -> Operand:
     """Replace the names in one operand that the front end owns. (Its errors have no location:
     the caller gives them the operand's.)"""
     if isinstance(op.symbol, SymbolRef):
@@ -337,6 +339,9 @@ def _bind(op: Operand, registers, consts, smem, labels, params, known) -> Operan
             new_pieces.append(p)
             values.append(v)
             remaining = v
+        elif op.kind == "N" and arch is not None and v in _operand_names(arch):
+            new_pieces.append(p)           # the instruction set's own name: the encoder maps it
+            values.append(v)
         else:
             msg = f"undefined name '{v}'"
             close = difflib.get_close_matches(v, known, n=1)
@@ -345,6 +350,11 @@ def _bind(op: Operand, registers, consts, smem, labels, params, known) -> Operan
             raise SassError(msg)
     kind_pieces, values = _fold_offsets(new_pieces, values)
     return replace(op, kind="".join(kind_pieces), values=tuple(values), symbol=remaining)
+
+
+def _operand_names(arch: str) -> frozenset:
+    from .isa import get_isa
+    return get_isa(arch).operand_names
 
 
 def _fold_offsets(ps: list[str], values: list) -> tuple[list[str], list]:

@@ -9,9 +9,11 @@
     .moduleconst 4 0x0 &msg       # module constant bank 4, offset 0: &msg (R_CUDA_64)
     .moduleconst 3 0x0 0x3f800000
     .constsym 3 one 0x0 4         # a named object in module bank 3 (a __constant__ variable)
+    .extern vprintf               # a symbol no file defines (the driver's `vprintf`)
+    .moduleconst 4 0x8 &vprintf   #   whose address the data may hold
 
 These directives belong to no kernel and may stand anywhere in a file; a name after `&` is a
-global variable or a kernel of the file. `parse` collects them (declare_module), checks them
+global variable or a kernel of the file, or a name declared `.extern`. `parse` collects them (declare_module), checks them
 once the whole file is read (check_module, errors with file:line:col), and the assembler turns
 them into an :class:`sassas.elf.ModuleImage` (build_module).
 """
@@ -23,7 +25,7 @@ from typing import Optional, Union
 from .ast import AddressOf, GlobalDecl, Loc, ModuleData, Program
 from .errors import Diagnostics, SassError
 
-MODULE_DIRECTIVES = frozenset({"global", "init", "bind", "moduleconst", "constsym"})
+MODULE_DIRECTIVES = frozenset({"global", "init", "bind", "moduleconst", "constsym", "extern"})
 WORD_BYTES, ADDRESS_BYTES = 4, 8
 
 
@@ -50,10 +52,12 @@ def declare_module(program: Program, kind: str, value, loc: Optional[Loc]) -> No
     elif kind == "moduleconst":
         bank, offset, word = value
         m.banks.setdefault(bank, []).append((offset, word, loc))
+    elif kind == "extern":
+        m.externs.setdefault(value, loc)
 
 
 def _unknown(what: str, name: str, known, loc) -> SassError:
-    msg = f"{what}: no global variable{' or kernel' if 'address' in what else ''} named '{name}'"
+    msg = f"{what}: no global variable{', kernel or .extern' if 'address' in what else ''} named '{name}'"
     close = difflib.get_close_matches(name, list(known), n=1)
     if close:
         msg += f"; did you mean '{close[0]}'?"
@@ -72,6 +76,9 @@ def check_module(program: Program, diags: Diagnostics) -> None:
     for name, decl in m.globals.items():
         if name in kernels:
             diags.error(SassError(f"global '{name}' has the name of a kernel", decl.loc))
+    for name, loc in m.externs.items():
+        if name in kernels or name in m.globals or name in m.constsyms:
+            diags.error(SassError(f"'.extern {name}': '{name}' is defined in this file", loc))
     for name, (bank, decl) in m.constsyms.items():
         if name in kernels:
             diags.error(SassError(f"constant '{name}' has the name of a kernel", decl.loc))
@@ -112,7 +119,7 @@ def check_module(program: Program, diags: Diagnostics) -> None:
             laid.append(obj)
         except ValueError as e:
             diags.error(SassError(str(e), decl.loc))
-    targets = set(m.globals) | set(m.constsyms) | kernels
+    targets = set(m.globals) | set(m.constsyms) | kernels | set(m.externs)
     refs = [w for d in m.globals.values() for _, w, _ in d.init] + [w for b in m.banks.values() for _, w, _ in b]
     for ref in refs:
         if isinstance(ref, AddressOf) and ref.name not in targets:
@@ -127,7 +134,7 @@ def build_module(program: Program):
     if not m:
         return None
     binds = {"local": STB.LOCAL, "visible": STB.GLOBAL, "weak": STB.WEAK}
-    image = ModuleImage()
+    image = ModuleImage(externs=list(m.externs))
     pending: list[tuple[GlobalObject, list]] = []
     for decl in m.globals.values():
         initial = None

@@ -221,6 +221,9 @@ class _Build(Transformer):
             raise SassError(f".constsym '{name.value}' needs a positive size and offset", self._loc(items[3]))
         return ("constsym", (bank, name.value, offset, size), self._loc(name))
 
+    def extern(self, items):
+        return ("extern", items[0].value, self._loc(items[0]))
+
     def visible(self, items):
         return ("bind", (items[0].value, "visible"), self._loc(items[0]))
 
@@ -796,7 +799,7 @@ def parse_program(text: str, arch: str, filename: str = "<input>", lines: Option
     target = get_arch(arch)
     for kernel in program.kernels:
         try:
-            finish_kernel(kernel, declarations[id(kernel)], diags, auto_reuse=auto_reuse)
+            finish_kernel(kernel, declarations[id(kernel)], diags, auto_reuse=auto_reuse, arch=arch)
         except SassError as e:
             diags.error(e)
         if kernel.shared_bytes > target.max_shared_per_block:

@@ -111,9 +111,25 @@ SETS_AND_ZERO_REGISTERS = [
     ("sm_70", 0x000f22000000020000006a00ff117b82, "LDC.S8 R17, c[0x0][0x1a8]"),
 ]
 
+# Held-out real code (faiss 1.14 sm_80, xformers 0.0.30 sm_90a, FlashAttention-3 style):
+# a predicate field learned too narrow (UP1 did not fit), the sm_90a features of the corpus's
+# `.target sm_90a` family, HMMA.SP's reuse slot 3 that nvdisasm prints on no operand (taken
+# from the control code), and `+QNAN` read from text as CUDA's NaN constant 0x7fffffff.
+HELD_OUT = [
+    ("sm_80", 0x000fe2000f82103f0000000a060a7291, "ULEA UR10, UP1, UR6, UR10, 0x2"),
+    ("sm_90", 0x000fe2000f82103f000000100a097291, "ULEA UR9, UP1, UR10, UR16, 0x2"),
+    ("sm_90", 0x002ea40008000600000000e8000079c8, "USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xe8"),
+    ("sm_90", 0x000ea4000800014800000010ff0075a7, "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR8], R16"),
+    ("sm_90", 0x000fe4000001000000008000000079c5, "WARPGROUP.DEPBAR.LE gsb0, 0x0"),
+    ("sm_90", 0x000fe20008000a1807e09900081879f3,
+     "QGMMA.SP.64x256x64.F32.E4M3.E4M3 R24, gdesc[UR8], R24, R153, gsb0"),
+    ("sm_90", 0x254fe20000045ac00000cc147cc0723c, "HMMA.SP.16832.F32.BF16 R192, R124.reuse, R20, R192, R204, 0x0"),
+    ("sm_80", 0x000fe200048000007fffffff1a1a7808, "FSEL R26, R26, +QNAN , !P1"),
+]
+
 PINNED = ([("sm_90", w, t) for w, t in SM90] + [("sm_70", w, t) for w, t in SM70]
           + [("sm_80", w, t) for w, t in SM80] + [("sm_86", w, t) for w, t in SM86] + LEARNED
-          + SETS_AND_ZERO_REGISTERS)
+          + SETS_AND_ZERO_REGISTERS + HELD_OUT)
 
 
 @pytest.mark.parametrize("arch,word,text", PINNED, ids=[f"{a} {t}" for a, _w, t in PINNED])

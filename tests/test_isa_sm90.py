@@ -156,3 +156,17 @@ def test_corpus_round_trip(isa):
     rate = 1 - len(bad) / len(samples)
     print(f"{ARCH}: {len(samples) - len(bad)}/{len(samples)} corpus samples bit-exact ({rate:.1%})")
     assert rate >= 0.90, list(bad.items())[:10]
+
+
+def test_operand_names_of_the_instruction_set_need_no_declaration(isa):
+    """`gsb0`, the warpgroup scoreboard of HGMMA/QGMMA (FlashAttention-3's code is full of
+    them), is the instruction set's name, not a label or register name: source and listings
+    take it as written, and a misspelt name is still an undefined name."""
+    import sassas
+    from sassas.disasm import disassemble
+    src = "--:-:-:Y:1  HGMMA.64x8x16.F32 R24, gdesc[UR4], R24, gsb0;\n--:-:-:Y:1  EXIT;\n"
+    text = disassemble(sassas.assemble(src, "sm_90", filename="g.sass").data)
+    assert "HGMMA.64x8x16.F32 R24, gdesc[UR4], R24, gsb0;" in text
+    with pytest.raises(SassError) as e:
+        sassas.assemble(src.replace("gsb0", "gsb9"), "sm_90", filename="g.sass")
+    assert "undefined name 'gsb9'" in str(e.value)

@@ -272,6 +272,26 @@ def test_source_directives_build_the_module(arch):
     assert again == module
 
 
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_extern_symbols_in_module_data_and_code(arch):
+    """CUTLASS's device printf keeps `vprintf`'s address in bank 4 and calls through a register
+    (`CALL.ABS.NOINC R2`): `.extern vprintf` lets `&vprintf` name it. Data and code share one
+    undefined global symbol, for the driver to resolve; disasm writes the `.extern` back."""
+    source = (".extern vprintf\n.moduleconst 4 0x0 0x1\n.moduleconst 4 0x8 &vprintf\n.kernel k\n"
+              "--:-:-:Y:5      CALL.ABS.NOINC `(vprintf);\n--:-:-:Y:5      EXIT;\n")
+    cubin = sassas.assemble(source, arch, filename="x.sass").data
+    info = read_cubin(cubin)
+    module = read_module(info)
+    assert module.externs == ["vprintf"]
+    assert [(r.offset, r.symbol, r.type) for r in module.bank_relocations[4]] == [(8, "vprintf", RelocType.R_CUDA_64)]
+    undefined = [s for s in info.symbols if s.name == "vprintf"]
+    assert len(undefined) == 1 and undefined[0].section == 0 and undefined[0].bind == STB.GLOBAL
+    assert {r.symbol for r in info.relocations} == {"vprintf"}
+    text = disassemble(cubin)
+    assert ".extern vprintf" in text and ".moduleconst 4 0x8 &vprintf" in text
+    assert read_module(read_cubin(sassas.assemble(text, arch, filename="x.sass").data)) == module
+
+
 def test_write_cubin_module_image_round_trips():
     from sassas.elf import GlobalObject, KernelImage, Relocation
     code = bytes.fromhex("4d790000000000000000800300ea0f00")
@@ -285,8 +305,9 @@ def test_write_cubin_module_image_round_trips():
 
 
 ERRORS = [
-    (".moduleconst 4 0x0 &mgs", "1:20: error: address '&mgs': no global variable or kernel named 'mgs'; "
+    (".moduleconst 4 0x0 &mgs", "1:20: error: address '&mgs': no global variable, kernel or .extern named 'mgs'; "
                                 "did you mean 'msg'?"),
+    (".extern k", "1:9: error: '.extern k': 'k' is defined in this file"),
     (".moduleconst 4 0x4 &msg", "1:16: error: .moduleconst offset 0x4 is not 8-byte aligned (an address takes 8 bytes)"),
     (".moduleconst 4 0x2 0x1", "1:16: error: .moduleconst offset 0x2 is not 4-byte aligned"),
     (".moduleconst 0 0x0 0x1", "1:14: error: .moduleconst bank 0: module constant banks are 1..17"),

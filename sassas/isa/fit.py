@@ -562,6 +562,9 @@ def build_encoding(probe: Probe, groups: list[Group], name_tables: dict[int, tup
                 transform = "pcrel"
             elif hints["s"] or (isinstance(v, int) and v < 0):
                 transform = "s"
+            elif isinstance(v, int) and len(segs) and Field(segs).value_bits > 1 \
+                    and Field(segs).extract(rep.word) == v ^ Field(segs).value_mask:
+                transform = "n"      # stored inverted: the representative's bits are ~value
             else:
                 transform = "u"
             f = Field(segs, transform)
@@ -778,12 +781,14 @@ def _plain_value(role: str, v):
 
 
 def _put(word: int, f: Field, v) -> Optional[int]:
-    if type(v) is not int or f.transform not in ("u", "s"):
+    if type(v) is not int or f.transform not in ("u", "n", "s"):
         return None
     raw = v & ((1 << f.value_bits) - 1) if f.transform == "s" else v
     if raw < 0 or raw & ~f.value_mask or (f.transform == "s" and not
                                           -(1 << (f.value_bits - 1)) <= v < 1 << (f.value_bits - 1)):
         return None
+    if f.transform == "n":
+        raw ^= f.value_mask
     return (word & ~f.mask) | f.insert(raw)
 
 
@@ -796,6 +801,7 @@ def plain_word(enc: Encoding, rep_word: int) -> int:
         if j > 0 and isinstance(f, Field) and j < len(roles) and roles[j] in ALIAS_SPECIALS:
             raw = f.extract(rep_word)
             v = raw - (1 << f.value_bits) if f.transform == "s" and raw >> (f.value_bits - 1) & 1 else raw
+            v = raw ^ f.value_mask if f.transform == "n" else v
             w = _put(plain, f, _plain_value(roles[j], v))
             if w is not None:
                 plain = w

@@ -50,12 +50,12 @@ def refine(encodings, by_key, corpus_words=frozenset()) -> None:
         sequences[key[0]] += [tuple(s.inst.modifiers) for s in samples]
     for e in encodings:
         key = (e.opcode, e.kinds)
-        e.reuse, e.reuse_decode_only = (dict(d) for d in reuse_by_key[key])
+        e.reuse, e.reuse_decode_only = (dict(d) for d in reuse_by_key[_reuse_key(e)])
         samples = by_key.get(key, [])
         mine = [s for s in samples if s.word & e.match_mask == e.match_value
                 and instruction_tokens(s.inst) >= e.fixed_tokens]
         e.order = modifier_order(sequences[e.opcode], e.evidence + [tuple(s.inst.modifiers) for s in mine])
-        for cached in ("order_index", "print_cache", "reuse_masks"):
+        for cached in ("order_index", "print_cache", "reuse_masks", "unprinted_reuse", "printed_fixed_tokens"):
             e.__dict__.pop(cached, None)
         claimed = e.match_mask | CONTROL_MASK
         for f in e.fields:
@@ -87,15 +87,19 @@ def choose_reuse_bits(encodings, by_key) -> dict:
     that the opcode's other forms give an operand after the same operand kinds, else the one
     the arch's other forms pair with the same register field, counting forms where one bit
     alone prints .reuse on the operand (`FFMA R, R, R, c` keeps its third register in the C
-    field, and takes B's bit like `FFMA R, R, R, R`)."""
+    field, and takes B's bit like `FFMA R, R, R, R`). A form's encodings are pooled only where
+    their operands sit in the same fields (_reuse_key): sm_86's `F2FP.MERGE_C R2, R0.reuse, RZ`
+    keeps its sources in the B and C fields, `F2FP.PACK_AB` in A and B."""
     seen: dict = defaultdict(lambda: defaultdict(set))
     field_of: dict = {}
+    matches: dict = defaultdict(list)
     for e in encodings:
-        key = (e.opcode, e.kinds)
+        key = _reuse_key(e)
         per_op = seen[key]
         for i, b in e.reuse.items():
             per_op[i] |= {b, *e.reuse_decode_only.get(i, ())}
         field_of.setdefault(key, operand_fields(e))
+        matches[key].append((e.match_mask, e.match_value))
     bit_of_field: dict = defaultdict(Counter)
     bit_of_operand: dict = defaultdict(Counter)
     for key, per_op in seen.items():
@@ -106,7 +110,8 @@ def choose_reuse_bits(encodings, by_key) -> dict:
                     bit_of_field[field_of[key][i]][next(iter(bits))] += 1
     out = {}
     for key, per_op in seen.items():
-        decided = reuse_from_samples(by_key.get(key, []), per_op)
+        samples = [s for s in by_key.get(key[:2], []) if any(s.word & m == v for m, v in matches[key])]
+        decided = reuse_from_samples(samples, per_op)
         reuse, decode_only = {}, {}
         for i in sorted(set(per_op) | set(decided)):
             bits = per_op.get(i, set())
@@ -121,6 +126,11 @@ def choose_reuse_bits(encodings, by_key) -> dict:
                 decode_only[i] = tuple(sorted(bits - {pick}))
         out[key] = (reuse, decode_only)
     return out
+
+
+def _reuse_key(e) -> tuple:
+    """Encodings that share reuse bits: one form, its operands in the same fields."""
+    return e.opcode, e.kinds, tuple(sorted(operand_fields(e).items()))
 
 
 def operand_fields(e) -> dict:
@@ -408,7 +418,8 @@ def transplant_samples(new: list, encodings: list, by_key: dict, arch: str, cach
     diffs: dict = defaultdict(set)          # opcode -> {(bits, value when set)}
     for op, encs in by_opcode.items():
         for e1, e2 in itertools.combinations(encs, 2):
-            if e1.kinds != e2.kinds or _printed_tokens(e1) == _printed_tokens(e2):
+            # (in print order: F2F.F32.F16 and F2F.F16.F32 fix the same two tokens)
+            if e1.kinds != e2.kinds or e1.printed_fixed_tokens == e2.printed_fixed_tokens:
                 continue
             (m1, v1), (m2, v2) = _fixed_bits(e1), _fixed_bits(e2)
             d = (v1 ^ v2) & m1 & m2 & ~OPCODE_MASK
@@ -440,12 +451,6 @@ def transplant_samples(new: list, encodings: list, by_key: dict, arch: str, cach
         added[s.key] += 1
         out.append(s)
     return out
-
-
-def _printed_tokens(e) -> tuple:
-    """The tokens an encoding always prints, in its print order (F2F.F32.F16 and F2F.F16.F32
-    fix the same two tokens)."""
-    return tuple(t for t in e.order if t in e.fixed_tokens) + tuple(sorted(e.fixed_tokens - set(e.order)))
 
 
 def _fixed_bits(e) -> tuple[int, int]:
@@ -511,6 +516,90 @@ def _without_operand(e: Encoding, k: int, word: int, text: str) -> Optional[Enco
                     descriptor=e.descriptor)
 
 
+def _representative_word(isa: Isa, e: Encoding) -> int:
+    """The learner's representative of the encoding, or (a description read back) its
+    example's word with ptxas's usual control code; 0 where neither is to be had."""
+    if e.source_word:
+        return e.source_word
+    if not e.example:
+        return 0
+    try:
+        inst = fit.parse_instruction(e.example)
+        if form_key(inst) != (e.opcode, e.kinds):
+            return 0
+        word = isa._try_encode(e, inst, instruction_tokens(inst), instruction_values(inst), []) or 0
+    except (SassError, Exception):
+        return 0
+    # (a control code nvdisasm accepts)
+    return (word & ~CONTROL_MASK) | (_USUAL_CONTROL & CONTROL_MASK) if word else 0
+
+
+# Bits of a register number, per register file.
+REGISTER_BITS = {"R": 8, "UR": 6, "P": 3, "UP": 3}
+
+
+def learn_register_widths(isa: Isa, arch: str, log=print) -> Isa:
+    """A register field learned narrower than its register file. Where the representative's
+    register is one flip from the zero register and nvdisasm leaves that one out on the form,
+    the flip looks like a change of form: sm_80's `ULEA UR4, UP6, UR4, UR4, 0x2` has UP6, bit
+    81 makes it UPT, printed as no operand, so bit 81 was matched and the predicate field came
+    out as bits 82..83 (faiss's `ULEA UR10, UP1, UR6, UR10, 0x2` did not fit). For every
+    register field of one segment short of its file's width, whose missing bits are matched
+    bits beside it, ask nvdisasm about the word with each missing bit set; where every such
+    word prints the same form with that register, and decodes so with the field widened,
+    widen it."""
+    from dataclasses import replace
+    from ..operands import VALUE_PIECES, kind_pieces
+    cache = oracle.DisasmCache(arch)
+    plans = []                  # (encoding, value index, widened field, probe words)
+    for e in isa.encodings:
+        claimed = _claimed(e)
+        pos = 1
+        for kind in e.kinds:
+            for piece in [p for p in kind_pieces(kind) if p in VALUE_PIECES]:
+                f = e.fields[pos] if pos < len(e.fields) else None
+                width = REGISTER_BITS.get(piece)
+                pos += 1
+                if width is None or not isinstance(f, Field) or len(f.segments) != 1 or f.transform != "u":
+                    continue
+                wl, vl, w = f.segments[0]
+                if vl == 0 and w >= width or wl < vl:
+                    continue
+                widened = Field(((wl - vl, 0, width),))
+                missing = widened.mask & ~f.mask
+                if missing & ~e.match_mask or missing & e.match_value or missing & claimed:
+                    continue
+                word = _representative_word(isa, e)
+                if not word:
+                    continue
+                words = [(word & ~widened.mask) | widened.insert(1 << b)
+                         for b in range(width) if widened.insert(1 << b) & missing]
+                plans.append((e, pos - 1, widened, words))
+    samples = fit.to_samples(oracle.disassemble([w for *_x, ws in plans for w in ws], arch, cache))
+    widened_encodings = {}
+    for e, j, widened, words in plans:
+        current = widened_encodings.get(id(e), e)
+        missing = widened.mask & ~current.fields[j].mask if isinstance(current.fields[j], Field) else 0
+        if not missing:
+            continue
+        fields = list(current.fields)
+        fields[j] = widened
+        trial_e = replace(current, fields=fields, match_mask=current.match_mask & ~missing,
+                          match_value=current.match_value & ~missing, base=current.base & ~missing)
+        trial = Isa(arch, [trial_e if x is e else x for x in isa.encodings], isa.tables, isa.syntax,
+                    isa.descriptor_load)
+        probed = [samples.get(w) for w in words]
+        if all(s is not None and s.key == (e.opcode, e.kinds) and not check_sample(trial, s, strict=False)
+               for s in probed):
+            widened_encodings[id(e)] = trial_e
+    log(f"[{arch}] {len(widened_encodings)} encodings with a register field widened to its file "
+        f"({len(plans)} fields probed)")
+    if not widened_encodings:
+        return isa
+    return Isa(arch, [widened_encodings.get(id(x), x) for x in isa.encodings], isa.tables, isa.syntax,
+               isa.descriptor_load)
+
+
 def learn_optional_predicates(isa: Isa, arch: str, log=print) -> Isa:
     """nvdisasm leaves out an output predicate that is PT/UPT on some forms only
     (`UIMAD.WIDE.U32 UR4, UR8, UR10, URZ`, `LEA.HI.X.SX32 R17, R12, c[0x0][0x1e4], 0x1, P1`),
@@ -522,16 +611,7 @@ def learn_optional_predicates(isa: Isa, arch: str, log=print) -> Isa:
     have = {(e.opcode, e.kinds) for e in isa.encodings}
     probes = []
     for e in isa.encodings:
-        word = e.source_word
-        if not word and e.example:          # a description read back: its example's word
-            try:
-                inst = fit.parse_instruction(e.example)
-                if form_key(inst) == (e.opcode, e.kinds):
-                    word = isa._try_encode(e, inst, instruction_tokens(inst), instruction_values(inst), []) or 0
-                    if word:                # a control code nvdisasm accepts (ptxas's usual)
-                        word = (word & ~CONTROL_MASK) | (_USUAL_CONTROL & CONTROL_MASK)
-            except (SassError, Exception):
-                word = 0
+        word = _representative_word(isa, e)
         if not word:
             continue
         pos = 1
@@ -569,6 +649,61 @@ def learn_optional_predicates(isa: Isa, arch: str, log=print) -> Isa:
     return Isa(arch, isa.encodings + added, isa.tables, isa.syntax, isa.descriptor_load)
 
 
+def _without_offset(e: Encoding, k: int, pos: int, word: int, text: str) -> Optional[Encoding]:
+    """Encoding e with the offset ending operand k (`R2 0x0`, value `pos`) left out of the
+    text and fixed to 0: what nvdisasm prints for `CALL.ABS.NOINC R2`. None where an alias
+    reads that value."""
+    from dataclasses import replace
+    f = e.fields[pos]
+    if any(j == pos for a in e.aliases for j, _c in a.when):
+        return None
+    aliases = [Alias(tuple((j - 1 if j > pos else j, c) for j, c in a.when), a.add, a.drop, a.needs, a.unless)
+               for a in e.aliases]
+    kinds = e.kinds[:k] + (e.kinds[k][:-len(" I")],) + e.kinds[k + 1:]
+    return replace(e, kinds=kinds, match_mask=e.match_mask | f.mask, match_value=e.match_value & ~f.mask,
+                   base=e.base & ~f.mask, fields=e.fields[:pos] + e.fields[pos + 1:], aliases=aliases,
+                   name=form_name(e.opcode, kinds), example=text, source_word=word, support=0,
+                   reproduces=frozenset(), defer_when=())
+
+
+def learn_optional_offsets(isa: Isa, arch: str, log=print) -> Isa:
+    """nvdisasm leaves out the offset after a register target where it is 0 on some forms:
+    `CALL.ABS.NOINC R2` (CUTLASS's device printf through an address in constant bank 4), while
+    `RET.ABS.NODEC R20 0x0` keeps it. For every encoding with an operand `R I` / `UR I` whose
+    offset is a plain field, ask nvdisasm about the word with the offset 0; where the text is
+    the same form with that operand's register alone, add the encoding without the offset
+    (fixed to 0), kept only where that word round-trips and no encoding already did."""
+    cache = oracle.DisasmCache(arch)
+    probes = []
+    for e in isa.encodings:
+        pos = 1
+        for k, kind in enumerate(e.kinds):
+            n = _value_count(kind)
+            f = e.fields[pos + n - 1] if n else None
+            if kind in ("R I", "UR I") and isinstance(f, Field) and f.transform in ("u", "s"):
+                word = _representative_word(isa, e)
+                if word:
+                    kinds = e.kinds[:k] + (kind[:-len(" I")],) + e.kinds[k + 1:]
+                    probes.append((e, k, pos + n - 1, word & ~f.mask, kinds))
+            pos += n
+    samples = fit.to_samples(oracle.disassemble([w for *_x, w, _k in probes], arch, cache))
+    added = []
+    for e, k, pos, word, kinds in probes:
+        s = samples.get(word)
+        if s is None or s.key != (e.opcode, kinds):
+            continue
+        d = _without_offset(e, k, pos, word, s.text)
+        current = Isa(arch, isa.encodings + added, isa.tables, isa.syntax, isa.descriptor_load)
+        if d is None or not check_sample(current, s, strict=False):
+            continue                      # (an encoding already reads and writes that text)
+        trial = Isa(arch, isa.encodings + added + [d], isa.tables, isa.syntax, isa.descriptor_load)
+        if not check_sample(trial, s, strict=False):
+            added.append(d)
+    log(f"[{arch}] {len(added)} encodings where nvdisasm leaves out a zero offset after a register "
+        f"({len(probes)} probed)")
+    return Isa(arch, isa.encodings + added, isa.tables, isa.syntax, isa.descriptor_load)
+
+
 def _register_dropped(kind: str) -> Optional[tuple[str, int, str]]:
     """`C[I][R+I]` -> (`C[I][I]`, the register's value index in the operand, its class): the
     kind with its bracketed register (and the `+`) left out, or None where it has none."""
@@ -584,7 +719,7 @@ def _register_dropped(kind: str) -> Optional[tuple[str, int, str]]:
 def learn_zero_register_defers(isa: Isa, arch: str, log=print) -> Isa:
     """nvdisasm leaves a bracketed zero register out (`c[0x0][0x1a8]`, the register-less
     form, which fixes that register field to RZ) except where the offset is 0: then it prints
-    the register (`c[0x0][RZ]`, the general form). single flips never reach RZ from a
+    the register (`c[0x0][RZ]`, the general form). Single flips never reach RZ from a
     representative's register, so ask nvdisasm directly: for every encoding E whose operand
     is a sibling encoding S's with the register left out and fixed to the zero register,
     disassemble E's word with that offset 0; where the text has S's form, E defers to S at
@@ -614,8 +749,8 @@ def learn_zero_register_defers(isa: Isa, arch: str, log=print) -> Isa:
                     continue
                 e_pos = 1 + sum(_value_count(x) for x in e.kinds[:k]) + reg_index
                 offset = e.fields[e_pos]
-                word = e.source_word or (e.base | CONTROL_MASK & _USUAL_CONTROL)
-                if isinstance(offset, Field) and word:
+                word = e.source_word or e.base
+                if isinstance(offset, Field):
                     probes.append((e, s_enc, e_pos, (word & ~offset.mask & ~CONTROL_MASK)
                                    | (_USUAL_CONTROL & CONTROL_MASK)))
     samples = fit.to_samples(oracle.disassemble([w for *_x, w in probes], arch, cache))
@@ -797,6 +932,8 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool
             f"({time.time() - t0:.1f}s)")
         write_description(isa, out_dir / f"{arch}.toml")
     isa = learn_optional_predicates(isa, arch, log)
+    isa = learn_optional_offsets(isa, arch, log)
+    isa = learn_register_widths(isa, arch, log)
     isa = learn_zero_register_defers(isa, arch, log)
     isa = learn_descriptors(isa, arch, log)
     write_description(drop_contradicted_group_values(isa, samples, log), out_dir / f"{arch}.toml")
@@ -840,6 +977,33 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool
     return report
 
 
+def _rank_pass(isa: Isa, arch: str, samples: list) -> Isa:
+    rank(isa.encodings, samples, isa.tables)
+    return Isa(arch, isa.encodings, isa.tables, isa.syntax, isa.descriptor_load)
+
+
+def _descriptors_pass(isa: Isa, arch: str, samples: list) -> Isa:
+    for e in isa.encodings:
+        e.descriptor = None
+    return learn_descriptors(Isa(arch, isa.encodings, isa.tables, isa.syntax), arch)
+
+
+# The passes that `--only` runs over a description already written: (function of isa, arch
+# and the corpus samples, what it does).
+POST_PASSES = {
+    "rank": (_rank_pass, "which encoding the encoder tries first, from the corpus (support, reproduces)"),
+    "descriptors": (_descriptors_pass, "the hidden memory-descriptor field (sm_80..sm_89)"),
+    "optional-predicates": (lambda isa, arch, _s: learn_optional_predicates(isa, arch),
+                            "encodings where nvdisasm leaves out a PT output predicate"),
+    "optional-offsets": (lambda isa, arch, _s: learn_optional_offsets(isa, arch),
+                         "encodings where nvdisasm leaves out a zero offset after a register target"),
+    "register-widths": (lambda isa, arch, _s: learn_register_widths(isa, arch),
+                        "register fields learned narrower than their register file"),
+    "zero-registers": (lambda isa, arch, _s: learn_zero_register_defers(isa, arch),
+                       "where nvdisasm prints a bracketed zero register at offset 0"),
+}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sassas.isa.learn", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -847,46 +1011,27 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=DATA_DIR, help="where to write sm_XX.toml")
     ap.add_argument("--rounds", type=int, default=6, help="probing rounds per arch")
     ap.add_argument("--no-sweep", action="store_true", help="learn from the corpus only")
-    ap.add_argument("--descriptors-only", action="store_true",
-                    help="only (re)learn the hidden descriptor field of the description in --out")
-    ap.add_argument("--rank-only", action="store_true",
-                    help="only (re)rank the encodings of the description in --out on the corpus "
-                         "(support, reproduces: seconds)")
-    ap.add_argument("--optional-predicates-only", action="store_true",
-                    help="only add, to the description in --out, the encodings where nvdisasm leaves "
-                         "out a PT output predicate (seconds)")
-    ap.add_argument("--zero-registers-only", action="store_true",
-                    help="only learn, for the description in --out, where nvdisasm prints a bracketed "
-                         "zero register at offset 0 (seconds)")
+    ap.add_argument("--only", choices=sorted(POST_PASSES), action="append", default=[],
+                    help="only run this pass (repeatable) over the description in --out, in seconds, "
+                         "and check the corpus after: " + "; ".join(f"{k}: {v[1]}" for k, v in sorted(POST_PASSES.items())))
+    for name in POST_PASSES:          # the older spellings: --rank-only, --descriptors-only, ...
+        ap.add_argument(f"--{name}-only", dest="only", action="append_const", const=name, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     for arch in args.arch:
         if not oracle.have_tools(arch):
             print(f"[{arch}] skipped: ptxas/nvdisasm for {arch} not found", file=sys.stderr)
             continue
-        if args.rank_only or args.optional_predicates_only or args.zero_registers_only:
-            # quick passes over an existing description, checked against the corpus after
+        if args.only:
             path = args.out / f"{arch}.toml"
             isa = load_description(path)
             samples = [s for s in fit.to_samples(oracle.disassemble(corpus.build(arch), arch,
                                                                     oracle.DisasmCache(arch))).values() if s]
-            if args.rank_only:
-                rank(isa.encodings, samples, isa.tables)
-                isa = Isa(arch, isa.encodings, isa.tables, isa.syntax, isa.descriptor_load)
-                what = "ranked"
-            elif args.optional_predicates_only:
-                isa, what = learn_optional_predicates(isa, arch), "optional predicates"
-            else:
-                isa, what = learn_zero_register_defers(isa, arch), "zero registers"
+            for name in dict.fromkeys(args.only):
+                isa = POST_PASSES[name][0](isa, arch, samples)
             write_description(isa, path)
             bad = check_corpus(load_description(path), arch, samples)
-            print(f"[{arch}] {what}: {len(samples) - len(bad)}/{len(samples)} corpus words round-trip")
-            continue
-        if args.descriptors_only:
-            path = args.out / f"{arch}.toml"
-            isa = load_description(path)
-            for e in isa.encodings:
-                e.descriptor = None
-            write_description(learn_descriptors(Isa(arch, isa.encodings, isa.tables, isa.syntax), arch), path)
+            print(f"[{arch}] {', '.join(dict.fromkeys(args.only))}: {len(samples) - len(bad)}/{len(samples)} "
+                  f"corpus words round-trip")
             continue
         learn_arch(arch, args.out, args.rounds, sweep=not args.no_sweep)
     return 0

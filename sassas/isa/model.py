@@ -76,9 +76,10 @@ def _bits_f64(b: int) -> float:
 
 class Transform:
     """How an instruction value maps to the integer stored in a field's segments."""
-    # u: unsigned; s: two's complement; pcrel: signed, target - (address + size);
+    # u: unsigned; n: unsigned, stored inverted (sm_90's HGMMA scale-d predicate: UP0 is 7);
+    # s: two's complement; pcrel: signed, target - (address + size);
     # f32: IEEE single; f64hi: high 32 bits of an IEEE double; table:NAME: name <-> number
-    KINDS = ("u", "s", "pcrel", "f32", "f64hi", "f16")
+    KINDS = ("u", "n", "s", "pcrel", "f32", "f64hi", "f16")
 
 
 @dataclass(frozen=True)
@@ -319,6 +320,14 @@ class Encoding:
         return {t: i for i, t in enumerate(self.order)}
 
     @functools.cached_property
+    def unprinted_reuse(self) -> int:
+        """The reuse slots (a 4-bit mask) on which nvdisasm prints .reuse on no operand."""
+        printed = 0
+        for mask in self.reuse_masks.values():
+            printed |= mask
+        return 0xF & ~printed
+
+    @functools.cached_property
     def printed_fixed_tokens(self) -> tuple[str, ...]:
         """The tokens it always prints, in its print order."""
         index = self.order_index
@@ -486,6 +495,8 @@ class Isa:
         self.descriptor_load = descriptor_load
         self.tables = tables
         self.table_names = {t: {v: k for k, v in tab.items()} for t, tab in tables.items()}
+        # Names that stand as operands (HGMMA's scoreboard `gsb0`, BMOV's `OPT_STACK`).
+        self.operand_names = frozenset(name for tab in tables.values() for name in tab)
         self.syntax = syntax
         self._shape_cache: dict = {}
         # Descriptions that record corpus support (learner with the opcode sweep) mark the
@@ -565,7 +576,7 @@ class Isa:
             else:
                 word = self._insert_values(enc, shape_word, inst, values, errors)
                 if word is not None:
-                    word = self._with_control(word, inst)
+                    word = self._with_control(word, inst, enc)
             if word is not None:
                 return word
         raise SassError(errors[0] if len(errors) == 1 else
@@ -670,7 +681,7 @@ class Isa:
         reuse = self._reuse_bits(enc, inst, errors)
         if reuse is None:
             return None
-        return self._with_control(word | reuse, inst)
+        return self._with_control(word | reuse, inst, enc)
 
     def _shape_word(self, enc: Encoding, inst: Instruction, tokens: frozenset) -> Optional[int]:
         """What _try_encode gives before the values and the control code (the base, group and
@@ -728,11 +739,16 @@ class Isa:
         return bits
 
     @staticmethod
-    def _with_control(word: int, inst: Instruction) -> int:
-        """`word` with the instruction's control code (its reuse bits come from the operands)
-        and raw bits."""
+    def _with_control(word: int, inst: Instruction, enc: Encoding) -> int:
+        """`word` with the instruction's control code and raw bits. The reuse bits come from the
+        operands' .reuse, except those of slots no operand prints .reuse for (sm_90's HMMA.SP
+        sets slot 3 for its sparsity metadata, which nvdisasm shows nowhere): those the control
+        code gives (a listing's hex comment)."""
         control = inst.control
-        cbits = control.bits & ~(0xF << 17) if control is not None else _DEFAULT_CONTROL_BITS
+        if control is None:
+            cbits = _DEFAULT_CONTROL_BITS
+        else:
+            cbits = control.bits & ~(0xF << 17) | (control.reuse & enc.unprinted_reuse) << 17
         word |= cbits << CONTROL_SHIFT
         if inst.raw is not None:
             mask, value = inst.raw
@@ -762,6 +778,9 @@ class Isa:
             if t == "u":
                 raw = int(v)
                 ok = 0 <= raw and raw & ~f.value_mask == 0
+            elif t == "n":
+                ok = 0 <= int(v) and int(v) & ~f.value_mask == 0
+                raw = int(v) ^ f.value_mask
             elif t in ("s", "pcrel"):
                 raw = int(v)
                 if t == "pcrel":
@@ -885,6 +904,8 @@ class Isa:
                 raw = f.extract(word)
             if t == "u":
                 v = raw
+            elif t == "n":
+                v = raw ^ f.value_mask
             elif t in ("s", "pcrel"):
                 if raw >> (f.value_bits - 1) & 1:
                     raw -= 1 << f.value_bits

@@ -2,6 +2,8 @@
 (name, ptx) pairs; :func:`build` compiles them with ptxas and returns the code words."""
 from __future__ import annotations
 
+import re
+
 from .ptx import descriptor_kernels, kernels  # noqa: F401
 
 
@@ -21,7 +23,9 @@ def cubins(arch: str, progress=None) -> list[bytes]:
     out = []
     failed = []
     for name, ptx in kernels(arch):
-        cubin = oracle.compile_ptx(ptx, arch)
+        # (ptxas compiles for the PTX's own target: sm_90a for the sm_90a family)
+        target = re.search(r"^\.target (\S+)", ptx, re.M)
+        cubin = oracle.compile_ptx(ptx, target.group(1) if target else arch)
         if cubin is None:
             failed.append(name)
         else:

@@ -109,6 +109,9 @@ def _float() -> list[Snippet]:
           ("f64", "neg.f64 %o, %da;"),
           ("f32", "min.NaN.f32 %o, %x, %y;"), ("f32", "max.xorsign.abs.f32 %o, %x, %y;"),
           ("b32", "add.rn.f16x2 %o, %a, %b;"), ("b32", "mul.rn.f16x2 %o, %a, %b;"),
+          # one second source read back to back: the reuse slot ptxas gives it (HADD2: C's)
+          ("b32", "add.rn.f16x2 %t1, %a, %c; add.rn.f16x2 %t2, %b, %c; add.rn.f16x2 %t3, %t1, %c; "
+                  "add.rn.f16x2 %t1, %t2, %c; xor.b32 %o, %t1, %t3;"),
           ("b32", "fma.rn.f16x2 %o, %a, %b, %c;"), ("b32", "fma.rn.relu.f16x2 %o, %a, %b, %c;"),
           ("b32", "min.f16x2 %o, %a, %b;"), ("b32", "max.NaN.f16x2 %o, %a, %b;"),
           ("b32", "add.rn.bf16x2 %o, %a, %b;"), ("b32", "fma.rn.bf16x2 %o, %a, %b, %c;"),
@@ -327,7 +330,10 @@ def _sm80() -> list[Snippet]:
             ("b32", "mbarrier.init.shared.b64 [%sp], 32; mov.b32 %o, %a;"),
             ("b64", "mbarrier.arrive.shared.b64 %o, [%sp];"),
             ("b32", "mbarrier.test_wait.shared.b64 %p9, [%sp], %la; selp.b32 %o, 1, 2, %p9;"),
-            ("b32", "redux.sync.min.u32 %o, %a, 0xffffffff;")]
+            ("b32", "redux.sync.min.u32 %o, %a, 0xffffffff;"),
+            # sparse MMA (HMMA.SP: its metadata register takes reuse slot 3, printed nowhere)
+            ("b32", "mma.sp.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32 {%t1, %t2, %t3, %o}, "
+                    "{%a, %b, %c, %a}, {%b, %c, %a, %b}, {%a, %b, %c, %a}, %c, 0x0;")]
 
 
 def _sm90() -> list[Snippet]:
@@ -337,15 +343,35 @@ def _sm90() -> list[Snippet]:
             ("b32", "barrier.cluster.arrive; barrier.cluster.wait; mov.b32 %o, %a;"),
             ("b32", "mapa.shared::cluster.u32 %o, %sp, %a;"),
             ("b32", "ld.shared::cluster.u32 %o, [%sp];"),
-            ("b32", "setmaxnreg.inc.sync.aligned.u32 232; mov.b32 %o, %a;"),
             ("b32", "griddepcontrol.wait; mov.b32 %o, %a;"),
             ("b32", "griddepcontrol.launch_dependents; mov.b32 %o, %a;"),
             ("b32", "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%sp], [%ptr], 256, [%sp]; mov.b32 %o, %a;"),
             ("b32", "cp.async.bulk.global.shared::cta.bulk_group [%ptr], [%sp], 256; cp.async.bulk.commit_group; "
                     "cp.async.bulk.wait_group.read 0; mov.b32 %o, %a;"),
             ("b32", "stmatrix.sync.aligned.m8n8.x1.shared.b16 [%sp], {%a}; mov.b32 %o, %b;"),
+            # an mbarrier at a fixed shared address: its address in a uniform register
+            ("b32", "mbarrier.try_wait.parity.shared::cta.b64 %p9, [smem+8], %a; selp.b32 %o, 1, 2, %p9;"),
+            ("b32", "mbarrier.arrive.expect_tx.shared::cta.b64 _, [smem+8], 256; mov.b32 %o, %a;")]
+
+
+def _sm90a() -> list[Snippet]:
+    """The arch-specific features of sm_90 (`.target sm_90a`): warpgroup MMA and register
+    reallocation, as FlashAttention-3-style code uses them."""
+    wgmma = "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%x, %y, %z, %o}, %la, %lb, 1, 1, 1, 0, 0; "
+    return [("b32", "setmaxnreg.inc.sync.aligned.u32 232; mov.b32 %o, %a;"),
+            ("b32", "setmaxnreg.dec.sync.aligned.u32 40; mov.b32 %o, %a;"),
+            ("b32", "@%pa bra L_max_{n}; setmaxnreg.inc.sync.aligned.u32 240; L_max_{n}: mov.b32 %o, %a;"),
+            ("f32", "wgmma.fence.sync.aligned; " + wgmma +
+                    "wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned 0;"),
+            # two groups in flight, the first waited for alone (WARPGROUP.DEPBAR.LE gsb0, 0x1)
+            ("f32", "wgmma.fence.sync.aligned; " + wgmma + "wgmma.commit_group.sync.aligned; " +
+                    wgmma.replace("%la, %lb", "%lb, %la") + "wgmma.commit_group.sync.aligned; "
+                    "wgmma.wait_group.sync.aligned 1; add.f32 %o, %o, %x; wgmma.wait_group.sync.aligned 0;"),
             ("f32", "wgmma.fence.sync.aligned; "
-                    "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%x, %y, %z, %o}, %la, %lb, 1, 1, 1, 0, 0; "
+                    "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%x, %y, %z, %o}, %la, %lb, 1, 1, 1; "
+                    "wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned 0;"),
+            ("f32", "wgmma.fence.sync.aligned; "
+                    "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%x, %y, %z, %o}, %la, %lb, %pa, -1, 1, 1, 0; "
                     "wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned 0;")]
 
 
@@ -463,15 +489,16 @@ def _families(arch: str) -> dict[str, list[Snippet]]:
         fam["sm80"] = _sm80()
     if sm >= 90:
         fam["sm90"] = _sm90()
+        fam["sm90a"] = _sm90a()
     fam["idioms"] = _idioms()
     return fam
 
 
-_PTX_VERSION = {"sm_70": "7.0", "sm_75": "7.0", "sm_80": "7.0", "sm_86": "7.1", "sm_89": "7.8",
+_PTX_VERSION = {"sm_70": "7.0", "sm_75": "7.0", "sm_80": "7.1", "sm_86": "7.1", "sm_89": "7.8",
                 "sm_90": "8.0", "sm_90a": "8.0"}
 
 _PROLOGUE = """
-.visible .entry {name}(.param .u64 p_out, .param .u64 p_in, .param .u32 p_n)
+.visible .entry {name}(.param .u64 p_out, .param .u64 p_in, .param .u32 p_n){directives}
 {{
 .reg .b32 %a, %b, %c, %t<4>; .reg .f32 %x, %y, %z; .reg .f64 %da, %db, %dc;
 .reg .b64 %la, %lb, %ptr, %out, %off; .reg .b16 %ha, %hb; .reg .pred %pa, %p<10>; .reg .u32 %sp, %tx;
@@ -506,15 +533,24 @@ def module(arch: str, texts: Iterable[str]) -> str:
     return head + "\n".join(bodies)
 
 
+# Families whose PTX needs an arch-specific target (`wgmma` is sm_90a's, not sm_90's): same
+# instruction set, other target.
+_FAMILY_TARGET = {"sm90a": "sm_90a"}
+# Entry directives a family needs: setmaxnreg is ignored unless ptxas knows the register count
+# at entry.
+_FAMILY_DIRECTIVES = {"sm90a": " .maxntid 384, 1, 1 .maxnreg 168"}
+
+
 def kernels(arch: str, per_kernel: int = 12) -> Iterator[tuple[str, str]]:
-    """(name, PTX text) for every corpus kernel of `arch`."""
-    header_text = header(arch)
+    """(name, PTX text) for every corpus kernel of `arch` (its `.target`: the arch, or the
+    arch-specific one that a family needs)."""
     n = 0
     for family, snippets in _families(arch).items():
+        header_text = header(_FAMILY_TARGET.get(family, arch))
         for start in range(0, len(snippets), per_kernel):
             chunk = snippets[start:start + per_kernel]
             name = f"{family}_{start // per_kernel}"
-            body = [header_text, _PROLOGUE.format(name=name), ".local .align 8 .b8 loc[64];"]
+            body = [header_text, _PROLOGUE.format(name=name, directives=_FAMILY_DIRECTIVES.get(family, "")), ".local .align 8 .b8 loc[64];"]
             for i, (otype, code) in enumerate(chunk):
                 n += 1
                 body.append("{ .reg .%s %%o; %s" % (otype, code.replace("{n}", str(n))))
@@ -523,10 +559,11 @@ def kernels(arch: str, per_kernel: int = 12) -> Iterator[tuple[str, str]]:
             yield name, "\n".join(body)
         # Each snippet alone too, so that one ptxas refusal costs only its own snippet.
     for family, snippets in _families(arch).items():
+        header_text = header(_FAMILY_TARGET.get(family, arch))
         for i, (otype, code) in enumerate(snippets):
             n += 1
             name = f"{family}_one_{i}"
-            yield name, "\n".join([header_text, _PROLOGUE.format(name=name), ".local .align 8 .b8 loc[64];",
+            yield name, "\n".join([header_text, _PROLOGUE.format(name=name, directives=_FAMILY_DIRECTIVES.get(family, "")), ".local .align 8 .b8 loc[64];",
                                    "{ .reg .%s %%o; %s" % (otype, code.replace("{n}", str(n))),
                                    f"st.global.{otype} [%out], %o; }}", "ret;\n}\n"])
 
