@@ -24,8 +24,9 @@ REGISTER_ZERO = {"R": 255, "UR": 63, "P": 7, "UP": 7}
 ZERO_NAMES = {("R", 255): "RZ", ("UR", 63): "URZ", ("P", 7): "PT", ("UP", 7): "UPT"}
 _REGISTER = re.compile(r"(UR|UP|SB|R|P|B)(\d+|Z|T)$")
 
-# Bare words that are operands in their own right (P2R/R2P's predicate register file).
-OPERAND_KEYWORDS = frozenset({"PR"})
+# Bare words that are operands in their own right: the predicate register files that P2R/R2P
+# and UP2UR/UR2UP move as a whole.
+OPERAND_KEYWORDS = frozenset({"PR", "UPR"})
 # The highest register a program may name, per class; the one above is the zero/true register
 # (RZ, URZ, PT, UPT), written by name.
 MAX_REGISTER = {"R": 254, "UR": 62, "P": 6, "UP": 6, "B": 15, "SB": 7}
@@ -279,7 +280,7 @@ def _join_kind(parts: list[str]) -> Iterable[str]:
 
 # ---- printing ---------------------------------------------------------------------------
 
-_KIND_TOKEN = re.compile(r"PR|UR|UP|SB|SR|\+I|desc|gdesc|tmem|\.[A-Za-z0-9_]+|[RPBILNC\[\]+@() ]|.")
+_KIND_TOKEN = re.compile(r"UPR|PR|UR|UP|SB|SR|\+I|desc|gdesc|tmem|\.[A-Za-z0-9_]+|[RPBILNC\[\]+@() ]|.")
 # The pieces of a kind that carry one of Operand.values each, in order.
 VALUE_PIECES = frozenset({"R", "UR", "P", "UP", "B", "SB", "SR", "I", "+I", "L", "N"})
 REGISTER_PIECES = frozenset({"R", "UR", "P", "UP", "B", "SB"})
@@ -323,11 +324,13 @@ def format_operand(op: Operand, number=format_number) -> str:
     vals = list(op.values)
     suffixes = [f for f in sorted(op.flags) if f.startswith(".")]
     bracketed = "[" in op.kind
+    # A warpgroup MMA's descriptor takes its flags after the bracket: `gdesc[UR8].negA.tnspA`.
+    descriptor = op.kind.startswith(("desc[", "gdesc[", "tmem["))
     first_reg = True
     for tok in _KIND_TOKEN.findall(op.kind):
         if tok in ("R", "UR", "P", "UP", "B", "SB"):
             out.append(format_register(tok, vals.pop(0)))
-            if first_reg and bracketed:
+            if first_reg and bracketed and not descriptor:
                 out.extend(suffixes)
             first_reg = False
         elif tok == "SR":
@@ -354,7 +357,7 @@ def format_operand(op: Operand, number=format_number) -> str:
             body = f + body
     if "reuse" in op.flags:
         body += ".reuse"
-    if not bracketed:
+    if not bracketed or descriptor:
         body += "".join(suffixes)
     elif first_reg and suffixes:
         # A constant with a suffix (only the packed-half ops give one: a swizzle) ends with

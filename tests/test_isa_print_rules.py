@@ -125,6 +125,14 @@ HELD_OUT = [
      "QGMMA.SP.64x256x64.F32.E4M3.E4M3 R24, gdesc[UR8], R24, R153, gsb0"),
     ("sm_90", 0x254fe20000045ac00000cc147cc0723c, "HMMA.SP.16832.F32.BF16 R192, R124.reuse, R20, R192, R204, 0x0"),
     ("sm_80", 0x000fe200048000007fffffff1a1a7808, "FSEL R26, R26, +QNAN , !P1"),
+    # FlashAttention-3 (xformers' sm_90a build): the uniform predicate file as an operand, an
+    # mbarrier arrive at a fixed address, a TMA reduction with a cache policy, and HGMMA's
+    # scale-d predicate, stored inverted (UPT is 0).
+    ("sm_90", 0x000fe20008000000000000403f077883, "UP2UR UR7, UPR, URZ, 0x40"),
+    ("sm_90", 0x000fe20008000a8403480000ff0079b0, "ARRIVES.LDGSTSBAR.64.TRANSCNT [UR4+0x34800]"),
+    ("sm_90", 0x0023d800080a1408000006043c0073bb, "UBLKRED.G.S.ADD.F32.RN [UR4], [UR60], UR8, desc[UR6]"),
+    ("sm_90", 0x000fe2000c7018ff01e00000041879f0, "HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], RZ, !UPT"),
+    ("sm_90", 0x000fe6000f80192020000000082079f0, "HGMMA.64x8x16.F32.BF16 R32, gdesc[UR8].negA.tnspA, R32, !UP0, gsb0"),
 ]
 
 PINNED = ([("sm_90", w, t) for w, t in SM90] + [("sm_70", w, t) for w, t in SM70]

@@ -407,3 +407,31 @@ def test_gpu_loads_round_tripped_realworld_cubins():
         loaded += 1
     print(f"\n[{arch}] {loaded} round-tripped torchvision/torchaudio cubins loaded")
     assert loaded > 0
+
+
+@pytest.mark.gpu
+def test_gpu_driver_resolves_an_extern_in_module_data():
+    """`.extern vprintf` and `&vprintf` in bank 4: the driver loads the module and fills in
+    vprintf's address, which the kernel reads back (as CUTLASS's printf reads it before its
+    `CALL.ABS.NOINC R2`)."""
+    L, arch = _gpu()
+    if arch != "sm_90":
+        pytest.skip("the kernel below is written for sm_90")
+    source = """
+.extern vprintf
+.moduleconst 4 0x0 &vprintf
+.moduleconst 4 0x8 0x12345678
+.kernel k
+.param out 8
+--:-:-:-:1      ULDC.64 UR4, c[0x0][0x208];
+--:-:0:-:1      LDC.64 R2, out[0];
+--:-:1:-:1      LDC.64 R4, c[0x4][0x0];
+--:-:2:-:1      LDC R6, c[0x4][0x8];
+03:-:-:-:4      STG.E.64 desc[UR4][R2.64], R4;
+04:-:-:-:1      STG.E desc[UR4][R2.64+0x8], R6;
+--:-:-:Y:5      EXIT;
+"""
+    words = _run(L, sassas.assemble(source, arch, filename="extern.sass").data)
+    address = words[0] | words[1] << 32
+    print(f"\n[{arch}] vprintf at 0x{address:x}")
+    assert address != 0 and words[2] == 0x12345678

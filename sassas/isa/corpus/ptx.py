@@ -328,6 +328,8 @@ def _sm80() -> list[Snippet]:
             ("b32", "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%t1, %o}, "
                     "{%a, %b, %c, %a}, {%b, %c}, {%a, %b};"),
             ("b32", "mbarrier.init.shared.b64 [%sp], 32; mov.b32 %o, %a;"),
+            # cp.async completion counted on an mbarrier at a fixed address: ARRIVES [UR+I]
+            ("b32", "cp.async.mbarrier.arrive.noinc.shared.b64 [smem+8]; mov.b32 %o, %a;"),
             ("b64", "mbarrier.arrive.shared.b64 %o, [%sp];"),
             ("b32", "mbarrier.test_wait.shared.b64 %p9, [%sp], %la; selp.b32 %o, 1, 2, %p9;"),
             ("b32", "redux.sync.min.u32 %o, %a, 0xffffffff;"),
@@ -372,7 +374,18 @@ def _sm90a() -> list[Snippet]:
                     "wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned 0;"),
             ("f32", "wgmma.fence.sync.aligned; "
                     "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%x, %y, %z, %o}, %la, %lb, %pa, -1, 1, 1, 0; "
-                    "wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned 0;")]
+                    "wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned 0;"),
+            # bulk and tensor copies (TMA: UBLKRED, UTMALDG, UTMASTG, UTMAREDG), %la a tensor map
+            ("b32", "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%ptr], [%sp], 256; "
+                    "cp.async.bulk.commit_group; cp.async.bulk.wait_group 0; mov.b32 %o, %a;"),
+            ("b32", "cp.reduce.async.bulk.global.shared::cta.bulk_group.L2::cache_hint.add.f32 [%ptr], [%sp], 256, %lb; "
+                    "cp.async.bulk.commit_group; cp.async.bulk.wait_group 0; mov.b32 %o, %a;"),
+            ("b32", "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%sp], "
+                    "[%la, {%a, %b}], [smem+8]; mov.b32 %o, %a;"),
+            ("b32", "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%la, {%a, %b}], [%sp]; "
+                    "cp.async.bulk.commit_group; cp.async.bulk.wait_group.read 0; mov.b32 %o, %a;"),
+            ("b32", "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.bulk_group [%la, {%a, %b}], [%sp]; "
+                    "cp.async.bulk.commit_group; cp.async.bulk.wait_group 0; mov.b32 %o, %a;")]
 
 
 def _uniform() -> list[Snippet]:
