@@ -259,6 +259,11 @@ def _code_block(ctx: _Context, body, open_loc: Loc, filename: str, namespace: di
             depth + 1)
 
 
+# Braces around decimal numbers alone are a set of scoreboards (`DEPBAR.LE SB0, 0x0, {4,3,2,1}`,
+# as nvdisasm and `sassas disasm` write it), not an inline expression.
+_SCOREBOARD_SET = re.compile(r"\{\s*\d+(?:\s*,\s*\d+)*\s*\}")
+
+
 def _substitute(ctx: _Context, line: str, loc: Loc, namespace: dict) -> str:
     """Replace each `{expr}` before the line's comment with the value of expr."""
     if "{" not in line and "}" not in line:
@@ -287,6 +292,10 @@ def _substitute(ctx: _Context, line: str, loc: Loc, namespace: dict) -> str:
         at = Loc(loc.file, loc.line, i + 1, line, loc.origin)
         if j >= n:
             raise SassError("'{' without '}': inline expressions are written {expr}", at)
+        if _SCOREBOARD_SET.fullmatch(line, i, j + 1):
+            out.append(line[i:j + 1])       # a set of scoreboards, `{4,3,2,1}`: no Python
+            i = j + 1
+            continue
         _refuse_exec(ctx, at, f"the inline expression {line[i:j + 1]}")
         expr = line[i + 1:j].strip()
         if not expr:

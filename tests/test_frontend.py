@@ -487,6 +487,20 @@ def test_readme_language_example_parses():
     assert k.instructions[5].control.stall == 5
 
 
+def test_scoreboard_sets_are_not_inline_python():
+    """`{4,3,2,1}` and `{5}` (decimal numbers alone) are DEPBAR's scoreboard sets in source too,
+    as `sassas disasm` writes them; `{2+3}` is still an inline expression."""
+    from sassas.disasm import disassemble
+    from sassas.preprocess import preprocess
+    src = ("--:-:-:Y:1  DEPBAR.LE SB0, 0x0, {4,3,2,1};\n--:-:-:Y:1  DEPBAR.LE SB0, 0x0, {5};\n"
+           "--:-:-:Y:1  IADD3 R0, R0, {2+3}, RZ;\n--:-:-:Y:1  EXIT;\n")
+    assert "{4,3,2,1}" in preprocess(src, "s.sass").text and "R0, 5, RZ" in preprocess(src, "s.sass").text
+    cubin = sassas.assemble(src, "sm_80", filename="s.sass").data
+    text = disassemble(cubin)
+    assert "DEPBAR.LE SB0, 0x0, {4,3,2,1};" in text and "DEPBAR.LE SB0, 0x0, {5};" in text
+    assert sassas.assemble(text, "sm_80", filename="again.sass").data == cubin
+
+
 def test_listing_runs_no_inline_python():
     """A listing is NVIDIA's text: `{...}` in it is never evaluated (nvdisasm's scoreboard set
     `{4,3,2,1}` is read as written), so a listing cannot run code."""
