@@ -129,6 +129,10 @@ HELD_OUT = [
     # mbarrier arrive at a fixed address, a TMA reduction with a cache policy, and HGMMA's
     # scale-d predicate, stored inverted (UPT is 0).
     ("sm_90", 0x000fe20008000000000000403f077883, "UP2UR UR7, UPR, URZ, 0x40"),
+    # a learned alias's exceptions, checked against nvdisasm (learn_alias_exceptions): the
+    # signed IMAD.SHL is never printed with WIDE
+    ("sm_90", 0x000fe400078e02ff0000000230367825, "IMAD.WIDE R54, R48, 0x2, RZ"),
+    ("sm_90", 0x000fe400078e02ff0000000230367824, "IMAD.SHL R54, R48, 0x2, RZ"),
     ("sm_90", 0x000fe20008000a8403480000ff0079b0, "ARRIVES.LDGSTSBAR.64.TRANSCNT [UR4+0x34800]"),
     ("sm_90", 0x0023d800080a1408000006043c0073bb, "UBLKRED.G.S.ADD.F32.RN [UR4], [UR60], UR8, desc[UR6]"),
     ("sm_90", 0x000fe2000c7018ff01e00000041879f0, "HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], RZ, !UPT"),

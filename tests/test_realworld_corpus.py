@@ -124,10 +124,8 @@ CORPORA = {c.name: c for c in [
            floors={"sm_70": (100.0, 100.0), "sm_80": (99.96, 100.0)}),
     Corpus("xformers", "BSD-3-Clause",
            (("xformers==0.0.30", ("xformers/_C.so", "xformers/_C_flashattention3.so")),),
-           # (sm_90 format: `IMAD.WIDE R54, R48, 0x2, RZ` printed IMAD.SHL.WIDE: a learned
-           # alias misses WIDE among its exceptions for the signed form)
            floors={"sm_70": (100.0, 100.0), "sm_75": (100.0, 100.0), "sm_80": (100.0, 100.0),
-                   "sm_90": (100.0, 99.99)}),
+                   "sm_90": (100.0, 100.0)}),
 ]}
 
 

@@ -772,6 +772,115 @@ def learn_zero_register_defers(isa: Isa, arch: str, log=print) -> Isa:
                isa.descriptor_load)
 
 
+def _meeting(e: Encoding, a: Alias, word: int) -> int:
+    """`word` with the values the alias's conditions name changed to meet them (value 0 is
+    the guard), or 0 where a condition cannot be met so."""
+    def value(f: Field, word: int) -> int:
+        raw = f.extract(word)
+        return raw - (1 << f.value_bits) if f.transform == "s" and raw >> (f.value_bits - 1) & 1 else raw
+
+    for j, cond in a.when:
+        f = e.fields[j] if j < len(e.fields) else None
+        if not isinstance(f, Field) or f.transform not in ("u", "s"):
+            return 0
+        v = value(f, word)
+        if cond == "pow2":
+            v = v if v > 1 and v & (v - 1) == 0 else 4
+        elif cond.startswith("!="):
+            v = v ^ 1 if v == _int_or_none(cond[2:]) else v
+        elif cond.startswith("="):
+            if _int_or_none(cond[1:]) is None:
+                return 0
+            v = _int_or_none(cond[1:])
+        if f.transform == "u" and v & ~f.value_mask:
+            return 0
+        word = (word & ~f.mask) | f.insert(v & ((1 << f.value_bits) - 1))
+    values = [value(f, word) if isinstance(f, Field) and f.transform in ("u", "s") else
+              f[1] if not isinstance(f, Field) else None for f in e.fields]
+    return word if a.holds(values) else 0
+
+
+def _int_or_none(text: str):
+    try:
+        return int(text, 0)
+    except ValueError:
+        return None
+
+
+def learn_alias_exceptions(isa: Isa, arch: str, samples: list, log=print) -> Isa:
+    """An alias learned from words with some modifiers may not hold with others: sm_90's
+    signed `IMAD.SHL` (a power of two, RZ) was learned without WIDE among its exceptions, and
+    xformers' `IMAD.WIDE R54, R48, 0x2, RZ` printed as IMAD.SHL.WIDE. Start from words that
+    decode through an alias (corpus words, and each encoding's representative with its values
+    set to meet each alias's conditions) and that nvdisasm prints with the alias; give each
+    every other value of each modifier group the alias does not name; where nvdisasm then
+    prints it without the alias's modifiers, that value's modifiers join the alias's exceptions
+    (`unless`). Kept only where every corpus word that round-tripped still does."""
+    from dataclasses import replace
+    cache = oracle.DisasmCache(arch)
+    starts = []                              # (encoding, alias index, word)
+    for s in samples:
+        found = isa.decode_match(s.word, s.address)
+        if found is None or not found[0].aliases:
+            continue
+        e = found[0]
+        tokens, values = isa._decode_tokens(e, s.word), isa._decode_values(e, s.word, s.address)
+        if tokens is not None and values is not None:
+            k = next((k for k, a in enumerate(e.aliases) if a.holds(values) and a.allows(tokens)), None)
+            if k is not None:
+                starts.append((e, k, s.word))
+    for e in isa.encodings:
+        rep = _representative_word(isa, e) if e.aliases else 0
+        for k, a in enumerate(e.aliases if rep else ()):
+            word = _meeting(e, a, rep)
+            for g in e.groups if word else ():  # the fewest modifiers: those the alias needs
+                fits = [v for v, toks in g.values.items() if not toks & a.unless and (a.needs & g.tokens) <= toks]
+                if fits:
+                    word = (word & ~g.mask) | min(fits, key=lambda v: len(g.values[v]))
+            tokens = isa._decode_tokens(e, word) if word else None
+            if tokens is not None and a.allows(tokens):
+                starts.append((e, k, word))
+    base_texts = fit.to_samples(oracle.disassemble([w for *_x, w in starts], arch, cache))
+    probes, seen = [], set()
+    for e, k, word in starts:
+        a = e.aliases[k]
+        t = base_texts.get(word)
+        if t is None or not a.add <= set(t.inst.modifiers):
+            continue                         # (nvdisasm does not print the alias here at all)
+        for g in e.groups:
+            for v, toks in g.values.items():
+                mods = frozenset(t for t in toks if not t.startswith("@"))
+                probe = (word & ~g.mask) | v
+                if not mods or mods & (a.unless | a.needs | a.drop | a.add) or (id(e), k, probe) in seen:
+                    continue
+                seen.add((id(e), k, probe))
+                probes.append((e, k, mods, probe))
+    texts = fit.to_samples(oracle.disassemble([w for *_x, w in probes], arch, cache))
+    extra: dict = defaultdict(set)
+    for e, k, mods, word in probes:
+        t = texts.get(word)
+        if t is not None and t.key[0] == e.opcode and not e.aliases[k].add <= set(t.inst.modifiers) \
+                and mods <= set(t.inst.modifiers):
+            extra[(id(e), k)] |= mods
+    if not extra:
+        log(f"[{arch}] alias exceptions: none to add ({len(probes)} probed)")
+        return isa
+    encodings = []
+    for e in isa.encodings:
+        if any(key[0] == id(e) for key in extra):
+            e = replace(e, aliases=[replace(a, unless=a.unless | frozenset(extra.get((id(e), k), ())))
+                                    for k, a in enumerate(e.aliases)])
+        encodings.append(e)
+    trial = Isa(arch, encodings, isa.tables, isa.syntax, isa.descriptor_load)
+    before, after = check_corpus(isa, arch, samples), check_corpus(trial, arch, samples)
+    if set(after) - set(before):
+        log(f"[{arch}] alias exceptions: adding them would break {len(set(after) - set(before))} corpus words; kept")
+        return isa
+    log(f"[{arch}] alias exceptions: {sum(len(v) for v in extra.values())} modifiers added to the exceptions "
+        f"of {len(extra)} aliases ({len(probes)} probed)")
+    return trial
+
+
 def drop_contradicted_group_values(isa: Isa, samples: list, log=print) -> Isa:
     """A group learned from one representative may hold only with the other groups' values
     of it: from `MUFU.TANH.BF16 R0, UR0` the function group says 6 = INVALID6 (RCP64H has no
@@ -936,6 +1045,7 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool
     isa = learn_register_widths(isa, arch, log)
     isa = learn_zero_register_defers(isa, arch, log)
     isa = learn_descriptors(isa, arch, log)
+    isa = learn_alias_exceptions(isa, arch, samples, log)
     write_description(drop_contradicted_group_values(isa, samples, log), out_dir / f"{arch}.toml")
     # Reload what was written, so the report is about the file, not the objects in memory.
     isa = load_description(out_dir / f"{arch}.toml")
@@ -997,6 +1107,8 @@ POST_PASSES = {
                             "encodings where nvdisasm leaves out a PT output predicate"),
     "optional-offsets": (lambda isa, arch, _s: learn_optional_offsets(isa, arch),
                          "encodings where nvdisasm leaves out a zero offset after a register target"),
+    "alias-exceptions": (lambda isa, arch, s: learn_alias_exceptions(isa, arch, s),
+                         "modifiers with which nvdisasm does not print a learned alias"),
     "register-widths": (lambda isa, arch, _s: learn_register_widths(isa, arch),
                         "register fields learned narrower than their register file"),
     "zero-registers": (lambda isa, arch, _s: learn_zero_register_defers(isa, arch),
