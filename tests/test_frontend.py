@@ -385,7 +385,7 @@ def run_cli(*args, stdin=None):
 
 def test_cli_no_exec_and_errors(tmp_path):
     src = tmp_path / "k.sass"
-    src.write_text("--:-:-:Y:4 MOV R0, {1};\n--:-:-:Y:5 EXIT;\n")
+    src.write_text("--:-:-:Y:4 MOV R0, {1+1};\n--:-:-:Y:5 EXIT;\n")
     out = tmp_path / "k.cubin"
     r = run_cli("asm", str(src), "-o", str(out), "--arch", "sm_90", "--no-exec")
     assert r.returncode == 1 and "Traceback" not in r.stderr
