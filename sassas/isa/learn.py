@@ -516,6 +516,11 @@ def _without_operand(e: Encoding, k: int, word: int, text: str) -> Optional[Enco
                     descriptor=e.descriptor)
 
 
+def _replacing(isa: Isa, new: dict) -> Isa:
+    """The description with the encodings that `new` maps (by id) replaced."""
+    return Isa(isa.arch, [new.get(id(x), x) for x in isa.encodings], isa.tables, isa.syntax, isa.descriptor_load)
+
+
 def _representative_word(isa: Isa, e: Encoding) -> int:
     """The learner's representative of the encoding, or (a description read back) its
     example's word with ptxas's usual control code; 0 where neither is to be had."""
@@ -586,18 +591,14 @@ def learn_register_widths(isa: Isa, arch: str, log=print) -> Isa:
         fields[j] = widened
         trial_e = replace(current, fields=fields, match_mask=current.match_mask & ~missing,
                           match_value=current.match_value & ~missing, base=current.base & ~missing)
-        trial = Isa(arch, [trial_e if x is e else x for x in isa.encodings], isa.tables, isa.syntax,
-                    isa.descriptor_load)
+        trial = _replacing(isa, {id(e): trial_e})
         probed = [samples.get(w) for w in words]
         if all(s is not None and s.key == (e.opcode, e.kinds) and not check_sample(trial, s, strict=False)
                for s in probed):
             widened_encodings[id(e)] = trial_e
     log(f"[{arch}] {len(widened_encodings)} encodings with a register field widened to its file "
         f"({len(plans)} fields probed)")
-    if not widened_encodings:
-        return isa
-    return Isa(arch, [widened_encodings.get(id(x), x) for x in isa.encodings], isa.tables, isa.syntax,
-               isa.descriptor_load)
+    return _replacing(isa, widened_encodings) if widened_encodings else isa
 
 
 def learn_optional_predicates(isa: Isa, arch: str, log=print) -> Isa:
@@ -760,16 +761,11 @@ def learn_zero_register_defers(isa: Isa, arch: str, log=print) -> Isa:
         if s is None or s.key != (s_enc.opcode, s_enc.kinds) or id(e) in deferring:
             continue
         narrowed = replace(e, defer_when=((e_pos, "=0"),))
-        trial = Isa(arch, [narrowed if x is e else x for x in isa.encodings], isa.tables, isa.syntax,
-                    isa.descriptor_load)
-        if check_format(isa, s) and not check_format(trial, s):
+        if check_format(isa, s) and not check_format(_replacing(isa, {id(e): narrowed}), s):
             deferring[id(e)] = narrowed
     log(f"[{arch}] {len(deferring)} register-less encodings print the zero register at offset 0 "
         f"({len(probes)} probed)")
-    if not deferring:
-        return isa
-    return Isa(arch, [deferring.get(id(x), x) for x in isa.encodings], isa.tables, isa.syntax,
-               isa.descriptor_load)
+    return _replacing(isa, deferring) if deferring else isa
 
 
 def _meeting(e: Encoding, a: Alias, word: int) -> int:
@@ -865,13 +861,9 @@ def learn_alias_exceptions(isa: Isa, arch: str, samples: list, log=print) -> Isa
     if not extra:
         log(f"[{arch}] alias exceptions: none to add ({len(probes)} probed)")
         return isa
-    encodings = []
-    for e in isa.encodings:
-        if any(key[0] == id(e) for key in extra):
-            e = replace(e, aliases=[replace(a, unless=a.unless | frozenset(extra.get((id(e), k), ())))
-                                    for k, a in enumerate(e.aliases)])
-        encodings.append(e)
-    trial = Isa(arch, encodings, isa.tables, isa.syntax, isa.descriptor_load)
+    trial = _replacing(isa, {id(e): replace(e, aliases=[replace(a, unless=a.unless | frozenset(extra.get((id(e), k), ())))
+                                                        for k, a in enumerate(e.aliases)])
+                             for e in isa.encodings if any(key[0] == id(e) for key in extra)})
     before, after = check_corpus(isa, arch, samples), check_corpus(trial, arch, samples)
     if set(after) - set(before):
         log(f"[{arch}] alias exceptions: adding them would break {len(set(after) - set(before))} corpus words; kept")
