@@ -68,6 +68,7 @@ def cmd_check(args) -> int:
     if args.quick:
         configs = configs[::4] + configs[16:]
     impls = args.impl or ["sass", "cuda", "direct"]
+    algos = args.algo or ["f2", "f4"]
     opts = _opts(args)
     gen = torch.Generator(device=dev)
     gen.manual_seed(int(time.time()) if args.seed is None else args.seed)
@@ -77,20 +78,22 @@ def cmd_check(args) -> int:
         w = torch.randn((s.K, s.C, 3, 3), device=dev, generator=gen)
         want = torch.nn.functional.conv2d(x.double(), w.double(), padding=1)
         wn = float(torch.linalg.vector_norm(want))
-        for impl in impls:
+        for impl, algo in [(i, a) for i in impls for a in (["-"] if i == "direct" else algos)]:
+            label = impl if impl == "direct" else f"{impl}/{algo}"
             for layout in (["NCHW", "CHWN"] if impl == "sass" and args.chwn else ["NCHW"]):
                 t0 = time.perf_counter()
+                kw = {} if impl == "direct" else {"algo": algo}
                 try:
                     if layout == "NCHW":
                         y = torch.full((s.N, s.K, s.H, s.W), float("nan"), device=dev)
                         ws = api.Workspace(yk=torch.full((s.K, s.H, s.W, s.N), float("nan"), device=dev))
-                        api.conv2d(x, w, impl, out=y, workspace=ws, opts=opts)
+                        api.conv2d(x, w, impl, out=y, workspace=ws, opts=opts, **kw)
                         got = y
                     else:
                         xc = x.permute(1, 2, 3, 0).contiguous()
                         wc = w.permute(1, 2, 3, 0).contiguous()
                         y = torch.full((s.K, s.H, s.W, s.N), float("nan"), device=dev)
-                        api.conv2d(xc, wc, impl, layout="CHWN", out=y, opts=opts)
+                        api.conv2d(xc, wc, impl, layout="CHWN", out=y, opts=opts, **kw)
                         got = y.permute(3, 0, 1, 2)
                     torch.cuda.synchronize()
                     nan = int(torch.isnan(got).sum())
@@ -106,13 +109,13 @@ def cmd_check(args) -> int:
                 except Exception as e:       # a launch error is a failure of this row, not of the run
                     nan, err, maxe, ok, status = -1, float("nan"), float("nan"), False, f"ERROR {type(e).__name__}: {e}"
                     if "illegal" in str(e).lower() or "launch failed" in str(e).lower():
-                        rows.append((name, impl, layout, nan, err, maxe, status))
-                        log(f"[check] {name} {impl} {layout}: {status} (context lost, stopping)")
+                        rows.append((name, label, layout, nan, err, maxe, status))
+                        log(f"[check] {name} {label} {layout}: {status} (context lost, stopping)")
                         _print_check(rows)
                         return 2
                 failed += not ok
-                rows.append((name, impl, layout, nan, err, maxe, status))
-                log(f"[check] {name:<24} {impl:<6} {layout}: rel err {err:.2e} nan {nan} {status} "
+                rows.append((name, label, layout, nan, err, maxe, status))
+                log(f"[check] {name:<24} {label:<8} {layout}: rel err {err:.2e} nan {nan} {status} "
                     f"({time.perf_counter() - t0:.2f}s)")
     _print_check(rows)
     print(f"{len(rows) - failed}/{len(rows)} passed (relative error <= {TOL:g}, no NaN, no output left 0)")
@@ -124,9 +127,9 @@ def cmd_check(args) -> int:
 
 
 def _print_check(rows):
-    print(f"{'config':<26}{'impl':<8}{'layout':<7}{'rel err':>10}{'max err':>10}{'NaN':>6}  status")
+    print(f"{'config':<26}{'impl':<10}{'layout':<7}{'rel err':>10}{'max err':>10}{'NaN':>6}  status")
     for name, impl, layout, nan, err, maxe, status in rows:
-        print(f"{name:<26}{impl:<8}{layout:<7}{err:>10.2e}{maxe:>10.2e}{nan:>6}  {status}")
+        print(f"{name:<26}{impl:<10}{layout:<7}{err:>10.2e}{maxe:>10.2e}{nan:>6}  {status}")
 
 
 # ---- timing --------------------------------------------------------------------------------------
@@ -231,14 +234,30 @@ def cmd_bench(args) -> int:
         for i in range(sets):   # the transformed filters for the main-kernel-only timings
             api.filter_transform(wcs[i], us[i], s, "CHWN", stream())
         cases = {}
-        if "sass" in args.impl:
+        if "sass" in args.impl and "f2" in args.algo:
             cases["sass main"] = lambda i: api.main_kernel("sass", xcs[i], us[i], yks[i], s, opts, stream())
-            cases["sass CHWN"] = lambda i: api.conv2d(xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i], opts=opts,
+            cases["sass CHWN"] = lambda i: api.conv2d(xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i], opts=opts, algo="f2",
                                                       workspace=api.Workspace(u=us[i]))
-            cases["sass NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "sass", out=ys[i], opts=opts, workspace=wss[i])
+            cases["sass NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "sass", out=ys[i], opts=opts, workspace=wss[i],
+                                                      algo="f2")
+        if "sass" in args.impl and "f4" in args.algo:
+            from . import f4
+            p4 = api.f4_plan(s, args.parts)
+            row["f4_parts"] = p4.parts
+            ws4 = [api.Workspace() for _ in range(sets)]
+            for i in range(sets):      # the transforms, for the GEMM-only timings
+                api.conv2d(xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i], workspace=ws4[i], algo="f4",
+                           parts=p4.parts)
+            cases["sass4 gemm"] = lambda i: f4.gemm("sass", ws4[i].u4, ws4[i].v4, ws4[i].m4, p4, stream())
+            cases["sass4 CHWN"] = lambda i: api.conv2d(xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i],
+                                                       workspace=ws4[i], algo="f4", parts=p4.parts)
+            cases["sass4 NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "sass", out=ys[i], algo="f4", parts=p4.parts,
+                                                       workspace=api.Workspace(xc=wss[i].xc, yk=wss[i].yk, u4=ws4[i].u4,
+                                                                               v4=ws4[i].v4, m4=ws4[i].m4))
+        row["algo_auto"] = api.choose_algo(s)
         if "cuda" in args.impl:
             cases["cuda main"] = lambda i: api.main_kernel("cuda", xcs[i], us[i], yks[i], s, opts, stream())
-            cases["cuda NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "cuda", out=ys[i], workspace=wss[i])
+            cases["cuda NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "cuda", out=ys[i], workspace=wss[i], algo="f2")
         cases["filter transform"] = lambda i: api.filter_transform(wcs[i], us[i], s, "CHWN", stream())
 
         def cudnn(i):
@@ -558,17 +577,85 @@ def cmd_smoke(args) -> int:
         x = rng.standard_normal((s.N, s.C, s.H, s.W)).astype(np.float32)
         w = rng.standard_normal((s.K, s.C, 3, 3)).astype(np.float32)
         want = ref.direct_conv2d(x, w)
-        for impl in args.impl or ["sass", "cuda", "direct"]:
+        for impl, algo in [(i, a) for i in args.impl or ["sass", "cuda", "direct"]
+                           for a in (["f2"] if i == "direct" else args.algo or ["f2", "f4"])]:
             out = DeviceBuffer.from_numpy(np.full((s.N, s.K, s.H, s.W), np.nan, np.float32))
-            conv2d(DeviceBuffer.from_numpy(x), DeviceBuffer.from_numpy(w), impl, out=out, opts=opts)
+            conv2d(DeviceBuffer.from_numpy(x), DeviceBuffer.from_numpy(w), impl, out=out, opts=opts, algo=algo)
             synchronize()
             got = out.to_numpy()
             err = float(np.linalg.norm(np.nan_to_num(got - want, nan=1e30)) / np.linalg.norm(want))
             ok = err <= TOL
             bad += not ok
-            print(f"smoke {s} {impl}{' ' + sass_options(s, opts).tag() if impl == 'sass' else ''}: relative error {err:.2e} "
+            what = "" if impl == "direct" else f"/{algo}" + (f" {sass_options(s, opts).tag()}" if impl == "sass" and algo == "f2" else "")
+            print(f"smoke {s} {impl}{what}: relative error {err:.2e} "
                   f"NaN {int(np.isnan(got).sum())} {'ok' if ok else 'FAIL'}", flush=True)
     return 1 if bad else 0
+
+
+def cmd_gemm(args) -> int:
+    """The F(4x4,3x3) batched GEMM alone (gemmgen's SASS kernel) for each split of its channel
+    loop, against cuBLAS (torch.bmm, FP32 without TF32) on the same operands; FFMA issue rate
+    of the whole kernel and of its loop (the difference of C and 2C channels)."""
+    import torch
+    from . import f4, gemmgen
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev)
+    sms = props.multi_processor_count
+    clk = 1980e6
+    configs = [c for c in resnet_configs() if any(c[0].startswith(p) for p in (args.configs or ["Conv4", "Conv5"]))]
+    rows = []
+    print(f"# {props.name}: the F(4x4,3x3) GEMM (36 batched, M[e] = U[e]^T V[e]); FFMA issue = warp FFMAs / "
+          f"({sms} SMs x 4 x time x {clk / 1e6:.0f} MHz); loop = by C vs 2C")
+    print(f"{'config':<12}{'C x K x T':>18}{'parts':>6}{'blocks':>7}{'model':>7}{'ms':>9}{'TFLOPS':>8}{'FFMA issue':>11}"
+          f"{'loop':>7}{'rel err':>9}{'cuBLAS ms':>10}{'TFLOPS':>8}")
+    for name, s in configs:
+        chosen = f4.plan(s, sms).parts
+        cublas = None
+        for parts in range(1, f4.MAX_PARTS + 1):
+            try:
+                p = f4.plan(s, sms, parts)
+            except gemmgen.Unsupported:
+                continue
+            g = p.gemm
+            times = []
+            for gg in (g, gemmgen.GemmShape(2 * g.C, g.K, g.T, parts)):
+                u = torch.randn((gg.rows, gg.K), device=dev)
+                v = torch.randn((gg.rows, gg.T), device=dev)
+                m = torch.full((parts * gemmgen.E, gg.K, gg.T), float("nan"), device=dev)
+                kern = f4.sass_gemm(gg)
+
+                def fn(i, kern=kern, gg=gg, u=u, v=v, m=m):
+                    kern(gg.grid(), gemmgen.THREADS, u.data_ptr(), v.data_ptr(), m.data_ptr(),
+                         shared=gemmgen.SMEM_BYTES, stream=torch.cuda.current_stream().cuda_stream)
+                fn(0)
+                torch.cuda.synchronize()
+                if gg is g:
+                    ut = u[:gemmgen.E * g.C].view(gemmgen.E, g.C, g.K).double()
+                    vt = v[:gemmgen.E * g.C].view(gemmgen.E, g.C, g.T).double()
+                    want = torch.bmm(ut.transpose(1, 2), vt)
+                    got = m.view(parts, gemmgen.E, g.K, g.T).double().sum(0)
+                    err = float(torch.linalg.vector_norm(got - want) / torch.linalg.vector_norm(want))
+                    if cublas is None:
+                        u32, v32 = ut.float().transpose(1, 2), vt.float()
+                        cublas, _ = timeit(lambda i: torch.bmm(u32, v32), 1, reps=args.reps)
+                times.append(timeit(fn, 1, reps=args.reps)[0])
+            ffma = gemmgen.E * g.K * g.T * g.C / 32
+            whole = ffma / (sms * 4 * times[0] * 1e-3 * clk)
+            loop = ffma / (sms * 4 * (times[1] - times[0]) * 1e-3 * clk)
+            tf = 2 * gemmgen.E * g.K * g.T * g.C / times[0] / 1e9
+            row = {"config": name, "C": g.C, "K": g.K, "T": g.T, "parts": parts, "chosen": parts == chosen,
+                   "blocks": g.blocks(), "model": f4.modelled(p, sms), "ms": times[0], "ms_2C": times[1],
+                   "ffma_issue": whole, "loop_issue": loop, "rel_err": err, "cublas_ms": cublas}
+            rows.append(row)
+            print(f"{name:<12}{f'{g.C}x{g.K}x{g.T}':>18}{parts:>5}{'*' if parts == chosen else ' '}{g.blocks():>7}"
+                  f"{row['model']:>7.0f}{times[0]:>9.4f}{tf:>8.1f}{whole:>11.1%}{loop:>7.1%}{err:>9.1e}"
+                  f"{cublas:>10.4f}{2 * gemmgen.E * g.K * g.T * g.C / cublas / 1e9:>8.1f}", flush=True)
+    print("# * the split f4.plan chooses (modelled)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": props.name, "sms": sms, "rows": rows}, f, indent=1)
+    return 0
 
 
 def cmd_prebuild(args) -> int:
@@ -591,17 +678,30 @@ def cmd_prebuild(args) -> int:
         jobs.append((s, Options(safe=True)))
     for S in args.split:
         jobs += [(s, Options(split=S)) for _, s in resnet_configs()] + [(s, Options(split=S)) for s in ODD + SMOKE]
+    # F(4x4,3x3): the GEMMs of every split (the gemm command times them all, at C and 2C)
+    from . import f4, gemmgen
+    gemms = set()
+    for s in [s for _, s in resnet_configs()] + ODD + SMOKE:
+        for parts in range(1, f4.MAX_PARTS + 1):
+            try:
+                g = f4.plan(s, args.sms, parts).gemm
+            except gemmgen.Unsupported:
+                continue
+            gemms |= {g, gemmgen.GemmShape(2 * g.C, g.K, g.T, parts)}
     t = time.time()
     with ProcessPoolExecutor(max_workers=args.jobs or os.cpu_count()) as ex:
-        list(ex.map(_build, [(s, o, args.sms) for s, o in jobs]))
-    log(f"[prebuild] {len(jobs)} kernels in {time.time() - t:.1f}s")
+        list(ex.map(_build, [(s, o, args.sms) for s, o in jobs] + [(g, None, None) for g in sorted(gemms, key=str)]))
+    log(f"[prebuild] {len(jobs)} F(2x2,3x3) kernels and {len(gemms)} F(4x4,3x3) GEMMs in {time.time() - t:.1f}s")
     return 0
 
 
 def _build(job):
-    from . import sassgen
+    from . import gemmgen, sassgen
     s, o, sms = job
-    sassgen.build(s, sassgen.resolve(s, o, sms))
+    if isinstance(s, gemmgen.GemmShape):
+        gemmgen.build(s)
+    else:
+        sassgen.build(s, sassgen.resolve(s, o, sms))
 
 
 def ablation_variants() -> list[Options]:
@@ -641,6 +741,8 @@ def main(argv=None) -> int:
     q.add_argument("--impl", action="append", choices=["sass", "cuda", "direct"])
     q.add_argument("--quick", action="store_true", help="4 ResNet configurations and the odd shapes")
     q.add_argument("--chwn", action="store_true", help="also the CHWN entry of the SASS path")
+    q.add_argument("--algo", action="append", choices=["f2", "f4", "auto"],
+                   help="Winograd F(2x2,3x3) fused (f2), F(4x4,3x3) non-fused (f4); default both")
     q.add_argument("--seed", type=int)
     q.add_argument("--json")
     switches(q)
@@ -653,6 +755,8 @@ def main(argv=None) -> int:
     q.add_argument("--no-graph", action="store_true")
     q.add_argument("--ablation", action="store_true", help="the SASS switches and the main-loop FFMA rate")
     q.add_argument("--no-cudnn-algos", action="store_true", help="skip the per-algorithm cuDNN runs")
+    q.add_argument("--algo", nargs="*", default=["f2", "f4"], help="the SASS algorithms timed (f2, f4)")
+    q.add_argument("--parts", type=int, default=0, help="F(4x4,3x3): split of the GEMM's channels (0: modelled)")
     q.add_argument("--json")
     q.add_argument("--plot")
     switches(q)
@@ -677,9 +781,15 @@ def main(argv=None) -> int:
     q.set_defaults(func=cmd_sim)
     q = sub.add_parser("smoke")
     q.add_argument("--impl", action="append", choices=["sass", "cuda", "direct"])
+    q.add_argument("--algo", action="append", choices=["f2", "f4"])
     q.add_argument("--seed", type=int)
     switches(q)
     q.set_defaults(func=cmd_smoke)
+    q = sub.add_parser("gemm", help="the F(4x4,3x3) GEMM alone, each split, against cuBLAS")
+    q.add_argument("--configs", nargs="*", help="prefixes (default Conv4 Conv5)")
+    q.add_argument("--reps", type=int, default=20)
+    q.add_argument("--json")
+    q.set_defaults(func=cmd_gemm)
     q = sub.add_parser("prebuild")
     q.add_argument("--ablation", action="store_true")
     q.add_argument("--jobs", type=int)

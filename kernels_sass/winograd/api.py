@@ -5,9 +5,12 @@ padding 1, stride 1, 3x3 filters, FP32.
     y = conv2d(x, w, impl="cuda")          # the CUDA-C reference of the same algorithm
     y = conv2d(x, w, impl="direct")        # direct convolution (checking)
     y = conv2d(xc, wc, layout="CHWN")      # x [C, H, W, N], w [C, 3, 3, K] -> [K, H, W, N]
+    y = conv2d(x, w, algo="f4")            # Winograd F(4x4,3x3), non-fused (default "auto")
 
 impl="sass" is the generated SASS main kernel (sm_90); the filter transform and, for NCHW,
-the layout transposes are the CUDA-C kernels of winograd.cu. Shapes the SASS kernel cannot
+the layout transposes are the CUDA-C kernels of winograd.cu. algo: "f2" the fused
+F(2x2,3x3) kernel of sassgen, "f4" F(4x4,3x3) with the SASS GEMM of gemmgen (kernels_sass.
+winograd.f4), "auto" the faster of the two for the shape (choose_algo). Shapes the SASS kernel cannot
 take (offsets past 32 bits) raise sassgen.Unsupported; use impl="cuda" for those.
 """
 from __future__ import annotations
@@ -23,6 +26,7 @@ from . import sassgen
 from .sassgen import Options, Shape
 
 IMPLS = ("sass", "cuda", "direct")
+ALGOS = ("auto", "f2", "f4")
 
 
 # ---- tensors ---------------------------------------------------------------------------------
@@ -134,6 +138,9 @@ class Workspace:
     xc: Any = None      # CHWN input
     u: Any = None       # transformed filters
     yk: Any = None      # KHWN output
+    u4: Any = None      # F(4x4,3x3): transformed filters, inputs, products (f4.Plan.buffers)
+    v4: Any = None
+    m4: Any = None
 
 
 def transpose(src, dst, rows: int, cols: int, stream=0) -> None:
@@ -220,16 +227,40 @@ def problem(x, w, layout: str = "NCHW") -> Shape:
     return Shape(n, c, h, wd, k)
 
 
+# F(4x4,3x3) where the images are small (H*W <= F4_MAX_PIXELS): measured on the H100 (README,
+# results/h100_bench.json), it beats the fused F(2x2,3x3) kernel there and loses on the larger
+# images, where F(2x2,3x3)'s fused transforms save the global-memory round trips of U, V and M.
+F4_MAX_PIXELS = 14 * 14
+
+
+def choose_algo(s: Shape) -> str:
+    """The algorithm "auto" runs for s."""
+    return "f4" if s.H * s.W <= F4_MAX_PIXELS else "f2"
+
+
+def f4_plan(s: Shape, parts: int = 0):
+    from . import f4
+    return f4.plan(s, _sms(), parts)
+
+
 def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Options = Options(),
-           workspace: Optional[Workspace] = None):
-    """3x3 convolution, padding 1, stride 1, FP32. See the module docstring."""
+           workspace: Optional[Workspace] = None, algo: str = "auto", parts: int = 0):
+    """3x3 convolution, padding 1, stride 1, FP32. See the module docstring. parts: F(4x4,3x3)'s
+    split of the channel loop (0: the modelled best, f4.plan)."""
     if impl not in IMPLS:
         raise ValueError(f"impl {impl!r}: one of {IMPLS}")
+    if algo not in ALGOS:
+        raise ValueError(f"algo {algo!r}: one of {ALGOS}")
     for t in (x, w):
         if _dtype(t) != np.float32:
             raise TypeError(f"conv2d is FP32: got {_dtype(t)}")
     s = problem(x, w, layout)
-    if impl == "sass":
+    if algo == "auto":
+        algo = choose_algo(s)
+    p4 = None
+    if algo == "f4" and impl != "direct":
+        p4 = f4_plan(s, 1 if impl == "cuda" else parts)
+    elif impl == "sass":
         sassgen.check_shape(s)
     lib = _Lib(x)
     stream = lib.stream()
@@ -256,6 +287,12 @@ def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Op
             transpose(yn, y, s.N, s.K * s.H * s.W, stream)
             return y
         xc, yk = x, y
+    if p4 is not None:
+        from . import f4
+        f4.conv_chwn(impl, xc, w, yk, p4, layout, ws, lib, stream)
+        if layout == "NCHW":
+            transpose(yk, y, s.K * s.H * s.W, s.N, stream)
+        return y
     if ws.u is None:
         ws.u = lib.empty((s.U_ROWS, 16, s.Kpad))
     zero = split_tiles(yk, s, sass_options(s, opts)) if impl == "sass" else (SplitTiles(0), 0)

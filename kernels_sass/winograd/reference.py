@@ -1,17 +1,17 @@
-"""Winograd F(2x2,3x3) in float64 NumPy: the transform matrices and the same tiling as the GPU
-kernels, for CPU tests and for small checks.
+"""Winograd F(2x2,3x3) and F(4x4,3x3) in float64 NumPy: the transform matrices and the same
+tiling as the GPU kernels, for CPU tests and for small checks.
 
     Y = A^T [ (G g G^T) * (B^T d B) ] A      (* elementwise, summed over input channels)
 
-d is a 4x4 input window at (2*th - 1, 2*tw - 1) (padding 1), g a 3x3 filter, Y the 2x2 output
-tile at (2*th, 2*tw). Positions e = 4*i + j of the 4x4 transformed tiles are the 16 batched
-GEMMs of the GPU kernels.
+For F(m x m, 3x3) (m = 2 or 4), d is an (m+2)x(m+2) input window at (m*th - 1, m*tw - 1)
+(padding 1), g a 3x3 filter, Y the m x m output tile at (m*th, m*tw). Positions
+e = (m+2)*i + j of the transformed tiles are the batched GEMMs of the GPU kernels (16 or 36).
 """
 from __future__ import annotations
 
 import numpy as np
 
-# The exact transform matrices (all entries are dyadic rationals: exact in binary floating point).
+# F(2x2,3x3): all entries are dyadic rationals, exact in binary floating point.
 G = np.array([[1.0, 0.0, 0.0],
               [0.5, 0.5, 0.5],
               [0.5, -0.5, 0.5],
@@ -22,59 +22,77 @@ BT = np.array([[1.0, 0.0, -1.0, 0.0],
                [0.0, 1.0, 0.0, -1.0]])
 AT = np.array([[1.0, 1.0, 1.0, 0.0],
                [0.0, 1.0, -1.0, -1.0]])
+# F(4x4,3x3) (Lavin and Gray, 2016; interpolation points 0, 1, -1, 2, -2 and infinity). G's
+# sixths, twelfths and 24ths are not exact in binary: the GPU's float32 U is rounded.
+G4 = np.array([[1 / 4, 0.0, 0.0],
+               [-1 / 6, -1 / 6, -1 / 6],
+               [-1 / 6, 1 / 6, -1 / 6],
+               [1 / 24, 1 / 12, 1 / 6],
+               [1 / 24, -1 / 12, 1 / 6],
+               [0.0, 0.0, 1.0]])
+BT4 = np.array([[4.0, 0.0, -5.0, 0.0, 1.0, 0.0],
+                [0.0, -4.0, -4.0, 1.0, 1.0, 0.0],
+                [0.0, 4.0, -4.0, -1.0, 1.0, 0.0],
+                [0.0, -2.0, -1.0, 2.0, 1.0, 0.0],
+                [0.0, 2.0, -1.0, -2.0, 1.0, 0.0],
+                [0.0, 4.0, 0.0, -5.0, 0.0, 1.0]])
+AT4 = np.array([[1.0, 1.0, 1.0, 1.0, 1.0, 0.0],
+                [0.0, 1.0, -1.0, 2.0, -2.0, 0.0],
+                [0.0, 1.0, 1.0, 4.0, 4.0, 0.0],
+                [0.0, 1.0, -1.0, 8.0, -8.0, 1.0]])
+MATRICES = {2: (G, BT, AT), 4: (G4, BT4, AT4)}      # output tile m -> (G, B^T, A^T)
 
 
-def tiles(h: int, w: int) -> tuple[int, int]:
-    """Output tiles (TH, TW) of a padding-1, stride-1 3x3 convolution of an h x w image."""
-    return (h + 1) // 2, (w + 1) // 2
+def tiles(h: int, w: int, m: int = 2) -> tuple[int, int]:
+    """Output tiles (TH, TW) of m x m of a padding-1, stride-1 3x3 convolution of an h x w image."""
+    return -(-h // m), -(-w // m)
 
 
-def filter_transform(w: np.ndarray) -> np.ndarray:
-    """w: [K, C, 3, 3] -> U: [16, C, K], U[e=4i+j, c, k] = (G w[k, c] G^T)[i, j]."""
+def filter_transform(w: np.ndarray, m: int = 2) -> np.ndarray:
+    """w: [K, C, 3, 3] -> U: [a*a, C, K] (a = m + 2), U[e=a*i+j, c, k] = (G w[k, c] G^T)[i, j]."""
+    g = MATRICES[m][0]
     w = np.asarray(w, dtype=np.float64)
-    u = np.einsum("ar,kcrs,bs->abck", G, w, G)            # [4, 4, C, K]
-    return u.reshape(16, w.shape[1], w.shape[0])
+    u = np.einsum("ar,kcrs,bs->abck", g, w, g)            # [a, a, C, K]
+    return u.reshape((m + 2) ** 2, w.shape[1], w.shape[0])
 
 
-def input_transform(x: np.ndarray) -> np.ndarray:
-    """x: [N, C, H, W] -> V: [16, C, N, TH, TW], V[e] = (B^T d B)[i, j] for each tile's window d."""
+def input_transform(x: np.ndarray, m: int = 2) -> np.ndarray:
+    """x: [N, C, H, W] -> V: [a*a, C, N, TH, TW], V[e] = (B^T d B)[i, j] for each tile's window d."""
+    bt = MATRICES[m][1]
+    a = m + 2
     x = np.asarray(x, dtype=np.float64)
     n, c, h, w = x.shape
-    th, tw = tiles(h, w)
-    # Zero padding: one row/column before, enough after for the last 4x4 window.
-    xp = np.zeros((n, c, 2 * th + 2, 2 * tw + 2))
+    th, tw = tiles(h, w, m)
+    # Zero padding: one row/column before, enough after for the last window.
+    xp = np.zeros((n, c, m * th + 2, m * tw + 2))
     xp[:, :, 1:h + 1, 1:w + 1] = x
-    # d[n, c, th, tw, r, s] = xp[n, c, 2*th + r, 2*tw + s]
-    idx_h = 2 * np.arange(th)[:, None] + np.arange(4)[None, :]        # [TH, 4]
-    idx_w = 2 * np.arange(tw)[:, None] + np.arange(4)[None, :]        # [TW, 4]
-    d = xp[:, :, idx_h[:, None, :, None], idx_w[None, :, None, :]]    # [N, C, TH, TW, 4, 4]
-    v = _bt_d_b(d)                                                     # [4, 4, C, N, TH, TW]
-    return v.reshape(16, c, n, th, tw)
+    # d[n, c, th, tw, r, s] = xp[n, c, m*th + r, m*tw + s]
+    idx_h = m * np.arange(th)[:, None] + np.arange(a)[None, :]        # [TH, a]
+    idx_w = m * np.arange(tw)[:, None] + np.arange(a)[None, :]        # [TW, a]
+    d = xp[:, :, idx_h[:, None, :, None], idx_w[None, :, None, :]]    # [N, C, TH, TW, a, a]
+    v = np.einsum("ar,nctwrs,bs->abcntw", bt, d, bt)                   # [a, a, C, N, TH, TW]
+    return v.reshape(a * a, c, n, th, tw)
 
 
-def _bt_d_b(d: np.ndarray) -> np.ndarray:
-    # d: [N, C, TH, TW, 4, 4] -> [4, 4, C, N, TH, TW]
-    return np.einsum("ar,nctwrs,bs->abcntw", BT, d, BT)
-
-
-def output_transform(m: np.ndarray, h: int, w: int) -> np.ndarray:
-    """m: [16, K, N, TH, TW] -> y: [N, K, h, w] (the 2x2 tiles, cropped to h x w)."""
-    _, k, n, th, tw = m.shape
-    m4 = m.reshape(4, 4, k, n, th, tw)
-    y = np.einsum("ia,abknts,jb->kntisj", AT, m4, AT)                    # [K, N, TH, 2, TW, 2]
-    y = y.reshape(k, n, 2 * th, 2 * tw)[:, :, :h, :w]
+def output_transform(mm: np.ndarray, h: int, w: int, m: int = 2) -> np.ndarray:
+    """mm: [a*a, K, N, TH, TW] -> y: [N, K, h, w] (the m x m tiles, cropped to h x w)."""
+    at = MATRICES[m][2]
+    a = m + 2
+    _, k, n, th, tw = mm.shape
+    y = np.einsum("ia,abknts,jb->kntisj", at, mm.reshape(a, a, k, n, th, tw), at)   # [K, N, TH, m, TW, m]
+    y = y.reshape(k, n, m * th, m * tw)[:, :, :h, :w]
     return np.ascontiguousarray(y.transpose(1, 0, 2, 3))
 
 
-def winograd_conv2d(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+def winograd_conv2d(x: np.ndarray, w: np.ndarray, m: int = 2) -> np.ndarray:
     """Padding-1, stride-1 3x3 convolution (cross-correlation, as in PyTorch) by Winograd
-    F(2x2,3x3) in float64. x: [N, C, H, W], w: [K, C, 3, 3] -> [N, K, H, W]."""
+    F(m x m, 3x3) in float64. x: [N, C, H, W], w: [K, C, 3, 3] -> [N, K, H, W]."""
     x = np.asarray(x, dtype=np.float64)
     n, c, h, wd = x.shape
-    u = filter_transform(w)                       # [16, C, K]
-    v = input_transform(x)                        # [16, C, N, TH, TW]
-    m = np.einsum("eck,ecnts->eknts", u, v)       # the 16 batched GEMMs
-    return output_transform(m, h, wd)
+    u = filter_transform(w, m)                    # [a*a, C, K]
+    v = input_transform(x, m)                     # [a*a, C, N, TH, TW]
+    mm = np.einsum("eck,ecnts->eknts", u, v)      # the batched GEMMs
+    return output_transform(mm, h, wd, m)
 
 
 def direct_conv2d(x: np.ndarray, w: np.ndarray) -> np.ndarray:

@@ -38,7 +38,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from .sched import Op, Seq, op_effects
+from .sched import Op, Seq, mark_reuse
 
 ARCH = "sm_90"
 THREADS = 256
@@ -848,32 +848,7 @@ class Generator:
                     op.stall, op.y = 15, True
                 else:
                     op.stall = 4
-        # operand reuse. A .reuse on source slot k keeps the register for the next instruction
-        # that reads slot k (sassas.semantics: memory addresses and the like read none), so with
-        # reuse_slots it is set where that instruction is an FFMA reading the same register, with
-        # no write of it and no yield in between (the cache does not survive a switch; nvdisasm
-        # does not even print .reuse on a yielding instruction); else only where the very next
-        # instruction is that FFMA.
-        pending: list = [None, None]       # per slot: (FFMA op, register) whose cache may hit
-        for op in body:
-            if op.y and op.ffma is None:
-                pending = [None, None]
-                continue
-            if op.ffma is None:
-                if not o.reuse_slots:
-                    pending = [None, None]
-                    continue
-                _, eff = op_effects(op.text)
-                for k in range(2):
-                    if pending[k] and ((k < len(eff.slots) and eff.slots[k] is not None)
-                                       or ("R", pending[k][1]) in eff.writes):
-                        pending[k] = None
-                continue
-            for k, reg in enumerate(op.ffma):
-                if pending[k] and pending[k][1] == reg:
-                    prev = pending[k][0]
-                    prev.text = prev.text.replace(f"R{reg},", f"R{reg}.reuse,", 1)
-                pending[k] = None if op.y else (op, reg)
+        mark_reuse(body, across=o.reuse_slots)
         return body
 
     # ---- epilogue: output transform through shared memory ----

@@ -191,3 +191,34 @@ class Seq:
 
     def lines(self) -> list[str]:
         return [o.line() for o in self.ops]
+
+
+def mark_reuse(body: list[Op], across: bool = True) -> None:
+    """Operand reuse flags on a hot loop's FFMAs (ops with `ffma` = (A register, B register)).
+
+    A .reuse on source slot k keeps the register for the next instruction that reads slot k
+    (sassas.semantics: memory addresses and the like read none), so with `across` it is set
+    where that instruction is an FFMA reading the same register, with no write of it and no
+    yield in between (the cache does not survive a switch; nvdisasm does not even print
+    .reuse on a yielding instruction); else only where the very next instruction is that FFMA.
+    """
+    pending: list = [None, None]       # per slot: (FFMA op, register) whose cache may hit
+    for op in body:
+        if op.y and op.ffma is None:
+            pending = [None, None]
+            continue
+        if op.ffma is None:
+            if not across:
+                pending = [None, None]
+                continue
+            _, eff = op_effects(op.text)
+            for k in range(2):
+                if pending[k] and ((k < len(eff.slots) and eff.slots[k] is not None)
+                                   or ("R", pending[k][1]) in eff.writes):
+                    pending[k] = None
+            continue
+        for k, reg in enumerate(op.ffma):
+            if pending[k] and pending[k][1] == reg:
+                prev = pending[k][0]
+                prev.text = prev.text.replace(f"R{reg},", f"R{reg}.reuse,", 1)
+            pending[k] = None if op.y else (op, reg)

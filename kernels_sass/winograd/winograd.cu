@@ -309,3 +309,144 @@ extern "C" __global__ void fill_f32(float* p, i64 n, float v)
 {
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) p[i] = v;
 }
+
+// ---- F(4x4,3x3), non-fused: filter and input transforms to global memory, 36 batched GEMMs
+// (the SASS kernel of gemmgen.py, or f4_gemm below), output transform. T = TH*TW*N columns,
+// t = (th*TW + tw)*N + n; U[e][c][k] (rows e*Cp + c, Kp floats), V[e][c][t] (rows e*Cp + c, Tp
+// floats), M[p][e][k][t] (Tp floats a row; p: the parts of a split channel loop, summed here).
+
+// U = G g G^T, G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
+__device__ __forceinline__ void f4_g(const float g[3], float out[6])
+{
+    out[0] = 0.25f * g[0];
+    out[1] = -(g[0] + g[1] + g[2]) * (1.0f / 6.0f);
+    out[2] = -(g[0] - g[1] + g[2]) * (1.0f / 6.0f);
+    out[3] = g[0] * (1.0f / 24.0f) + g[1] * (1.0f / 12.0f) + g[2] * (1.0f / 6.0f);
+    out[4] = g[0] * (1.0f / 24.0f) - g[1] * (1.0f / 12.0f) + g[2] * (1.0f / 6.0f);
+    out[5] = g[2];
+}
+
+// grid (Kp / 128, Cp), 128 threads; zero for k >= K or c >= C
+extern "C" __global__ void f4_filter_transform(const float* __restrict__ w, float* __restrict__ u,
+                                               int K, int C, int Kp, int Cp,
+                                               i64 sk, i64 sc, i64 sr, i64 ss)
+{
+    const int k = blockIdx.x * blockDim.x + threadIdx.x, c = blockIdx.y;
+    if (k >= Kp) return;
+    const bool ok = k < K && c < C;
+    float t[6][3];                 // G g, column by column
+    for (int s = 0; s < 3; ++s) {
+        float col[3], o[6];
+        for (int r = 0; r < 3; ++r) col[r] = ok ? w[k * sk + c * sc + r * sr + s * ss] : 0.0f;
+        f4_g(col, o);
+        for (int i = 0; i < 6; ++i) t[i][s] = o[i];
+    }
+    for (int i = 0; i < 6; ++i) {
+        float o[6];
+        f4_g(t[i], o);
+        for (int j = 0; j < 6; ++j) u[((i64)(6 * i + j) * Cp + c) * Kp + k] = o[j];
+    }
+}
+
+// B^T d for one column of 6 (B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0;
+// 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1])
+__device__ __forceinline__ void f4_bt(const float d[6], float o[6])
+{
+    o[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];
+    o[1] = -4.0f * (d[1] + d[2]) + d[3] + d[4];
+    o[2] = 4.0f * (d[1] - d[2]) - d[3] + d[4];
+    o[3] = 2.0f * (d[3] - d[1]) - d[2] + d[4];
+    o[4] = 2.0f * (d[1] - d[3]) - d[2] + d[4];
+    o[5] = 4.0f * d[1] - 5.0f * d[3] + d[5];
+}
+
+// grid (Tp / 128, Cp), 128 threads; x CHWN; zero for t >= T or c >= C
+extern "C" __global__ void f4_input_transform(const float* __restrict__ x, float* __restrict__ v,
+                                              int N, int C, int H, int W, int TW, int T, int Cp, int Tp)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x, c = blockIdx.y;
+    if (t >= Tp) return;
+    const bool ok = t < T && c < C;
+    const int n = ok ? t % N : 0, tile = ok ? t / N : 0;
+    const int h0 = 4 * (tile / TW) - 1, w0 = 4 * (tile % TW) - 1;
+    float s[6][6];                 // B^T d, column by column
+    for (int j = 0; j < 6; ++j) {
+        float col[6];
+        const int wj = w0 + j;
+        for (int i = 0; i < 6; ++i) {
+            const int hi = h0 + i;
+            col[i] = ok && hi >= 0 && hi < H && wj >= 0 && wj < W ? x[(((i64)c * H + hi) * W + wj) * N + n] : 0.0f;
+        }
+        float o[6];
+        f4_bt(col, o);
+        for (int i = 0; i < 6; ++i) s[i][j] = o[i];
+    }
+    for (int i = 0; i < 6; ++i) {
+        float o[6];
+        f4_bt(s[i], o);
+        for (int j = 0; j < 6; ++j) v[((i64)(6 * i + j) * Cp + c) * Tp + t] = o[j];
+    }
+}
+
+// A^T m for one column of 6 (A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1])
+__device__ __forceinline__ void f4_at(const float m[6], float o[4])
+{
+    const float a = m[1] + m[2], b = m[1] - m[2], c = m[3] + m[4], d = m[3] - m[4];
+    o[0] = m[0] + a + c;
+    o[1] = b + 2.0f * d;
+    o[2] = a + 4.0f * c;
+    o[3] = b + 8.0f * d + m[5];
+}
+
+// grid (ceil(T / 128), K), 128 threads; y KHWN
+extern "C" __global__ void f4_output_transform(const float* __restrict__ m, float* __restrict__ y,
+                                               int N, int K, int H, int W, int TW, int T, int Kp, int Tp, int parts)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x, k = blockIdx.y;
+    if (t >= T) return;
+    const int n = t % N, tile = t / N;
+    const int h0 = 4 * (tile / TW), w0 = 4 * (tile % TW);
+    float s[4][6];                 // A^T M, column by column
+    for (int j = 0; j < 6; ++j) {
+        float col[6];
+        for (int i = 0; i < 6; ++i) {
+            float acc = 0.0f;
+            for (int p = 0; p < parts; ++p) acc += m[(((i64)p * 36 + 6 * i + j) * Kp + k) * Tp + t];
+            col[i] = acc;
+        }
+        float o[4];
+        f4_at(col, o);
+        for (int i = 0; i < 4; ++i) s[i][j] = o[i];
+    }
+    for (int i = 0; i < 4; ++i) {
+        float o[4];
+        f4_at(s[i], o);
+        for (int j = 0; j < 4; ++j)
+            if (h0 + i < H && w0 + j < W) y[(((i64)k * H + h0 + i) * W + w0 + j) * N + n] = o[j];
+    }
+}
+
+// The CUDA-C reference of the batched GEMM: M[0][e][k][t] = sum_c U[e][c][k] V[e][c][t].
+// grid (Tp / 64, Kp / 64, 36), 256 threads, a 4x4 tile each.
+extern "C" __global__ void f4_gemm(const float* __restrict__ u, const float* __restrict__ v, float* __restrict__ m,
+                                   int Cp, int Kp, int Tp)
+{
+    __shared__ float us[8][64], vs[8][64];
+    const int e = blockIdx.z, k0 = blockIdx.y * 64, t0 = blockIdx.x * 64;
+    const int tk = threadIdx.x / 16, tt = threadIdx.x % 16;
+    float acc[4][4] = {};
+    for (int c0 = 0; c0 < Cp; c0 += 8) {
+        for (int i = threadIdx.x; i < 8 * 64; i += 256) {
+            const int c = i / 64, q = i % 64;
+            us[c][q] = u[((i64)e * Cp + c0 + c) * Kp + k0 + q];
+            vs[c][q] = v[((i64)e * Cp + c0 + c) * Tp + t0 + q];
+        }
+        __syncthreads();
+        for (int c = 0; c < 8; ++c)
+            for (int a = 0; a < 4; ++a)
+                for (int b = 0; b < 4; ++b) acc[a][b] += us[c][tk * 4 + a] * vs[c][tt * 4 + b];
+        __syncthreads();
+    }
+    for (int a = 0; a < 4; ++a)
+        for (int b = 0; b < 4; ++b) m[((i64)e * Kp + k0 + tk * 4 + a) * Tp + t0 + tt * 4 + b] = acc[a][b];
+}

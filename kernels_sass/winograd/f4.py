@@ -1,0 +1,157 @@
+"""Winograd F(4x4,3x3), non-fused: CUDA-C transforms around the SASS batched SGEMM (gemmgen).
+
+    f4.conv_chwn(xc, w, yk, s, layout, ws, stream)      # x CHWN -> y KHWN, w CRSK or KCRS
+
+F(2x2,3x3) multiplies 4 times an output, F(4x4,3x3) 2.25 times: where the fused F(2x2,3x3)
+kernel runs out of FFMA issue slots (Conv5: sessions 5 and 6, NOTES.md section 11), the larger
+tile wins even with U, V and M going through global memory (that is cuDNN's
+WINOGRAD_NONFUSED). Four launches:
+
+1. f4_filter_transform: U[e][c][k] = (G g G^T)[e]     (36 x Cp x Kp)
+2. f4_input_transform:  V[e][c][t] = (B^T d B)[e]     (36 x Cp x Tp; t = (th*TW + tw)*N + n)
+3. the SASS GEMM:       M[p][e][k][t] = sum_c U V     (or f4_gemm, the CUDA-C reference)
+4. f4_output_transform: y = A^T (sum_p M[p]) A        (KHWN)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from . import gemmgen
+from .gemmgen import BM, BN, GemmShape
+from .sassgen import Shape
+
+MAX_PARTS = 4
+# the model behind the choice of parts, in loop iterations of one block (8 channels)
+FIXED_ITERS = 3.0          # a block's prologue, first loads and epilogue
+M_ITERS_PER_MB = 0.35      # another part's M written and read back, per MB of M (H100, ~3 TB/s)
+
+
+def _up(v: int, m: int) -> int:
+    return -(-v // m) * m
+
+
+@dataclass(frozen=True)
+class Plan:
+    s: Shape
+    parts: int = 1
+
+    @property
+    def TH(self) -> int:
+        return -(-self.s.H // 4)
+
+    @property
+    def TW(self) -> int:
+        return -(-self.s.W // 4)
+
+    @property
+    def T(self) -> int:
+        return self.TH * self.TW * self.s.N
+
+    @property
+    def gemm(self) -> GemmShape:
+        return GemmShape(_up(self.s.C, gemmgen.UNROLL * gemmgen.BC * self.parts), _up(self.s.K, BM),
+                         _up(self.T, BN), self.parts)
+
+    def buffers(self) -> dict[str, tuple[int, ...]]:
+        """Shapes of the intermediate buffers (float32)."""
+        g = self.gemm
+        return {"u4": (g.rows, g.K), "v4": (g.rows, g.T), "m4": (g.parts * gemmgen.E, g.K, g.T)}
+
+
+def modelled(p: Plan, sms: int) -> float:
+    """Time of the GEMM in loop iterations: full waves of two blocks an SM, and the extra M."""
+    g = p.gemm
+    waves = math.ceil(g.blocks() / (2 * sms))
+    m_mb = gemmgen.E * g.K * g.T * 4 / 1e6
+    return waves * (g.iterations + FIXED_ITERS) + (g.parts - 1) * m_mb * M_ITERS_PER_MB
+
+
+def plan(s: Shape, sms: int, parts: int = 0) -> Plan:
+    """The plan for s on a GPU of `sms` multiprocessors: `parts` given (> 0), or the modelled best."""
+    if parts:
+        p = Plan(s, parts)
+        gemmgen.check_gemm(p.gemm)
+        return p
+    cands = []
+    for n in range(1, MAX_PARTS + 1):
+        p = Plan(s, n)
+        try:
+            gemmgen.check_gemm(p.gemm)
+        except gemmgen.Unsupported:
+            continue
+        if n > 1 and p.gemm.C != Plan(s, 1).gemm.C:
+            continue                        # no channel padding for a split
+        cands.append((modelled(p, sms), n, p))
+    if not cands:
+        gemmgen.check_gemm(Plan(s, 1).gemm)          # raises with the reason
+    return min(cands)[2]
+
+
+@lru_cache(maxsize=None)
+def sass_gemm(g: GemmShape):
+    import sassas
+    from .api import _arch
+    if _arch() != gemmgen.ARCH:
+        raise RuntimeError(f"the SASS GEMM is for {gemmgen.ARCH}, this GPU is {_arch()}")
+    return sassas.load(gemmgen.build(g))[gemmgen.kernel_name(g)]
+
+
+def filter_transform(w, u4, p: Plan, layout: str, stream=0) -> None:
+    from .api import cuda_module, pointer
+    s, g = p.s, p.gemm
+    if layout == "NCHW":
+        sk, sc, sr, ss = s.C * 9, 9, 3, 1
+    else:
+        sk, sc, sr, ss = 1, 9 * s.K, 3 * s.K, s.K
+    cuda_module()["f4_filter_transform"]((g.K // 128, g.C), 128, pointer(w), pointer(u4), np.int32(s.K),
+                                         np.int32(s.C), np.int32(g.K), np.int32(g.C), np.int64(sk), np.int64(sc),
+                                         np.int64(sr), np.int64(ss), stream=stream)
+
+
+def input_transform(xc, v4, p: Plan, stream=0) -> None:
+    from .api import cuda_module, pointer
+    s, g = p.s, p.gemm
+    cuda_module()["f4_input_transform"]((g.T // 128, g.C), 128, pointer(xc), pointer(v4), np.int32(s.N),
+                                        np.int32(s.C), np.int32(s.H), np.int32(s.W), np.int32(p.TW),
+                                        np.int32(p.T), np.int32(g.C), np.int32(g.T), stream=stream)
+
+
+def gemm(impl: str, u4, v4, m4, p: Plan, stream=0) -> None:
+    from .api import cuda_module, pointer
+    g = p.gemm
+    if impl == "sass":
+        sass_gemm(g)(g.grid(), gemmgen.THREADS, pointer(u4), pointer(v4), pointer(m4),
+                     shared=gemmgen.SMEM_BYTES, stream=stream)
+    elif impl == "cuda":
+        if g.parts != 1:
+            raise ValueError("the CUDA-C GEMM has no split")
+        cuda_module()["f4_gemm"]((g.T // 64, g.K // 64, gemmgen.E), 256, pointer(u4), pointer(v4), pointer(m4),
+                                 np.int32(g.C), np.int32(g.K), np.int32(g.T), stream=stream)
+    else:
+        raise ValueError(impl)
+
+
+def output_transform(m4, yk, p: Plan, stream=0) -> None:
+    from .api import cuda_module, pointer
+    s, g = p.s, p.gemm
+    cuda_module()["f4_output_transform"]((-(-p.T // 128), s.K), 128, pointer(m4), pointer(yk), np.int32(s.N),
+                                         np.int32(s.K), np.int32(s.H), np.int32(s.W), np.int32(p.TW),
+                                         np.int32(p.T), np.int32(g.K), np.int32(g.T), np.int32(g.parts),
+                                         stream=stream)
+
+
+def conv_chwn(impl: str, xc, w, yk, p: Plan, layout: str, ws: Any, lib: Any, stream=0) -> None:
+    """y (KHWN) from x (CHWN) and w (CRSK, or KCRS with layout NCHW); buffers u4, v4, m4 of the
+    workspace `ws` made with `lib` where missing."""
+    for name, shape in p.buffers().items():
+        if getattr(ws, name) is None:
+            setattr(ws, name, lib.empty(shape))
+    filter_transform(w, ws.u4, p, layout, stream)
+    input_transform(xc, ws.v4, p, stream)
+    gemm(impl, ws.u4, ws.v4, ws.m4, p, stream)
+    output_transform(ws.m4, yk, p, stream)

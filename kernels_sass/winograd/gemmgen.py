@@ -1,0 +1,389 @@
+"""The batched SGEMM of Winograd F(4x4,3x3) in SASS for sm_90, generated per problem size.
+
+    M[p][e][k][t] = sum over c of part p:  U[e][c][k] * V[e][c][t]      (e < 36 positions)
+
+The non-fused F(4x4,3x3) path (kernels_sass.winograd.f4) transforms filters and inputs in
+CUDA-C kernels of their own (U, V in global memory), runs this kernel, and transforms M back
+(A^T M A). It is the fix proposed for Conv5 in sessions 5 and 6: 36 products per 6x6 input
+tile give 16 outputs, 2.25 multiplications an output against F(2x2,3x3)'s 4.
+
+Design (sm_90, our own):
+- 256 threads, a 128 (k) x 128 (t) tile of one position e, bc = 8 channels an iteration.
+  Thread (ty, tx) = (4 * (warp >> 1) + lane / 8, 8 * (warp & 1) + lane % 8) holds an 8x8
+  accumulator tile: rows k = 4ty + 0..3 and 64 + 4ty + 0..3, columns t = 4tx + 0..3 and
+  64 + 4tx + 0..3, loaded with 2 + 2 LDS.128 a channel (64 FFMA). A warp's LDS.128 reads 4
+  (A) or 8 (B) distinct 16-byte chunks, consecutive: one wavefront each, a quarter of sm_90's
+  128 B/clk at full FFMA rate.
+- No registers between global and shared memory: each thread copies one 16-byte chunk of U
+  and one of V an iteration with LDGSTS.E.BYPASS.128, committed as one group (LDGDEPBAR on
+  scoreboard 3). Four stages of 8 KiB, three iterations in flight: iteration i waits with
+  `DEPBAR.LE SB3, 0x2` for group i+1 before the BAR that precedes its reads. The stages are
+  visited in Gray-code order (0, 1, 3, 2), so every address moves on by an XOR with 0x2000 or
+  0x4000, alternately: the loop body is two iterations.
+- Two operand register sets (LDS of channel c+1 during channel c's FFMAs), accumulators and
+  B operands in different register banks (columns swapped in pairs, ACC), A reused along a
+  row and B at the zigzag's row turns (.reuse), as in the F(2x2,3x3) kernel.
+- 32 + 2 registers of operands and addresses next to 64 accumulators: about 110 registers,
+  two blocks an SM (64 KiB of shared memory).
+- U and V hold `rows(E, C) = E*C + 24` rows: the last three iterations' prefetches read the 24
+  rows past the end, into stages nobody reads.
+- Split-C: `parts` blocks share a tile's channels (grid z = parts * 36), each writes its own
+  M[p]; the output transform adds them. It fills the last wave of blocks.
+
+Control codes of the loop are placed by construction (slots of the FFMA stream); the
+prologue and epilogue get theirs from kernels_sass.winograd.sched. Every kernel is checked
+with sassas.hazards when built.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from .sched import Op, Seq, mark_reuse
+from .sassgen import CACHE_DIR, HazardError, Unsupported, _hex, _magic, _source_hash, hazards, mad
+
+ARCH = "sm_90"
+THREADS = 256
+BM = BN = 128              # the block's tile: filters (k) x input tiles (t)
+BC = 8                     # channels an iteration
+E = 36                     # positions of the 6x6 transformed tiles
+STAGES = 4
+STAGE_BYTES = 0x2000       # A [8][128] floats, then B [8][128]
+B_OFF = 0x1000
+GRAY = (0x0000, 0x2000, 0x6000, 0x4000)    # stage offsets in the order the iterations use them
+UNROLL = 2                 # iterations a loop body (the XORs alternate)
+PAD_ROWS = (STAGES - 1) * BC
+SMEM_BASE = 0x400          # sm_90: user shared memory starts 1 KiB into the CTA window
+SMEM_BYTES = STAGES * STAGE_BYTES
+SLOTS = 64 * BC            # FFMAs a thread an iteration
+MIN_DIST = 8               # slots from a fixed-latency result to its use
+PRED_DIST = 14             # ... from a predicate result
+ASYNC_SB = 3               # the LDGSTS groups (LDGDEPBAR's count)
+ADDR_SB = 2                # the LDGSTS' late reads of their address registers
+
+PARAMS = (("u", 8), ("v", 8), ("m", 8))
+P_U, P_V, P_M = 0x210, 0x218, 0x220
+DESC = "c[0x0][0x208]"
+
+
+# ---- registers --------------------------------------------------------------------------
+def ACC(i: int, j: int) -> int:
+    """Accumulator of row i (0..7), column j (0..7); columns swapped in pairs so that an
+    accumulator and the B operand it meets sit in different register banks."""
+    return 8 * i + (j ^ 1)
+
+
+def RA(buf: int, i: int) -> int:
+    return 64 + 16 * buf + i
+
+
+def RB(buf: int, j: int) -> int:
+    return 72 + 16 * buf + j
+
+
+R_LDA, R_LDB, R_ST = 96, 97, 98      # shared addresses: this stage's A and B reads, the LDGSTS stage
+R_UP, R_VP = 100, 102                # 64-bit global addresses of this thread's next U and V chunks
+R_CNT, R_MOFF = 104, 105             # loop counter (bodies left), M offset (bytes)
+R_TMP = 106                          # prologue temporaries from here on
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    C: int          # channels (rows of a position), a multiple of 16 * parts
+    K: int          # filters, a multiple of 128
+    T: int          # input tiles x images, a multiple of 128
+    parts: int = 1  # split-C
+
+    @property
+    def rows(self) -> int:
+        """Rows of U and V: E*C and the 24 the last prefetches read."""
+        return E * self.C + PAD_ROWS
+
+    @property
+    def iterations(self) -> int:      # of one block
+        return self.C // self.parts // BC
+
+    def grid(self) -> tuple[int, int, int]:
+        return (self.T // BN, self.K // BM, E * self.parts)
+
+    def blocks(self) -> int:
+        x, y, z = self.grid()
+        return x * y * z
+
+
+def check_gemm(g: GemmShape) -> None:
+    if g.K % BM or g.T % BN or g.K < BM or g.T < BN:
+        raise Unsupported(f"K {g.K} and T {g.T} must be multiples of {BM}")
+    if g.parts < 1 or g.C % (UNROLL * BC * g.parts) or g.C < UNROLL * BC * g.parts:
+        raise Unsupported(f"C {g.C} must be a multiple of {UNROLL * BC} x parts ({g.parts})")
+    lim = 1 << 31
+    if g.rows * max(g.K, g.T) * 4 >= lim or g.parts * E * g.K * g.T * 4 >= lim:
+        raise Unsupported("operands of 2 GiB or more need 64-bit offsets")
+    if E * g.parts >= 1 << 16:
+        raise Unsupported(f"{g.parts} parts")
+    if (3 * g.T * 4 + 256) >= 1 << 23:
+        raise Unsupported(f"T {g.T}: the output offsets exceed 24 bits")
+
+
+def seq() -> Seq:
+    return Seq(ARCH)
+
+
+class Generator:
+    def __init__(self, g: GemmShape):
+        check_gemm(g)
+        self.g = g
+
+    # ---- pieces -----------------------------------------------------------------------
+    @staticmethod
+    def lds_ops(ch: int, buf: int) -> list[str]:
+        """The operands of channel ch (0..7) of the current stage into register set buf."""
+        return [f"LDS.128 R{RA(buf, 0)}, [R{R_LDA}+{ch * 512:#x}]",
+                f"LDS.128 R{RB(buf, 0)}, [R{R_LDB}+{ch * 512:#x}]",
+                f"LDS.128 R{RA(buf, 4)}, [R{R_LDA}+{ch * 512 + 256:#x}]",
+                f"LDS.128 R{RB(buf, 4)}, [R{R_LDB}+{ch * 512 + 256:#x}]"]
+
+    @staticmethod
+    def copy_ops() -> list[str]:
+        """One iteration's chunks of U and V into the stage R_ST points at."""
+        return [f"LDGSTS.E.BYPASS.128 [R{R_ST}], desc[UR4][R{R_UP}.64]",
+                f"LDGSTS.E.BYPASS.128 [R{R_ST}+{B_OFF:#x}], desc[UR4][R{R_VP}.64]"]
+
+    def advance_ops(self) -> list[tuple[str, int]]:
+        """(text, slots after the previous one): U and V pointers to the next 8 channels."""
+        g = self.g
+        return [(f"IADD3 R{R_UP}, P0, R{R_UP}, {BC * g.K * 4:#x}, RZ", 0),
+                (f"IADD3 R{R_VP}, P1, R{R_VP}, {BC * g.T * 4:#x}, RZ", 1),
+                (f"IADD3.X R{R_UP + 1}, RZ, R{R_UP + 1}, RZ, P0, !PT", PRED_DIST),
+                (f"IADD3.X R{R_VP + 1}, RZ, R{R_VP + 1}, RZ, P1, !PT", 1)]
+
+    @staticmethod
+    def xor_op(reg: int, value: int) -> str:
+        return f"LOP3.LUT R{reg}, R{reg}, {value:#x}, RZ, 0x3c, !PT"
+
+    @staticmethod
+    def read_xor(it: int) -> int:
+        """The XOR that moves the reads from iteration it's stage to the next one's."""
+        return GRAY[it % 4] ^ GRAY[(it + 1) % 4]
+
+    @staticmethod
+    def write_xor(it: int) -> int:
+        """... the copies from iteration it + 3's stage to it + 4's."""
+        return GRAY[(it + 3) % 4] ^ GRAY[it % 4]
+
+    # ---- prologue ---------------------------------------------------------------------
+    def prologue(self) -> list[str]:
+        g = self.g
+        q = seq()
+        tid, lane, warp, ty, tx, z, t1, t2, off = range(R_TMP, R_TMP + 9)
+        R_u, R_v, cx, cy = R_UP, R_VP, R_LDA, R_LDB      # (free until set below)
+        q.op(f"S2R R{tid}, SR_TID.X")
+        q.op(f"S2R R{cx}, SR_CTAID.X")
+        q.op(f"S2R R{cy}, SR_CTAID.Y")
+        q.op(f"S2R R{z}, SR_CTAID.Z")
+        q.op(f"ULDC.64 UR4, {DESC}")
+        q.op(f"LDC.64 R{R_u}, c[0x0][{P_U:#x}]")
+        q.op(f"LDC.64 R{R_v}, c[0x0][{P_V:#x}]")
+        q.op(f"LOP3.LUT R{lane}, R{tid}, 0x1f, RZ, 0xc0, !PT")
+        q.op(f"SHF.R.U32.HI R{warp}, RZ, 0x5, R{tid}")
+        # M offset (bytes), M[z][k][t] with z = part * E + e:
+        #   4 * ((z*K + 128*cy + 4*ty) * T + 128*cx + 4*tx)
+        q.op(f"SHF.R.U32.HI R{t1}, RZ, 0x1, R{warp}")
+        q.op(f"SHF.R.U32.HI R{t2}, RZ, 0x3, R{lane}")
+        mad(q, ty, t1, 4, t2, R_CNT)
+        q.op(f"LOP3.LUT R{t1}, R{warp}, 0x1, RZ, 0xc0, !PT")
+        q.op(f"LOP3.LUT R{t2}, R{lane}, 0x7, RZ, 0xc0, !PT")
+        mad(q, tx, t1, 8, t2, R_CNT)
+        mad(q, off, z, g.K, None, R_CNT)
+        mad(q, off, cy, BM, off, R_CNT)
+        mad(q, off, ty, 4, off, R_CNT)
+        mad(q, off, off, g.T, None, R_CNT)
+        mad(q, off, cx, BN, off, R_CNT)
+        mad(q, off, tx, 4, off, R_CNT)
+        q.op(f"SHF.L.U32 R{R_MOFF}, R{off}, 0x2, RZ")
+        # the shared addresses: reads at 16*ty (A) and 16*tx (B) of stage 0; copies at row warp,
+        # chunk lane of stage GRAY[0]
+        mad(q, R_ST, warp, 512, None, R_CNT)
+        mad(q, R_ST, lane, 16, R_ST, R_CNT)
+        q.op(f"IADD3 R{R_ST}, R{R_ST}, {SMEM_BASE:#x}, RZ")
+        # this thread's first channel row: e*C + part*(C/parts) + warp, e = z % E, part = z / E
+        if g.parts > 1:
+            q.op(f"MOV R{t1}, {_magic(E):#x}")
+            q.op(f"IMAD.HI.U32 R{t2}, R{z}, R{t1}, RZ")           # part
+            mad(q, t1, t2, -E, z, R_CNT)                         # e
+            mad(q, t1, t1, g.C, warp, R_CNT)
+            mad(q, t1, t2, g.C // g.parts, t1, R_CNT)
+        else:
+            mad(q, t1, z, g.C, warp, R_CNT)
+        # U address: u + 4 * (row*K + 128*cy + 4*lane); V: v + 4 * (row*T + 128*cx + 4*lane)
+        mad(q, off, t1, g.K, None, R_CNT)
+        mad(q, off, cy, BM, off, R_CNT)
+        mad(q, off, lane, 4, off, R_CNT)
+        q.op(f"SHF.L.U32 R{off}, R{off}, 0x2, RZ")
+        q.op(f"IADD3 R{R_UP}, P0, R{off}, R{R_u}, RZ")
+        q.op(f"IADD3.X R{R_UP + 1}, RZ, R{R_u + 1}, RZ, P0, !PT")
+        mad(q, off, t1, g.T, None, R_CNT)
+        mad(q, off, cx, BN, off, R_CNT)
+        mad(q, off, lane, 4, off, R_CNT)
+        q.op(f"SHF.L.U32 R{off}, R{off}, 0x2, RZ")
+        q.op(f"IADD3 R{R_VP}, P1, R{off}, R{R_v}, RZ")
+        q.op(f"IADD3.X R{R_VP + 1}, RZ, R{R_v + 1}, RZ, P1, !PT")
+        mad(q, R_LDA, ty, 16, None, R_CNT)
+        q.op(f"IADD3 R{R_LDA}, R{R_LDA}, {SMEM_BASE:#x}, RZ")
+        mad(q, R_LDB, tx, 16, None, R_CNT)
+        q.op(f"IADD3 R{R_LDB}, R{R_LDB}, {SMEM_BASE + B_OFF:#x}, RZ")
+        q.op(f"MOV R{R_CNT}, {g.iterations // UNROLL:#x}")
+        q.op("NOP", wait=q.wait_all(), y=True, stall=2)
+        out = q.lines()
+        # the first three iterations' copies, one group each, on a clean scoreboard
+        for it in range(STAGES - 1):
+            a, b = self.copy_ops()
+            out.append(Op(a, rb=ADDR_SB, y=True, stall=2).line())
+            out.append(Op(b, rb=ADDR_SB, y=True, stall=2).line())
+            out.append(Op("LDGDEPBAR", wb=ASYNC_SB, y=True, stall=2).line())
+            adv = self.advance_ops()
+            for n, (text, _) in enumerate(adv):
+                stall = PRED_DIST if n == 1 else MIN_DIST if n == len(adv) - 1 else 1
+                out.append(Op(text, wait=(1 << ADDR_SB) if n == 0 else 0, y=True, stall=stall).line())
+            out.append(Op(self.xor_op(R_ST, GRAY[it] ^ GRAY[it + 1]), y=True, stall=MIN_DIST).line())
+        # the accumulators, while the copies are in flight
+        out += [Op(f"MOV R{r}, RZ", y=True, stall=1).line() for r in range(64)]
+        # group 0 landed (two may stay in flight), every thread's copies are visible; the
+        # first channel's operands
+        out.append(Op(f"DEPBAR.LE SB{ASYNC_SB}, 0x{STAGES - 2:x}", y=True, stall=2).line())
+        out.append(Op("BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6).line())
+        for t in self.lds_ops(0, 0):
+            out.append(Op(t, wb=0, y=True, stall=2).line())
+        return out
+
+    # ---- the loop body: UNROLL iterations of 512 FFMA slots ---------------------------
+    def loop_body(self) -> list[Op]:
+        ins: dict[int, list[Op]] = {}
+
+        def at(slot: int, text: str, **kw) -> Op:
+            op = Op(text, **kw)
+            ins.setdefault(slot, []).append(op)
+            return op
+
+        for it in range(UNROLL):
+            base = it * SLOTS
+            # the copies of iteration i + 3 into the stage iteration i - 1 read (every warp's
+            # reads of it ended before the last BAR), then the pointers and the stage move on
+            a, b = self.copy_ops()
+            at(base + 1, a, rb=ADDR_SB)
+            at(base + 3, b, rb=ADDR_SB)
+            at(base + 4, "LDGDEPBAR", wb=ASYNC_SB)
+            slot = base + 24
+            for n, (text, gap) in enumerate(self.advance_ops()):
+                slot += gap
+                at(slot, text, wait=(1 << ADDR_SB) if n == 0 else 0)
+            at(base + 26, self.xor_op(R_ST, self.write_xor(it)))
+            # channels 1..7's operands, during the channel before
+            for ch in range(BC - 1):
+                for m, t in enumerate(self.lds_ops(ch + 1, (ch + 1) % 2)):
+                    at(base + 64 * ch + 2 + 4 * m, t, wb=(ch + 1) % 2)
+            # channel 7: the next stage's copies landed (group i + 1; i + 2 and i + 3 may be in
+            # flight), every warp is done with this stage's reads up to channel 7 (barrier 1,
+            # waited for by channel 7's first FFMA), the BAR; then the reads move on
+            last = base + 64 * (BC - 1)
+            at(last + 1, f"DEPBAR.LE SB{ASYNC_SB}, 0x{STAGES - 2:x}")
+            at(last + 2, "BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6, wait=1 << 1)
+            at(last + 3, self.xor_op(R_LDA, self.read_xor(it)))
+            at(last + 3, self.xor_op(R_LDB, self.read_xor(it)))
+            for m, t in enumerate(self.lds_ops(0, 0)):
+                at(last + 3 + MIN_DIST + 4 * m, t, wb=0)
+            if it == UNROLL - 1:
+                at(last + 40, f"IADD3 R{R_CNT}, R{R_CNT}, -0x1, RZ")
+                at(last + 40 + MIN_DIST, f"ISETP.NE.AND P6, PT, R{R_CNT}, RZ, PT")
+        body: list[Op] = []
+        for slot in range(UNROLL * SLOTS):
+            body += ins.get(slot, [])
+            r = slot % 64
+            buf = slot // 64 % 2
+            i, jj = divmod(r, 8)
+            j = jj if i % 2 == 0 else 7 - jj        # zigzag: B is reused at the row turns
+            op = Op(f"FFMA R{ACC(i, j)}, R{RA(buf, i)}, R{RB(buf, j)}, R{ACC(i, j)}",
+                    wait=(1 << buf) if r == 0 else 0)
+            op.ffma = (RA(buf, i), RB(buf, j))
+            body.append(op)
+        body.append(Op("@P6 BRA LOOP", y=True, stall=5))
+        for op in body:
+            op.y = op.text.startswith(("BAR", "@P6 BRA"))
+        mark_reuse(body)
+        return body
+
+    # ---- epilogue: M, 16 STG.128 a thread ----------------------------------------------
+    def epilogue(self) -> Seq:
+        g = self.g
+        q = seq()
+        # the last body's reads of a stage past the end (barrier 0) and its copies
+        q.op(f"DEPBAR.LE SB{ASYNC_SB}, 0x0", wait=0x3f)
+        mp, mq = R_UP, R_VP
+        q.op(f"LDC.64 R{R_TMP}, c[0x0][{P_M:#x}]")
+        q.op(f"IADD3 R{mp}, P0, R{R_MOFF}, R{R_TMP}, RZ")
+        q.op(f"IADD3.X R{mp + 1}, RZ, R{R_TMP + 1}, RZ, P0, !PT")
+        q.op(f"IADD3 R{mq}, P1, R{mp}, {64 * g.T * 4:#x}, RZ")
+        q.op(f"IADD3.X R{mq + 1}, RZ, R{mp + 1}, RZ, P1, !PT")
+        n = 0
+        for i in range(8):
+            for h in range(2):
+                tmp = 64 + 4 * (n % 8)       # the operand registers, free now
+                for j in range(4):
+                    q.op(f"MOV R{tmp + j}, R{ACC(i, 4 * h + j)}")
+                ptr = mp if i < 4 else mq
+                off = (i % 4) * g.T * 4 + h * 256
+                q.op(f"STG.E.128 desc[UR4][R{ptr}.64+{off:#x}], R{tmp}")
+                n += 1
+        q.op("EXIT")
+        return q
+
+    def text(self, name: Optional[str] = None) -> str:
+        g = self.g
+        name = name or kernel_name(g)
+        out = [f"# Batched SGEMM of Winograd F(4x4,3x3) for {ARCH}, generated by kernels_sass/winograd/gemmgen.py",
+               f"# C={g.C} K={g.K} T={g.T} parts={g.parts}; grid {g.grid()}, {THREADS} threads, "
+               f"{SMEM_BYTES} bytes of dynamic shared memory",
+               f".kernel {name}", "<params>"]
+        out += [f"{n}, {b}" for n, b in PARAMS]
+        out.append("</params>")
+        # ptxas puts three never-executed shared loads before a kernel's first LDGSTS
+        out += [Op("@!PT LDS RZ, [RZ]", y=False, stall=1).line() for _ in range(3)]
+        out += self.prologue()
+        out.append("LOOP:")
+        out += [op.line() for op in self.loop_body()]
+        out += self.epilogue().lines()
+        out.append("END:")
+        out.append("--:-:-:Y:0      BRA END;")
+        return "\n".join(out) + "\n"
+
+
+def kernel_name(g: GemmShape) -> str:
+    return f"wino4_gemm_c{g.C}_k{g.K}_t{g.T}_p{g.parts}"
+
+
+def generate(g: GemmShape) -> str:
+    return Generator(g).text()
+
+
+def build(g: GemmShape, *, check_hazards: bool = True, cache: bool = True) -> bytes:
+    """Assemble the kernel for `g` (cubin bytes), through sassgen's on-disk cache."""
+    import sassas
+    text = generate(g)
+    path = os.path.join(CACHE_DIR, f"{kernel_name(g)}-{_source_hash(text)}.cubin")
+    if cache and os.path.exists(path):
+        with open(path, "rb") as f:
+            return f.read()
+    cubin = sassas.assemble(text, ARCH, filename="winograd_gemmgen.sass")
+    if check_hazards:
+        errors = hazards(cubin.program)
+        if errors:
+            raise HazardError(f"{len(errors)} hazards, first: " + "; ".join(
+                str(h.message) + f" @{h.address:#x}" for h in errors[:5]))
+    if cache:
+        os.makedirs(CACHE_DIR, exist_ok=True)
+        tmp = path + f".{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(cubin.data)
+        os.replace(tmp, path)
+    return cubin.data
