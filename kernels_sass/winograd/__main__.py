@@ -244,11 +244,15 @@ def cmd_bench(args) -> int:
             from . import f4
             p4 = api.f4_plan(s, args.parts)
             row["f4_parts"] = p4.parts
+            row["f4_gemm"] = [p4.gemm.C, p4.gemm.K, p4.gemm.T, p4.gemm.parts]
             ws4 = [api.Workspace() for _ in range(sets)]
             for i in range(sets):      # the transforms, for the GEMM-only timings
                 api.conv2d(xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i], workspace=ws4[i], algo="f4",
                            parts=p4.parts)
             cases["sass4 gemm"] = lambda i: f4.gemm("sass", ws4[i].u4, ws4[i].v4, ws4[i].m4, p4, stream())
+            cases["f4 filter transform"] = lambda i: f4.filter_transform(wcs[i], ws4[i].u4, p4, "CHWN", stream())
+            cases["f4 input transform"] = lambda i: f4.input_transform(xcs[i], ws4[i].v4, p4, stream())
+            cases["f4 output transform"] = lambda i: f4.output_transform(ws4[i].m4, yks[i], p4, stream())
             cases["sass4 CHWN"] = lambda i: api.conv2d(xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i],
                                                        workspace=ws4[i], algo="f4", parts=p4.parts)
             cases["sass4 NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "sass", out=ys[i], algo="f4", parts=p4.parts,
@@ -415,12 +419,16 @@ def render(data: dict, plot: str = None) -> None:
             best = min(algos, key=algos.get)
             r["ms"]["cudnn best"] = algos[best]
             r["cudnn_best_algo"] = best[6:]
-    cols = [c for c in ("sass main", "sass CHWN", "sass NCHW", "cuda NCHW", "cudnn (benchmark)", "torch default",
-                        "cudnn best") if any(c in r["ms"] for r in res)]
+    cols = [c for c in ("sass main", "sass CHWN", "sass NCHW", "sass4 gemm", "sass4 CHWN", "sass4 NCHW", "cuda NCHW",
+                        "cudnn (benchmark)", "torch default", "cudnn best") if any(c in r["ms"] for r in res)]
     print(f"# {data['info'].get('device')}  torch {data['info'].get('torch')}  cuDNN {data['info'].get('cudnn')}")
     print("# effective TFLOPS (2*N*C*H*W*K*9 / time), FP32 everywhere (no TF32)")
     short = {"sass main": "sassMain", "sass CHWN": "sassCHWN", "sass NCHW": "sassNCHW", "cuda NCHW": "cudaNCHW",
+             "sass4 gemm": "f4GEMM", "sass4 CHWN": "f4CHWN", "sass4 NCHW": "f4NCHW",
              "cudnn (benchmark)": "torchBM", "torch default": "torchDef", "cudnn best": "cudnnBest"}
+    if any("sass4 CHWN" in r["ms"] for r in res):
+        print("# sass* = F(2x2,3x3) fused SASS kernel, f4* = F(4x4,3x3) non-fused (f4GEMM: its SASS GEMM alone); the "
+              "ratios use the algorithm conv2d's algo='auto' picks (api.choose_algo), named after them")
     ref_col = "cudnn best" if "cudnn best" in cols else "cudnn (benchmark)"
     print(f"# ratios against {ref_col}: torchBM = torch conv2d, cudnn.benchmark=True; cudnnBest = fastest "
           f"cuDNN algorithm run directly (FMA math), its name last")
@@ -434,13 +442,14 @@ def render(data: dict, plot: str = None) -> None:
               for c in cols}
         line = f"{r['config']:<11}" + "".join(f"{tf[c]:>10.2f}" for c in cols)
         base = tf.get(ref_col, float("nan"))
-        rc = tf.get("sass CHWN", float("nan")) / base
-        rn = tf.get("sass NCHW", float("nan")) / base
+        f4 = r.get("algo_auto") == "f4" and "sass4 CHWN" in r["ms"]
+        rc = tf.get("sass4 CHWN" if f4 else "sass CHWN", float("nan")) / base
+        rn = tf.get("sass4 NCHW" if f4 else "sass NCHW", float("nan")) / base
         if rc == rc:
             ratios_chwn.append(rc)
         if rn == rn:
             ratios_nchw.append(rn)
-        line += f"{rc:>11.2f}{rn:>11.2f}"
+        line += f"{rc:>11.2f}{rn:>11.2f}" + ((" f4" if f4 else " f2") if "algo_auto" in r else "")
         if r.get("cudnn_best_algo"):
             line += f"  {r['cudnn_best_algo']}"
         if anc:
@@ -465,11 +474,19 @@ def render(data: dict, plot: str = None) -> None:
             if ms and ms == ms:
                 parts.append(f"{c} {ffma / (sms * 4 * ms * 1e-3 * clk):6.1%} ({ms:.4f} ms)")
         split = r.get("sass_options", "").partition("-sp")[2]
+        if r.get("f4_gemm") and r["ms"].get("sass4 gemm"):
+            c, k, t, p = r["f4_gemm"]
+            ms = r["ms"]["sass4 gemm"]
+            parts.append(f"f4 GEMM {36 * c * k * t / 32 / (sms * 4 * ms * 1e-3 * clk):6.1%} ({ms:.4f} ms, {p} part{'s' * (p > 1)})")
         print(f"  {r['config']:<12} " + "   ".join(parts) + (f"   (split-C: {split} tiles)" if split else ""))
+        steps = [k for k in ("f4 filter transform", "f4 input transform", "sass4 gemm", "f4 output transform") if r["ms"].get(k)]
+        if len(steps) == 4:
+            print(f"  {'':<12} f4 steps: " + ", ".join(f"{k.replace('f4 ', '').replace('sass4 ', '')} {r['ms'][k]:.4f}"
+                                                       for k in steps) + f" ms; whole CHWN {r['ms'].get('sass4 CHWN', float('nan')):.4f} ms")
 
     def gm(v):
         return math.exp(sum(math.log(x) for x in v) / len(v)) if v else float("nan")
-    print(f"geometric mean of sass/cudnn: CHWN (filter transform + main kernel) {gm(ratios_chwn):.3f}, "
+    print(f"geometric mean of sass/cudnn: CHWN (transforms + main kernels) {gm(ratios_chwn):.3f}, "
           f"NCHW (with the layout transposes) {gm(ratios_nchw):.3f}; min CHWN {min(ratios_chwn, default=float('nan')):.3f}",
           flush=True)
     if plot:
@@ -488,7 +505,7 @@ def render(data: dict, plot: str = None) -> None:
         ax.set_xticks(xs + 0.4 - wdt / 2)
         ax.set_xticklabels([r["config"] for r in res], rotation=60, fontsize=8)
         ax.set_ylabel("effective TFLOPS (2NCHWK9 / t)")
-        ax.set_title(f"Winograd F(2x2,3x3) FP32, {data['info'].get('device')}")
+        ax.set_title(f"Winograd FP32 (sass: F(2x2,3x3), f4: F(4x4,3x3)), {data['info'].get('device')}")
         ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(plot, dpi=120)

@@ -227,15 +227,19 @@ def problem(x, w, layout: str = "NCHW") -> Shape:
     return Shape(n, c, h, wd, k)
 
 
-# F(4x4,3x3) where the images are small (H*W <= F4_MAX_PIXELS): measured on the H100 (README,
-# results/h100_bench.json), it beats the fused F(2x2,3x3) kernel there and loses on the larger
-# images, where F(2x2,3x3)'s fused transforms save the global-memory round trips of U, V and M.
-F4_MAX_PIXELS = 14 * 14
+# F(4x4,3x3) where the fused F(2x2,3x3) kernel runs out of FFMA issue slots: small images (its
+# 8x8 tiles cover 7x7 as well as F(2x2,3x3)'s) with enough GEMM columns (T = tiles x images) to
+# fill the GPU. Measured on the H100 (README, results/h100_bench.json): Conv5 at N >= 64 goes
+# to F(4x4,3x3); Conv4 (14x14) and Conv5/N32 (T = 128: 144 blocks on 132 SMs) stay with
+# F(2x2,3x3), whose fused transforms save the global-memory round trips of U, V and M.
+F4_MAX_PIXELS = 8 * 8
+F4_MIN_COLUMNS = 256
 
 
 def choose_algo(s: Shape) -> str:
     """The algorithm "auto" runs for s."""
-    return "f4" if s.H * s.W <= F4_MAX_PIXELS else "f2"
+    t = -(-s.H // 4) * -(-s.W // 4) * s.N
+    return "f4" if s.H * s.W <= F4_MAX_PIXELS and t >= F4_MIN_COLUMNS else "f2"
 
 
 def f4_plan(s: Shape, parts: int = 0):

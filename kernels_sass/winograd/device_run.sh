@@ -28,8 +28,9 @@ step() {  # step NAME SECONDS CMD...: run with a time limit, append to the log, 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv >> "$LOG"
 python3 -c 'import torch, cuda.bindings; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version(), "cuda.bindings", cuda.bindings.__version__)' >> "$LOG" 2>&1
 if step smoke 60 $W smoke; then
-  step check 110 $W check --chwn --json "$OUT/check.json"
-  step bench 160 $W bench --json "$OUT/bench.json" --plot "$OUT/bench.png"
+  step check 200 $W check --chwn --json "$OUT/check.json"
+  step bench 240 $W bench --json "$OUT/bench.json" --plot "$OUT/bench.png"
+  step gemm 120 $W gemm --json "$OUT/gemm.json"
   if [ "$MODE" = full ]; then
     step ablation 150 $W bench --ablation --configs Conv2/N128 Conv3/N128 Conv4/N128 Conv5/N128 --json "$OUT/ablation.json"
     # split-C forced on every shape (2 parts), and the chosen splits switched off beside them
@@ -59,5 +60,6 @@ grep -h 'passed (relative\|FAIL\|ERROR\|Error' "$LOG" | grep -v '^smoke\|ERROR S
 grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$LOG"
 sed -n '/^==== ncu/,/^\[run\] ncu/p' "$LOG" | grep -i 'issue\|stall\|pipe_fma\|Warp Cycles\|Eligible\|cycles_active\|elapsed\|lts__\|L2\|dram__\|l1tex__' | head -60
 sed -n '/^# .*torch/,/^geometric mean/p' "$LOG"
+sed -n '/F(4x4,3x3) GEMM/,/the split f4.plan/p' "$LOG"
 sed -n '/^# SASS switches/,/^# loop FFMA/p' "$LOG"
 exit 0

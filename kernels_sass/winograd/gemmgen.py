@@ -61,6 +61,14 @@ MIN_DIST = 8               # slots from a fixed-latency result to its use
 PRED_DIST = 14             # ... from a predicate result
 ASYNC_SB = 3               # the LDGSTS groups (LDGDEPBAR's count)
 ADDR_SB = 2                # the LDGSTS' late reads of their address registers
+# Timing of the copy groups, as ptxas spaces them (cp.async): 4 cycles from an LDGSTS to the
+# next one and to the LDGDEPBAR that commits it; a DEPBAR.LE yields and stalls 4. On the H100 a
+# BAR 2 cycles after `DEPBAR.LE SB3, 0x2` let LDS read a stage before its copies had landed
+# (up to 7% of the outputs wrong, in the channels read first): the DEPBAR now comes
+# DEPBAR_LEAD FFMA slots before the BAR, as in the F(2x2,3x3) kernel.
+COPY_GAP = 4
+DEPBAR_STALL = 4
+DEPBAR_LEAD = 8
 
 PARAMS = (("u", 8), ("v", 8), ("m", 8))
 P_U, P_V, P_M = 0x210, 0x218, 0x220
@@ -86,6 +94,16 @@ R_LDA, R_LDB, R_ST = 96, 97, 98      # shared addresses: this stage's A and B re
 R_UP, R_VP = 100, 102                # 64-bit global addresses of this thread's next U and V chunks
 R_CNT, R_MOFF = 104, 105             # loop counter (bodies left), M offset (bytes)
 R_TMP = 106                          # prologue temporaries from here on
+
+
+@dataclass(frozen=True)
+class GemmOptions:
+    depbar_yield: bool = True     # the loop's DEPBAR yields (and ends the .reuse chains across it)
+    wait_all: bool = False        # the loop waits for every copy group (one stage in flight)
+    reuse: bool = True            # operand reuse flags
+
+    def tag(self) -> str:
+        return ("" if self.depbar_yield else "-ndy") + ("-wa" if self.wait_all else "") + ("" if self.reuse else "-nr")
 
 
 @dataclass(frozen=True)
@@ -131,9 +149,10 @@ def seq() -> Seq:
 
 
 class Generator:
-    def __init__(self, g: GemmShape):
+    def __init__(self, g: GemmShape, o: GemmOptions = GemmOptions()):
         check_gemm(g)
         self.g = g
+        self.o = o
 
     # ---- pieces -----------------------------------------------------------------------
     @staticmethod
@@ -239,9 +258,9 @@ class Generator:
         # the first three iterations' copies, one group each, on a clean scoreboard
         for it in range(STAGES - 1):
             a, b = self.copy_ops()
-            out.append(Op(a, rb=ADDR_SB, y=True, stall=2).line())
-            out.append(Op(b, rb=ADDR_SB, y=True, stall=2).line())
-            out.append(Op("LDGDEPBAR", wb=ASYNC_SB, y=True, stall=2).line())
+            out.append(Op(a, rb=ADDR_SB, y=True, stall=COPY_GAP).line())
+            out.append(Op(b, rb=ADDR_SB, y=True, stall=COPY_GAP).line())
+            out.append(Op("LDGDEPBAR", wb=ASYNC_SB, y=True, stall=COPY_GAP).line())
             adv = self.advance_ops()
             for n, (text, _) in enumerate(adv):
                 stall = PRED_DIST if n == 1 else MIN_DIST if n == len(adv) - 1 else 1
@@ -251,7 +270,8 @@ class Generator:
         out += [Op(f"MOV R{r}, RZ", y=True, stall=1).line() for r in range(64)]
         # group 0 landed (two may stay in flight), every thread's copies are visible; the
         # first channel's operands
-        out.append(Op(f"DEPBAR.LE SB{ASYNC_SB}, 0x{STAGES - 2:x}", y=True, stall=2).line())
+        out.append(Op(f"DEPBAR.LE SB{ASYNC_SB}, 0x{STAGES - 2:x}", y=True, stall=DEPBAR_STALL).line())
+        out.append(Op("NOP", y=True, stall=DEPBAR_LEAD).line())
         out.append(Op("BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6).line())
         for t in self.lds_ops(0, 0):
             out.append(Op(t, wb=0, y=True, stall=2).line())
@@ -272,8 +292,8 @@ class Generator:
             # reads of it ended before the last BAR), then the pointers and the stage move on
             a, b = self.copy_ops()
             at(base + 1, a, rb=ADDR_SB)
-            at(base + 3, b, rb=ADDR_SB)
-            at(base + 4, "LDGDEPBAR", wb=ASYNC_SB)
+            at(base + 1 + COPY_GAP, b, rb=ADDR_SB)
+            at(base + 1 + 2 * COPY_GAP, "LDGDEPBAR", wb=ASYNC_SB)
             slot = base + 24
             for n, (text, gap) in enumerate(self.advance_ops()):
                 slot += gap
@@ -287,7 +307,8 @@ class Generator:
             # flight), every warp is done with this stage's reads up to channel 7 (barrier 1,
             # waited for by channel 7's first FFMA), the BAR; then the reads move on
             last = base + 64 * (BC - 1)
-            at(last + 1, f"DEPBAR.LE SB{ASYNC_SB}, 0x{STAGES - 2:x}")
+            at(last - DEPBAR_LEAD, f"DEPBAR.LE SB{ASYNC_SB}, 0x{0 if self.o.wait_all else STAGES - 2:x}",
+               y=self.o.depbar_yield, stall=DEPBAR_STALL)
             at(last + 2, "BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6, wait=1 << 1)
             at(last + 3, self.xor_op(R_LDA, self.read_xor(it)))
             at(last + 3, self.xor_op(R_LDB, self.read_xor(it)))
@@ -309,8 +330,9 @@ class Generator:
             body.append(op)
         body.append(Op("@P6 BRA LOOP", y=True, stall=5))
         for op in body:
-            op.y = op.text.startswith(("BAR", "@P6 BRA"))
-        mark_reuse(body)
+            op.y = op.text.startswith(("BAR", "@P6 BRA")) or (op.text.startswith("DEPBAR") and self.o.depbar_yield)
+        if self.o.reuse:
+            mark_reuse(body)
         return body
 
     # ---- epilogue: M, 16 STG.128 a thread ----------------------------------------------
@@ -340,7 +362,7 @@ class Generator:
 
     def text(self, name: Optional[str] = None) -> str:
         g = self.g
-        name = name or kernel_name(g)
+        name = name or kernel_name(g, self.o)
         out = [f"# Batched SGEMM of Winograd F(4x4,3x3) for {ARCH}, generated by kernels_sass/winograd/gemmgen.py",
                f"# C={g.C} K={g.K} T={g.T} parts={g.parts}; grid {g.grid()}, {THREADS} threads, "
                f"{SMEM_BYTES} bytes of dynamic shared memory",
@@ -358,19 +380,19 @@ class Generator:
         return "\n".join(out) + "\n"
 
 
-def kernel_name(g: GemmShape) -> str:
-    return f"wino4_gemm_c{g.C}_k{g.K}_t{g.T}_p{g.parts}"
+def kernel_name(g: GemmShape, o: GemmOptions = GemmOptions()) -> str:
+    return f"wino4_gemm_c{g.C}_k{g.K}_t{g.T}_p{g.parts}{o.tag()}".replace("-", "_")
 
 
-def generate(g: GemmShape) -> str:
-    return Generator(g).text()
+def generate(g: GemmShape, o: GemmOptions = GemmOptions()) -> str:
+    return Generator(g, o).text()
 
 
-def build(g: GemmShape, *, check_hazards: bool = True, cache: bool = True) -> bytes:
+def build(g: GemmShape, o: GemmOptions = GemmOptions(), *, check_hazards: bool = True, cache: bool = True) -> bytes:
     """Assemble the kernel for `g` (cubin bytes), through sassgen's on-disk cache."""
     import sassas
-    text = generate(g)
-    path = os.path.join(CACHE_DIR, f"{kernel_name(g)}-{_source_hash(text)}.cubin")
+    text = generate(g, o)
+    path = os.path.join(CACHE_DIR, f"{kernel_name(g, o)}-{_source_hash(text)}.cubin")
     if cache and os.path.exists(path):
         with open(path, "rb") as f:
             return f.read()
