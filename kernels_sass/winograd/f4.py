@@ -26,9 +26,15 @@ from .gemmgen import BM, BN, GemmShape
 from .sassgen import Shape
 
 MAX_PARTS = 4
-# the model behind the choice of parts, in loop iterations of one block (8 channels)
+# The model behind the choice of parts, in loop iterations of one block (8 channels). Two
+# blocks share an SM and an SM takes its blocks in turn, so the GEMM lasts about as long as
+# the SM with the most blocks: ceil(blocks / SMs) of them (H100 gemm table, README: this
+# ranks the splits of Conv4 and Conv5 as measured, where whole waves of 2 blocks an SM did not).
 FIXED_ITERS = 3.0          # a block's prologue, first loads and epilogue
-M_ITERS_PER_MB = 0.35      # another part's M written and read back, per MB of M (H100, ~3 TB/s)
+# Another part's M, per MB of M: written by the GEMM and read back by the output transform,
+# which slows down more than the bytes say (H100, Conv5/N96: 0.043 ms with 1 part, 0.076 ms with
+# 2 for 28 MB of M, while the GEMM saved 0.018 ms; an iteration is about 0.6 us there).
+M_ITERS_PER_MB = 2.0
 
 
 def _up(v: int, m: int) -> int:
@@ -64,11 +70,10 @@ class Plan:
 
 
 def modelled(p: Plan, sms: int) -> float:
-    """Time of the GEMM in loop iterations: full waves of two blocks an SM, and the extra M."""
+    """Time of the GEMM in loop iterations: the busiest SM's blocks, and the extra M."""
     g = p.gemm
-    waves = math.ceil(g.blocks() / (2 * sms))
     m_mb = gemmgen.E * g.K * g.T * 4 / 1e6
-    return waves * (g.iterations + FIXED_ITERS) + (g.parts - 1) * m_mb * M_ITERS_PER_MB
+    return math.ceil(g.blocks() / sms) * (g.iterations + FIXED_ITERS) + (g.parts - 1) * m_mb * M_ITERS_PER_MB
 
 
 def plan(s: Shape, sms: int, parts: int = 0) -> Plan:

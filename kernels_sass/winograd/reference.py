@@ -142,3 +142,27 @@ def zero_split_tiles(y: np.ndarray, s, first: int) -> None:
         nb, pos = rest % s.NB, rest // s.NB
         th, tw = divmod(pos, s.TW)
         y[64 * kb:64 * kb + 64, 2 * th:2 * th + 2, 2 * tw:2 * tw + 2, 32 * nb:32 * nb + 32] = 0.0
+
+
+def f4_operands(x: np.ndarray, w: np.ndarray, cp: int, kp: int, tp: int, pad_rows: int = 0):
+    """The F(4x4,3x3) GEMM's operands in the GPU layout (winograd.cu's f4_filter_transform and
+    f4_input_transform): U [36*cp + pad_rows, kp], V [36*cp + pad_rows, tp] (float32), row
+    e*cp + c, column k or t = (th*TW + tw)*N + n; zero past C, K and T."""
+    n, c, h, wd = x.shape
+    k = w.shape[0]
+    th, tw = tiles(h, wd, 4)
+    t = th * tw * n
+    u = np.zeros((36, cp, kp))
+    u[:, :c, :k] = filter_transform(w, 4)
+    v = np.zeros((36, cp, tp))
+    v[:, :c, :t] = input_transform(x, 4).transpose(0, 1, 3, 4, 2).reshape(36, c, t)
+    return (np.concatenate([u.reshape(36 * cp, kp), np.zeros((pad_rows, kp))]).astype(np.float32),
+            np.concatenate([v.reshape(36 * cp, tp), np.zeros((pad_rows, tp))]).astype(np.float32))
+
+
+def f4_output(m: np.ndarray, n: int, h: int, w: int, k: int) -> np.ndarray:
+    """y [N, K, h, w] from the GEMM's M [parts, 36, kp, tp] (f4_output_transform's sum over parts)."""
+    th, tw = tiles(h, w, 4)
+    t = th * tw * n
+    mm = np.asarray(m, dtype=np.float64).sum(0)[:, :k, :t].reshape(36, k, th, tw, n).transpose(0, 1, 4, 2, 3)
+    return output_transform(mm, h, w, 4)

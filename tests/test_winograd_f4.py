@@ -1,0 +1,174 @@
+"""Winograd F(4x4,3x3), non-fused (kernels_sass.winograd.f4): the float64 math, the SASS batched
+GEMM of gemmgen (assembly, hazards, NVIDIA's disassembler, the CPU simulator), the split plan,
+and on a GPU the whole path through conv2d."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from kernels_sass.winograd import f4, gemmgen, sim
+from kernels_sass.winograd import reference as ref
+from kernels_sass.winograd.gemmgen import GemmShape
+from kernels_sass.winograd.sassgen import Shape, Unsupported
+
+
+# ---- the math (float64, CPU) ------------------------------------------------------------------
+def test_f4_matrices_are_the_f43_algorithm():
+    # F(4,3): A^T [(G g) * (B^T d)] is the correlation of d (6) with g (3)
+    rng = np.random.default_rng(2)
+    for _ in range(20):
+        d, g = rng.standard_normal(6), rng.standard_normal(3)
+        want = np.array([d[i:i + 3] @ g for i in range(4)])
+        assert np.allclose(ref.AT4 @ ((ref.G4 @ g) * (ref.BT4 @ d)), want, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("n,c,h,w,k", [(2, 3, 5, 7, 4), (1, 8, 6, 6, 5), (3, 2, 1, 1, 2), (2, 4, 9, 9, 3),
+                                       (1, 5, 8, 3, 7)])
+def test_f4_winograd_equals_direct_float64(n, c, h, w, k):
+    rng = np.random.default_rng(n * 1000 + c * 100 + h * 10 + w)
+    x, wt = rng.standard_normal((n, c, h, w)), rng.standard_normal((k, c, 3, 3))
+    a, b = ref.winograd_conv2d(x, wt, 4), ref.direct_conv2d(x, wt)
+    assert a.shape == (n, k, h, w)
+    assert np.linalg.norm(a - b) / np.linalg.norm(b) < 1e-14
+
+
+# ---- the generated GEMM ----------------------------------------------------------------------------
+GEMMS = [GemmShape(16, 128, 128), GemmShape(512, 512, 512), GemmShape(512, 512, 384, 2), GemmShape(64, 256, 4736, 4)]
+
+
+@pytest.mark.parametrize("g", GEMMS, ids=str)
+def test_gemm_assembles_without_hazards(g):
+    import sassas
+    from sassas.elf import read_cubin
+    text = gemmgen.generate(g)
+    cubin = sassas.assemble(text, "sm_90", filename="gemm.sass")
+    assert gemmgen.hazards(cubin.program) == []
+    info = read_cubin(cubin.data).kernel(gemmgen.kernel_name(g))
+    assert info.registers <= 128            # two blocks of 256 threads an SM
+    assert [p.size for p in info.params] == [8, 8, 8]
+    # the loop: 2 iterations of 8 channels, 64 FFMA a channel, 4 LDS.128 a channel
+    loop = text[text.index("LOOP:"):text.index("BRA LOOP")]
+    assert len(re.findall(r"\bFFMA\b", loop)) == 1024
+    assert len(re.findall(r"\bLDS\.128\b", loop)) == 64
+    assert len(re.findall(r"\bLDGSTS\b", loop)) == 4
+
+
+@pytest.mark.parametrize("o", [gemmgen.GemmOptions(depbar_yield=False), gemmgen.GemmOptions(wait_all=True),
+                               gemmgen.GemmOptions(reuse=False)], ids=lambda o: o.tag())
+def test_gemm_options_assemble(o):
+    gemmgen.build(GemmShape(32, 128, 128), o, cache=False)
+
+
+def test_gemm_copies_are_spaced_as_ptxas_spaces_them():
+    """The H100 race of the first version: a DEPBAR.LE with a BAR 2 cycles after it, copies 2
+    cycles apart. Now the DEPBAR stalls 4 and comes 8 FFMA slots before the BAR."""
+    body = gemmgen.Generator(GemmShape(32, 128, 128)).loop_body()
+    texts = [op.text for op in body]
+    for i, t in enumerate(texts):
+        if t.startswith("DEPBAR"):
+            assert body[i].stall >= 4
+            assert texts.index("BAR.SYNC.DEFER_BLOCKING 0x0", i) - i >= gemmgen.DEPBAR_LEAD
+        if t == "LDGDEPBAR":
+            last_copy = max(j for j in range(i) if texts[j].startswith("LDGSTS"))
+            assert sum(max(op.stall, 1) for op in body[last_copy:i]) >= gemmgen.COPY_GAP
+
+
+def test_nvdisasm_reads_the_gemm_as_written():
+    from sassas.isa import oracle
+    from kernels_sass.winograd import sassgen
+    if not oracle.have_tools("sm_90"):
+        pytest.skip("nvdisasm not installed (pip install -e '.[test]')")
+    for g in GEMMS[:3]:
+        text = gemmgen.generate(g)
+        assert sassgen.disasm_mismatches(text, gemmgen.build(g, cache=False)) == []
+
+
+def test_unsupported_gemms_are_refused():
+    for g in [GemmShape(24, 128, 128), GemmShape(16, 100, 128), GemmShape(16, 128, 0), GemmShape(16, 128, 128, 2),
+              GemmShape(16, 128, 1 << 20)]:
+        with pytest.raises(Unsupported):
+            gemmgen.Generator(g)
+
+
+def _sim_gemm(g: GemmShape, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    u = rng.standard_normal((g.rows, g.K)).astype(np.float32)
+    v = rng.standard_normal((g.rows, g.T)).astype(np.float32)
+    m = np.full((g.parts * gemmgen.E, g.K, g.T), np.nan, np.float32)
+    out, mach = sim.simulate(gemmgen.generate(g), g.grid(), {"u": u, "v": v, "m": m}, list(gemmgen.PARAMS),
+                             gemmgen.SMEM_BYTES)
+    return u, v, out["m"].view(np.float32).reshape(g.parts, gemmgen.E, g.K, g.T), mach
+
+
+@pytest.mark.parametrize("g", [GemmShape(32, 128, 128), GemmShape(32, 128, 256, 2)], ids=str)
+def test_gemm_in_the_simulator_matches_float64(g):
+    u, v, got, mach = _sim_gemm(g)
+    cp = g.C // g.parts
+    U = u[:gemmgen.E * g.C].reshape(gemmgen.E, g.C, g.K).astype(np.float64)
+    V = v[:gemmgen.E * g.C].reshape(gemmgen.E, g.C, g.T).astype(np.float64)
+    want = np.stack([np.einsum("eck,ect->ekt", U[:, p * cp:(p + 1) * cp], V[:, p * cp:(p + 1) * cp])
+                     for p in range(g.parts)])
+    assert not np.isnan(got).any()
+    assert np.abs(got - want).max() / np.abs(want).max() < 1e-6
+    assert mach.race_log == [] and mach.undefined_log == []
+
+
+def test_f4_path_in_the_simulator_matches_direct():
+    """The GPU layouts of U, V and M (reference.f4_operands / f4_output, as winograd.cu's
+    transforms write and read them) around the simulated SASS GEMM: a convolution."""
+    s = Shape(5, 7, 6, 9, 3)
+    p = f4.Plan(s)
+    g = p.gemm
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((s.N, s.C, s.H, s.W)), rng.standard_normal((s.K, s.C, 3, 3))
+    u, v = ref.f4_operands(x, w, g.C, g.K, g.T, gemmgen.PAD_ROWS)
+    m = np.full((gemmgen.E, g.K, g.T), np.nan, np.float32)
+    out, mach = sim.simulate(gemmgen.generate(g), g.grid(), {"u": u, "v": v, "m": m}, list(gemmgen.PARAMS),
+                             gemmgen.SMEM_BYTES)
+    got = ref.f4_output(out["m"].view(np.float32).reshape(1, gemmgen.E, g.K, g.T), s.N, s.H, s.W, s.K)
+    want = ref.direct_conv2d(x, w)
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-5
+
+
+# ---- the plan and the choice of algorithm ----------------------------------------------------------
+def test_plan_pads_and_splits():
+    p = f4.plan(Shape(128, 512, 7, 7, 512), 132)
+    assert (p.TH, p.TW, p.T) == (2, 2, 512)
+    assert p.gemm == GemmShape(512, 512, 512, 1)
+    # Conv5/N32: 144 blocks on 132 SMs, split in 2 (the model's pick)
+    assert f4.plan(Shape(32, 512, 7, 7, 512), 132).parts == 2
+    odd = f4.plan(Shape(33, 20, 9, 11, 70), 132).gemm
+    assert (odd.C, odd.K, odd.T) == (32, 128, 384)
+    assert f4.plan(Shape(8, 512, 7, 7, 512), 132, parts=4).gemm.parts == 4
+    assert p.buffers()["m4"] == (36, 512, 512)
+
+
+def test_auto_picks_f4_for_conv5_from_n64():
+    from kernels_sass.winograd import api
+    picks = {n: api.choose_algo(Shape(n, 512, 7, 7, 512)) for n in (32, 64, 96, 128)}
+    assert picks == {32: "f2", 64: "f4", 96: "f4", 128: "f4"}
+    assert api.choose_algo(Shape(128, 256, 14, 14, 256)) == "f2"
+    assert api.choose_algo(Shape(128, 64, 56, 56, 64)) == "f2"
+
+
+# ---- on the GPU -----------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("impl", ["sass", "cuda"])
+@pytest.mark.parametrize("shape", [Shape(33, 20, 9, 11, 70), Shape(64, 512, 7, 7, 512), Shape(1, 3, 1, 2, 5)], ids=str)
+def test_f4_conv2d_on_the_gpu(impl, shape):
+    from sassas.load import DeviceBuffer, gpu_available
+    ok, why = gpu_available()
+    if not ok:
+        pytest.skip(f"no GPU: {why}")
+    from kernels_sass.winograd import conv2d
+    rng = np.random.default_rng()
+    x = rng.standard_normal((shape.N, shape.C, shape.H, shape.W)).astype(np.float32)
+    w = rng.standard_normal((shape.K, shape.C, 3, 3)).astype(np.float32)
+    out = DeviceBuffer.from_numpy(np.full((shape.N, shape.K, shape.H, shape.W), np.nan, np.float32))
+    conv2d(DeviceBuffer.from_numpy(x), DeviceBuffer.from_numpy(w), impl, out=out, algo="f4")
+    got = out.to_numpy()
+    want = ref.direct_conv2d(x, w)
+    assert not np.isnan(got).any()
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) <= 1e-5
