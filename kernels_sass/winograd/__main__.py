@@ -24,6 +24,7 @@ import os
 import statistics
 import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -624,12 +625,13 @@ def cmd_gemm(args) -> int:
     rows = []
     print(f"# {props.name}: the F(4x4,3x3) GEMM (36 batched, M[e] = U[e]^T V[e]); FFMA issue = warp FFMAs / "
           f"({sms} SMs x 4 x time x {clk / 1e6:.0f} MHz); loop = by C vs 2C")
-    print(f"{'config':<12}{'C x K x T':>18}{'parts':>6}{'blocks':>7}{'model':>7}{'ms':>9}{'TFLOPS':>8}{'FFMA issue':>11}"
+    print(f"{'config':<12}{'C x K x T':>18}{'rows':>5}{'parts':>6}{'blocks':>7}{'model':>7}{'ms':>9}{'TFLOPS':>8}{'FFMA issue':>11}"
           f"{'loop':>7}{'rel err':>9}{'cuBLAS ms':>10}{'TFLOPS':>8}")
     for name, s in configs:
         chosen = f4.plan(s, sms).parts
         cublas = None
-        for parts in range(1, f4.MAX_PARTS + 1):
+        for rows, parts in [(r, n) for r in args.rows for n in range(1, f4.MAX_PARTS + 1)]:
+            o = replace(gemmgen.OPTIONS, rows=rows)
             try:
                 p = f4.plan(s, sms, parts)
             except gemmgen.Unsupported:
@@ -640,10 +642,10 @@ def cmd_gemm(args) -> int:
                 u = torch.randn((gg.rows, gg.K), device=dev)
                 v = torch.randn((gg.rows, gg.T), device=dev)
                 m = torch.full((parts * gemmgen.E, gg.K, gg.T), float("nan"), device=dev)
-                kern = f4.sass_gemm(gg)
+                kern = f4.sass_gemm(gg, o)
 
-                def fn(i, kern=kern, gg=gg, u=u, v=v, m=m):
-                    kern(gg.grid(), gemmgen.THREADS, u.data_ptr(), v.data_ptr(), m.data_ptr(),
+                def fn(i, kern=kern, gg=gg, u=u, v=v, m=m, o=o):
+                    kern(gg.grid(), o.threads, u.data_ptr(), v.data_ptr(), m.data_ptr(),
                          shared=gemmgen.SMEM_BYTES, stream=torch.cuda.current_stream().cuda_stream)
                 fn(0)
                 torch.cuda.synchronize()
@@ -661,11 +663,12 @@ def cmd_gemm(args) -> int:
             whole = ffma / (sms * 4 * times[0] * 1e-3 * clk)
             loop = ffma / (sms * 4 * (times[1] - times[0]) * 1e-3 * clk)
             tf = 2 * gemmgen.E * g.K * g.T * g.C / times[0] / 1e9
-            row = {"config": name, "C": g.C, "K": g.K, "T": g.T, "parts": parts, "chosen": parts == chosen,
+            row = {"config": name, "C": g.C, "K": g.K, "T": g.T, "rows": rows, "parts": parts,
+                   "chosen": parts == chosen and o == gemmgen.OPTIONS,
                    "blocks": g.blocks(), "model": f4.modelled(p, sms), "ms": times[0], "ms_2C": times[1],
                    "ffma_issue": whole, "loop_issue": loop, "rel_err": err, "cublas_ms": cublas}
             rows.append(row)
-            print(f"{name:<12}{f'{g.C}x{g.K}x{g.T}':>18}{parts:>5}{'*' if parts == chosen else ' '}{g.blocks():>7}"
+            print(f"{name:<12}{f'{g.C}x{g.K}x{g.T}':>18}{rows:>5}{parts:>5}{'*' if row['chosen'] else ' '}{g.blocks():>7}"
                   f"{row['model']:>7.0f}{times[0]:>9.4f}{tf:>8.1f}{whole:>11.1%}{loop:>7.1%}{err:>9.1e}"
                   f"{cublas:>10.4f}{2 * gemmgen.E * g.K * g.T * g.C / cublas / 1e9:>8.1f}", flush=True)
     print("# * the split f4.plan chooses (modelled)")
@@ -704,10 +707,11 @@ def cmd_prebuild(args) -> int:
                 g = f4.plan(s, args.sms, parts).gemm
             except gemmgen.Unsupported:
                 continue
-            gemms |= {g, gemmgen.GemmShape(2 * g.C, g.K, g.T, parts)}
+            g2 = gemmgen.GemmShape(2 * g.C, g.K, g.T, parts)
+            gemms |= {(gg, replace(gemmgen.OPTIONS, rows=rows)) for gg in (g, g2) for rows in (8, 16)}
     t = time.time()
     with ProcessPoolExecutor(max_workers=args.jobs or os.cpu_count()) as ex:
-        list(ex.map(_build, [(s, o, args.sms) for s, o in jobs] + [(g, None, None) for g in sorted(gemms, key=str)]))
+        list(ex.map(_build, [(s, o, args.sms) for s, o in jobs] + [(g, o, None) for g, o in sorted(gemms, key=str)]))
     log(f"[prebuild] {len(jobs)} F(2x2,3x3) kernels and {len(gemms)} F(4x4,3x3) GEMMs in {time.time() - t:.1f}s")
     return 0
 
@@ -716,7 +720,7 @@ def _build(job):
     from . import gemmgen, sassgen
     s, o, sms = job
     if isinstance(s, gemmgen.GemmShape):
-        gemmgen.build(s)
+        gemmgen.build(s, o)
     else:
         sassgen.build(s, sassgen.resolve(s, o, sms))
 
@@ -804,6 +808,7 @@ def main(argv=None) -> int:
     q.set_defaults(func=cmd_smoke)
     q = sub.add_parser("gemm", help="the F(4x4,3x3) GEMM alone, each split, against cuBLAS")
     q.add_argument("--configs", nargs="*", help="prefixes (default Conv4 Conv5)")
+    q.add_argument("--rows", nargs="*", type=int, default=[8, 16], help="accumulator rows of a thread (8, 16)")
     q.add_argument("--reps", type=int, default=20)
     q.add_argument("--json")
     q.set_defaults(func=cmd_gemm)

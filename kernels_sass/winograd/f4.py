@@ -98,12 +98,12 @@ def plan(s: Shape, sms: int, parts: int = 0) -> Plan:
 
 
 @lru_cache(maxsize=None)
-def sass_gemm(g: GemmShape):
+def sass_gemm(g: GemmShape, o: gemmgen.GemmOptions = gemmgen.OPTIONS):
     import sassas
     from .api import _arch
     if _arch() != gemmgen.ARCH:
         raise RuntimeError(f"the SASS GEMM is for {gemmgen.ARCH}, this GPU is {_arch()}")
-    return sassas.load(gemmgen.build(g))[gemmgen.kernel_name(g)]
+    return sassas.load(gemmgen.build(g, o))[gemmgen.kernel_name(g, o)]
 
 
 def filter_transform(w, u4, p: Plan, layout: str, stream=0) -> None:
@@ -130,7 +130,7 @@ def gemm(impl: str, u4, v4, m4, p: Plan, stream=0) -> None:
     from .api import cuda_module, pointer
     g = p.gemm
     if impl == "sass":
-        sass_gemm(g)(g.grid(), gemmgen.THREADS, pointer(u4), pointer(v4), pointer(m4),
+        sass_gemm(g)(g.grid(), gemmgen.OPTIONS.threads, pointer(u4), pointer(v4), pointer(m4),
                      shared=gemmgen.SMEM_BYTES, stream=stream)
     elif impl == "cuda":
         if g.parts != 1:

@@ -44,7 +44,6 @@ from .sched import Op, Seq, mark_reuse
 from .sassgen import CACHE_DIR, HazardError, Unsupported, _hex, _magic, _source_hash, hazards, mad
 
 ARCH = "sm_90"
-THREADS = 256
 BM = BN = 128              # the block's tile: filters (k) x input tiles (t)
 BC = 8                     # channels an iteration
 E = 36                     # positions of the 6x6 transformed tiles
@@ -56,7 +55,6 @@ UNROLL = 2                 # iterations a loop body (the XORs alternate)
 PAD_ROWS = (STAGES - 1) * BC
 SMEM_BASE = 0x400          # sm_90: user shared memory starts 1 KiB into the CTA window
 SMEM_BYTES = STAGES * STAGE_BYTES
-SLOTS = 64 * BC            # FFMAs a thread an iteration
 MIN_DIST = 8               # slots from a fixed-latency result to its use
 PRED_DIST = 14             # ... from a predicate result
 ASYNC_SB = 3               # the LDGSTS groups (LDGDEPBAR's count)
@@ -77,23 +75,31 @@ DESC = "c[0x0][0x208]"
 
 # ---- registers --------------------------------------------------------------------------
 def ACC(i: int, j: int) -> int:
-    """Accumulator of row i (0..7), column j (0..7); columns swapped in pairs so that an
-    accumulator and the B operand it meets sit in different register banks."""
+    """Accumulator of row i, column j (0..7); columns swapped in pairs so that an accumulator
+    and the B operand it meets sit in different register banks."""
     return 8 * i + (j ^ 1)
 
 
-def RA(buf: int, i: int) -> int:
-    return 64 + 16 * buf + i
+class Regs:
+    """The register map of a thread tile of `rows` x 8 accumulators: accumulators from R0,
+    two operand sets (rows A values, 8 B values each), then addresses and temporaries. For
+    8 rows it is R64.. operands, R96.. addresses."""
 
+    def __init__(self, rows: int):
+        self.rows = rows
+        self.acc = 8 * rows
+        self.set_size = rows + 8
+        base = self.acc + 2 * self.set_size
+        self.LDA, self.LDB, self.ST = base, base + 1, base + 2   # shared: A and B reads, the copies' stage
+        self.UP, self.VP = base + 4, base + 6                    # 64-bit global addresses of the next chunks
+        self.CNT, self.MOFF = base + 8, base + 9                 # loop counter (bodies left), M offset (bytes)
+        self.TMP = base + 10                                     # prologue temporaries from here on
 
-def RB(buf: int, j: int) -> int:
-    return 72 + 16 * buf + j
+    def RA(self, buf: int, i: int) -> int:
+        return self.acc + self.set_size * buf + i
 
-
-R_LDA, R_LDB, R_ST = 96, 97, 98      # shared addresses: this stage's A and B reads, the LDGSTS stage
-R_UP, R_VP = 100, 102                # 64-bit global addresses of this thread's next U and V chunks
-R_CNT, R_MOFF = 104, 105             # loop counter (bodies left), M offset (bytes)
-R_TMP = 106                          # prologue temporaries from here on
+    def RB(self, buf: int, j: int) -> int:
+        return self.acc + self.set_size * buf + self.rows + j
 
 
 @dataclass(frozen=True)
@@ -101,9 +107,19 @@ class GemmOptions:
     depbar_yield: bool = True     # the loop's DEPBAR yields (and ends the .reuse chains across it)
     wait_all: bool = False        # the loop waits for every copy group (one stage in flight)
     reuse: bool = True            # operand reuse flags
+    rows: int = 8                 # accumulator rows of a thread (x 8 columns): 8 (256 threads, 4 LDS.128
+                                  # a channel for 64 FFMA) or 16 (128 threads, 6 LDS.128 for 128 FFMA)
+
+    @property
+    def threads(self) -> int:
+        return BM * BN // (8 * self.rows)
 
     def tag(self) -> str:
-        return ("" if self.depbar_yield else "-ndy") + ("-wa" if self.wait_all else "") + ("" if self.reuse else "-nr")
+        return (("" if self.depbar_yield else "-ndy") + ("-wa" if self.wait_all else "") + ("" if self.reuse else "-nr")
+                + ("" if self.rows == 8 else f"-r{self.rows}"))
+
+
+OPTIONS = GemmOptions()           # what kernels_sass.winograd.f4 runs
 
 
 @dataclass(frozen=True)
@@ -140,7 +156,7 @@ def check_gemm(g: GemmShape) -> None:
         raise Unsupported("operands of 2 GiB or more need 64-bit offsets")
     if E * g.parts >= 1 << 16:
         raise Unsupported(f"{g.parts} parts")
-    if (3 * g.T * 4 + 256) >= 1 << 23:
+    if (35 * g.T * 4 + 256) >= 1 << 23:
         raise Unsupported(f"T {g.T}: the output offsets exceed 24 bits")
 
 
@@ -151,31 +167,47 @@ def seq() -> Seq:
 class Generator:
     def __init__(self, g: GemmShape, o: GemmOptions = GemmOptions()):
         check_gemm(g)
+        if o.rows not in (8, 16):
+            raise ValueError(f"rows {o.rows}: 8 or 16")
         self.g = g
         self.o = o
+        self.r = Regs(o.rows)
+        self.quads = o.rows // 4                  # LDS.128 of A a channel
+        self.row_step = BM // self.quads          # k distance of a thread's row quads (64 or 32)
+        self.per_row = o.threads // BC            # threads copying one channel row (32 or 16)
+        self.slots_ch = 8 * o.rows                # FFMAs a channel
 
     # ---- pieces -----------------------------------------------------------------------
-    @staticmethod
-    def lds_ops(ch: int, buf: int) -> list[str]:
-        """The operands of channel ch (0..7) of the current stage into register set buf."""
-        return [f"LDS.128 R{RA(buf, 0)}, [R{R_LDA}+{ch * 512:#x}]",
-                f"LDS.128 R{RB(buf, 0)}, [R{R_LDB}+{ch * 512:#x}]",
-                f"LDS.128 R{RA(buf, 4)}, [R{R_LDA}+{ch * 512 + 256:#x}]",
-                f"LDS.128 R{RB(buf, 4)}, [R{R_LDB}+{ch * 512 + 256:#x}]"]
+    def lds_ops(self, ch: int, buf: int) -> list[str]:
+        """The operands of channel ch (0..7) of the current stage into register set buf: A's
+        row quads and B's two column quads, interleaved."""
+        r = self.r
+        a = [f"LDS.128 R{r.RA(buf, 4 * q)}, [R{r.LDA}+{ch * 512 + q * self.row_step * 4:#x}]" for q in range(self.quads)]
+        b = [f"LDS.128 R{r.RB(buf, 4 * h)}, [R{r.LDB}+{ch * 512 + h * 256:#x}]" for h in range(2)]
+        out = []
+        for n in range(max(len(a), len(b))):
+            out += a[n:n + 1] + b[n:n + 1]
+        return out
 
-    @staticmethod
-    def copy_ops() -> list[str]:
-        """One iteration's chunks of U and V into the stage R_ST points at."""
-        return [f"LDGSTS.E.BYPASS.128 [R{R_ST}], desc[UR4][R{R_UP}.64]",
-                f"LDGSTS.E.BYPASS.128 [R{R_ST}+{B_OFF:#x}], desc[UR4][R{R_VP}.64]"]
+    def copy_ops(self) -> list[str]:
+        """One iteration's chunks of U and V into the stage R_ST points at: a thread copies
+        chunks p and p + per_row of its row (256 bytes apart)."""
+        r = self.r
+        out = []
+        for reg, off in ((r.UP, 0), (r.VP, B_OFF)):
+            for m in range(32 // self.per_row):
+                d = m * self.per_row * 16
+                out.append(f"LDGSTS.E.BYPASS.128 [R{r.ST}{'+' + hex(off + d) if off + d else ''}], "
+                           f"desc[UR4][R{reg}.64{'+' + hex(d) if d else ''}]")
+        return out
 
     def advance_ops(self) -> list[tuple[str, int]]:
         """(text, slots after the previous one): U and V pointers to the next 8 channels."""
-        g = self.g
-        return [(f"IADD3 R{R_UP}, P0, R{R_UP}, {BC * g.K * 4:#x}, RZ", 0),
-                (f"IADD3 R{R_VP}, P1, R{R_VP}, {BC * g.T * 4:#x}, RZ", 1),
-                (f"IADD3.X R{R_UP + 1}, RZ, R{R_UP + 1}, RZ, P0, !PT", PRED_DIST),
-                (f"IADD3.X R{R_VP + 1}, RZ, R{R_VP + 1}, RZ, P1, !PT", 1)]
+        g, r = self.g, self.r
+        return [(f"IADD3 R{r.UP}, P0, R{r.UP}, {BC * g.K * 4:#x}, RZ", 0),
+                (f"IADD3 R{r.VP}, P1, R{r.VP}, {BC * g.T * 4:#x}, RZ", 1),
+                (f"IADD3.X R{r.UP + 1}, RZ, R{r.UP + 1}, RZ, P0, !PT", PRED_DIST),
+                (f"IADD3.X R{r.VP + 1}, RZ, R{r.VP + 1}, RZ, P1, !PT", 1)]
 
     @staticmethod
     def xor_op(reg: int, value: int) -> str:
@@ -193,9 +225,10 @@ class Generator:
 
     # ---- prologue ---------------------------------------------------------------------
     def prologue(self) -> list[str]:
-        g = self.g
+        g, r = self.g, self.r
+        R_ST, R_UP, R_VP, R_LDA, R_LDB, R_CNT, R_MOFF = r.ST, r.UP, r.VP, r.LDA, r.LDB, r.CNT, r.MOFF
         q = seq()
-        tid, lane, warp, ty, tx, z, t1, t2, off = range(R_TMP, R_TMP + 9)
+        tid, lane, warp, ty, tx, z, t1, t2, off = range(r.TMP, r.TMP + 9)
         R_u, R_v, cx, cy = R_UP, R_VP, R_LDA, R_LDB      # (free until set below)
         q.op(f"S2R R{tid}, SR_TID.X")
         q.op(f"S2R R{cx}, SR_CTAID.X")
@@ -221,30 +254,35 @@ class Generator:
         mad(q, off, cx, BN, off, R_CNT)
         mad(q, off, tx, 4, off, R_CNT)
         q.op(f"SHF.L.U32 R{R_MOFF}, R{off}, 0x2, RZ")
-        # the shared addresses: reads at 16*ty (A) and 16*tx (B) of stage 0; copies at row warp,
-        # chunk lane of stage GRAY[0]
-        mad(q, R_ST, warp, 512, None, R_CNT)
-        mad(q, R_ST, lane, 16, R_ST, R_CNT)
+        # the shared addresses: reads at 16*ty (A) and 16*tx (B) of stage 0; copies at row
+        # tid / per_row, chunk tid % per_row of stage GRAY[0] (with 256 threads: warp, lane)
+        crow, chunk = warp, lane
+        if self.per_row != 32:
+            crow, chunk = r.TMP + 9, r.TMP + 10
+            q.op(f"SHF.R.U32.HI R{crow}, RZ, {self.per_row.bit_length() - 1:#x}, R{tid}")
+            q.op(f"LOP3.LUT R{chunk}, R{tid}, {self.per_row - 1:#x}, RZ, 0xc0, !PT")
+        mad(q, R_ST, crow, 512, None, R_CNT)
+        mad(q, R_ST, chunk, 16, R_ST, R_CNT)
         q.op(f"IADD3 R{R_ST}, R{R_ST}, {SMEM_BASE:#x}, RZ")
-        # this thread's first channel row: e*C + part*(C/parts) + warp, e = z % E, part = z / E
+        # this thread's first channel row: e*C + part*(C/parts) + crow, e = z % E, part = z / E
         if g.parts > 1:
             q.op(f"MOV R{t1}, {_magic(E):#x}")
             q.op(f"IMAD.HI.U32 R{t2}, R{z}, R{t1}, RZ")           # part
             mad(q, t1, t2, -E, z, R_CNT)                         # e
-            mad(q, t1, t1, g.C, warp, R_CNT)
+            mad(q, t1, t1, g.C, crow, R_CNT)
             mad(q, t1, t2, g.C // g.parts, t1, R_CNT)
         else:
-            mad(q, t1, z, g.C, warp, R_CNT)
-        # U address: u + 4 * (row*K + 128*cy + 4*lane); V: v + 4 * (row*T + 128*cx + 4*lane)
+            mad(q, t1, z, g.C, crow, R_CNT)
+        # U address: u + 4 * (row*K + 128*cy + 4*chunk); V: v + 4 * (row*T + 128*cx + 4*chunk)
         mad(q, off, t1, g.K, None, R_CNT)
         mad(q, off, cy, BM, off, R_CNT)
-        mad(q, off, lane, 4, off, R_CNT)
+        mad(q, off, chunk, 4, off, R_CNT)
         q.op(f"SHF.L.U32 R{off}, R{off}, 0x2, RZ")
         q.op(f"IADD3 R{R_UP}, P0, R{off}, R{R_u}, RZ")
         q.op(f"IADD3.X R{R_UP + 1}, RZ, R{R_u + 1}, RZ, P0, !PT")
         mad(q, off, t1, g.T, None, R_CNT)
         mad(q, off, cx, BN, off, R_CNT)
-        mad(q, off, lane, 4, off, R_CNT)
+        mad(q, off, chunk, 4, off, R_CNT)
         q.op(f"SHF.L.U32 R{off}, R{off}, 0x2, RZ")
         q.op(f"IADD3 R{R_VP}, P1, R{off}, R{R_v}, RZ")
         q.op(f"IADD3.X R{R_VP + 1}, RZ, R{R_v + 1}, RZ, P1, !PT")
@@ -257,9 +295,7 @@ class Generator:
         out = q.lines()
         # the first three iterations' copies, one group each, on a clean scoreboard
         for it in range(STAGES - 1):
-            a, b = self.copy_ops()
-            out.append(Op(a, rb=ADDR_SB, y=True, stall=COPY_GAP).line())
-            out.append(Op(b, rb=ADDR_SB, y=True, stall=COPY_GAP).line())
+            out += [Op(c, rb=ADDR_SB, y=True, stall=COPY_GAP).line() for c in self.copy_ops()]
             out.append(Op("LDGDEPBAR", wb=ASYNC_SB, y=True, stall=COPY_GAP).line())
             adv = self.advance_ops()
             for n, (text, _) in enumerate(adv):
@@ -267,7 +303,7 @@ class Generator:
                 out.append(Op(text, wait=(1 << ADDR_SB) if n == 0 else 0, y=True, stall=stall).line())
             out.append(Op(self.xor_op(R_ST, GRAY[it] ^ GRAY[it + 1]), y=True, stall=MIN_DIST).line())
         # the accumulators, while the copies are in flight
-        out += [Op(f"MOV R{r}, RZ", y=True, stall=1).line() for r in range(64)]
+        out += [Op(f"MOV R{a}, RZ", y=True, stall=1).line() for a in range(r.acc)]
         # group 0 landed (two may stay in flight), every thread's copies are visible; the
         # first channel's operands
         out.append(Op(f"DEPBAR.LE SB{ASYNC_SB}, 0x{STAGES - 2:x}", y=True, stall=DEPBAR_STALL).line())
@@ -277,8 +313,9 @@ class Generator:
             out.append(Op(t, wb=0, y=True, stall=2).line())
         return out
 
-    # ---- the loop body: UNROLL iterations of 512 FFMA slots ---------------------------
+    # ---- the loop body: UNROLL iterations of BC channels, slots_ch FFMA slots each ------
     def loop_body(self) -> list[Op]:
+        r, ch_slots = self.r, self.slots_ch
         ins: dict[int, list[Op]] = {}
 
         def at(slot: int, text: str, **kw) -> Op:
@@ -287,46 +324,46 @@ class Generator:
             return op
 
         for it in range(UNROLL):
-            base = it * SLOTS
+            base = it * BC * ch_slots
             # the copies of iteration i + 3 into the stage iteration i - 1 read (every warp's
             # reads of it ended before the last BAR), then the pointers and the stage move on
-            a, b = self.copy_ops()
-            at(base + 1, a, rb=ADDR_SB)
-            at(base + 1 + COPY_GAP, b, rb=ADDR_SB)
-            at(base + 1 + 2 * COPY_GAP, "LDGDEPBAR", wb=ASYNC_SB)
+            copies = self.copy_ops()
+            for m, c in enumerate(copies):
+                at(base + 1 + m * COPY_GAP, c, rb=ADDR_SB)
+            at(base + 1 + len(copies) * COPY_GAP, "LDGDEPBAR", wb=ASYNC_SB)
             slot = base + 24
             for n, (text, gap) in enumerate(self.advance_ops()):
                 slot += gap
                 at(slot, text, wait=(1 << ADDR_SB) if n == 0 else 0)
-            at(base + 26, self.xor_op(R_ST, self.write_xor(it)))
+            at(base + 26, self.xor_op(r.ST, self.write_xor(it)))
             # channels 1..7's operands, during the channel before
             for ch in range(BC - 1):
                 for m, t in enumerate(self.lds_ops(ch + 1, (ch + 1) % 2)):
-                    at(base + 64 * ch + 2 + 4 * m, t, wb=(ch + 1) % 2)
+                    at(base + ch_slots * ch + 2 + 4 * m, t, wb=(ch + 1) % 2)
             # channel 7: the next stage's copies landed (group i + 1; i + 2 and i + 3 may be in
             # flight), every warp is done with this stage's reads up to channel 7 (barrier 1,
             # waited for by channel 7's first FFMA), the BAR; then the reads move on
-            last = base + 64 * (BC - 1)
+            last = base + ch_slots * (BC - 1)
             at(last - DEPBAR_LEAD, f"DEPBAR.LE SB{ASYNC_SB}, 0x{0 if self.o.wait_all else STAGES - 2:x}",
                y=self.o.depbar_yield, stall=DEPBAR_STALL)
             at(last + 2, "BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6, wait=1 << 1)
-            at(last + 3, self.xor_op(R_LDA, self.read_xor(it)))
-            at(last + 3, self.xor_op(R_LDB, self.read_xor(it)))
+            at(last + 3, self.xor_op(r.LDA, self.read_xor(it)))
+            at(last + 3, self.xor_op(r.LDB, self.read_xor(it)))
             for m, t in enumerate(self.lds_ops(0, 0)):
                 at(last + 3 + MIN_DIST + 4 * m, t, wb=0)
             if it == UNROLL - 1:
-                at(last + 40, f"IADD3 R{R_CNT}, R{R_CNT}, -0x1, RZ")
-                at(last + 40 + MIN_DIST, f"ISETP.NE.AND P6, PT, R{R_CNT}, RZ, PT")
+                at(last + 40, f"IADD3 R{r.CNT}, R{r.CNT}, -0x1, RZ")
+                at(last + 40 + MIN_DIST, f"ISETP.NE.AND P6, PT, R{r.CNT}, RZ, PT")
         body: list[Op] = []
-        for slot in range(UNROLL * SLOTS):
+        for slot in range(UNROLL * BC * ch_slots):
             body += ins.get(slot, [])
-            r = slot % 64
-            buf = slot // 64 % 2
-            i, jj = divmod(r, 8)
+            k = slot % ch_slots
+            buf = slot // ch_slots % 2
+            i, jj = divmod(k, 8)
             j = jj if i % 2 == 0 else 7 - jj        # zigzag: B is reused at the row turns
-            op = Op(f"FFMA R{ACC(i, j)}, R{RA(buf, i)}, R{RB(buf, j)}, R{ACC(i, j)}",
-                    wait=(1 << buf) if r == 0 else 0)
-            op.ffma = (RA(buf, i), RB(buf, j))
+            a, b = r.RA(buf, i), r.RB(buf, j)
+            op = Op(f"FFMA R{ACC(i, j)}, R{a}, R{b}, R{ACC(i, j)}", wait=(1 << buf) if k == 0 else 0)
+            op.ffma = (a, b)
             body.append(op)
         body.append(Op("@P6 BRA LOOP", y=True, stall=5))
         for op in body:
@@ -335,26 +372,30 @@ class Generator:
             mark_reuse(body)
         return body
 
-    # ---- epilogue: M, 16 STG.128 a thread ----------------------------------------------
+    # ---- epilogue: M, 2 STG.128 a row of a thread --------------------------------------
     def epilogue(self) -> Seq:
-        g = self.g
+        g, r = self.g, self.r
         q = seq()
         # the last body's reads of a stage past the end (barrier 0) and its copies
         q.op(f"DEPBAR.LE SB{ASYNC_SB}, 0x0", wait=0x3f)
-        mp, mq = R_UP, R_VP
-        q.op(f"LDC.64 R{R_TMP}, c[0x0][{P_M:#x}]")
-        q.op(f"IADD3 R{mp}, P0, R{R_MOFF}, R{R_TMP}, RZ")
-        q.op(f"IADD3.X R{mp + 1}, RZ, R{R_TMP + 1}, RZ, P0, !PT")
+        # rows 4ty + i + row_step*qd: the first half of the quads through mp, the second
+        # (64 rows further) through mq
+        mp, mq = r.UP, r.VP
+        q.op(f"LDC.64 R{r.TMP}, c[0x0][{P_M:#x}]")
+        q.op(f"IADD3 R{mp}, P0, R{r.MOFF}, R{r.TMP}, RZ")
+        q.op(f"IADD3.X R{mp + 1}, RZ, R{r.TMP + 1}, RZ, P0, !PT")
         q.op(f"IADD3 R{mq}, P1, R{mp}, {64 * g.T * 4:#x}, RZ")
         q.op(f"IADD3.X R{mq + 1}, RZ, R{mp + 1}, RZ, P1, !PT")
+        half = self.quads // 2
         n = 0
-        for i in range(8):
+        for i in range(self.o.rows):
+            qd, ii = divmod(i, 4)
             for h in range(2):
-                tmp = 64 + 4 * (n % 8)       # the operand registers, free now
+                tmp = r.acc + 4 * (n % (r.set_size // 2))       # the operand registers, free now
                 for j in range(4):
                     q.op(f"MOV R{tmp + j}, R{ACC(i, 4 * h + j)}")
-                ptr = mp if i < 4 else mq
-                off = (i % 4) * g.T * 4 + h * 256
+                ptr = mp if qd < half else mq
+                off = ((qd % half) * self.row_step + ii) * g.T * 4 + h * 256
                 q.op(f"STG.E.128 desc[UR4][R{ptr}.64+{off:#x}], R{tmp}")
                 n += 1
         q.op("EXIT")
@@ -364,7 +405,7 @@ class Generator:
         g = self.g
         name = name or kernel_name(g, self.o)
         out = [f"# Batched SGEMM of Winograd F(4x4,3x3) for {ARCH}, generated by kernels_sass/winograd/gemmgen.py",
-               f"# C={g.C} K={g.K} T={g.T} parts={g.parts}; grid {g.grid()}, {THREADS} threads, "
+               f"# C={g.C} K={g.K} T={g.T} parts={g.parts}; grid {g.grid()}, {self.o.threads} threads, "
                f"{SMEM_BYTES} bytes of dynamic shared memory",
                f".kernel {name}", "<params>"]
         out += [f"{n}, {b}" for n, b in PARAMS]

@@ -3,7 +3,7 @@ CPU, before any GPU time is spent.
 
     out = simulate(text, grid, params={"x": x_chwn, "u": u, "y": y_khwn})
 
-It executes one block at a time, all 256 threads in lock step (NumPy vectors over threads),
+It executes one block at a time, all its threads (256 unless told) in lock step (NumPy vectors over threads),
 for exactly the instruction subset sassgen.py uses, with its sm_90 meaning. What it checks
 besides the arithmetic:
 
@@ -96,14 +96,15 @@ def _u(f32):
 
 class Machine:
     def __init__(self, text: str, grid, params: dict[str, int], mem: Memory, shared_bytes: int,
-                 param_sizes: list[int]):
+                 param_sizes: list[int], threads: int = THREADS):
+        self.n = threads            # threads of a block, all in lock step
         self.grid = grid
         self.mem = mem
         self.shared_bytes = shared_bytes
         self.params = params
         self.cbank = np.zeros(0x1000, dtype=np.uint8)
         # the launch geometry at the start of bank 0: blockDim (x, y, z), then gridDim (x, y, z)
-        geometry = (THREADS, 1, 1) + tuple(grid)
+        geometry = (self.n, 1, 1) + tuple(grid)
         self.cbank[:24] = np.frombuffer(np.array(geometry, np.uint32).tobytes(), np.uint8)
         off = PARAM_BASE
         for (name, value), size in zip(params.items(), param_sizes):
@@ -141,12 +142,12 @@ class Machine:
                 v = ~v
             return v
         if k == "UR":
-            return np.full(THREADS, self._usrc(op, st), np.uint32)
+            return np.full(self.n, self._usrc(op, st), np.uint32)
         if k == "I":
             v = op.values[0]
             if isinstance(v, float):
-                return np.full(THREADS, np.float32(v).view(np.uint32), np.uint32)
-            return np.full(THREADS, v & 0xFFFFFFFF, np.uint32)
+                return np.full(self.n, np.float32(v).view(np.uint32), np.uint32)
+            return np.full(self.n, v & 0xFFFFFFFF, np.uint32)
         raise SimError(f"operand kind {k} not supported")
 
     def _usrc(self, op, st) -> int:
@@ -161,11 +162,11 @@ class Machine:
         k = op.kind
         if k == "R":
             n = op.values[0]
-            v = np.zeros(THREADS, np.float32) if n == 255 else _f(st.R[n]).copy()
+            v = np.zeros(self.n, np.float32) if n == 255 else _f(st.R[n]).copy()
             if n != 255 and not st.defined[n].all():
                 st.undef.add(n)
         elif k == "I":
-            v = np.full(THREADS, np.float32(op.values[0]), np.float32)
+            v = np.full(self.n, np.float32(op.values[0]), np.float32)
         else:
             raise SimError(f"float operand kind {k}")
         if "-" in op.flags:
@@ -174,7 +175,7 @@ class Machine:
 
     def _pred(self, op, st):
         n = op.values[0]
-        v = np.ones(THREADS, bool) if n == 7 else st.P[n].copy()
+        v = np.ones(self.n, bool) if n == 7 else st.P[n].copy()
         if "!" in op.flags:
             v = ~v
         return v
@@ -202,7 +203,7 @@ class Machine:
         return ((addr - SMEM_BASE) // 4).astype(np.int64)
 
     def _race(self, st, words, g, write: bool, what: str):
-        warps = np.arange(THREADS) // 32
+        warps = np.arange(self.n) // 32
         for k in range(words.shape[1]):
             w = words[g, k]
             wp = warps[g]
@@ -235,7 +236,7 @@ class Machine:
                     self.run_block((bx, by, bz), max_steps)
 
     def run_block(self, ctaid, max_steps):
-        st = _State(self.shared_bytes)
+        st = _State(self.shared_bytes, self.n)
         st.ctaid = ctaid
         pc = 0
         steps = 0
@@ -245,7 +246,7 @@ class Machine:
             if steps > max_steps:
                 raise SimError("too many steps")
             inst, text = parsed[pc]
-            g = np.ones(THREADS, bool)
+            g = np.ones(self.n, bool)
             if inst.predicate is not None:
                 g = self._pred(inst.predicate, st)
             op = inst.opcode
@@ -291,9 +292,9 @@ class Machine:
         if op == "S2R":
             sr = ops[1].values[0]
             if sr == "SR_TID.X":
-                v = np.arange(THREADS, dtype=np.uint32)
+                v = np.arange(self.n, dtype=np.uint32)
             elif sr.startswith("SR_CTAID."):
-                v = np.full(THREADS, st.ctaid["XYZ".index(sr[-1])], np.uint32)
+                v = np.full(self.n, st.ctaid["XYZ".index(sr[-1])], np.uint32)
             else:
                 raise SimError(f"S2R {sr}")
             self._write(st, ops[0].values[0], v, g)
@@ -318,7 +319,7 @@ class Machine:
             n = 2 if "64" in mods else 1
             for k in range(n):
                 word = int.from_bytes(self.cbank[off + 4 * k:off + 4 * k + 4].tobytes(), "little")
-                self._write(st, ops[0].values[0] + k, np.full(THREADS, word, np.uint32), g)
+                self._write(st, ops[0].values[0] + k, np.full(self.n, word, np.uint32), g)
         elif op == "MOV":
             self._write(st, ops[0].values[0], self._src(ops[1], st), g)
         elif op == "IMAD":
@@ -384,7 +385,7 @@ class Machine:
         elif op == "PLOP3":
             a, b, c = (self._pred(x, st) for x in ops[2:5])
             lut = ops[5].values[0]
-            r = np.zeros(THREADS, bool)
+            r = np.zeros(self.n, bool)
             for k in range(8):
                 if lut >> k & 1:
                     r |= (a if k & 4 else ~a) & (b if k & 2 else ~b) & (c if k & 1 else ~c)
@@ -422,7 +423,7 @@ class Machine:
             if op == "LDG":
                 d = ops[0].values[0]
                 for k in range(width // 4):
-                    words = np.zeros(THREADS, np.uint32)
+                    words = np.zeros(self.n, np.uint32)
                     sel = idx + 4 * k
                     words[g] = buf.data.view(np.uint8)[sel[:, None] + np.arange(4)].copy().view(np.uint32).reshape(-1)
                     self._write(st, d + k, words, g)
@@ -474,7 +475,7 @@ class Machine:
                 self._race(st, words, g, False, text)
                 d = ops[0].values[0]
                 for k in range(width // 4):
-                    v = np.zeros(THREADS, np.uint32)
+                    v = np.zeros(self.n, np.uint32)
                     v[g] = st.smem[words[:, k]]
                     self._write(st, d + k, v, g)
             else:
@@ -487,11 +488,11 @@ class Machine:
 
 
 class _State:
-    def __init__(self, shared_bytes):
-        self.R = np.zeros((256, THREADS), np.uint32)
-        self.defined = np.zeros((256, THREADS), bool)
-        self.P = np.zeros((7, THREADS), bool)
-        self.zero = np.zeros(THREADS, np.uint32)
+    def __init__(self, shared_bytes, threads: int = THREADS):
+        self.R = np.zeros((256, threads), np.uint32)
+        self.defined = np.zeros((256, threads), bool)
+        self.P = np.zeros((7, threads), bool)
+        self.zero = np.zeros(threads, np.uint32)
         nwords = shared_bytes // 4
         self.smem = np.full(nwords, 0x7FC00001, np.uint32)     # NaN: reads of unwritten data show
         self.w_epoch = np.full(nwords, -1, np.int64)
@@ -505,13 +506,13 @@ class _State:
 
 
 def simulate(text: str, grid, buffers: dict[str, np.ndarray], param_order: list[tuple[str, int]],
-             shared_bytes: int) -> tuple[dict[str, np.ndarray], Machine]:
+             shared_bytes: int, threads: int = THREADS) -> tuple[dict[str, np.ndarray], Machine]:
     """Run the kernel on copies of `buffers` (name -> array); returns the final contents (uint8
     views reshaped by the caller) and the machine (race_log, undefined_log)."""
     mem = Memory()
     params = {}
     for name, _size in param_order:
         params[name] = mem.add(name, buffers[name])
-    m = Machine(text, grid, params, mem, shared_bytes, [s for _n, s in param_order])
+    m = Machine(text, grid, params, mem, shared_bytes, [s for _n, s in param_order], threads)
     m.run()
     return {name: mem.get(name) for name, _ in param_order}, m
