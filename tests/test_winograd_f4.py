@@ -56,7 +56,7 @@ def test_gemm_assembles_without_hazards(g):
 
 
 @pytest.mark.parametrize("o", [gemmgen.GemmOptions(depbar_yield=False), gemmgen.GemmOptions(wait_all=True),
-                               gemmgen.GemmOptions(reuse=False)], ids=lambda o: o.tag())
+                               gemmgen.GemmOptions(reuse=False), gemmgen.GemmOptions(rows=16)], ids=lambda o: o.tag())
 def test_gemm_options_assemble(o):
     gemmgen.build(GemmShape(32, 128, 128), o, cache=False)
 
@@ -92,19 +92,21 @@ def test_unsupported_gemms_are_refused():
             gemmgen.Generator(g)
 
 
-def _sim_gemm(g: GemmShape, seed: int = 0):
+def _sim_gemm(g: GemmShape, o: gemmgen.GemmOptions, seed: int = 0):
     rng = np.random.default_rng(seed)
     u = rng.standard_normal((g.rows, g.K)).astype(np.float32)
     v = rng.standard_normal((g.rows, g.T)).astype(np.float32)
     m = np.full((g.parts * gemmgen.E, g.K, g.T), np.nan, np.float32)
-    out, mach = sim.simulate(gemmgen.generate(g), g.grid(), {"u": u, "v": v, "m": m}, list(gemmgen.PARAMS),
-                             gemmgen.SMEM_BYTES)
+    out, mach = sim.simulate(gemmgen.generate(g, o), g.grid(), {"u": u, "v": v, "m": m}, list(gemmgen.PARAMS),
+                             gemmgen.SMEM_BYTES, o.threads)
     return u, v, out["m"].view(np.float32).reshape(g.parts, gemmgen.E, g.K, g.T), mach
 
 
-@pytest.mark.parametrize("g", [GemmShape(32, 128, 128), GemmShape(32, 128, 256, 2)], ids=str)
-def test_gemm_in_the_simulator_matches_float64(g):
-    u, v, got, mach = _sim_gemm(g)
+@pytest.mark.parametrize("g,o", [(GemmShape(32, 128, 128), gemmgen.GemmOptions()),
+                                 (GemmShape(32, 128, 256, 2), gemmgen.GemmOptions()),
+                                 (GemmShape(32, 128, 128, 2), gemmgen.GemmOptions(rows=16))], ids=str)
+def test_gemm_in_the_simulator_matches_float64(g, o):
+    u, v, got, mach = _sim_gemm(g, o)
     cp = g.C // g.parts
     U = u[:gemmgen.E * g.C].reshape(gemmgen.E, g.C, g.K).astype(np.float64)
     V = v[:gemmgen.E * g.C].reshape(gemmgen.E, g.C, g.T).astype(np.float64)

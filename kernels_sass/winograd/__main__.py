@@ -622,21 +622,22 @@ def cmd_gemm(args) -> int:
     sms = props.multi_processor_count
     clk = 1980e6
     configs = [c for c in resnet_configs() if any(c[0].startswith(p) for p in (args.configs or ["Conv4", "Conv5"]))]
+    variants = [gemm_options(v) for v in args.options]
     rows = []
     print(f"# {props.name}: the F(4x4,3x3) GEMM (36 batched, M[e] = U[e]^T V[e]); FFMA issue = warp FFMAs / "
           f"({sms} SMs x 4 x time x {clk / 1e6:.0f} MHz); loop = by C vs 2C")
-    print(f"{'config':<12}{'C x K x T':>18}{'rows':>5}{'parts':>6}{'blocks':>7}{'model':>7}{'ms':>9}{'TFLOPS':>8}{'FFMA issue':>11}"
+    print(f"{'config':<12}{'C x K x T':>18}{'options':>10}{'parts':>6}{'blocks':>7}{'model':>7}{'ms':>9}{'TFLOPS':>8}{'FFMA issue':>11}"
           f"{'loop':>7}{'rel err':>9}{'cuBLAS ms':>10}{'TFLOPS':>8}")
     for name, s in configs:
         chosen = f4.plan(s, sms).parts
         cublas = None
-        for rows, parts in [(r, n) for r in args.rows for n in range(1, f4.MAX_PARTS + 1)]:
-            o = replace(gemmgen.OPTIONS, rows=rows)
+        for o, parts in [(o, n) for o in variants for n in range(1, f4.MAX_PARTS + 1)]:
             try:
                 p = f4.plan(s, sms, parts)
+                g = p.gemm
+                gemmgen.Generator(g, o)
             except gemmgen.Unsupported:
                 continue
-            g = p.gemm
             times = []
             for gg in (g, gemmgen.GemmShape(2 * g.C, g.K, g.T, parts)):
                 u = torch.randn((gg.rows, gg.K), device=dev)
@@ -663,12 +664,12 @@ def cmd_gemm(args) -> int:
             whole = ffma / (sms * 4 * times[0] * 1e-3 * clk)
             loop = ffma / (sms * 4 * (times[1] - times[0]) * 1e-3 * clk)
             tf = 2 * gemmgen.E * g.K * g.T * g.C / times[0] / 1e9
-            row = {"config": name, "C": g.C, "K": g.K, "T": g.T, "rows": rows, "parts": parts,
+            row = {"config": name, "C": g.C, "K": g.K, "T": g.T, "options": o.tag() or "default", "parts": parts,
                    "chosen": parts == chosen and o == gemmgen.OPTIONS,
                    "blocks": g.blocks(), "model": f4.modelled(p, sms), "ms": times[0], "ms_2C": times[1],
                    "ffma_issue": whole, "loop_issue": loop, "rel_err": err, "cublas_ms": cublas}
             rows.append(row)
-            print(f"{name:<12}{f'{g.C}x{g.K}x{g.T}':>18}{rows:>5}{parts:>5}{'*' if row['chosen'] else ' '}{g.blocks():>7}"
+            print(f"{name:<12}{f'{g.C}x{g.K}x{g.T}':>18}{o.tag() or '-':>10}{parts:>5}{'*' if row['chosen'] else ' '}{g.blocks():>7}"
                   f"{row['model']:>7.0f}{times[0]:>9.4f}{tf:>8.1f}{whole:>11.1%}{loop:>7.1%}{err:>9.1e}"
                   f"{cublas:>10.4f}{2 * gemmgen.E * g.K * g.T * g.C / cublas / 1e9:>8.1f}", flush=True)
     print("# * the split f4.plan chooses (modelled)")
@@ -676,6 +677,17 @@ def cmd_gemm(args) -> int:
         with open(args.json, "w") as f:
             json.dump({"device": props.name, "sms": sms, "rows": rows}, f, indent=1)
     return 0
+
+
+def gemm_options(text: str):
+    """GemmOptions from 'rows=16,unroll=4' (empty: the default)."""
+    from . import gemmgen
+    kw = {}
+    for item in filter(None, text.split(",")):
+        k, _, v = item.partition("=")
+        kw[k.strip()] = v.strip() not in ("0", "false", "False") if k.strip() in ("depbar_yield", "wait_all", "reuse") \
+            else int(v)
+    return replace(gemmgen.OPTIONS, **kw)
 
 
 def cmd_prebuild(args) -> int:
@@ -707,8 +719,13 @@ def cmd_prebuild(args) -> int:
                 g = f4.plan(s, args.sms, parts).gemm
             except gemmgen.Unsupported:
                 continue
-            g2 = gemmgen.GemmShape(2 * g.C, g.K, g.T, parts)
-            gemms |= {(gg, replace(gemmgen.OPTIONS, rows=rows)) for gg in (g, g2) for rows in (8, 16)}
+            for gg in (g, gemmgen.GemmShape(2 * g.C, g.K, g.T, parts)):
+                for o in map(gemm_options, args.gemm_options):
+                    try:
+                        gemmgen.Generator(gg, o)
+                    except gemmgen.Unsupported:
+                        continue
+                    gemms.add((gg, o))
     t = time.time()
     with ProcessPoolExecutor(max_workers=args.jobs or os.cpu_count()) as ex:
         list(ex.map(_build, [(s, o, args.sms) for s, o in jobs] + [(g, o, None) for g, o in sorted(gemms, key=str)]))
@@ -808,7 +825,8 @@ def main(argv=None) -> int:
     q.set_defaults(func=cmd_smoke)
     q = sub.add_parser("gemm", help="the F(4x4,3x3) GEMM alone, each split, against cuBLAS")
     q.add_argument("--configs", nargs="*", help="prefixes (default Conv4 Conv5)")
-    q.add_argument("--rows", nargs="*", type=int, default=[8, 16], help="accumulator rows of a thread (8, 16)")
+    q.add_argument("--options", nargs="*", default=["", "rows=16"],
+                   help="GEMM variants, e.g. '' (the default) 'rows=16' 'unroll=4,depbar_stall=1' (gemmgen.GemmOptions)")
     q.add_argument("--reps", type=int, default=20)
     q.add_argument("--json")
     q.set_defaults(func=cmd_gemm)
@@ -817,6 +835,7 @@ def main(argv=None) -> int:
     q.add_argument("--jobs", type=int)
     q.add_argument("--sms", type=int, default=132, help="multiprocessors of the target GPU (the split depends on it)")
     q.add_argument("--split", nargs="*", type=int, default=[], help="also these forced splits (check --split S)")
+    q.add_argument("--gemm-options", nargs="*", default=["", "rows=16"], help="the F(4x4,3x3) GEMM variants (gemm --options)")
     q.set_defaults(func=cmd_prebuild)
     args = p.parse_args(argv)
     return args.func(args)

@@ -60,7 +60,7 @@ class Plan:
 
     @property
     def gemm(self) -> GemmShape:
-        return GemmShape(_up(self.s.C, gemmgen.UNROLL * gemmgen.BC * self.parts), _up(self.s.K, BM),
+        return GemmShape(_up(self.s.C, gemmgen.OPTIONS.unroll * gemmgen.BC * self.parts), _up(self.s.K, BM),
                          _up(self.T, BN), self.parts)
 
     def buffers(self) -> dict[str, tuple[int, ...]]:

@@ -51,7 +51,7 @@ STAGES = 4
 STAGE_BYTES = 0x2000       # A [8][128] floats, then B [8][128]
 B_OFF = 0x1000
 GRAY = (0x0000, 0x2000, 0x6000, 0x4000)    # stage offsets in the order the iterations use them
-UNROLL = 2                 # iterations a loop body (the XORs alternate)
+UNROLL = 2                 # iterations a loop body at least (GemmOptions.unroll)
 PAD_ROWS = (STAGES - 1) * BC
 SMEM_BASE = 0x400          # sm_90: user shared memory starts 1 KiB into the CTA window
 SMEM_BYTES = STAGES * STAGE_BYTES
@@ -109,6 +109,9 @@ class GemmOptions:
     reuse: bool = True            # operand reuse flags
     rows: int = 8                 # accumulator rows of a thread (x 8 columns): 8 (256 threads, 4 LDS.128
                                   # a channel for 64 FFMA) or 16 (128 threads, 6 LDS.128 for 128 FFMA)
+    unroll: int = 2               # iterations a loop body: 2 (stages by XOR of the address registers) or
+                                  # 4 (each stage an immediate offset: no XOR; C a multiple of 32 x parts)
+    depbar_stall: int = DEPBAR_STALL
 
     @property
     def threads(self) -> int:
@@ -116,7 +119,8 @@ class GemmOptions:
 
     def tag(self) -> str:
         return (("" if self.depbar_yield else "-ndy") + ("-wa" if self.wait_all else "") + ("" if self.reuse else "-nr")
-                + ("" if self.rows == 8 else f"-r{self.rows}"))
+                + ("" if self.rows == 8 else f"-r{self.rows}") + ("" if self.unroll == 2 else f"-u{self.unroll}")
+                + ("" if self.depbar_stall == DEPBAR_STALL else f"-ds{self.depbar_stall}"))
 
 
 OPTIONS = GemmOptions()           # what kernels_sass.winograd.f4 runs
@@ -167,8 +171,10 @@ def seq() -> Seq:
 class Generator:
     def __init__(self, g: GemmShape, o: GemmOptions = GemmOptions()):
         check_gemm(g)
-        if o.rows not in (8, 16):
-            raise ValueError(f"rows {o.rows}: 8 or 16")
+        if o.rows not in (8, 16) or o.unroll not in (2, 4):
+            raise ValueError(f"rows {o.rows}, unroll {o.unroll}: 8 or 16, 2 or 4")
+        if g.iterations % o.unroll:
+            raise Unsupported(f"C {g.C}: {g.iterations} iterations a block, not a multiple of {o.unroll}")
         self.g = g
         self.o = o
         self.r = Regs(o.rows)
@@ -178,23 +184,28 @@ class Generator:
         self.slots_ch = 8 * o.rows                # FFMAs a channel
 
     # ---- pieces -----------------------------------------------------------------------
-    def lds_ops(self, ch: int, buf: int) -> list[str]:
+    def stage(self, it: int) -> int:
+        """The immediate offset of iteration it's stage (unroll 4; else the registers hold it)."""
+        return (it % STAGES) * STAGE_BYTES if self.o.unroll == STAGES else 0
+
+    def lds_ops(self, ch: int, buf: int, stage: int = 0) -> list[str]:
         """The operands of channel ch (0..7) of the current stage into register set buf: A's
         row quads and B's two column quads, interleaved."""
         r = self.r
-        a = [f"LDS.128 R{r.RA(buf, 4 * q)}, [R{r.LDA}+{ch * 512 + q * self.row_step * 4:#x}]" for q in range(self.quads)]
-        b = [f"LDS.128 R{r.RB(buf, 4 * h)}, [R{r.LDB}+{ch * 512 + h * 256:#x}]" for h in range(2)]
+        a = [f"LDS.128 R{r.RA(buf, 4 * q)}, [R{r.LDA}+{stage + ch * 512 + q * self.row_step * 4:#x}]"
+             for q in range(self.quads)]
+        b = [f"LDS.128 R{r.RB(buf, 4 * h)}, [R{r.LDB}+{stage + ch * 512 + h * 256:#x}]" for h in range(2)]
         out = []
         for n in range(max(len(a), len(b))):
             out += a[n:n + 1] + b[n:n + 1]
         return out
 
-    def copy_ops(self) -> list[str]:
-        """One iteration's chunks of U and V into the stage R_ST points at: a thread copies
-        chunks p and p + per_row of its row (256 bytes apart)."""
+    def copy_ops(self, stage: int = 0) -> list[str]:
+        """One iteration's chunks of U and V into the stage R_ST (+ stage) points at: a thread
+        copies chunks p and p + per_row of its row (256 bytes apart)."""
         r = self.r
         out = []
-        for reg, off in ((r.UP, 0), (r.VP, B_OFF)):
+        for reg, off in ((r.UP, stage), (r.VP, stage + B_OFF)):
             for m in range(32 // self.per_row):
                 d = m * self.per_row * 16
                 out.append(f"LDGSTS.E.BYPASS.128 [R{r.ST}{'+' + hex(off + d) if off + d else ''}], "
@@ -290,23 +301,24 @@ class Generator:
         q.op(f"IADD3 R{R_LDA}, R{R_LDA}, {SMEM_BASE:#x}, RZ")
         mad(q, R_LDB, tx, 16, None, R_CNT)
         q.op(f"IADD3 R{R_LDB}, R{R_LDB}, {SMEM_BASE + B_OFF:#x}, RZ")
-        q.op(f"MOV R{R_CNT}, {g.iterations // UNROLL:#x}")
+        q.op(f"MOV R{R_CNT}, {g.iterations // self.o.unroll:#x}")
         q.op("NOP", wait=q.wait_all(), y=True, stall=2)
         out = q.lines()
         # the first three iterations' copies, one group each, on a clean scoreboard
         for it in range(STAGES - 1):
-            out += [Op(c, rb=ADDR_SB, y=True, stall=COPY_GAP).line() for c in self.copy_ops()]
+            out += [Op(c, rb=ADDR_SB, y=True, stall=COPY_GAP).line() for c in self.copy_ops(self.stage(it))]
             out.append(Op("LDGDEPBAR", wb=ASYNC_SB, y=True, stall=COPY_GAP).line())
             adv = self.advance_ops()
             for n, (text, _) in enumerate(adv):
                 stall = PRED_DIST if n == 1 else MIN_DIST if n == len(adv) - 1 else 1
                 out.append(Op(text, wait=(1 << ADDR_SB) if n == 0 else 0, y=True, stall=stall).line())
-            out.append(Op(self.xor_op(R_ST, GRAY[it] ^ GRAY[it + 1]), y=True, stall=MIN_DIST).line())
+            if self.o.unroll == 2:
+                out.append(Op(self.xor_op(R_ST, GRAY[it] ^ GRAY[it + 1]), y=True, stall=MIN_DIST).line())
         # the accumulators, while the copies are in flight
         out += [Op(f"MOV R{a}, RZ", y=True, stall=1).line() for a in range(r.acc)]
         # group 0 landed (two may stay in flight), every thread's copies are visible; the
         # first channel's operands
-        out.append(Op(f"DEPBAR.LE SB{ASYNC_SB}, 0x{STAGES - 2:x}", y=True, stall=DEPBAR_STALL).line())
+        out.append(Op(f"DEPBAR.LE SB{ASYNC_SB}, 0x{STAGES - 2:x}", y=True, stall=self.o.depbar_stall).line())
         out.append(Op("NOP", y=True, stall=DEPBAR_LEAD).line())
         out.append(Op("BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6).line())
         for t in self.lds_ops(0, 0):
@@ -323,11 +335,12 @@ class Generator:
             ins.setdefault(slot, []).append(op)
             return op
 
-        for it in range(UNROLL):
+        xor = self.o.unroll == 2
+        for it in range(self.o.unroll):
             base = it * BC * ch_slots
             # the copies of iteration i + 3 into the stage iteration i - 1 read (every warp's
             # reads of it ended before the last BAR), then the pointers and the stage move on
-            copies = self.copy_ops()
+            copies = self.copy_ops(self.stage(it + STAGES - 1))
             for m, c in enumerate(copies):
                 at(base + 1 + m * COPY_GAP, c, rb=ADDR_SB)
             at(base + 1 + len(copies) * COPY_GAP, "LDGDEPBAR", wb=ASYNC_SB)
@@ -335,27 +348,29 @@ class Generator:
             for n, (text, gap) in enumerate(self.advance_ops()):
                 slot += gap
                 at(slot, text, wait=(1 << ADDR_SB) if n == 0 else 0)
-            at(base + 26, self.xor_op(r.ST, self.write_xor(it)))
+            if xor:
+                at(base + 26, self.xor_op(r.ST, self.write_xor(it)))
             # channels 1..7's operands, during the channel before
             for ch in range(BC - 1):
-                for m, t in enumerate(self.lds_ops(ch + 1, (ch + 1) % 2)):
+                for m, t in enumerate(self.lds_ops(ch + 1, (ch + 1) % 2, self.stage(it))):
                     at(base + ch_slots * ch + 2 + 4 * m, t, wb=(ch + 1) % 2)
             # channel 7: the next stage's copies landed (group i + 1; i + 2 and i + 3 may be in
             # flight), every warp is done with this stage's reads up to channel 7 (barrier 1,
             # waited for by channel 7's first FFMA), the BAR; then the reads move on
             last = base + ch_slots * (BC - 1)
             at(last - DEPBAR_LEAD, f"DEPBAR.LE SB{ASYNC_SB}, 0x{0 if self.o.wait_all else STAGES - 2:x}",
-               y=self.o.depbar_yield, stall=DEPBAR_STALL)
+               y=self.o.depbar_yield, stall=self.o.depbar_stall)
             at(last + 2, "BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6, wait=1 << 1)
-            at(last + 3, self.xor_op(r.LDA, self.read_xor(it)))
-            at(last + 3, self.xor_op(r.LDB, self.read_xor(it)))
-            for m, t in enumerate(self.lds_ops(0, 0)):
+            if xor:
+                at(last + 3, self.xor_op(r.LDA, self.read_xor(it)))
+                at(last + 3, self.xor_op(r.LDB, self.read_xor(it)))
+            for m, t in enumerate(self.lds_ops(0, 0, self.stage(it + 1))):
                 at(last + 3 + MIN_DIST + 4 * m, t, wb=0)
-            if it == UNROLL - 1:
+            if it == self.o.unroll - 1:
                 at(last + 40, f"IADD3 R{r.CNT}, R{r.CNT}, -0x1, RZ")
                 at(last + 40 + MIN_DIST, f"ISETP.NE.AND P6, PT, R{r.CNT}, RZ, PT")
         body: list[Op] = []
-        for slot in range(UNROLL * BC * ch_slots):
+        for slot in range(self.o.unroll * BC * ch_slots):
             body += ins.get(slot, [])
             k = slot % ch_slots
             buf = slot // ch_slots % 2
