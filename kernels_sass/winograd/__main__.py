@@ -189,6 +189,26 @@ def timeit(fn, sets: int, reps: int = 30, rounds: int = 5, graph: bool = True) -
 _CUDNN = None
 
 
+# nvidia-smi's clocks_event_reasons bits that mean the SM clock was cut (not idle or the
+# application clock): HW slowdown, SW thermal, HW thermal, HW power brake
+SLOWDOWN_BITS = {0x8: "HW slowdown", 0x20: "SW thermal slowdown", 0x40: "HW thermal slowdown",
+                 0x80: "HW power brake slowdown"}
+
+
+def gpu_state() -> dict:
+    """SM clock, temperature and the clock-event reasons now (nvidia-smi), {} where unavailable."""
+    import subprocess
+    try:
+        q = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,temperature.gpu,clocks_event_reasons.active",
+                            "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20)
+        clk, temp, reasons = [v.strip() for v in q.stdout.strip().splitlines()[0].split(",")]
+        bits = int(reasons, 16)
+        return {"sm_clock_mhz": float(clk), "temperature_c": float(temp), "clock_event_reasons": reasons,
+                "slowdown": [name for bit, name in SLOWDOWN_BITS.items() if bits & bit]}
+    except Exception:
+        return {}
+
+
 def cmd_bench(args) -> int:
     import torch
     from . import api
@@ -208,6 +228,7 @@ def cmd_bench(args) -> int:
     except Exception as e:
         info["max_sm_clock_mhz"] = 1980.0
         log(f"[bench] nvidia-smi: {e}; assuming 1980 MHz")
+    info["gpu_state_at_start"] = gpu_state()
     log(f"[bench] {info}")
     opts = _opts(args)
     configs = resnet_configs()
@@ -323,6 +344,7 @@ def cmd_bench(args) -> int:
         results.append(row)
         del xs, wts, xcs, wcs, us, yks, ys, wss
         torch.cuda.empty_cache()
+    info["gpu_state_at_end"] = gpu_state()
     out = {"info": info, "options": opts.__dict__, "results": results}
     if args.json:
         with open(args.json, "w") as f:
@@ -413,6 +435,12 @@ def anchors(path: str = ANCHORS) -> dict:
 
 def render(data: dict, plot: str = None) -> None:
     res = data["results"]
+    slow = [f"{when}: {', '.join(st['slowdown'])} at {st.get('temperature_c')} C"
+            for when, st in (("start", data["info"].get("gpu_state_at_start") or {}),
+                             ("end", data["info"].get("gpu_state_at_end") or {})) if st.get("slowdown")]
+    if slow:
+        print(f"# WARNING: the GPU cut its clock during this run ({'; '.join(slow)}): the timings are not "
+              f"comparable with other runs")
     anc = anchors()
     for r in res:      # the best cuDNN algorithm run directly, where there were such runs
         algos = {k: v for k, v in r["ms"].items() if k.startswith("cudnn ") and k != "cudnn (benchmark)" and v == v}
