@@ -56,7 +56,7 @@ def test_gemm_assembles_without_hazards(g):
 
 
 @pytest.mark.parametrize("o", [gemmgen.GemmOptions(depbar_yield=False), gemmgen.GemmOptions(wait_all=True),
-                               gemmgen.GemmOptions(reuse=False), gemmgen.GemmOptions(rows=16)], ids=lambda o: o.tag())
+                               gemmgen.GemmOptions(reuse=False), gemmgen.GemmOptions(tile_rows=16)], ids=lambda o: o.tag())
 def test_gemm_options_assemble(o):
     gemmgen.build(GemmShape(32, 128, 128), o, cache=False)
 
@@ -94,8 +94,8 @@ def test_unsupported_gemms_are_refused():
 
 def _sim_gemm(g: GemmShape, o: gemmgen.GemmOptions, seed: int = 0):
     rng = np.random.default_rng(seed)
-    u = rng.standard_normal((g.rows, g.K)).astype(np.float32)
-    v = rng.standard_normal((g.rows, g.T)).astype(np.float32)
+    u = rng.standard_normal((g.operand_rows, g.K)).astype(np.float32)
+    v = rng.standard_normal((g.operand_rows, g.T)).astype(np.float32)
     m = np.full((g.parts * gemmgen.E, g.K, g.T), np.nan, np.float32)
     out, mach = sim.simulate(gemmgen.generate(g, o), g.grid(), {"u": u, "v": v, "m": m}, list(gemmgen.PARAMS),
                              gemmgen.SMEM_BYTES, o.threads)
@@ -104,7 +104,7 @@ def _sim_gemm(g: GemmShape, o: gemmgen.GemmOptions, seed: int = 0):
 
 @pytest.mark.parametrize("g,o", [(GemmShape(32, 128, 128), gemmgen.GemmOptions()),
                                  (GemmShape(32, 128, 256, 2), gemmgen.GemmOptions()),
-                                 (GemmShape(32, 128, 128, 2), gemmgen.GemmOptions(rows=16))], ids=str)
+                                 (GemmShape(32, 128, 128, 2), gemmgen.GemmOptions(tile_rows=16))], ids=str)
 def test_gemm_in_the_simulator_matches_float64(g, o):
     u, v, got, mach = _sim_gemm(g, o)
     cp = g.C // g.parts

@@ -668,8 +668,8 @@ def cmd_gemm(args) -> int:
                 continue
             times = []
             for gg in (g, gemmgen.GemmShape(2 * g.C, g.K, g.T, parts)):
-                u = torch.randn((gg.rows, gg.K), device=dev)
-                v = torch.randn((gg.rows, gg.T), device=dev)
+                u = torch.randn((gg.operand_rows, gg.K), device=dev)
+                v = torch.randn((gg.operand_rows, gg.T), device=dev)
                 m = torch.full((parts * gemmgen.E, gg.K, gg.T), float("nan"), device=dev)
                 kern = f4.sass_gemm(gg, o)
 
@@ -708,7 +708,7 @@ def cmd_gemm(args) -> int:
 
 
 def gemm_options(text: str):
-    """GemmOptions from 'rows=16,unroll=4' (empty: the default)."""
+    """GemmOptions from 'tile_rows=16,unroll=4' (empty: the default)."""
     from . import gemmgen
     kw = {}
     for item in filter(None, text.split(",")):
@@ -853,8 +853,8 @@ def main(argv=None) -> int:
     q.set_defaults(func=cmd_smoke)
     q = sub.add_parser("gemm", help="the F(4x4,3x3) GEMM alone, each split, against cuBLAS")
     q.add_argument("--configs", nargs="*", help="prefixes (default Conv4 Conv5)")
-    q.add_argument("--options", nargs="*", default=["", "rows=16"],
-                   help="GEMM variants, e.g. '' (the default) 'rows=16' 'unroll=4,depbar_stall=1' (gemmgen.GemmOptions)")
+    q.add_argument("--options", nargs="*", default=["", "tile_rows=16"],
+                   help="GEMM variants, e.g. '' (the default) 'tile_rows=16' 'unroll=4,depbar_stall=1' (gemmgen.GemmOptions)")
     q.add_argument("--reps", type=int, default=20)
     q.add_argument("--json")
     q.set_defaults(func=cmd_gemm)
@@ -863,7 +863,7 @@ def main(argv=None) -> int:
     q.add_argument("--jobs", type=int)
     q.add_argument("--sms", type=int, default=132, help="multiprocessors of the target GPU (the split depends on it)")
     q.add_argument("--split", nargs="*", type=int, default=[], help="also these forced splits (check --split S)")
-    q.add_argument("--gemm-options", nargs="*", default=["", "rows=16"], help="the F(4x4,3x3) GEMM variants (gemm --options)")
+    q.add_argument("--gemm-options", nargs="*", default=["", "tile_rows=16"], help="the F(4x4,3x3) GEMM variants (gemm --options)")
     q.set_defaults(func=cmd_prebuild)
     args = p.parse_args(argv)
     return args.func(args)

@@ -66,7 +66,7 @@ class Plan:
     def buffers(self) -> dict[str, tuple[int, ...]]:
         """Shapes of the intermediate buffers (float32)."""
         g = self.gemm
-        return {"u4": (g.rows, g.K), "v4": (g.rows, g.T), "m4": (g.parts * gemmgen.E, g.K, g.T)}
+        return {"u4": (g.operand_rows, g.K), "v4": (g.operand_rows, g.T), "m4": (g.parts * gemmgen.E, g.K, g.T)}
 
 
 def modelled(p: Plan, sms: int) -> float:

@@ -25,7 +25,7 @@ Design (sm_90, our own):
   row and B at the zigzag's row turns (.reuse), as in the F(2x2,3x3) kernel.
 - 32 + 2 registers of operands and addresses next to 64 accumulators: about 110 registers,
   two blocks an SM (64 KiB of shared memory).
-- U and V hold `rows(E, C) = E*C + 24` rows: the last three iterations' prefetches read the 24
+- U and V hold `operand_rows = E*C + 24` rows: the last three iterations' prefetches read the 24
   rows past the end, into stages nobody reads.
 - Split-C: `parts` blocks share a tile's channels (grid z = parts * 36), each writes its own
   M[p]; the output transform adds them. It fills the last wave of blocks.
@@ -107,7 +107,7 @@ class GemmOptions:
     depbar_yield: bool = True     # the loop's DEPBAR yields (and ends the .reuse chains across it)
     wait_all: bool = False        # the loop waits for every copy group (one stage in flight)
     reuse: bool = True            # operand reuse flags
-    rows: int = 8                 # accumulator rows of a thread (x 8 columns): 8 (256 threads, 4 LDS.128
+    tile_rows: int = 8            # accumulator rows of a thread (x 8 columns): 8 (256 threads, 4 LDS.128
                                   # a channel for 64 FFMA) or 16 (128 threads, 6 LDS.128 for 128 FFMA)
     unroll: int = 2               # iterations a loop body: 2 (stages by XOR of the address registers) or
                                   # 4 (each stage an immediate offset: no XOR; C a multiple of 32 x parts)
@@ -115,11 +115,11 @@ class GemmOptions:
 
     @property
     def threads(self) -> int:
-        return BM * BN // (8 * self.rows)
+        return BM * BN // (8 * self.tile_rows)
 
     def tag(self) -> str:
         return (("" if self.depbar_yield else "-ndy") + ("-wa" if self.wait_all else "") + ("" if self.reuse else "-nr")
-                + ("" if self.rows == 8 else f"-r{self.rows}") + ("" if self.unroll == 2 else f"-u{self.unroll}")
+                + ("" if self.tile_rows == 8 else f"-r{self.tile_rows}") + ("" if self.unroll == 2 else f"-u{self.unroll}")
                 + ("" if self.depbar_stall == DEPBAR_STALL else f"-ds{self.depbar_stall}"))
 
 
@@ -134,7 +134,7 @@ class GemmShape:
     parts: int = 1  # split-C
 
     @property
-    def rows(self) -> int:
+    def operand_rows(self) -> int:
         """Rows of U and V: E*C and the 24 the last prefetches read."""
         return E * self.C + PAD_ROWS
 
@@ -156,7 +156,7 @@ def check_gemm(g: GemmShape) -> None:
     if g.parts < 1 or g.C % (UNROLL * BC * g.parts) or g.C < UNROLL * BC * g.parts:
         raise Unsupported(f"C {g.C} must be a multiple of {UNROLL * BC} x parts ({g.parts})")
     lim = 1 << 31
-    if g.rows * max(g.K, g.T) * 4 >= lim or g.parts * E * g.K * g.T * 4 >= lim:
+    if g.operand_rows * max(g.K, g.T) * 4 >= lim or g.parts * E * g.K * g.T * 4 >= lim:
         raise Unsupported("operands of 2 GiB or more need 64-bit offsets")
     if E * g.parts >= 1 << 16:
         raise Unsupported(f"{g.parts} parts")
@@ -171,17 +171,17 @@ def seq() -> Seq:
 class Generator:
     def __init__(self, g: GemmShape, o: GemmOptions = GemmOptions()):
         check_gemm(g)
-        if o.rows not in (8, 16) or o.unroll not in (2, 4):
-            raise ValueError(f"rows {o.rows}, unroll {o.unroll}: 8 or 16, 2 or 4")
+        if o.tile_rows not in (8, 16) or o.unroll not in (2, 4):
+            raise ValueError(f"tile_rows {o.tile_rows}, unroll {o.unroll}: 8 or 16, 2 or 4")
         if g.iterations % o.unroll:
             raise Unsupported(f"C {g.C}: {g.iterations} iterations a block, not a multiple of {o.unroll}")
         self.g = g
         self.o = o
-        self.r = Regs(o.rows)
-        self.quads = o.rows // 4                  # LDS.128 of A a channel
+        self.r = Regs(o.tile_rows)
+        self.quads = o.tile_rows // 4                  # LDS.128 of A a channel
         self.row_step = BM // self.quads          # k distance of a thread's row quads (64 or 32)
         self.per_row = o.threads // BC            # threads copying one channel row (32 or 16)
-        self.slots_ch = 8 * o.rows                # FFMAs a channel
+        self.slots_ch = 8 * o.tile_rows                # FFMAs a channel
 
     # ---- pieces -----------------------------------------------------------------------
     def stage(self, it: int) -> int:
@@ -285,18 +285,13 @@ class Generator:
         else:
             mad(q, t1, z, g.C, crow, R_CNT)
         # U address: u + 4 * (row*K + 128*cy + 4*chunk); V: v + 4 * (row*T + 128*cx + 4*chunk)
-        mad(q, off, t1, g.K, None, R_CNT)
-        mad(q, off, cy, BM, off, R_CNT)
-        mad(q, off, chunk, 4, off, R_CNT)
-        q.op(f"SHF.L.U32 R{off}, R{off}, 0x2, RZ")
-        q.op(f"IADD3 R{R_UP}, P0, R{off}, R{R_u}, RZ")
-        q.op(f"IADD3.X R{R_UP + 1}, RZ, R{R_u + 1}, RZ, P0, !PT")
-        mad(q, off, t1, g.T, None, R_CNT)
-        mad(q, off, cx, BN, off, R_CNT)
-        mad(q, off, chunk, 4, off, R_CNT)
-        q.op(f"SHF.L.U32 R{off}, R{off}, 0x2, RZ")
-        q.op(f"IADD3 R{R_VP}, P1, R{off}, R{R_v}, RZ")
-        q.op(f"IADD3.X R{R_VP + 1}, RZ, R{R_v + 1}, RZ, P1, !PT")
+        for ptr, base, width, block, carry in ((R_UP, R_u, g.K, cy, 0), (R_VP, R_v, g.T, cx, 1)):
+            mad(q, off, t1, width, None, R_CNT)
+            mad(q, off, block, BM, off, R_CNT)
+            mad(q, off, chunk, 4, off, R_CNT)
+            q.op(f"SHF.L.U32 R{off}, R{off}, 0x2, RZ")
+            q.op(f"IADD3 R{ptr}, P{carry}, R{off}, R{base}, RZ")
+            q.op(f"IADD3.X R{ptr + 1}, RZ, R{base + 1}, RZ, P{carry}, !PT")
         mad(q, R_LDA, ty, 16, None, R_CNT)
         q.op(f"IADD3 R{R_LDA}, R{R_LDA}, {SMEM_BASE:#x}, RZ")
         mad(q, R_LDB, tx, 16, None, R_CNT)
@@ -403,7 +398,7 @@ class Generator:
         q.op(f"IADD3.X R{mq + 1}, RZ, R{mp + 1}, RZ, P1, !PT")
         half = self.quads // 2
         n = 0
-        for i in range(self.o.rows):
+        for i in range(self.o.tile_rows):
             qd, ii = divmod(i, 4)
             for h in range(2):
                 tmp = r.acc + 4 * (n % (r.set_size // 2))       # the operand registers, free now
