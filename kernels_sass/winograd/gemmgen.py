@@ -23,12 +23,16 @@ Design (sm_90, our own):
 - Two operand register sets (LDS of channel c+1 during channel c's FFMAs), accumulators and
   B operands in different register banks (columns swapped in pairs, ACC), A reused along a
   row and B at the zigzag's row turns (.reuse), as in the F(2x2,3x3) kernel.
-- 32 + 2 registers of operands and addresses next to 64 accumulators: about 110 registers,
-  two blocks an SM (64 KiB of shared memory).
+- 32 registers of operands and 10 of addresses and counters next to 64 accumulators: 117
+  registers as counted, two blocks an SM (2 x 33 KiB of shared memory with the reserved KiB).
+  GemmOptions.tile_rows = 16 (128 threads, 16x8 accumulators, 198 registers) is measured
+  slower on the H100 (README): two blocks of 4 warps an SM hide too little.
 - U and V hold `operand_rows = E*C + 24` rows: the last three iterations' prefetches read the 24
   rows past the end, into stages nobody reads.
 - Split-C: `parts` blocks share a tile's channels (grid z = parts * 36), each writes its own
-  M[p]; the output transform adds them. It fills the last wave of blocks.
+  M[p]; the output transform adds them (f4.plan decides, by a model of the busiest SM).
+- The copies 4 cycles apart and the DEPBAR 8 FFMA slots before the BAR: closer, the H100
+  read stages before their copies had landed (COPY_GAP, DEPBAR_LEAD).
 
 Control codes of the loop are placed by construction (slots of the FFMA stream); the
 prologue and epilogue get theirs from kernels_sass.winograd.sched. Every kernel is checked
@@ -41,7 +45,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .sched import Op, Seq, mark_reuse
-from .sassgen import CACHE_DIR, HazardError, Unsupported, _hex, _magic, _source_hash, hazards, mad
+from .sassgen import CACHE_DIR, HazardError, Unsupported, _magic, _source_hash, hazards, mad
 
 ARCH = "sm_90"
 BM = BN = 128              # the block's tile: filters (k) x input tiles (t)
