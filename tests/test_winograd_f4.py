@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from kernels_sass.winograd import f4, gemmgen, sim
+from kernels_sass.winograd import f4, gemmgen, sassgen, sim
 from kernels_sass.winograd import reference as ref
 from kernels_sass.winograd.gemmgen import GemmShape
 from kernels_sass.winograd.sassgen import Shape, Unsupported
@@ -44,7 +44,7 @@ def test_gemm_assembles_without_hazards(g):
     from sassas.elf import read_cubin
     text = gemmgen.generate(g)
     cubin = sassas.assemble(text, "sm_90", filename="gemm.sass")
-    assert gemmgen.hazards(cubin.program) == []
+    assert sassgen.hazards(cubin.program) == []
     info = read_cubin(cubin.data).kernel(gemmgen.kernel_name(g))
     assert info.registers <= 128            # two blocks of 256 threads an SM
     assert [p.size for p in info.params] == [8, 8, 8]
@@ -77,7 +77,6 @@ def test_gemm_copies_are_spaced_as_ptxas_spaces_them():
 
 def test_nvdisasm_reads_the_gemm_as_written():
     from sassas.isa import oracle
-    from kernels_sass.winograd import sassgen
     if not oracle.have_tools("sm_90"):
         pytest.skip("nvdisasm not installed (pip install -e '.[test]')")
     for g in GEMMS[:3]:

@@ -163,17 +163,18 @@ def split_tiles(yk, s: Shape, opts: Options) -> tuple[SplitTiles, int]:
     return SplitTiles(pointer(yk), sp.whole, s.N, s.H, s.W, s.K, s.TW, s.KB, s.NB), sp.tail
 
 
+def filter_strides(s: Shape, layout: str) -> tuple[np.int64, ...]:
+    """Element strides of w's k, c, r, s: KCRS with the NCHW front, else CRSK."""
+    st = (s.C * 9, 9, 3, 1) if layout == "NCHW" else (1, 9 * s.K, 3 * s.K, s.K)
+    return tuple(np.int64(v) for v in st)
+
+
 def filter_transform(w, u, s: Shape, layout: str, stream=0, zero: tuple[SplitTiles, int] = (SplitTiles(0), 0)) -> None:
     """U[c][e][k] (rows Cpad + 8, Kpad) from w in KCRS (NCHW front) or CRSK; in the same launch,
     zero (split_tiles) the outputs of the tiles a split SASS kernel adds into."""
-    if layout == "NCHW":
-        sk, sc, sr, ss = s.C * 9, 9, 3, 1
-    else:
-        sk, sc, sr, ss = 1, 9 * s.K, 3 * s.K, s.K
     k = cuda_module()["filter_transform"]
     k(((s.Kpad + 127) // 128, s.U_ROWS + zero[1]), 128, pointer(w), pointer(u), np.int32(s.K), np.int32(s.C),
-      np.int32(s.Kpad), np.int32(s.U_ROWS), np.int64(sk), np.int64(sc), np.int64(sr), np.int64(ss), zero[0],
-      stream=stream)
+      np.int32(s.Kpad), np.int32(s.U_ROWS), *filter_strides(s, layout), zero[0], stream=stream)
 
 
 def main_kernel(impl: str, xc, u, yk, s: Shape, opts: Options = Options(), stream=0, zeroed: bool = False) -> None:

@@ -107,15 +107,11 @@ def sass_gemm(g: GemmShape, o: gemmgen.GemmOptions = gemmgen.OPTIONS):
 
 
 def filter_transform(w, u4, p: Plan, layout: str, stream=0) -> None:
-    from .api import cuda_module, pointer
+    from .api import cuda_module, filter_strides, pointer
     s, g = p.s, p.gemm
-    if layout == "NCHW":
-        sk, sc, sr, ss = s.C * 9, 9, 3, 1
-    else:
-        sk, sc, sr, ss = 1, 9 * s.K, 3 * s.K, s.K
     cuda_module()["f4_filter_transform"]((g.K // 128, g.C), 128, pointer(w), pointer(u4), np.int32(s.K),
-                                         np.int32(s.C), np.int32(g.K), np.int32(g.C), np.int64(sk), np.int64(sc),
-                                         np.int64(sr), np.int64(ss), stream=stream)
+                                         np.int32(s.C), np.int32(g.K), np.int32(g.C), *filter_strides(s, layout),
+                                         stream=stream)
 
 
 def input_transform(xc, v4, p: Plan, stream=0) -> None:

@@ -40,12 +40,11 @@ with sassas.hazards when built.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Optional
 
 from .sched import Op, Seq, mark_reuse
-from .sassgen import CACHE_DIR, HazardError, Unsupported, _magic, _source_hash, hazards, mad
+from .sassgen import Unsupported, _magic, build_text, mad
 
 ARCH = "sm_90"
 BM = BN = 128              # the block's tile: filters (k) x input tiles (t)
@@ -445,22 +444,5 @@ def generate(g: GemmShape, o: GemmOptions = GemmOptions()) -> str:
 
 def build(g: GemmShape, o: GemmOptions = GemmOptions(), *, check_hazards: bool = True, cache: bool = True) -> bytes:
     """Assemble the kernel for `g` (cubin bytes), through sassgen's on-disk cache."""
-    import sassas
-    text = generate(g, o)
-    path = os.path.join(CACHE_DIR, f"{kernel_name(g, o)}-{_source_hash(text)}.cubin")
-    if cache and os.path.exists(path):
-        with open(path, "rb") as f:
-            return f.read()
-    cubin = sassas.assemble(text, ARCH, filename="winograd_gemmgen.sass")
-    if check_hazards:
-        errors = hazards(cubin.program)
-        if errors:
-            raise HazardError(f"{len(errors)} hazards, first: " + "; ".join(
-                str(h.message) + f" @{h.address:#x}" for h in errors[:5]))
-    if cache:
-        os.makedirs(CACHE_DIR, exist_ok=True)
-        tmp = path + f".{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(cubin.data)
-        os.replace(tmp, path)
-    return cubin.data
+    return build_text(generate(g, o), kernel_name(g, o), filename="winograd_gemmgen.sass",
+                      check_hazards=check_hazards, cache=cache)

@@ -1108,13 +1108,18 @@ def _source_hash(text: str) -> str:
 def build(shape: Shape, opts: Options = Options(), *, check_hazards: bool = True,
           cache: bool = True) -> bytes:
     """Assemble the kernel for `shape` (cubin bytes), through the on-disk cache."""
-    text = generate(shape, opts)
-    key = _source_hash(text)
-    path = os.path.join(CACHE_DIR, f"{kernel_name(shape, opts)}-{key}.cubin")
+    return build_text(generate(shape, opts), kernel_name(shape, opts), check_hazards=check_hazards, cache=cache)
+
+
+def build_text(text: str, name: str, *, filename: str = "winograd_sassgen.sass", check_hazards: bool = True,
+               cache: bool = True) -> bytes:
+    """Assemble generated SASS (cubin bytes), through the on-disk cache (CACHE_DIR, keyed by the
+    kernel name and the text): the F(2x2,3x3) kernels and the F(4x4,3x3) GEMMs."""
+    path = os.path.join(CACHE_DIR, f"{name}-{_source_hash(text)}.cubin")
     if cache and os.path.exists(path):
         with open(path, "rb") as f:
             return f.read()
-    data = assemble(text, check_hazards=check_hazards)
+    data = assemble(text, check_hazards=check_hazards, filename=filename)
     if cache:
         os.makedirs(CACHE_DIR, exist_ok=True)
         tmp = path + f".{os.getpid()}.tmp"
@@ -1128,9 +1133,9 @@ class HazardError(RuntimeError):
     pass
 
 
-def assemble(text: str, *, check_hazards: bool = True) -> bytes:
+def assemble(text: str, *, check_hazards: bool = True, filename: str = "winograd_sassgen.sass") -> bytes:
     import sassas
-    cubin = sassas.assemble(text, ARCH, filename="winograd_sassgen.sass")
+    cubin = sassas.assemble(text, ARCH, filename=filename)
     if check_hazards:
         errors = hazards(cubin.program)
         if errors:
