@@ -162,11 +162,60 @@ def patterns(width: int) -> list[Pattern]:
                    "lanes 0..7 active (quarter-warp divergence), consecutive"))
     out.append(_mk("odd-lanes", w, np.where(lanes % 2 == 1, lanes * w, -1),
                    "odd lanes active, consecutive addresses"))
+    if w == 16:
+        out += _gemm_operands()
     if w > 4:
         out.append(_mk("phase-cross", w, _phase_cross(w),
                        "each fixed phase has a 2-way conflict, but phase pairs use "
                        "complementary banks: 'phase' model 2x slower than 'ideal'"))
     return out
+
+
+def _gemm_operands() -> list[Pattern]:
+    """The operand reads of a register-tiled SGEMM (LDS.128, 4 consecutive floats of a row of
+    A or of B a lane): a warp of 32 threads covers a 4 x 8 grid of thread tiles, so it reads 4
+    distinct 16-byte chunks of A and 8 of B. Which lanes share a chunk is the kernel's choice
+    (its lane -> (ty, tx) map); these patterns measure what each choice costs the banks."""
+    lanes = np.arange(WARP)
+    c = 16
+    return [
+        _mk("gemm-a-quarters", 16, (lanes // 8) * c,
+            "ty = lane/8: each quarter-warp reads one chunk, 4 chunks in all (A, ty-major map)"),
+        _mk("gemm-b-quarters", 16, (lanes % 8) * c,
+            "tx = lane%8: each quarter-warp reads the same 8 chunks (B, ty-major map)"),
+        _mk("gemm-a-halves", 16, ((lanes % 16) // 4) * c,
+            "ty = (lane%16)/4: each half-warp reads the same 4 chunks (A, half-warp 4x4 map)"),
+        _mk("gemm-b-halves", 16, (lanes % 4 + 4 * (lanes // 16)) * c,
+            "tx = lane%4 + 4*(lane/16): each half-warp reads 4 chunks of its own (B, half-warp 4x4 map)"),
+        _mk("gemm-quarter-pairs", 16, (lanes % 2 + 2 * (lanes // 8)) * c,
+            "each quarter-warp reads 2 chunks of its own, 8 in all"),
+        _mk("gemm-a-blocked", 16, _blocked_map()[0] * c,
+            "ty of the blocked map: quarter-warps 2 ty x 4 tx, the two of a half-warp disjoint in both (A)"),
+        _mk("gemm-b-blocked", 16, _blocked_map()[1] * c,
+            "tx of the blocked map (B)"),
+        _mk("gemm-a-2x2", 16, _quad_map()[0] * c,
+            "ty of the 2x2 map: every 4 consecutive lanes cover 2 ty x 2 tx (A)"),
+        _mk("gemm-b-2x2", 16, _quad_map()[1] * c,
+            "tx of the 2x2 map (B)"),
+    ]
+
+
+def _quad_map() -> tuple[np.ndarray, np.ndarray]:
+    """A lane -> (ty, tx) map of a 4 x 8 warp in which lanes 4k..4k+3 cover a 2 x 2 block:
+    ty = bits 2,1 of the lane, tx = bits 4,3,0."""
+    lanes = np.arange(WARP)
+    return (lanes >> 1) & 3, 2 * (lanes >> 3) + (lanes & 1)
+
+
+def _blocked_map() -> tuple[np.ndarray, np.ndarray]:
+    """A lane -> (ty, tx) map of a 4 x 8 warp in which each quarter-warp covers 2 ty x 4 tx and
+    the two quarter-warps of a half-warp share neither a ty nor a tx:
+    q0 = {0,1} x {0..3}, q1 = {2,3} x {4..7}, q2 = {0,1} x {4..7}, q3 = {2,3} x {0..3}."""
+    lanes = np.arange(WARP)
+    q, j = lanes // 8, lanes % 8
+    ty = j // 4 + 2 * (q & 1)
+    tx = j % 4 + 4 * ((q & 1) ^ (q >> 1))
+    return ty, tx
 
 
 def _phase_cross(width: int) -> np.ndarray:

@@ -462,3 +462,18 @@ def test_cli_run_without_gpu_says_why():
     if ok:
         pytest.skip("a GPU is present")
     assert p.returncode == 2 and "no GPU" in p.stderr
+
+
+def test_gemm_operand_patterns_come_from_lane_maps_that_cover_a_4x8_warp():
+    """The gemm-* LDS.128 patterns (A: the ty chunk, B: the tx chunk of a lane) are built from
+    lane -> (ty, tx) maps; each must give the 32 lanes the 32 tiles of a 4 x 8 warp once."""
+    from microbench import patterns as pat
+    for ty, tx in (pat._blocked_map(), pat._quad_map()):
+        assert sorted(zip(ty.tolist(), tx.tolist())) == [(a, b) for a in range(4) for b in range(8)]
+    by_name = {p.name: p for p in pat.patterns(16)}
+    ty, tx = pat._quad_map()
+    assert by_name["gemm-a-2x2"].offsets == tuple(int(v) * 16 for v in ty)
+    assert by_name["gemm-b-2x2"].offsets == tuple(int(v) * 16 for v in tx)
+    # every 4 consecutive lanes of the 2x2 map read 2 chunks of A and 2 of B
+    for k in range(8):
+        assert len(set(ty[4 * k:4 * k + 4].tolist())) == 2 and len(set(tx[4 * k:4 * k + 4].tolist())) == 2

@@ -56,7 +56,9 @@ def test_gemm_assembles_without_hazards(g):
 
 
 @pytest.mark.parametrize("o", [gemmgen.GemmOptions(depbar_yield=False), gemmgen.GemmOptions(wait_all=True),
-                               gemmgen.GemmOptions(reuse=False), gemmgen.GemmOptions(tile_rows=16)], ids=lambda o: o.tag())
+                               gemmgen.GemmOptions(reuse=False), gemmgen.GemmOptions(tile_rows=16),
+                               gemmgen.GemmOptions(lane_map="2x2"), gemmgen.GemmOptions(unroll=1),
+                               gemmgen.GemmOptions(tile_rows=16, unroll=1)], ids=lambda o: o.tag())
 def test_gemm_options_assemble(o):
     gemmgen.build(GemmShape(32, 128, 128), o, cache=False)
 
@@ -103,7 +105,11 @@ def _sim_gemm(g: GemmShape, o: gemmgen.GemmOptions, seed: int = 0):
 
 @pytest.mark.parametrize("g,o", [(GemmShape(32, 128, 128), gemmgen.GemmOptions()),
                                  (GemmShape(32, 128, 256, 2), gemmgen.GemmOptions()),
-                                 (GemmShape(32, 128, 128, 2), gemmgen.GemmOptions(tile_rows=16))], ids=str)
+                                 (GemmShape(32, 128, 128, 2), gemmgen.GemmOptions(tile_rows=16)),
+                                 (GemmShape(32, 128, 256), gemmgen.GemmOptions(lane_map="2x2")),
+                                 (GemmShape(32, 128, 128), gemmgen.GemmOptions(tile_rows=16, lane_map="2x2")),
+                                 (GemmShape(48, 128, 128), gemmgen.GemmOptions(unroll=1)),
+                                 (GemmShape(32, 128, 128, 2), gemmgen.GemmOptions(tile_rows=16, unroll=1))], ids=str)
 def test_gemm_in_the_simulator_matches_float64(g, o):
     u, v, got, mach = _sim_gemm(g, o)
     cp = g.C // g.parts

@@ -552,12 +552,28 @@ def cmd_report(args) -> int:
 
 
 def cmd_profile(args) -> int:
-    """Launch the SASS main kernel of one shape a few times on random data: a target for a
-    profiler (ncu --kernel-name regex:wino --launch-skip 1 --launch-count 1 ...)."""
+    """Launch the SASS main kernel of one shape (or, with --gemm, the F(4x4,3x3) GEMM alone) a
+    few times on random data: a target for a profiler
+    (ncu --kernel-name regex:wino --launch-skip 1 --launch-count 1 ...)."""
     import torch
     from . import api
-    s = Shape(*args.shape)
     dev = torch.device("cuda")
+    if args.gemm:
+        from . import f4, gemmgen
+        g, o = gemmgen.GemmShape(*args.gemm), gemm_options(args.gemm_options)
+        u = torch.randn((g.operand_rows, g.K), device=dev)
+        v = torch.randn((g.operand_rows, g.T), device=dev)
+        m = torch.empty((g.parts * gemmgen.E, g.K, g.T), device=dev)
+        kern = f4.sass_gemm(g, o)
+        for _ in range(args.launches):
+            kern(g.grid(), o.threads, u.data_ptr(), v.data_ptr(), m.data_ptr(), shared=gemmgen.SMEM_BYTES,
+                 stream=torch.cuda.current_stream().cuda_stream)
+        torch.cuda.synchronize()
+        log(f"[profile] {args.launches} launches of {gemmgen.kernel_name(g, o)}")
+        return 0
+    if len(args.shape) != 5:
+        raise SystemExit("profile: give the problem N C H W K, or --gemm C K T PARTS")
+    s = Shape(*args.shape)
     xc = torch.randn((s.C, s.H, s.W, s.N), device=dev)
     u = torch.randn((s.U_ROWS, 16, s.Kpad), device=dev)
     yk = torch.empty((s.K, s.H, s.W, s.N), device=dev)
@@ -708,13 +724,19 @@ def cmd_gemm(args) -> int:
 
 
 def gemm_options(text: str):
-    """GemmOptions from 'tile_rows=16,unroll=4' (empty: the default)."""
+    """GemmOptions from 'tile_rows=16,unroll=4,lane_map=2x2' (empty: the default)."""
+    from dataclasses import fields
     from . import gemmgen
+    types = {f.name: f.type for f in fields(gemmgen.GemmOptions)}
     kw = {}
     for item in filter(None, text.split(",")):
-        k, _, v = item.partition("=")
-        kw[k.strip()] = v.strip() not in ("0", "false", "False") if k.strip() in ("depbar_yield", "wait_all", "reuse") \
-            else int(v)
+        k, _, v = (x.strip() for x in item.partition("="))
+        if k not in types:
+            raise SystemExit(f"GEMM option {k!r}: expected one of {', '.join(types)}")
+        try:
+            kw[k] = v not in ("0", "false", "False") if types[k] == "bool" else int(v) if types[k] == "int" else v
+        except ValueError:
+            raise SystemExit(f"GEMM option {k}={v!r}: expected an integer") from None
     return replace(gemmgen.OPTIONS, **kw)
 
 
@@ -835,8 +857,11 @@ def main(argv=None) -> int:
     q.add_argument("shape", nargs=5, type=int, metavar="DIM", help="the problem: N C H W K")
     switches(q)
     q.set_defaults(func=cmd_sass)
-    q = sub.add_parser("profile", help="launch one shape's main kernel (for ncu)")
-    q.add_argument("shape", nargs=5, type=int, metavar="DIM", help="the problem: N C H W K")
+    q = sub.add_parser("profile", help="launch one shape's main kernel, or the F(4x4,3x3) GEMM (for ncu)")
+    q.add_argument("shape", nargs="*", type=int, metavar="DIM", help="the problem: N C H W K")
+    q.add_argument("--gemm", nargs=4, type=int, metavar=("C", "K", "T", "PARTS"),
+                   help="the F(4x4,3x3) GEMM alone, of this shape")
+    q.add_argument("--gemm-options", default="", help="its variant (gemm --options)")
     q.add_argument("--launches", type=int, default=3)
     switches(q)
     q.set_defaults(func=cmd_profile)

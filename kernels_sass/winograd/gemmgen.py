@@ -88,7 +88,7 @@ class Regs:
     two operand sets (rows A values, 8 B values each), then addresses and temporaries. For
     8 rows it is R64.. operands, R96.. addresses."""
 
-    def __init__(self, rows: int):
+    def __init__(self, rows: int, stage_xor: bool = False):
         self.rows = rows
         self.acc = 8 * rows
         self.set_size = rows + 8
@@ -96,7 +96,10 @@ class Regs:
         self.LDA, self.LDB, self.ST = base, base + 1, base + 2   # shared: A and B reads, the copies' stage
         self.UP, self.VP = base + 4, base + 6                    # 64-bit global addresses of the next chunks
         self.CNT, self.MOFF = base + 8, base + 9                 # loop counter (bodies left), M offset (bytes)
-        self.TMP = base + 10                                     # prologue temporaries from here on
+        # unroll 1: the XOR that moves the reads to the next stage (0x2000 and 0x4000 in turn)
+        self.XR = base + 10 if stage_xor else None
+        self.TMP = base + 10 + 2 * stage_xor                     # prologue temporaries from here on (even:
+                                                                 # the epilogue's LDC.64)
 
     def RA(self, buf: int, i: int) -> int:
         return self.acc + self.set_size * buf + i
@@ -112,9 +115,17 @@ class GemmOptions:
     reuse: bool = True            # operand reuse flags
     tile_rows: int = 8            # accumulator rows of a thread (x 8 columns): 8 (256 threads, 4 LDS.128
                                   # a channel for 64 FFMA) or 16 (128 threads, 6 LDS.128 for 128 FFMA)
-    unroll: int = 2               # iterations a loop body: 2 (stages by XOR of the address registers) or
+    unroll: int = 2               # iterations a loop body: 1 (stages by XOR with a register that alternates:
+                                  # half the code, one instruction more an iteration), 2 (stages by XOR of
+                                  # the address registers with immediates) or
                                   # 4 (each stage an immediate offset: no XOR; C a multiple of 32 x parts)
     depbar_stall: int = DEPBAR_STALL
+    lane_map: str = "rows"        # a warp's 4 x 8 thread tiles: "rows" (ty = lane / 8, tx = lane % 8) or
+                                  # "2x2" (lanes 4k..4k+3 a 2 x 2 block: every LDS.128 of A and B 2 cycles
+                                  # of the shared-memory pipe instead of 2 (A) and 4 (B); microbench
+                                  # smem.bandwidth, gemm-*-2x2)
+    skip: str = ""                # measurement only, the results are wrong: "copies" drops the loop's
+                                  # copies, pointer moves, DEPBAR and BAR; "lds" its shared loads; "both"
 
     @property
     def threads(self) -> int:
@@ -123,7 +134,9 @@ class GemmOptions:
     def tag(self) -> str:
         return (("" if self.depbar_yield else "-ndy") + ("-wa" if self.wait_all else "") + ("" if self.reuse else "-nr")
                 + ("" if self.tile_rows == 8 else f"-r{self.tile_rows}") + ("" if self.unroll == 2 else f"-u{self.unroll}")
-                + ("" if self.depbar_stall == DEPBAR_STALL else f"-ds{self.depbar_stall}"))
+                + ("" if self.depbar_stall == DEPBAR_STALL else f"-ds{self.depbar_stall}")
+                + ("" if self.lane_map == "rows" else f"-m{self.lane_map}")
+                + (f"-skip{self.skip}" if self.skip else ""))
 
 
 OPTIONS = GemmOptions()           # what kernels_sass.winograd.f4 runs
@@ -174,13 +187,15 @@ def seq() -> Seq:
 class Generator:
     def __init__(self, g: GemmShape, o: GemmOptions = GemmOptions()):
         check_gemm(g)
-        if o.tile_rows not in (8, 16) or o.unroll not in (2, 4):
-            raise ValueError(f"tile_rows {o.tile_rows}, unroll {o.unroll}: 8 or 16, 2 or 4")
+        if o.tile_rows not in (8, 16) or o.unroll not in (1, 2, 4) or o.lane_map not in ("rows", "2x2") \
+                or o.skip not in ("", "copies", "lds", "both"):
+            raise ValueError(f"tile_rows {o.tile_rows}, unroll {o.unroll}, lane_map {o.lane_map!r}, skip {o.skip!r}: "
+                             f"8 or 16, 1 2 or 4, 'rows' or '2x2', '' 'copies' 'lds' or 'both'")
         if g.iterations % o.unroll:
             raise Unsupported(f"C {g.C}: {g.iterations} iterations a block, not a multiple of {o.unroll}")
         self.g = g
         self.o = o
-        self.r = Regs(o.tile_rows)
+        self.r = Regs(o.tile_rows, stage_xor=o.unroll == 1)
         self.quads = o.tile_rows // 4                  # LDS.128 of A a channel
         self.row_step = BM // self.quads          # k distance of a thread's row quads (64 or 32)
         self.per_row = o.threads // BC            # threads copying one channel row (32 or 16)
@@ -255,11 +270,22 @@ class Generator:
         q.op(f"SHF.R.U32.HI R{warp}, RZ, 0x5, R{tid}")
         # M offset (bytes), M[z][k][t] with z = part * E + e:
         #   4 * ((z*K + 128*cy + 4*ty) * T + 128*cx + 4*tx)
+        # (ty, tx) = (4 * (warp >> 1), 8 * (warp & 1)) + the lane's place in the warp's 4 x 8
         q.op(f"SHF.R.U32.HI R{t1}, RZ, 0x1, R{warp}")
-        q.op(f"SHF.R.U32.HI R{t2}, RZ, 0x3, R{lane}")
-        mad(q, ty, t1, 4, t2, R_CNT)
+        if self.o.lane_map == "2x2":
+            # lanes 4k..4k+3 a 2 x 2 block: ty += lane bits 2,1; tx += lane bits 4,3,0
+            q.op(f"SHF.R.U32.HI R{t2}, RZ, 0x1, R{lane}")
+            q.op(f"LOP3.LUT R{t2}, R{t2}, 0x3, RZ, 0xc0, !PT")
+            mad(q, ty, t1, 4, t2, R_CNT)
+            q.op(f"SHF.R.U32.HI R{t2}, RZ, 0x2, R{lane}")
+            q.op(f"LOP3.LUT R{off}, R{lane}, 0x1, RZ, 0xc0, !PT")
+            q.op(f"LOP3.LUT R{t2}, R{t2}, 0x6, R{off}, 0xea, !PT")     # (a & b) | c
+        else:
+            # rows: ty += lane / 8, tx += lane % 8
+            q.op(f"SHF.R.U32.HI R{t2}, RZ, 0x3, R{lane}")
+            mad(q, ty, t1, 4, t2, R_CNT)
+            q.op(f"LOP3.LUT R{t2}, R{lane}, 0x7, RZ, 0xc0, !PT")
         q.op(f"LOP3.LUT R{t1}, R{warp}, 0x1, RZ, 0xc0, !PT")
-        q.op(f"LOP3.LUT R{t2}, R{lane}, 0x7, RZ, 0xc0, !PT")
         mad(q, tx, t1, 8, t2, R_CNT)
         mad(q, off, z, g.K, None, R_CNT)
         mad(q, off, cy, BM, off, R_CNT)
@@ -310,8 +336,10 @@ class Generator:
             for n, (text, _) in enumerate(adv):
                 stall = PRED_DIST if n == 1 else MIN_DIST if n == len(adv) - 1 else 1
                 out.append(Op(text, wait=(1 << ADDR_SB) if n == 0 else 0, y=True, stall=stall).line())
-            if self.o.unroll == 2:
+            if self.o.unroll < STAGES:
                 out.append(Op(self.xor_op(R_ST, GRAY[it] ^ GRAY[it + 1]), y=True, stall=MIN_DIST).line())
+        if r.XR is not None:
+            out.append(Op(f"MOV R{r.XR}, {self.read_xor(0):#x}", y=True, stall=MIN_DIST).line())
         # the accumulators, while the copies are in flight
         out += [Op(f"MOV R{a}, RZ", y=True, stall=1).line() for a in range(r.acc)]
         # group 0 landed (two may stay in flight), every thread's copies are visible; the
@@ -334,6 +362,7 @@ class Generator:
             return op
 
         xor = self.o.unroll == 2
+        xreg = r.XR is not None
         for it in range(self.o.unroll):
             base = it * BC * ch_slots
             # the copies of iteration i + 3 into the stage iteration i - 1 read (every warp's
@@ -348,6 +377,8 @@ class Generator:
                 at(slot, text, wait=(1 << ADDR_SB) if n == 0 else 0)
             if xor:
                 at(base + 26, self.xor_op(r.ST, self.write_xor(it)))
+            if xreg:     # the copies' XOR is the other one of the pair: XR ^ 0x6000
+                at(base + 26, f"LOP3.LUT R{r.ST}, R{r.ST}, {self.read_xor(0) ^ self.read_xor(1):#x}, R{r.XR}, 0x96, !PT")
             # channels 1..7's operands, during the channel before
             for ch in range(BC - 1):
                 for m, t in enumerate(self.lds_ops(ch + 1, (ch + 1) % 2, self.stage(it))):
@@ -362,6 +393,10 @@ class Generator:
             if xor:
                 at(last + 3, self.xor_op(r.LDA, self.read_xor(it)))
                 at(last + 3, self.xor_op(r.LDB, self.read_xor(it)))
+            if xreg:
+                at(last + 3, f"LOP3.LUT R{r.LDA}, R{r.LDA}, R{r.XR}, RZ, 0x3c, !PT")
+                at(last + 3, f"LOP3.LUT R{r.LDB}, R{r.LDB}, R{r.XR}, RZ, 0x3c, !PT")
+                at(last + 4, self.xor_op(r.XR, self.read_xor(0) ^ self.read_xor(1)))
             for m, t in enumerate(self.lds_ops(0, 0, self.stage(it + 1))):
                 at(last + 3 + MIN_DIST + 4 * m, t, wb=0)
             if it == self.o.unroll - 1:
@@ -379,11 +414,22 @@ class Generator:
             op.ffma = (a, b)
             body.append(op)
         body.append(Op("@P6 BRA LOOP", y=True, stall=5))
+        if self.o.skip:
+            body = [op for op in body if not self.skipped(op.text)]
         for op in body:
             op.y = op.text.startswith(("BAR", "@P6 BRA")) or (op.text.startswith("DEPBAR") and self.o.depbar_yield)
         if self.o.reuse:
             mark_reuse(body)
         return body
+
+    def skipped(self, text: str) -> bool:
+        """Whether GemmOptions.skip drops this loop instruction."""
+        r = self.r
+        copies = text.startswith(("LDGSTS", "LDGDEPBAR", "DEPBAR", "BAR")) or \
+            any(text.startswith((f"IADD3 R{p},", f"IADD3.X R{p + 1},")) for p in (r.UP, r.VP)) or \
+            text.startswith(f"LOP3.LUT R{r.ST},")
+        return (copies and self.o.skip in ("copies", "both")) or \
+            (text.startswith("LDS") and self.o.skip in ("lds", "both"))
 
     # ---- epilogue: M, 2 STG.128 a row of a thread --------------------------------------
     def epilogue(self) -> Seq:
