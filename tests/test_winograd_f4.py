@@ -109,7 +109,8 @@ def _sim_gemm(g: GemmShape, o: gemmgen.GemmOptions, seed: int = 0):
                                  (GemmShape(32, 128, 256), gemmgen.GemmOptions(lane_map="2x2")),
                                  (GemmShape(32, 128, 128), gemmgen.GemmOptions(tile_rows=16, lane_map="2x2")),
                                  (GemmShape(48, 128, 128), gemmgen.GemmOptions(unroll=1)),
-                                 (GemmShape(32, 128, 128, 2), gemmgen.GemmOptions(tile_rows=16, unroll=1))], ids=str)
+                                 (GemmShape(32, 128, 128, 2), gemmgen.GemmOptions(tile_rows=16, unroll=1)),
+                                 (GemmShape(32, 128, 128), gemmgen.GemmOptions(lds_gap=4))], ids=str)
 def test_gemm_in_the_simulator_matches_float64(g, o):
     u, v, got, mach = _sim_gemm(g, o)
     cp = g.C // g.parts
@@ -152,12 +153,16 @@ def test_plan_pads_and_splits():
     assert p.buffers()["m4"] == (36, 512, 512)
 
 
-def test_auto_picks_f4_for_conv5_from_n64():
+def test_auto_picks_f4_where_it_was_measured_faster():
+    """H200, session 9: F(4x4,3x3) on Conv3 and Conv5 at every N and Conv4 from N = 64."""
     from kernels_sass.winograd import api
-    picks = {n: api.choose_algo(Shape(n, 512, 7, 7, 512)) for n in (32, 64, 96, 128)}
-    assert picks == {32: "f2", 64: "f4", 96: "f4", 128: "f4"}
-    assert api.choose_algo(Shape(128, 256, 14, 14, 256)) == "f2"
-    assert api.choose_algo(Shape(128, 64, 56, 56, 64)) == "f2"
+    from kernels_sass.winograd.__main__ import resnet_configs
+    picks = {name: api.choose_algo(s) for name, s in resnet_configs()}
+    f4 = {name for name, algo in picks.items() if algo == "f4"}
+    assert f4 == {f"Conv{layer}/N{n}" for layer in (3, 5) for n in (32, 64, 96, 128)} | \
+        {f"Conv4/N{n}" for n in (64, 96, 128)}
+    assert api.choose_algo(Shape(1, 3, 5, 7, 5)) == "f2"          # few channels
+    assert api.choose_algo(Shape(8, 512, 56, 56, 64)) == "f4"
 
 
 # ---- on the GPU -----------------------------------------------------------------------------------

@@ -723,6 +723,87 @@ def cmd_gemm(args) -> int:
     return 0
 
 
+# ---- loop: the GEMM's main-loop FFMA issue rate in cycles (Nsight Compute) ---------------------
+LOOP_METRICS = ("smsp__cycles_active.sum", "smsp__inst_executed.sum",
+                "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", "smsp__pcsamp_sample_count")
+STALL_PREFIX = "smsp__pcsamp_warps_issue_stalled_"
+
+
+def steady_shape(sms: int, C: int):
+    """A GEMM whose blocks fill whole waves (two blocks an SM): K = 256 and T the fewest
+    128-column tiles with 36 x 2 x T/128 blocks a multiple of 2 x sms (T = 1408 on 132 SMs)."""
+    from . import gemmgen
+    per_col = gemmgen.E * 2
+    cols = math.lcm(per_col, 2 * sms) // per_col
+    return gemmgen.GemmShape(C, 2 * gemmgen.BM, cols * gemmgen.BN, 1)
+
+
+def ncu_metrics(g, options: str, metrics: list[str]) -> dict:
+    """One launch of the SASS GEMM of shape g under ncu (its own clock, no clock control):
+    {metric: value}."""
+    import subprocess
+    cmd = ["ncu", "--clock-control", "none", "--kernel-name", "regex:wino4_gemm", "--launch-skip", "1",
+           "--launch-count", "1", "--csv", "--metrics", ",".join(metrics),
+           sys.executable, "-m", "kernels_sass.winograd", "profile", "--gemm", str(g.C), str(g.K), str(g.T),
+           str(g.parts), "--gemm-options", options]
+    q = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    rows = list(csv.reader(line for line in q.stdout.splitlines() if line.startswith('"')))
+    if q.returncode or len(rows) < 2:
+        raise SystemExit(f"loop: ncu failed (exit {q.returncode}): {(q.stderr or q.stdout).strip()[-800:]}")
+    head = rows[0]
+    name, value = head.index("Metric Name"), head.index("Metric Value")
+    out = {}
+    for r in rows[1:]:
+        try:
+            out[r[name]] = float(r[value].replace(",", ""))
+        except ValueError:
+            pass
+    return out
+
+
+def cmd_loop(args) -> int:
+    """The main-loop FFMA issue rate of the F(4x4,3x3) GEMM in SM cycles, from Nsight Compute
+    counters: a GEMM that fills whole waves at C and at 2C channels; the loop's share is the
+    difference (extra warp FFMAs / extra active scheduler cycles). Also the instructions issued
+    a cycle, the FFMA share of them and the warps' stall reasons (PC sampling, 2C run)."""
+    import shutil
+    import torch
+    if not shutil.which("ncu"):
+        raise SystemExit("loop: needs Nsight Compute's ncu on PATH (e.g. /usr/local/cuda/bin)")
+    props = torch.cuda.get_device_properties(torch.device("cuda"))
+    sms = props.multi_processor_count
+    metrics = list(LOOP_METRICS) + [f"regex:{STALL_PREFIX}[a-z_]+$"]
+    g1 = steady_shape(sms, args.channels)
+    g2 = steady_shape(sms, 2 * args.channels)
+    print(f"# {props.name}: the F(4x4,3x3) GEMM's loop, K={g1.K} T={g1.T} ({g1.blocks()} blocks, "
+          f"{g1.blocks() / (2 * sms):.0f} waves of two blocks an SM), C={g1.C} vs {g2.C}; ncu counters, no clock control")
+    print(f"{'options':<28}{'loop FFMA/clk':>14}{'issue/clk':>10}{'FFMA share':>11}{'whole':>7}  top stalls (% of samples)")
+    rows = []
+    for text in args.options:
+        o = gemm_options(text)
+        m1, m2 = (ncu_metrics(g, text, metrics) for g in (g1, g2))
+        log(f"[loop] {o.tag() or 'default'}: ncu done")
+        ffma = "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"
+        d_ffma = (m2[ffma] - m1[ffma]) / 32
+        d_cyc = m2["smsp__cycles_active.sum"] - m1["smsp__cycles_active.sum"]
+        d_inst = m2["smsp__inst_executed.sum"] - m1["smsp__inst_executed.sum"]
+        samples = m2.get("smsp__pcsamp_sample_count") or 1.0
+        stalls = {k[len(STALL_PREFIX):]: v / samples for k, v in m2.items()
+                  if k.startswith(STALL_PREFIX) and not k.endswith("_not_issued")}
+        top = sorted(((k, v) for k, v in stalls.items() if k not in ("selected", "not_selected")), key=lambda kv: -kv[1])[:4]
+        row = {"options": o.tag() or "default", "loop_ffma_per_clk": d_ffma / d_cyc, "loop_issue_per_clk": d_inst / d_cyc,
+               "loop_ffma_share": d_ffma / d_inst, "whole_ffma_per_clk": m2[ffma] / 32 / m2["smsp__cycles_active.sum"],
+               "stalls": stalls, "C": [g1.C, g2.C], "K": g1.K, "T": g1.T}
+        rows.append(row)
+        print(f"{row['options']:<28}{row['loop_ffma_per_clk']:>14.1%}{row['loop_issue_per_clk']:>10.1%}"
+              f"{row['loop_ffma_share']:>11.1%}{row['whole_ffma_per_clk']:>7.1%}  "
+              + ", ".join(f"{k} {100 * v:.1f}" for k, v in top), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": props.name, "sms": sms, "rows": rows}, f, indent=1)
+    return 0
+
+
 def gemm_options(text: str):
     """GemmOptions from 'tile_rows=16,unroll=4,lane_map=2x2' (empty: the default)."""
     from dataclasses import fields
@@ -883,6 +964,12 @@ def main(argv=None) -> int:
     q.add_argument("--reps", type=int, default=20)
     q.add_argument("--json")
     q.set_defaults(func=cmd_gemm)
+    q = sub.add_parser("loop", help="the F(4x4,3x3) GEMM's main-loop FFMA issue rate in cycles (needs ncu)")
+    q.add_argument("--options", nargs="*", default=["", "skip=copies", "skip=lds"],
+                   help="GEMM variants (gemm --options); skip=... are measurement-only variants")
+    q.add_argument("--channels", type=int, default=512, help="C of the first run (the second has 2C)")
+    q.add_argument("--json")
+    q.set_defaults(func=cmd_loop)
     q = sub.add_parser("prebuild")
     q.add_argument("--ablation", action="store_true")
     q.add_argument("--jobs", type=int)

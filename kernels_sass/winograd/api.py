@@ -228,19 +228,23 @@ def problem(x, w, layout: str = "NCHW") -> Shape:
     return Shape(n, c, h, wd, k)
 
 
-# F(4x4,3x3) where the fused F(2x2,3x3) kernel runs out of FFMA issue slots: small images (its
-# 8x8 tiles cover 7x7 as well as F(2x2,3x3)'s) with enough GEMM columns (T = tiles x images) to
-# fill the GPU. Measured on the H100 (README, results/h100_bench.json): Conv5 at N >= 64 goes
-# to F(4x4,3x3); Conv4 (14x14) and Conv5/N32 (T = 128: 144 blocks on 132 SMs) stay with
-# F(2x2,3x3), whose fused transforms save the global-memory round trips of U, V and M.
-F4_MAX_PIXELS = 8 * 8
-F4_MIN_COLUMNS = 256
+# F(4x4,3x3) (2.25 multiplications an output against F(2x2,3x3)'s 4) wherever its GEMM has
+# enough channels to run long loops and enough blocks to fill the GPU, or the image is small
+# enough that F(2x2,3x3) runs out of FFMA issue slots (7x7). Measured on the H200 with the
+# session-9 transforms (README, results/h200_bench.json): Conv3 and Conv5 at every N, Conv4 from
+# N = 64 go to F(4x4,3x3) (1.04..1.21x F(2x2,3x3)'s time); Conv2 (C = 64) and Conv4/N32 (T = 512:
+# 288 GEMM blocks, 1.09 waves) stay with F(2x2,3x3), whose fused transforms save U, V and M's
+# round trips through global memory.
+F4_MIN_CHANNELS = 128
+F4_SMALL_PIXELS = 8 * 8
+F4_MIN_COLUMNS = 1024
 
 
 def choose_algo(s: Shape) -> str:
     """The algorithm "auto" runs for s."""
     t = -(-s.H // 4) * -(-s.W // 4) * s.N
-    return "f4" if s.H * s.W <= F4_MAX_PIXELS and t >= F4_MIN_COLUMNS else "f2"
+    big = s.H * s.W <= F4_SMALL_PIXELS or t >= F4_MIN_COLUMNS
+    return "f4" if s.C >= F4_MIN_CHANNELS and big else "f2"
 
 
 def f4_plan(s: Shape, parts: int = 0):

@@ -68,6 +68,7 @@ ADDR_SB = 2                # the LDGSTS' late reads of their address registers
 # (up to 7% of the outputs wrong, in the channels read first): the DEPBAR now comes
 # DEPBAR_LEAD FFMA slots before the BAR, as in the F(2x2,3x3) kernel.
 COPY_GAP = 4
+LDS_AHEAD = 16             # FFMA slots at least from the last LDS.128 of a channel to its first FFMA
 DEPBAR_STALL = 4
 DEPBAR_LEAD = 8
 
@@ -124,6 +125,8 @@ class GemmOptions:
                                   # "2x2" (lanes 4k..4k+3 a 2 x 2 block: every LDS.128 of A and B 2 cycles
                                   # of the shared-memory pipe instead of 2 (A) and 4 (B); microbench
                                   # smem.bandwidth, gemm-*-2x2)
+    lds_gap: int = 15             # FFMA slots between the LDS.128 of the next channel (from slot 2 of a channel;
+                                  # after the BAR at most as far as leaves LDS_AHEAD slots to the first use)
     skip: str = ""                # measurement only, the results are wrong: "copies" drops the loop's
                                   # copies, pointer moves, DEPBAR and BAR; "lds" its shared loads; "both"
 
@@ -136,6 +139,7 @@ class GemmOptions:
                 + ("" if self.tile_rows == 8 else f"-r{self.tile_rows}") + ("" if self.unroll == 2 else f"-u{self.unroll}")
                 + ("" if self.depbar_stall == DEPBAR_STALL else f"-ds{self.depbar_stall}")
                 + ("" if self.lane_map == "rows" else f"-m{self.lane_map}")
+                + ("" if self.lds_gap == 15 else f"-g{self.lds_gap}")
                 + (f"-skip{self.skip}" if self.skip else ""))
 
 
@@ -188,9 +192,11 @@ class Generator:
     def __init__(self, g: GemmShape, o: GemmOptions = GemmOptions()):
         check_gemm(g)
         if o.tile_rows not in (8, 16) or o.unroll not in (1, 2, 4) or o.lane_map not in ("rows", "2x2") \
-                or o.skip not in ("", "copies", "lds", "both"):
-            raise ValueError(f"tile_rows {o.tile_rows}, unroll {o.unroll}, lane_map {o.lane_map!r}, skip {o.skip!r}: "
-                             f"8 or 16, 1 2 or 4, 'rows' or '2x2', '' 'copies' 'lds' or 'both'")
+                or o.skip not in ("", "copies", "lds", "both") \
+                or not 1 <= o.lds_gap <= (8 * o.tile_rows - 2 - LDS_AHEAD) // (o.tile_rows // 4 + 1):
+            raise ValueError(f"tile_rows {o.tile_rows}, unroll {o.unroll}, lane_map {o.lane_map!r}, skip {o.skip!r}, "
+                             f"lds_gap {o.lds_gap}: 8 or 16, 1 2 or 4, 'rows' or '2x2', '' 'copies' 'lds' or 'both', "
+                             f"the LDS of a channel within it")
         if g.iterations % o.unroll:
             raise Unsupported(f"C {g.C}: {g.iterations} iterations a block, not a multiple of {o.unroll}")
         self.g = g
@@ -382,7 +388,7 @@ class Generator:
             # channels 1..7's operands, during the channel before
             for ch in range(BC - 1):
                 for m, t in enumerate(self.lds_ops(ch + 1, (ch + 1) % 2, self.stage(it))):
-                    at(base + ch_slots * ch + 2 + 4 * m, t, wb=(ch + 1) % 2)
+                    at(base + ch_slots * ch + 2 + self.o.lds_gap * m, t, wb=(ch + 1) % 2)
             # channel 7: the next stage's copies landed (group i + 1; i + 2 and i + 3 may be in
             # flight), every warp is done with this stage's reads up to channel 7 (barrier 1,
             # waited for by channel 7's first FFMA), the BAR; then the reads move on
@@ -397,8 +403,10 @@ class Generator:
                 at(last + 3, f"LOP3.LUT R{r.LDA}, R{r.LDA}, R{r.XR}, RZ, 0x3c, !PT")
                 at(last + 3, f"LOP3.LUT R{r.LDB}, R{r.LDB}, R{r.XR}, RZ, 0x3c, !PT")
                 at(last + 4, self.xor_op(r.XR, self.read_xor(0) ^ self.read_xor(1)))
-            for m, t in enumerate(self.lds_ops(0, 0, self.stage(it + 1))):
-                at(last + 3 + MIN_DIST + 4 * m, t, wb=0)
+            first = self.lds_ops(0, 0, self.stage(it + 1))
+            gap = min(self.o.lds_gap, (ch_slots - 3 - MIN_DIST - LDS_AHEAD) // (len(first) - 1))
+            for m, t in enumerate(first):
+                at(last + 3 + MIN_DIST + gap * m, t, wb=0)
             if it == self.o.unroll - 1:
                 at(last + 40, f"IADD3 R{r.CNT}, R{r.CNT}, -0x1, RZ")
                 at(last + 40 + MIN_DIST, f"ISETP.NE.AND P6, PT, R{r.CNT}, RZ, PT")
