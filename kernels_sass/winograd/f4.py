@@ -31,10 +31,10 @@ MAX_PARTS = 4
 # the SM with the most blocks: ceil(blocks / SMs) of them (H100 gemm table, README: this
 # ranks the splits of Conv4 and Conv5 as measured, where whole waves of 2 blocks an SM did not).
 FIXED_ITERS = 3.0          # a block's prologue, first loads and epilogue
-# Another part's M, per MB of M: written by the GEMM and read back by the output transform,
-# which slows down more than the bytes say (H100, Conv5/N96: 0.043 ms with 1 part, 0.076 ms with
-# 2 for 28 MB of M, while the GEMM saved 0.018 ms; an iteration is about 0.6 us there).
-M_ITERS_PER_MB = 2.0
+# Another part's M, per MB of M: read back by the output transform at ~3.5 TB/s (0.29 us a MB;
+# an iteration is about 0.6 us on Conv5). Session 8's output transform, one load at a time,
+# took 2 iterations a MB (H100, Conv5/N96: 0.043 ms with 1 part, 0.076 ms with 2).
+M_ITERS_PER_MB = 0.5
 
 
 def _up(v: int, m: int) -> int:
