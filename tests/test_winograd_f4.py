@@ -145,10 +145,11 @@ def test_plan_pads_and_splits():
     p = f4.plan(Shape(128, 512, 7, 7, 512), 132, parts=1)
     assert (p.TH, p.TW, p.T) == (2, 2, 512)
     assert p.gemm == GemmShape(512, 512, 512, 1)
-    # the model's picks (session 9, H100/H200 gemm tables): Conv5/N32's 144 blocks on 132 SMs in
-    # 4 parts, Conv5/N128's 576 blocks (4.4 a SM) in 2; Conv3/N128's 3528 blocks not split
-    assert f4.plan(Shape(32, 512, 7, 7, 512), 132).parts == 4
-    assert f4.plan(Shape(128, 512, 7, 7, 512), 132).parts == 2
+    # the model's picks (session 9, H200 bench): Conv5/N32's 144 blocks on 132 SMs and Conv5/N64's
+    # 288 in 2 parts; Conv5/N128 (576 blocks) and Conv3/N128 (3528) not split
+    assert f4.plan(Shape(32, 512, 7, 7, 512), 132).parts == 2
+    assert f4.plan(Shape(64, 512, 7, 7, 512), 132).parts == 2
+    assert f4.plan(Shape(128, 512, 7, 7, 512), 132).parts == 1
     assert f4.plan(Shape(128, 128, 28, 28, 128), 132).parts == 1
     odd = f4.plan(Shape(33, 20, 9, 11, 70), 132).gemm
     assert (odd.C, odd.K, odd.T) == (32, 128, 384)

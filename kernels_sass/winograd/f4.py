@@ -31,10 +31,11 @@ MAX_PARTS = 4
 # the SM with the most blocks: ceil(blocks / SMs) of them (H100 gemm table, README: this
 # ranks the splits of Conv4 and Conv5 as measured, where whole waves of 2 blocks an SM did not).
 FIXED_ITERS = 3.0          # a block's prologue, first loads and epilogue
-# Another part's M, per MB of M: read back by the output transform at ~3.5 TB/s (0.29 us a MB;
-# an iteration is about 0.6 us on Conv5). Session 8's output transform, one load at a time,
-# took 2 iterations a MB (H100, Conv5/N96: 0.043 ms with 1 part, 0.076 ms with 2).
-M_ITERS_PER_MB = 0.5
+# Another part's M, per MB of M, read back by the output transform (an iteration is about 0.6
+# us on Conv5): 0.3 us a MB on Conv5/N128 (1 -> 2 parts), 0.46 us on Conv5/N32 (2 -> 4 parts:
+# 65536 threads, each adding its parts one after the other). Session 8's output transform, one
+# load at a time, took 2 iterations a MB (H100, Conv5/N96: 0.043 ms with 1 part, 0.076 with 2).
+M_ITERS_PER_MB = 0.7
 
 
 def _up(v: int, m: int) -> int:
