@@ -58,7 +58,9 @@ def test_gemm_assembles_without_hazards(g):
 @pytest.mark.parametrize("o", [gemmgen.GemmOptions(depbar_yield=False), gemmgen.GemmOptions(wait_all=True),
                                gemmgen.GemmOptions(reuse=False), gemmgen.GemmOptions(tile_rows=16),
                                gemmgen.GemmOptions(lane_map="2x2"), gemmgen.GemmOptions(unroll=1),
-                               gemmgen.GemmOptions(tile_rows=16, unroll=1)], ids=lambda o: o.tag())
+                               gemmgen.GemmOptions(tile_rows=16, unroll=1), gemmgen.GemmOptions(lds_gap=4),
+                               gemmgen.GemmOptions(skip="copies"), gemmgen.GemmOptions(skip="both")],
+                         ids=lambda o: o.tag())
 def test_gemm_options_assemble(o):
     gemmgen.build(GemmShape(32, 128, 128), o, cache=False)
 
@@ -138,6 +140,60 @@ def test_f4_path_in_the_simulator_matches_direct():
     got = ref.f4_output(out["m"].view(np.float32).reshape(1, gemmgen.E, g.K, g.T), s.N, s.H, s.W, s.K)
     want = ref.direct_conv2d(x, w)
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-5
+
+
+def test_gemm_lds_spacing_and_measurement_variants():
+    """lds_gap spreads a channel's LDS.128 over it (after the BAR no closer than LDS_AHEAD slots
+    to their first FFMA); skip= drops exactly the copies or the shared loads from the loop."""
+    def loop_of(o):
+        body = gemmgen.Generator(GemmShape(32, 128, 128), o).loop_body()
+        return [op.text for op in body]
+
+    for gap in (4, 15):
+        texts = loop_of(gemmgen.GemmOptions(lds_gap=gap))
+        ffma = [i for i, t in enumerate(texts) if t.startswith("FFMA")]
+        lds = [i for i, t in enumerate(texts) if t.startswith("LDS")]
+        by_channel = {}
+        for i in lds:                          # the FFMA slot each LDS comes before
+            slot = sum(1 for f in ffma if f < i)
+            by_channel.setdefault(slot // 64, []).append(slot % 64)
+        after_bar = min(gap, (64 - 3 - gemmgen.MIN_DIST - gemmgen.LDS_AHEAD) // 3)
+        for ch, where in by_channel.items():
+            if ch % 8 == 7:                    # the next stage's channel 0, after the BAR
+                assert where == [3 + gemmgen.MIN_DIST + after_bar * m for m in range(4)]
+            else:
+                assert where == [2 + gap * m for m in range(4)]
+            assert 64 - where[-1] >= gemmgen.LDS_AHEAD
+    with pytest.raises(ValueError):
+        gemmgen.Generator(GemmShape(32, 128, 128), gemmgen.GemmOptions(lds_gap=16))
+    base = loop_of(gemmgen.GemmOptions())
+    no_copies = loop_of(gemmgen.GemmOptions(skip="copies"))
+    no_lds = loop_of(gemmgen.GemmOptions(skip="lds"))
+    assert not any(t.startswith(("LDGSTS", "DEPBAR", "BAR", "LDGDEPBAR")) for t in no_copies)
+    assert sum(t.startswith("LDS") for t in no_copies) == sum(t.startswith("LDS") for t in base) == 64
+    assert not any(t.startswith("LDS") for t in no_lds)
+    assert sum(t.startswith("FFMA") for t in no_copies) == sum(t.startswith("FFMA") for t in no_lds) == 1024
+
+
+def test_loop_command_parts_without_a_gpu():
+    """The `loop` command's whole-wave GEMM and its reading of ncu's CSV."""
+    from kernels_sass.winograd.__main__ import parse_ncu_csv, steady_shape
+    g = steady_shape(132, 512)
+    assert (g.C, g.K, g.T, g.parts) == (512, 256, 1408, 1) and g.blocks() == 3 * 2 * 132
+    assert steady_shape(114, 512).blocks() % (2 * 114) == 0
+    text = "\n".join([
+        "==PROF== Connected to process 1",
+        '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
+        '"Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"',
+        '"0","1","python3","127.0.0.1","wino4_gemm_c512","1","7","(256, 1, 1)","(11, 2, 36)","0","9.0",'
+        '"Command line profiler metrics","smsp__cycles_active.sum","cycle","247,679,902"',
+        '"0","1","python3","127.0.0.1","wino4_gemm_c512","1","7","(256, 1, 1)","(11, 2, 36)","0","9.0",'
+        '"Command line profiler metrics","smsp__pcsamp_sample_count","","30255"',
+        '"0","1","python3","127.0.0.1","wino4_gemm_c512","1","7","(256, 1, 1)","(11, 2, 36)","0","9.0",'
+        '"Command line profiler metrics","device__attribute_display_name","","NVIDIA H200"',
+    ])
+    assert parse_ncu_csv(text) == {"smsp__cycles_active.sum": 247679902.0, "smsp__pcsamp_sample_count": 30255.0}
+    assert parse_ncu_csv("==ERROR== no kernels were profiled") == {}
 
 
 # ---- the plan and the choice of algorithm ----------------------------------------------------------

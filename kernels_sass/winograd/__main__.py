@@ -700,6 +700,8 @@ def cmd_gemm(args) -> int:
                     want = torch.bmm(ut.transpose(1, 2), vt)
                     got = m.view(parts, gemmgen.E, g.K, g.T).double().sum(0)
                     err = float(torch.linalg.vector_norm(got - want) / torch.linalg.vector_norm(want))
+                    if o.skip:           # a measurement-only variant: its results are wrong by design
+                        err = float("nan")
                     if cublas is None:
                         u32, v32 = ut.float().transpose(1, 2), vt.float()
                         cublas, _ = timeit(lambda i: torch.bmm(u32, v32), 1, reps=args.reps)
@@ -747,16 +749,24 @@ def ncu_metrics(g, options: str, metrics: list[str]) -> dict:
            sys.executable, "-m", "kernels_sass.winograd", "profile", "--gemm", str(g.C), str(g.K), str(g.T),
            str(g.parts), "--gemm-options", options]
     q = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    rows = list(csv.reader(line for line in q.stdout.splitlines() if line.startswith('"')))
-    if q.returncode or len(rows) < 2:
+    out = parse_ncu_csv(q.stdout)
+    if q.returncode or not out:
         raise SystemExit(f"loop: ncu failed (exit {q.returncode}): {(q.stderr or q.stdout).strip()[-800:]}")
-    head = rows[0]
-    name, value = head.index("Metric Name"), head.index("Metric Value")
+    return out
+
+
+def parse_ncu_csv(text: str) -> dict:
+    """{metric: value} from `ncu --csv` output (one kernel; ==PROF== lines and units skipped,
+    thousands separators removed, non-numeric values left out)."""
+    rows = list(csv.reader(line for line in text.splitlines() if line.startswith('"')))
+    if not rows or "Metric Name" not in rows[0]:
+        return {}
+    name, value = rows[0].index("Metric Name"), rows[0].index("Metric Value")
     out = {}
     for r in rows[1:]:
         try:
             out[r[name]] = float(r[value].replace(",", ""))
-        except ValueError:
+        except (ValueError, IndexError):
             pass
     return out
 
@@ -959,8 +969,9 @@ def main(argv=None) -> int:
     q.set_defaults(func=cmd_smoke)
     q = sub.add_parser("gemm", help="the F(4x4,3x3) GEMM alone, each split, against cuBLAS")
     q.add_argument("--configs", nargs="*", help="prefixes (default Conv4 Conv5)")
-    q.add_argument("--options", nargs="*", default=["", "tile_rows=16"],
-                   help="GEMM variants, e.g. '' (the default) 'tile_rows=16' 'unroll=4,depbar_stall=1' (gemmgen.GemmOptions)")
+    q.add_argument("--options", nargs="*", default=["", "tile_rows=16,unroll=1"],
+                   help="GEMM variants, e.g. '' (the default) 'tile_rows=16,unroll=1' 'lds_gap=4' 'lane_map=2x2' "
+                        "(gemmgen.GemmOptions; skip=... variants compute wrong results: their error is not checked)")
     q.add_argument("--reps", type=int, default=20)
     q.add_argument("--json")
     q.set_defaults(func=cmd_gemm)
@@ -975,7 +986,8 @@ def main(argv=None) -> int:
     q.add_argument("--jobs", type=int)
     q.add_argument("--sms", type=int, default=132, help="multiprocessors of the target GPU (the split depends on it)")
     q.add_argument("--split", nargs="*", type=int, default=[], help="also these forced splits (check --split S)")
-    q.add_argument("--gemm-options", nargs="*", default=["", "tile_rows=16"], help="the F(4x4,3x3) GEMM variants (gemm --options)")
+    q.add_argument("--gemm-options", nargs="*", default=["", "tile_rows=16,unroll=1"],
+                   help="the F(4x4,3x3) GEMM variants (gemm --options)")
     q.set_defaults(func=cmd_prebuild)
     args = p.parse_args(argv)
     return args.func(args)

@@ -31,6 +31,8 @@ if step smoke 60 $W smoke; then
   step check 200 $W check --chwn --json "$OUT/check.json"
   step bench 240 $W bench --json "$OUT/bench.json" --plot "$OUT/bench.png"
   step gemm 120 $W gemm --json "$OUT/gemm.json"
+  # the GEMM's main loop in SM cycles (ncu counters), with the measurement-only variants
+  step loop 150 $W loop --json "$OUT/loop.json"
   if [ "$MODE" = full ]; then
     step ablation 150 $W bench --ablation --configs Conv2/N128 Conv3/N128 Conv4/N128 Conv5/N128 --json "$OUT/ablation.json"
     # split-C forced on every shape (2 parts), and the chosen splits switched off beside them
@@ -61,5 +63,6 @@ grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$LOG"
 sed -n '/^==== ncu/,/^\[run\] ncu/p' "$LOG" | grep -i 'issue\|stall\|pipe_fma\|Warp Cycles\|Eligible\|cycles_active\|elapsed\|lts__\|L2\|dram__\|l1tex__' | head -60
 sed -n '/^# .*torch/,/^geometric mean/p' "$LOG"
 sed -n '/F(4x4,3x3) GEMM/,/the split f4.plan/p' "$LOG"
+sed -n "/the F(4x4,3x3) GEMM's loop/,/^\[run\] loop/p" "$LOG"
 sed -n '/^# SASS switches/,/^# loop FFMA/p' "$LOG"
 exit 0
