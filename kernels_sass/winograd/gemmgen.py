@@ -20,9 +20,12 @@ Design (sm_90, our own):
   `DEPBAR.LE SB3, 0x2` for group i+1 before the BAR that precedes its reads. The stages are
   visited in Gray-code order (0, 1, 3, 2), so every address moves on by an XOR with 0x2000 or
   0x4000, alternately: the loop body is two iterations.
-- Two operand register sets (LDS of channel c+1 during channel c's FFMAs), accumulators and
-  B operands in different register banks (columns swapped in pairs, ACC), A reused along a
-  row and B at the zigzag's row turns (.reuse), as in the F(2x2,3x3) kernel.
+- Two operand register sets (LDS of channel c+1 during channel c's FFMAs, 15 FFMA slots apart:
+  their register writes, arriving together, held up the FFMAs' operand reads), accumulators
+  and B operands in different register banks (columns swapped in pairs, ACC), A reused along
+  a row and B at the zigzag's row turns (.reuse), as in the F(2x2,3x3) kernel. The loop issues
+  FFMAs in 87.9% of its cycles (`python -m kernels_sass.winograd loop`, H100 and H200; the
+  README says why an LDS-fed loop of this tile cannot reach 90% on sm_90).
 - 32 registers of operands and 10 of addresses and counters next to 64 accumulators: 117
   registers as counted, two blocks an SM (2 x 33 KiB of shared memory with the reserved KiB).
   GemmOptions.tile_rows = 16 (128 threads, 16x8 accumulators, 198 registers) is measured
@@ -124,7 +127,7 @@ class GemmOptions:
     lane_map: str = "rows"        # a warp's 4 x 8 thread tiles: "rows" (ty = lane / 8, tx = lane % 8) or
                                   # "2x2" (lanes 4k..4k+3 a 2 x 2 block: every LDS.128 of A and B 2 cycles
                                   # of the shared-memory pipe instead of 2 (A) and 4 (B); microbench
-                                  # smem.bandwidth, gemm-*-2x2)
+                                  # smem.bandwidth, gemm-*-2x2; measured slower: README)
     lds_gap: int = 15             # FFMA slots between the LDS.128 of the next channel (from slot 2 of a channel;
                                   # after the BAR at most as far as leaves LDS_AHEAD slots to the first use)
     skip: str = ""                # measurement only, the results are wrong: "copies" drops the loop's
