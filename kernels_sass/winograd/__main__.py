@@ -561,6 +561,10 @@ def cmd_profile(args) -> int:
     if args.gemm:
         from . import f4, gemmgen
         g, o = gemmgen.GemmShape(*args.gemm), gemm_options(args.gemm_options)
+        try:
+            gemmgen.Generator(g, o)
+        except (gemmgen.Unsupported, ValueError) as e:
+            raise SystemExit(f"profile --gemm {' '.join(map(str, args.gemm))}: {e}") from None
         u = torch.randn((g.operand_rows, g.K), device=dev)
         v = torch.randn((g.operand_rows, g.T), device=dev)
         m = torch.empty((g.parts * gemmgen.E, g.K, g.T), device=dev)
@@ -990,7 +994,13 @@ def main(argv=None) -> int:
                    help="the F(4x4,3x3) GEMM variants (gemm --options)")
     q.set_defaults(func=cmd_prebuild)
     args = p.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except ModuleNotFoundError as e:
+        if e.name in ("torch", "cupy"):      # the GPU commands run on a machine with PyTorch and a GPU
+            raise SystemExit(f"{args.cmd}: needs {e.name} (and an NVIDIA GPU); the CPU commands are "
+                             f"sass, sim, report, prebuild") from None
+        raise
 
 
 if __name__ == "__main__":
