@@ -568,10 +568,8 @@ def cmd_profile(args) -> int:
         u = torch.randn((g.operand_rows, g.K), device=dev)
         v = torch.randn((g.operand_rows, g.T), device=dev)
         m = torch.empty((g.parts * gemmgen.E, g.K, g.T), device=dev)
-        kern = f4.sass_gemm(g, o)
         for _ in range(args.launches):
-            kern(g.grid(), o.threads, u.data_ptr(), v.data_ptr(), m.data_ptr(), shared=gemmgen.SMEM_BYTES,
-                 stream=torch.cuda.current_stream().cuda_stream)
+            f4.launch_sass_gemm(g, u, v, m, o, torch.cuda.current_stream().cuda_stream)
         torch.cuda.synchronize()
         log(f"[profile] {args.launches} launches of {gemmgen.kernel_name(g, o)}")
         return 0
@@ -691,11 +689,9 @@ def cmd_gemm(args) -> int:
                 u = torch.randn((gg.operand_rows, gg.K), device=dev)
                 v = torch.randn((gg.operand_rows, gg.T), device=dev)
                 m = torch.full((parts * gemmgen.E, gg.K, gg.T), float("nan"), device=dev)
-                kern = f4.sass_gemm(gg, o)
 
-                def fn(i, kern=kern, gg=gg, u=u, v=v, m=m, o=o):
-                    kern(gg.grid(), o.threads, u.data_ptr(), v.data_ptr(), m.data_ptr(),
-                         shared=gemmgen.SMEM_BYTES, stream=torch.cuda.current_stream().cuda_stream)
+                def fn(i, gg=gg, u=u, v=v, m=m, o=o):
+                    f4.launch_sass_gemm(gg, u, v, m, o, torch.cuda.current_stream().cuda_stream)
                 fn(0)
                 torch.cuda.synchronize()
                 if gg is g:
@@ -736,11 +732,11 @@ STALL_PREFIX = "smsp__pcsamp_warps_issue_stalled_"
 
 
 def steady_shape(sms: int, C: int):
-    """A GEMM whose blocks fill whole waves (two blocks an SM): K = 256 and T the fewest
-    128-column tiles with 36 x 2 x T/128 blocks a multiple of 2 x sms (T = 1408 on 132 SMs)."""
+    """A GEMM whose blocks fill whole waves (gemmgen.BLOCKS_PER_SM blocks an SM): K = 256 and T the
+    fewest 128-column tiles with 36 x 2 x T/128 blocks a whole number of waves (T = 1408 on 132 SMs)."""
     from . import gemmgen
     per_col = gemmgen.E * 2
-    cols = math.lcm(per_col, 2 * sms) // per_col
+    cols = math.lcm(per_col, gemmgen.BLOCKS_PER_SM * sms) // per_col
     return gemmgen.GemmShape(C, 2 * gemmgen.BM, cols * gemmgen.BN, 1)
 
 
@@ -789,8 +785,10 @@ def cmd_loop(args) -> int:
     metrics = list(LOOP_METRICS) + [f"regex:{STALL_PREFIX}[a-z_]+$"]
     g1 = steady_shape(sms, args.channels)
     g2 = steady_shape(sms, 2 * args.channels)
+    from .gemmgen import BLOCKS_PER_SM
     print(f"# {props.name}: the F(4x4,3x3) GEMM's loop, K={g1.K} T={g1.T} ({g1.blocks()} blocks, "
-          f"{g1.blocks() / (2 * sms):.0f} waves of two blocks an SM), C={g1.C} vs {g2.C}; ncu counters, no clock control")
+          f"{g1.blocks() / (BLOCKS_PER_SM * sms):.0f} waves of {BLOCKS_PER_SM} blocks an SM), C={g1.C} vs {g2.C}; "
+          f"ncu counters, no clock control")
     print(f"{'options':<28}{'loop FFMA/clk':>14}{'issue/clk':>10}{'FFMA share':>11}{'whole':>7}  top stalls (% of samples)")
     rows = []
     for text in args.options:

@@ -123,12 +123,18 @@ def input_transform(xc, v4, p: Plan, stream=0) -> None:
                                         np.int32(p.T), np.int32(g.C), np.int32(g.T), stream=stream)
 
 
+def launch_sass_gemm(g: GemmShape, u4, v4, m4, o: gemmgen.GemmOptions = gemmgen.OPTIONS, stream=0) -> None:
+    """M (m4) from U (u4) and V (v4) by the SASS GEMM of shape g, variant o."""
+    from .api import pointer
+    sass_gemm(g, o)(g.grid(), o.threads, pointer(u4), pointer(v4), pointer(m4), shared=gemmgen.SMEM_BYTES,
+                    stream=stream)
+
+
 def gemm(impl: str, u4, v4, m4, p: Plan, stream=0) -> None:
     from .api import cuda_module, pointer
     g = p.gemm
     if impl == "sass":
-        sass_gemm(g)(g.grid(), gemmgen.OPTIONS.threads, pointer(u4), pointer(v4), pointer(m4),
-                     shared=gemmgen.SMEM_BYTES, stream=stream)
+        launch_sass_gemm(g, u4, v4, m4, stream=stream)
     elif impl == "cuda":
         if g.parts != 1:
             raise ValueError("the CUDA-C GEMM has no split")

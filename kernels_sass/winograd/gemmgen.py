@@ -61,6 +61,7 @@ UNROLL = 2                 # iterations a loop body at least (GemmOptions.unroll
 PAD_ROWS = (STAGES - 1) * BC
 SMEM_BASE = 0x400          # sm_90: user shared memory starts 1 KiB into the CTA window
 SMEM_BYTES = STAGES * STAGE_BYTES
+BLOCKS_PER_SM = 2          # resident at once: 117 registers x 256 threads (or ~200 x 128 with 16 rows)
 MIN_DIST = 8               # slots from a fixed-latency result to its use
 PRED_DIST = 14             # ... from a predicate result
 ASYNC_SB = 3               # the LDGSTS groups (LDGDEPBAR's count)
