@@ -731,12 +731,13 @@ LOOP_METRICS = ("smsp__cycles_active.sum", "smsp__inst_executed.sum",
 STALL_PREFIX = "smsp__pcsamp_warps_issue_stalled_"
 
 
-def steady_shape(sms: int, C: int):
-    """A GEMM whose blocks fill whole waves (gemmgen.BLOCKS_PER_SM blocks an SM): K = 256 and T the
-    fewest 128-column tiles with 36 x 2 x T/128 blocks a whole number of waves (T = 1408 on 132 SMs)."""
+def steady_shape(sms: int, C: int, blocks_per_sm: int = 2):
+    """A GEMM whose blocks fill whole waves of `blocks_per_sm` blocks an SM: K = 256 and T the
+    fewest 128-column tiles with 36 x 2 x T/128 blocks a whole number of waves (T = 1408 on 132
+    SMs, with 2 blocks an SM or 3)."""
     from . import gemmgen
     per_col = gemmgen.E * 2
-    cols = math.lcm(per_col, gemmgen.BLOCKS_PER_SM * sms) // per_col
+    cols = math.lcm(per_col, blocks_per_sm * sms) // per_col
     return gemmgen.GemmShape(C, 2 * gemmgen.BM, cols * gemmgen.BN, 1)
 
 
@@ -783,16 +784,16 @@ def cmd_loop(args) -> int:
     props = torch.cuda.get_device_properties(torch.device("cuda"))
     sms = props.multi_processor_count
     metrics = list(LOOP_METRICS) + [f"regex:{STALL_PREFIX}[a-z_]+$"]
-    g1 = steady_shape(sms, args.channels)
-    g2 = steady_shape(sms, 2 * args.channels)
-    from .gemmgen import BLOCKS_PER_SM
-    print(f"# {props.name}: the F(4x4,3x3) GEMM's loop, K={g1.K} T={g1.T} ({g1.blocks()} blocks, "
-          f"{g1.blocks() / (BLOCKS_PER_SM * sms):.0f} waves of {BLOCKS_PER_SM} blocks an SM), C={g1.C} vs {g2.C}; "
-          f"ncu counters, no clock control")
+    options = [(text, gemm_options(text)) for text in args.options]
+    per_sm = math.lcm(*(o.blocks_per_sm() for _, o in options))
+    g1 = steady_shape(sms, args.channels, per_sm)
+    g2 = steady_shape(sms, 2 * args.channels, per_sm)
+    print(f"# {props.name}: the F(4x4,3x3) GEMM's loop, K={g1.K} T={g1.T} ({g1.blocks()} blocks: whole waves of "
+          + " or ".join(sorted({f"{o.blocks_per_sm()} blocks an SM" for _, o in options}))
+          + f"), C={g1.C} vs {g2.C}; ncu counters, no clock control")
     print(f"{'options':<28}{'loop FFMA/clk':>14}{'issue/clk':>10}{'FFMA share':>11}{'whole':>7}  top stalls (% of samples)")
     rows = []
-    for text in args.options:
-        o = gemm_options(text)
+    for text, o in options:
         m1, m2 = (ncu_metrics(g, text, metrics) for g in (g1, g2))
         log(f"[loop] {o.tag() or 'default'}: ncu done")
         ffma = "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"
@@ -805,7 +806,7 @@ def cmd_loop(args) -> int:
         top = sorted(((k, v) for k, v in stalls.items() if k not in ("selected", "not_selected")), key=lambda kv: -kv[1])[:4]
         row = {"options": o.tag() or "default", "loop_ffma_per_clk": d_ffma / d_cyc, "loop_issue_per_clk": d_inst / d_cyc,
                "loop_ffma_share": d_ffma / d_inst, "whole_ffma_per_clk": m2[ffma] / 32 / m2["smsp__cycles_active.sum"],
-               "stalls": stalls, "C": [g1.C, g2.C], "K": g1.K, "T": g1.T}
+               "stalls": stalls, "C": [g1.C, g2.C], "K": g1.K, "T": g1.T, "blocks_per_sm": o.blocks_per_sm()}
         rows.append(row)
         print(f"{row['options']:<28}{row['loop_ffma_per_clk']:>14.1%}{row['loop_issue_per_clk']:>10.1%}"
               f"{row['loop_ffma_share']:>11.1%}{row['whole_ffma_per_clk']:>7.1%}  "

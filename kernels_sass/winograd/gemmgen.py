@@ -61,7 +61,6 @@ UNROLL = 2                 # iterations a loop body at least (GemmOptions.unroll
 PAD_ROWS = (STAGES - 1) * BC
 SMEM_BASE = 0x400          # sm_90: user shared memory starts 1 KiB into the CTA window
 SMEM_BYTES = STAGES * STAGE_BYTES
-BLOCKS_PER_SM = 2          # resident at once: 117 registers x 256 threads (or ~200 x 128 with 16 rows)
 MIN_DIST = 8               # slots from a fixed-latency result to its use
 PRED_DIST = 14             # ... from a predicate result
 ASYNC_SB = 3               # the LDGSTS groups (LDGDEPBAR's count)
@@ -79,6 +78,17 @@ DEPBAR_LEAD = 8
 PARAMS = (("u", 8), ("v", 8), ("m", 8))
 P_U, P_V, P_M = 0x210, 0x218, 0x220
 DESC = "c[0x0][0x208]"
+U_UR, V_UR = 6, 8          # the 64-bit bases of U and V: the copies read [R.U32 + UR]
+READ_UR = 10               # unroll 1 and 2: the stage the reads are at (its offset: LDS [R + UR + imm])
+XOR_UR = 11                # unroll 1: the XOR that moves the reads to the next stage (0x2000 and
+                           # 0x4000 in turn), and after its toggle the copies
+# A single A register set (GemmOptions.a_sets = 1): row quad q of channel c + 1 is loaded once
+# the FFMAs of quad q of channel c are done (32 FFMA slots a quad), 94 slots before its first
+# use. Quads 0 and 1 on one scoreboard, 2 and 3 on the other: a quad's first FFMA waits for its
+# load and for the one 32 slots after it, which has had 62 slots (with 16 rows; 30 with 8).
+A_SB = (4, 5)
+B_LDS_SLOTS = (12, 22)     # ... B of channel c + 1 at these slots of channel c (channel 7: after the BAR)
+A1_BAR = 24                # ... and channel 7's BAR, once its last quad (loaded at slot 2) is in
 
 
 # ---- registers --------------------------------------------------------------------------
@@ -89,28 +99,35 @@ def ACC(i: int, j: int) -> int:
 
 
 class Regs:
-    """The register map of a thread tile of `rows` x 8 accumulators: accumulators from R0,
-    two operand sets (rows A values, 8 B values each), then addresses and temporaries. For
-    8 rows it is R64.. operands, R96.. addresses."""
+    """The register map of a thread tile of `rows` x 8 accumulators: accumulators from R0, the
+    operands (a_sets sets of `rows` A values, then two sets of 8 B values), then the shared
+    addresses, the copies' 32-bit offsets into U and V (their bases in UR6 and UR8) and the loop
+    counter. For 8 rows: R64.. operands, R96.. addresses, 104 registers as counted (with the
+    two the hardware reserves); for 16 rows and one A set: R128.., R160.., 168 registers, so
+    that three blocks of 128 threads share an SM. The operand registers, free before the first
+    loads and after the last FFMA, hold the prologue's and the epilogue's temporaries."""
 
-    def __init__(self, rows: int, stage_xor: bool = False):
+    def __init__(self, rows: int, a_sets: int = 2):
         self.rows = rows
+        self.a_sets = a_sets
         self.acc = 8 * rows
-        self.set_size = rows + 8
-        base = self.acc + 2 * self.set_size
+        self.operands = rows * a_sets + 2 * 8
+        base = self.acc + self.operands
         self.LDA, self.LDB, self.ST = base, base + 1, base + 2   # shared: A and B reads, the copies' stage
-        self.UP, self.VP = base + 4, base + 6                    # 64-bit global addresses of the next chunks
-        self.CNT, self.MOFF = base + 8, base + 9                 # loop counter (bodies left), M offset (bytes)
-        # unroll 1: the XOR that moves the reads to the next stage (0x2000 and 0x4000 in turn)
-        self.XR = base + 10 if stage_xor else None
-        self.TMP = base + 10 + 2 * stage_xor                     # prologue temporaries from here on (even:
-                                                                 # the epilogue's LDC.64)
+        self.UP, self.VP = base + 3, base + 4                    # byte offsets of the next chunks in U and V
+        self.CNT = base + 5                                      # loop counter (bodies left after this one)
+        self.TMP = self.acc
+        self.top = base + 5                                      # the highest register
 
     def RA(self, buf: int, i: int) -> int:
-        return self.acc + self.set_size * buf + i
+        return self.acc + self.rows * (buf % self.a_sets) + i
 
     def RB(self, buf: int, j: int) -> int:
-        return self.acc + self.set_size * buf + self.rows + j
+        return self.acc + self.rows * self.a_sets + 8 * buf + j
+
+    def count(self) -> int:
+        """Registers a thread, as sassas counts them (the highest + 1 + the 2 reserved)."""
+        return self.top + 3
 
 
 @dataclass(frozen=True)
@@ -133,6 +150,8 @@ class GemmOptions:
                                   # after the BAR at most as far as leaves LDS_AHEAD slots to the first use)
     skip: str = ""                # measurement only, the results are wrong: "copies" drops the loop's
                                   # copies, pointer moves, DEPBAR and BAR; "lds" its shared loads; "both"
+    a_sets: int = 2               # A operand register sets: 2, or 1 (each row quad reloaded as it falls
+                                  # free: 16 rows in 168 registers, three blocks an SM)
 
     @property
     def threads(self) -> int:
@@ -144,7 +163,16 @@ class GemmOptions:
                 + ("" if self.depbar_stall == DEPBAR_STALL else f"-ds{self.depbar_stall}")
                 + ("" if self.lane_map == "rows" else f"-m{self.lane_map}")
                 + ("" if self.lds_gap == 15 else f"-g{self.lds_gap}")
-                + (f"-skip{self.skip}" if self.skip else ""))
+                + (f"-skip{self.skip}" if self.skip else "") + ("" if self.a_sets == 2 else f"-a{self.a_sets}"))
+
+    def registers(self) -> int:
+        return Regs(self.tile_rows, self.a_sets).count()
+
+    def blocks_per_sm(self) -> int:
+        """Blocks resident on an sm_90 SM: 64K registers (a thread's count rounded up to 8),
+        228 KiB of shared memory (a block's stages and the reserved KiB)."""
+        regs = -(-self.registers() // 8) * 8
+        return min(65536 // (regs * self.threads), (228 << 10) // (SMEM_BASE + SMEM_BYTES), 64 * 32 // self.threads)
 
 
 OPTIONS = GemmOptions()           # what kernels_sass.winograd.f4 runs
@@ -196,16 +224,16 @@ class Generator:
     def __init__(self, g: GemmShape, o: GemmOptions = GemmOptions()):
         check_gemm(g)
         if o.tile_rows not in (8, 16) or o.unroll not in (1, 2, 4) or o.lane_map not in ("rows", "2x2") \
-                or o.skip not in ("", "copies", "lds", "both") \
+                or o.skip not in ("", "copies", "lds", "both") or o.a_sets not in (1, 2) \
                 or not 1 <= o.lds_gap <= (8 * o.tile_rows - 2 - LDS_AHEAD) // (o.tile_rows // 4 + 1):
             raise ValueError(f"tile_rows {o.tile_rows}, unroll {o.unroll}, lane_map {o.lane_map!r}, skip {o.skip!r}, "
-                             f"lds_gap {o.lds_gap}: 8 or 16, 1 2 or 4, 'rows' or '2x2', '' 'copies' 'lds' or 'both', "
-                             f"the LDS of a channel within it")
+                             f"a_sets {o.a_sets}, lds_gap {o.lds_gap}: 8 or 16, 1 2 or 4, 'rows' or '2x2', "
+                             f"'' 'copies' 'lds' or 'both', 1 or 2, the LDS of a channel within it")
         if g.iterations % o.unroll:
             raise Unsupported(f"C {g.C}: {g.iterations} iterations a block, not a multiple of {o.unroll}")
         self.g = g
         self.o = o
-        self.r = Regs(o.tile_rows, stage_xor=o.unroll == 1)
+        self.r = Regs(o.tile_rows, o.a_sets)
         self.quads = o.tile_rows // 4                  # LDS.128 of A a channel
         self.row_step = BM // self.quads          # k distance of a thread's row quads (64 or 32)
         self.per_row = o.threads // BC            # threads copying one channel row (32 or 16)
@@ -216,13 +244,26 @@ class Generator:
         """The immediate offset of iteration it's stage (unroll 4; else the registers hold it)."""
         return (it % STAGES) * STAGE_BYTES if self.o.unroll == STAGES else 0
 
-    def lds_ops(self, ch: int, buf: int, stage: int = 0) -> list[str]:
-        """The operands of channel ch (0..7) of the current stage into register set buf: A's
-        row quads and B's two column quads, interleaved."""
+    def lds_a(self, ch: int, buf: int, q: int, stage: int = 0) -> str:
+        """Row quad q of A, channel ch (0..7) of the current stage, into register set buf."""
         r = self.r
-        a = [f"LDS.128 R{r.RA(buf, 4 * q)}, [R{r.LDA}+{stage + ch * 512 + q * self.row_step * 4:#x}]"
-             for q in range(self.quads)]
-        b = [f"LDS.128 R{r.RB(buf, 4 * h)}, [R{r.LDB}+{stage + ch * 512 + h * 256:#x}]" for h in range(2)]
+        return f"LDS.128 R{r.RA(buf, 4 * q)}, [R{r.LDA}{self.read_ur}+{stage + ch * 512 + q * self.row_step * 4:#x}]"
+
+    def lds_b(self, ch: int, buf: int, h: int, stage: int = 0) -> str:
+        """Column quad h (0, 1) of B, channel ch."""
+        r = self.r
+        return f"LDS.128 R{r.RB(buf, 4 * h)}, [R{r.LDB}{self.read_ur}+{stage + ch * 512 + h * 256:#x}]"
+
+    @property
+    def read_ur(self) -> str:
+        """The reads' stage: in READ_UR, or (unroll 4) in their immediates."""
+        return "" if self.o.unroll == STAGES else f"+UR{READ_UR}"
+
+    def lds_ops(self, ch: int, buf: int, stage: int = 0) -> list[str]:
+        """The operands of channel ch into register set buf: A's row quads and B's two column
+        quads, interleaved."""
+        a = [self.lds_a(ch, buf, q, stage) for q in range(self.quads)]
+        b = [self.lds_b(ch, buf, h, stage) for h in range(2)]
         out = []
         for n in range(max(len(a), len(b))):
             out += a[n:n + 1] + b[n:n + 1]
@@ -233,20 +274,19 @@ class Generator:
         copies chunks p and p + per_row of its row (256 bytes apart)."""
         r = self.r
         out = []
-        for reg, off in ((r.UP, stage), (r.VP, stage + B_OFF)):
+        for reg, ur, off in ((r.UP, U_UR, stage), (r.VP, V_UR, stage + B_OFF)):
             for m in range(32 // self.per_row):
                 d = m * self.per_row * 16
                 out.append(f"LDGSTS.E.BYPASS.128 [R{r.ST}{'+' + hex(off + d) if off + d else ''}], "
-                           f"desc[UR4][R{reg}.64{'+' + hex(d) if d else ''}]")
+                           f"[R{reg}.U32+UR{ur}{'+' + hex(d) if d else ''}]")
         return out
 
     def advance_ops(self) -> list[tuple[str, int]]:
-        """(text, slots after the previous one): U and V pointers to the next 8 channels."""
+        """(text, slots after the previous one): the offsets in U and V to the next 8 channels
+        (32 bits: check_gemm keeps U and V under 2 GiB)."""
         g, r = self.g, self.r
-        return [(f"IADD3 R{r.UP}, P0, R{r.UP}, {BC * g.K * 4:#x}, RZ", 0),
-                (f"IADD3 R{r.VP}, P1, R{r.VP}, {BC * g.T * 4:#x}, RZ", 1),
-                (f"IADD3.X R{r.UP + 1}, RZ, R{r.UP + 1}, RZ, P0, !PT", PRED_DIST),
-                (f"IADD3.X R{r.VP + 1}, RZ, R{r.VP + 1}, RZ, P1, !PT", 1)]
+        return [(f"IADD3 R{r.UP}, R{r.UP}, {BC * g.K * 4:#x}, RZ", 0),
+                (f"IADD3 R{r.VP}, R{r.VP}, {BC * g.T * 4:#x}, RZ", 1)]
 
     @staticmethod
     def xor_op(reg: int, value: int) -> str:
@@ -263,52 +303,49 @@ class Generator:
         return GRAY[(it + 3) % 4] ^ GRAY[it % 4]
 
     # ---- prologue ---------------------------------------------------------------------
-    def prologue(self) -> list[str]:
-        g, r = self.g, self.r
-        R_ST, R_UP, R_VP, R_LDA, R_LDB, R_CNT, R_MOFF = r.ST, r.UP, r.VP, r.LDA, r.LDB, r.CNT, r.MOFF
-        q = seq()
-        tid, lane, warp, ty, tx, z, t1, t2, off = range(r.TMP, r.TMP + 9)
-        R_u, R_v, cx, cy = R_UP, R_VP, R_LDA, R_LDB      # (free until set below)
-        q.op(f"S2R R{tid}, SR_TID.X")
-        q.op(f"S2R R{cx}, SR_CTAID.X")
-        q.op(f"S2R R{cy}, SR_CTAID.Y")
-        q.op(f"S2R R{z}, SR_CTAID.Z")
-        q.op(f"ULDC.64 UR4, {DESC}")
-        q.op(f"LDC.64 R{R_u}, c[0x0][{P_U:#x}]")
-        q.op(f"LDC.64 R{R_v}, c[0x0][{P_V:#x}]")
+    def place(self, q: Seq, tid: int, t: list[int]) -> tuple[int, int, int, int]:
+        """(lane, warp, ty, tx) of thread R<tid> into registers of t (4 of them, then 3 scratch):
+        (ty, tx) = (4 * (warp >> 1), 8 * (warp & 1)) + the lane's place in the warp's 4 x 8."""
+        lane, warp, ty, tx, t1, t2, t3 = t[:7]
+        scratch = self.r.CNT
         q.op(f"LOP3.LUT R{lane}, R{tid}, 0x1f, RZ, 0xc0, !PT")
         q.op(f"SHF.R.U32.HI R{warp}, RZ, 0x5, R{tid}")
-        # M offset (bytes), M[z][k][t] with z = part * E + e:
-        #   4 * ((z*K + 128*cy + 4*ty) * T + 128*cx + 4*tx)
-        # (ty, tx) = (4 * (warp >> 1), 8 * (warp & 1)) + the lane's place in the warp's 4 x 8
         q.op(f"SHF.R.U32.HI R{t1}, RZ, 0x1, R{warp}")
         if self.o.lane_map == "2x2":
             # lanes 4k..4k+3 a 2 x 2 block: ty += lane bits 2,1; tx += lane bits 4,3,0
             q.op(f"SHF.R.U32.HI R{t2}, RZ, 0x1, R{lane}")
             q.op(f"LOP3.LUT R{t2}, R{t2}, 0x3, RZ, 0xc0, !PT")
-            mad(q, ty, t1, 4, t2, R_CNT)
+            mad(q, ty, t1, 4, t2, scratch)
             q.op(f"SHF.R.U32.HI R{t2}, RZ, 0x2, R{lane}")
-            q.op(f"LOP3.LUT R{off}, R{lane}, 0x1, RZ, 0xc0, !PT")
-            q.op(f"LOP3.LUT R{t2}, R{t2}, 0x6, R{off}, 0xea, !PT")     # (a & b) | c
+            q.op(f"LOP3.LUT R{t3}, R{lane}, 0x1, RZ, 0xc0, !PT")
+            q.op(f"LOP3.LUT R{t2}, R{t2}, 0x6, R{t3}, 0xea, !PT")     # (a & b) | c
         else:
             # rows: ty += lane / 8, tx += lane % 8
             q.op(f"SHF.R.U32.HI R{t2}, RZ, 0x3, R{lane}")
-            mad(q, ty, t1, 4, t2, R_CNT)
+            mad(q, ty, t1, 4, t2, scratch)
             q.op(f"LOP3.LUT R{t2}, R{lane}, 0x7, RZ, 0xc0, !PT")
         q.op(f"LOP3.LUT R{t1}, R{warp}, 0x1, RZ, 0xc0, !PT")
-        mad(q, tx, t1, 8, t2, R_CNT)
-        mad(q, off, z, g.K, None, R_CNT)
-        mad(q, off, cy, BM, off, R_CNT)
-        mad(q, off, ty, 4, off, R_CNT)
-        mad(q, off, off, g.T, None, R_CNT)
-        mad(q, off, cx, BN, off, R_CNT)
-        mad(q, off, tx, 4, off, R_CNT)
-        q.op(f"SHF.L.U32 R{R_MOFF}, R{off}, 0x2, RZ")
+        mad(q, tx, t1, 8, t2, scratch)
+        return lane, warp, ty, tx
+
+    def prologue(self) -> list[str]:
+        g, r = self.g, self.r
+        R_ST, R_UP, R_VP, R_LDA, R_LDB, R_CNT = r.ST, r.UP, r.VP, r.LDA, r.LDB, r.CNT
+        q = seq()
+        tid, cx, cy, z, t1, t2, off, *rest = range(r.TMP, r.TMP + 15)
+        q.op(f"S2R R{tid}, SR_TID.X")
+        q.op(f"S2R R{cx}, SR_CTAID.X")
+        q.op(f"S2R R{cy}, SR_CTAID.Y")
+        q.op(f"S2R R{z}, SR_CTAID.Z")
+        q.op(f"ULDC.64 UR4, {DESC}")
+        q.op(f"ULDC.64 UR{U_UR}, c[0x0][{P_U:#x}]")
+        q.op(f"ULDC.64 UR{V_UR}, c[0x0][{P_V:#x}]")
+        lane, warp, ty, tx = self.place(q, tid, rest)
         # the shared addresses: reads at 16*ty (A) and 16*tx (B) of stage 0; copies at row
         # tid / per_row, chunk tid % per_row of stage GRAY[0] (with 256 threads: warp, lane)
         crow, chunk = warp, lane
         if self.per_row != 32:
-            crow, chunk = r.TMP + 9, r.TMP + 10
+            crow, chunk = rest[4:6]
             q.op(f"SHF.R.U32.HI R{crow}, RZ, {self.per_row.bit_length() - 1:#x}, R{tid}")
             q.op(f"LOP3.LUT R{chunk}, R{tid}, {self.per_row - 1:#x}, RZ, 0xc0, !PT")
         mad(q, R_ST, crow, 512, None, R_CNT)
@@ -323,19 +360,17 @@ class Generator:
             mad(q, t1, t2, g.C // g.parts, t1, R_CNT)
         else:
             mad(q, t1, z, g.C, crow, R_CNT)
-        # U address: u + 4 * (row*K + 128*cy + 4*chunk); V: v + 4 * (row*T + 128*cx + 4*chunk)
-        for ptr, base, width, block, carry in ((R_UP, R_u, g.K, cy, 0), (R_VP, R_v, g.T, cx, 1)):
+        # offset into U: 4 * (row*K + 128*cy + 4*chunk); into V: 4 * (row*T + 128*cx + 4*chunk)
+        for ptr, width, block in ((R_UP, g.K, cy), (R_VP, g.T, cx)):
             mad(q, off, t1, width, None, R_CNT)
             mad(q, off, block, BM, off, R_CNT)
             mad(q, off, chunk, 4, off, R_CNT)
-            q.op(f"SHF.L.U32 R{off}, R{off}, 0x2, RZ")
-            q.op(f"IADD3 R{ptr}, P{carry}, R{off}, R{base}, RZ")
-            q.op(f"IADD3.X R{ptr + 1}, RZ, R{base + 1}, RZ, P{carry}, !PT")
+            q.op(f"SHF.L.U32 R{ptr}, R{off}, 0x2, RZ")
         mad(q, R_LDA, ty, 16, None, R_CNT)
         q.op(f"IADD3 R{R_LDA}, R{R_LDA}, {SMEM_BASE:#x}, RZ")
         mad(q, R_LDB, tx, 16, None, R_CNT)
         q.op(f"IADD3 R{R_LDB}, R{R_LDB}, {SMEM_BASE + B_OFF:#x}, RZ")
-        q.op(f"MOV R{R_CNT}, {g.iterations // self.o.unroll:#x}")
+        q.op(f"MOV R{R_CNT}, {g.iterations // self.o.unroll - 1:#x}")     # bodies after the first
         q.op("NOP", wait=q.wait_all(), y=True, stall=2)
         out = q.lines()
         # the first three iterations' copies, one group each, on a clean scoreboard
@@ -344,12 +379,14 @@ class Generator:
             out.append(Op("LDGDEPBAR", wb=ASYNC_SB, y=True, stall=COPY_GAP).line())
             adv = self.advance_ops()
             for n, (text, _) in enumerate(adv):
-                stall = PRED_DIST if n == 1 else MIN_DIST if n == len(adv) - 1 else 1
+                stall = MIN_DIST if n == len(adv) - 1 else 1
                 out.append(Op(text, wait=(1 << ADDR_SB) if n == 0 else 0, y=True, stall=stall).line())
             if self.o.unroll < STAGES:
                 out.append(Op(self.xor_op(R_ST, GRAY[it] ^ GRAY[it + 1]), y=True, stall=MIN_DIST).line())
-        if r.XR is not None:
-            out.append(Op(f"MOV R{r.XR}, {self.read_xor(0):#x}", y=True, stall=MIN_DIST).line())
+        if self.o.unroll < STAGES:
+            out.append(Op(f"UMOV UR{READ_UR}, {GRAY[0]:#x}", y=True, stall=1).line())
+        if self.o.unroll == 1:
+            out.append(Op(f"UMOV UR{XOR_UR}, {self.read_xor(0):#x}", y=True, stall=MIN_DIST).line())
         # the accumulators, while the copies are in flight
         out += [Op(f"MOV R{a}, RZ", y=True, stall=1).line() for a in range(r.acc)]
         # group 0 landed (two may stay in flight), every thread's copies are visible; the
@@ -357,8 +394,12 @@ class Generator:
         out.append(Op(f"DEPBAR.LE SB{ASYNC_SB}, 0x{STAGES - 2:x}", y=True, stall=self.o.depbar_stall).line())
         out.append(Op("NOP", y=True, stall=DEPBAR_LEAD).line())
         out.append(Op("BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6).line())
-        for t in self.lds_ops(0, 0):
-            out.append(Op(t, wb=0, y=True, stall=2).line())
+        if self.o.a_sets == 1:      # the last row quad: the loop's first load (loop_body)
+            first = [(self.lds_b(0, 0, h), 0) for h in range(2)] + \
+                [(self.lds_a(0, 0, qd), self.a_sb(qd)) for qd in range(self.quads - 1)]
+        else:
+            first = [(t, 0) for t in self.lds_ops(0, 0)]
+        out += [Op(t, wb=sb, y=True, stall=2).line() for t, sb in first]
         return out
 
     # ---- the loop body: UNROLL iterations of BC channels, slots_ch FFMA slots each ------
@@ -372,7 +413,6 @@ class Generator:
             return op
 
         xor = self.o.unroll == 2
-        xreg = r.XR is not None
         for it in range(self.o.unroll):
             base = it * BC * ch_slots
             # the copies of iteration i + 3 into the stage iteration i - 1 read (every warp's
@@ -387,33 +427,25 @@ class Generator:
                 at(slot, text, wait=(1 << ADDR_SB) if n == 0 else 0)
             if xor:
                 at(base + 26, self.xor_op(r.ST, self.write_xor(it)))
-            if xreg:     # the copies' XOR is the other one of the pair: XR ^ 0x6000
-                at(base + 26, f"LOP3.LUT R{r.ST}, R{r.ST}, {self.read_xor(0) ^ self.read_xor(1):#x}, R{r.XR}, 0x96, !PT")
-            # channels 1..7's operands, during the channel before
-            for ch in range(BC - 1):
-                for m, t in enumerate(self.lds_ops(ch + 1, (ch + 1) % 2, self.stage(it))):
-                    at(base + ch_slots * ch + 2 + self.o.lds_gap * m, t, wb=(ch + 1) % 2)
-            # channel 7: the next stage's copies landed (group i + 1; i + 2 and i + 3 may be in
-            # flight), every warp is done with this stage's reads up to channel 7 (barrier 1,
-            # waited for by channel 7's first FFMA), the BAR; then the reads move on
             last = base + ch_slots * (BC - 1)
-            at(last - DEPBAR_LEAD, f"DEPBAR.LE SB{ASYNC_SB}, 0x{0 if self.o.wait_all else STAGES - 2:x}",
-               y=self.o.depbar_yield, stall=self.o.depbar_stall)
-            at(last + 2, "BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6, wait=1 << 1)
-            if xor:
-                at(last + 3, self.xor_op(r.LDA, self.read_xor(it)))
-                at(last + 3, self.xor_op(r.LDB, self.read_xor(it)))
-            if xreg:
-                at(last + 3, f"LOP3.LUT R{r.LDA}, R{r.LDA}, R{r.XR}, RZ, 0x3c, !PT")
-                at(last + 3, f"LOP3.LUT R{r.LDB}, R{r.LDB}, R{r.XR}, RZ, 0x3c, !PT")
-                at(last + 4, self.xor_op(r.XR, self.read_xor(0) ^ self.read_xor(1)))
-            first = self.lds_ops(0, 0, self.stage(it + 1))
-            gap = min(self.o.lds_gap, (ch_slots - 3 - MIN_DIST - LDS_AHEAD) // (len(first) - 1))
-            for m, t in enumerate(first):
-                at(last + 3 + MIN_DIST + gap * m, t, wb=0)
+            if self.o.a_sets == 1:
+                self.one_set_loads(at, it, base)
+            else:
+                # channels 1..7's operands, during the channel before
+                for ch in range(BC - 1):
+                    for m, t in enumerate(self.lds_ops(ch + 1, (ch + 1) % 2, self.stage(it))):
+                        at(base + ch_slots * ch + 2 + self.o.lds_gap * m, t, wb=(ch + 1) % 2)
+                # channel 7: the next stage's copies landed (group i + 1; i + 2 and i + 3 may be in
+                # flight), every warp is done with this stage's reads up to channel 7 (barrier 1,
+                # waited for by channel 7's first FFMA), the BAR; then the reads move on
+                self.stage_turn(at, it, last - DEPBAR_LEAD, last + 2, 1 << 1)
+                first = self.lds_ops(0, 0, self.stage(it + 1))
+                gap = min(self.o.lds_gap, (ch_slots - 3 - MIN_DIST - LDS_AHEAD) // (len(first) - 1))
+                for m, t in enumerate(first):
+                    at(last + 3 + MIN_DIST + gap * m, t, wb=0)
             if it == self.o.unroll - 1:
-                at(last + 40, f"IADD3 R{r.CNT}, R{r.CNT}, -0x1, RZ")
-                at(last + 40 + MIN_DIST, f"ISETP.NE.AND P6, PT, R{r.CNT}, RZ, PT")
+                # the carry of CNT + 0xffffffff: another body while CNT was not 0
+                at(last + 40, f"IADD3 R{r.CNT}, P6, R{r.CNT}, -0x1, RZ")
         body: list[Op] = []
         for slot in range(self.o.unroll * BC * ch_slots):
             body += ins.get(slot, [])
@@ -422,7 +454,11 @@ class Generator:
             i, jj = divmod(k, 8)
             j = jj if i % 2 == 0 else 7 - jj        # zigzag: B is reused at the row turns
             a, b = r.RA(buf, i), r.RB(buf, j)
-            op = Op(f"FFMA R{ACC(i, j)}, R{a}, R{b}, R{ACC(i, j)}", wait=(1 << buf) if k == 0 else 0)
+            if self.o.a_sets == 1:      # B and row quad 0, or a later row quad
+                wait = (1 << buf | 1 << A_SB[0]) if k == 0 else (1 << self.a_sb(i // 4)) if k % 32 == 0 else 0
+            else:
+                wait = (1 << buf) if k == 0 else 0
+            op = Op(f"FFMA R{ACC(i, j)}, R{a}, R{b}, R{ACC(i, j)}", wait=wait)
             op.ffma = (a, b)
             body.append(op)
         body.append(Op("@P6 BRA LOOP", y=True, stall=5))
@@ -434,11 +470,55 @@ class Generator:
             mark_reuse(body)
         return body
 
+    def stage_turn(self, at, it: int, depbar: int, bar: int, bar_wait: int) -> None:
+        """The end of iteration it's stage: the next stage's copies landed (group i + 1; i + 2
+        and i + 3 may be in flight: the DEPBAR), every warp is done reading this stage (the
+        BAR, after this warp's reads: bar_wait), then the reads move on to the next stage."""
+        r, o = self.r, self.o
+        at(depbar, f"DEPBAR.LE SB{ASYNC_SB}, 0x{0 if o.wait_all else STAGES - 2:x}",
+           y=o.depbar_yield, stall=o.depbar_stall)
+        at(bar, "BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6, wait=bar_wait)
+        if o.unroll == 2:
+            at(bar + 1, f"ULOP3.LUT UR{READ_UR}, UR{READ_UR}, {self.read_xor(it):#x}, URZ, 0x3c, !UPT")
+        if o.unroll == 1:
+            # the reads by this iteration's XOR; then the other one of the pair (0x2000 ^ 0x4000),
+            # iteration i + 1's, which is also what moves the copies from stage i + 3 to i + 4
+            at(bar + 1, f"ULOP3.LUT UR{READ_UR}, UR{READ_UR}, UR{XOR_UR}, URZ, 0x3c, !UPT")
+            at(bar + 2, f"ULOP3.LUT UR{XOR_UR}, UR{XOR_UR}, {self.read_xor(0) ^ self.read_xor(1):#x}, URZ, 0x3c, !UPT")
+            at(bar + 2 + MIN_DIST, f"LOP3.LUT R{r.ST}, R{r.ST}, UR{XOR_UR}, RZ, 0x3c, !PT")
+
+    def one_set_loads(self, at, it: int, base: int) -> None:
+        """The shared loads of iteration it with one A register set (a_sets = 1). In channel c:
+        its own last row quad at slot 2 (the registers fell free at the end of channel c - 1),
+        B of channel c + 1 at B_LDS_SLOTS, row quad q of channel c + 1 at slot 32 (q + 1) + 2,
+        right after quad q's FFMAs of channel c. Channel 7 turns the stage: DEPBAR, the BAR
+        at A1_BAR (waiting for the quads of channel 7 on A_SB), then the next stage's loads."""
+        slots_ch, quads, stage = self.slots_ch, self.quads, self.stage(it)
+        last = base + slots_ch * (BC - 1)
+        bar = last + A1_BAR
+        self.stage_turn(at, it, bar - DEPBAR_LEAD, bar, 1 << 1 | 1 << A_SB[0] | 1 << A_SB[1])
+        for ch in range(BC):
+            cb = base + slots_ch * ch
+            at(cb + 2, self.lds_a(ch, 0, quads - 1, stage), wb=self.a_sb(quads - 1))
+            if ch < BC - 1:
+                nxt, nstage, b_slots = ch + 1, stage, B_LDS_SLOTS
+            else:           # after the BAR and the address XORs
+                nxt, nstage = 0, self.stage(it + 1)
+                b_slots = (A1_BAR + 1 + MIN_DIST, A1_BAR + 1 + MIN_DIST + 10)
+            for h, sl in enumerate(b_slots):
+                at(cb + sl, self.lds_b(nxt, (ch + 1) % 2, h, nstage), wb=(ch + 1) % 2)
+            for qd in range(quads - 1):
+                at(cb + 32 * (qd + 1) + 2, self.lds_a(nxt, 0, qd, nstage), wb=self.a_sb(qd))
+
+    def a_sb(self, q: int) -> int:
+        """The scoreboard of row quad q's loads (a_sets = 1)."""
+        return A_SB[q * 2 // self.quads]
+
     def skipped(self, text: str) -> bool:
         """Whether GemmOptions.skip drops this loop instruction."""
         r = self.r
         copies = text.startswith(("LDGSTS", "LDGDEPBAR", "DEPBAR", "BAR")) or \
-            any(text.startswith((f"IADD3 R{p},", f"IADD3.X R{p + 1},")) for p in (r.UP, r.VP)) or \
+            any(text.startswith(f"IADD3 R{p},") for p in (r.UP, r.VP)) or \
             text.startswith(f"LOP3.LUT R{r.ST},")
         return (copies and self.o.skip in ("copies", "both")) or \
             (text.startswith("LDS") and self.o.skip in ("lds", "both"))
@@ -449,12 +529,27 @@ class Generator:
         q = seq()
         # the last body's reads of a stage past the end (barrier 0) and its copies
         q.op(f"DEPBAR.LE SB{ASYNC_SB}, 0x0", wait=0x3f)
+        # M offset (bytes), M[z][k][t] with z = part * E + e, recomputed here (no register for
+        # it through the loop): 4 * ((z*K + 128*cy + 4*ty) * T + 128*cx + 4*tx)
+        tid, cx, cy, z, off, *rest = range(r.TMP, r.TMP + 12)
+        q.op(f"S2R R{tid}, SR_TID.X")
+        q.op(f"S2R R{cx}, SR_CTAID.X")
+        q.op(f"S2R R{cy}, SR_CTAID.Y")
+        q.op(f"S2R R{z}, SR_CTAID.Z")
+        _, _, ty, tx = self.place(q, tid, rest)
+        mad(q, off, z, g.K, None, r.CNT)
+        mad(q, off, cy, BM, off, r.CNT)
+        mad(q, off, ty, 4, off, r.CNT)
+        mad(q, off, off, g.T, None, r.CNT)
+        mad(q, off, cx, BN, off, r.CNT)
+        mad(q, off, tx, 4, off, r.CNT)
+        q.op(f"SHF.L.U32 R{off}, R{off}, 0x2, RZ")
         # rows 4ty + i + row_step*qd: the first half of the quads through mp, the second
-        # (64 rows further) through mq
-        mp, mq = r.UP, r.VP
-        q.op(f"LDC.64 R{r.TMP}, c[0x0][{P_M:#x}]")
-        q.op(f"IADD3 R{mp}, P0, R{r.MOFF}, R{r.TMP}, RZ")
-        q.op(f"IADD3.X R{mp + 1}, RZ, R{r.TMP + 1}, RZ, P0, !PT")
+        # (64 rows further) through mq (even pairs past the operands: the addresses' registers)
+        mp, mq = r.LDA, r.LDA + 2
+        q.op(f"LDC.64 R{mq}, c[0x0][{P_M:#x}]")
+        q.op(f"IADD3 R{mp}, P0, R{off}, R{mq}, RZ")
+        q.op(f"IADD3.X R{mp + 1}, RZ, R{mq + 1}, RZ, P0, !PT")
         q.op(f"IADD3 R{mq}, P1, R{mp}, {64 * g.T * 4:#x}, RZ")
         q.op(f"IADD3.X R{mq + 1}, RZ, R{mp + 1}, RZ, P1, !PT")
         half = self.quads // 2
@@ -462,7 +557,7 @@ class Generator:
         for i in range(self.o.tile_rows):
             qd, ii = divmod(i, 4)
             for h in range(2):
-                tmp = r.acc + 4 * (n % (r.set_size // 2))       # the operand registers, free now
+                tmp = r.acc + 4 * (n % (r.operands // 4))     # the operand registers, free now
                 for j in range(4):
                     q.op(f"MOV R{tmp + j}, R{ACC(i, 4 * h + j)}")
                 ptr = mp if qd < half else mq

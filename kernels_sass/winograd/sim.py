@@ -25,11 +25,13 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from sassas.ast import Operand
 from sassas.parse import parse_instruction
 
 THREADS = 256
 SMEM_BASE = 0x400
 PARAM_BASE = 0x210
+DESC_OFFSET = 0x208         # c[0x0][0x208]: the global memory descriptor (desc[UR])
 
 
 class SimError(RuntimeError):
@@ -188,7 +190,17 @@ class Machine:
 
     # ---- shared memory ----
     def _global(self, memop, st, g, width, what):
-        """(buffer, byte indexes) of a global access `desc[UR][R.64+off]` by the threads in g."""
+        """(buffer, byte indexes) of a global access by the threads in g: `desc[UR][R.64+off]`,
+        or `[R.U32+UR+off]` (a 64-bit base in UR, plus the register's 32-bit offset)."""
+        if memop.kind == "[R+UR+I]" and ".U32" in memop.flags:
+            areg, ureg, off = memop.values
+            if not st.defined[areg][g].all():
+                raise SimError(f"{what}: undefined address register")
+            base = self._usrc(Operand("UR", (ureg,)), st) | self._usrc(Operand("UR", (ureg + 1,)), st) << 32
+            addr = st.R[areg].astype(np.uint64) + np.uint64(base)
+            return self.mem.locate((addr.astype(np.int64) + off)[g], width, what)
+        if memop.kind != "desc[UR][R.64+I]":
+            raise SimError(f"{what}: address form {memop.kind} not modelled")
         areg, off = memop.values[1], memop.values[2]
         if not (st.defined[areg][g].all() and st.defined[areg + 1][g].all()):
             raise SimError(f"{what}: undefined address register")
@@ -303,9 +315,16 @@ class Machine:
             if not sr.startswith("SR_CTAID."):
                 raise SimError(f"S2UR {sr}")
             st.UR[ops[0].values[0]] = st.ctaid["XYZ".index(sr[-1])]
-        elif op == "ULDC" and "64" not in mods:
+        elif op == "ULDC" and (ops[1].values[1] != DESC_OFFSET or "64" not in mods):
+            # (the memory descriptor at DESC_OFFSET is not modelled: its UR pair stays unset)
             off = ops[1].values[1]
-            st.UR[ops[0].values[0]] = int.from_bytes(self.cbank[off:off + 4].tobytes(), "little")
+            for k in range(2 if "64" in mods else 1):
+                st.UR[ops[0].values[0] + k] = int.from_bytes(self.cbank[off + 4 * k:off + 4 * k + 4].tobytes(), "little")
+        elif op in ("UMOV", "ULOP3"):
+            vals = [x.values[0] & 0xFFFFFFFF if x.kind == "I" else self._usrc(x, st) for x in ops[1:4]]
+            if op == "ULOP3":
+                vals = [int(_lop3(*(np.array([v], np.uint32) for v in vals), ops[4].values[0])[0])]
+            st.UR[ops[0].values[0]] = vals[0]
         elif op == "UIADD3":
             a, b, c = (self._usrc(x, st) for x in ops[1:4])
             st.UR[ops[0].values[0]] = (a + b + c) & 0xFFFFFFFF
@@ -464,10 +483,12 @@ class Machine:
         elif op in ("LDS", "STS"):
             width = 16 if "128" in mods else 8 if "64" in mods else 4
             memop = ops[1] if op == "LDS" else ops[0]
-            areg, off = memop.values[0], memop.values[1]
+            areg, off = memop.values[0], memop.values[-1]
             if not st.defined[areg][g].all():
                 raise SimError(f"{text}: undefined address register")
             addr = st.R[areg].astype(np.int64) + off
+            if memop.kind == "[R+UR+I]":        # a uniform part: [R + UR + imm]
+                addr += self._usrc(Operand("UR", (memop.values[1],)), st)
             ag = addr[g]
             widx = self._smem_index(ag, width, text)
             words = widx[:, None] + np.arange(width // 4)[None, :]
