@@ -4,6 +4,7 @@ and on a GPU the whole path through conv2d."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -46,29 +47,38 @@ def test_gemm_assembles_without_hazards(g):
     cubin = sassas.assemble(text, "sm_90", filename="gemm.sass")
     assert sassgen.hazards(cubin.program) == []
     info = read_cubin(cubin.data).kernel(gemmgen.kernel_name(g))
-    assert info.registers <= 128            # two blocks of 256 threads an SM
+    assert info.registers == gemmgen.OPTIONS.registers() == 168      # three blocks of 128 threads an SM
+    assert gemmgen.OPTIONS.blocks_per_sm() == 3 and gemmgen.OPTIONS.threads == 128
     assert [p.size for p in info.params] == [8, 8, 8]
-    # the loop: 2 iterations of 8 channels, 64 FFMA a channel, 4 LDS.128 a channel
+    # the loop: 1 iteration of 8 channels, 128 FFMA and 6 LDS.128 a channel, 4 copies, and 14
+    # instructions of control in all: the copies' group, DEPBAR, BAR, two offsets, three stage
+    # XORs (two uniform), the counter, the branch
     loop = text[text.index("LOOP:"):text.index("BRA LOOP")]
     assert len(re.findall(r"\bFFMA\b", loop)) == 1024
-    assert len(re.findall(r"\bLDS\.128\b", loop)) == 64
+    assert len(re.findall(r"\bLDS\.128\b", loop)) == 48
     assert len(re.findall(r"\bLDGSTS\b", loop)) == 4
+    assert len(re.findall(r";", loop)) == 1024 + 48 + 4 + 9
+
+
+EIGHT = gemmgen.GemmOptions(tile_rows=8, a_sets=2, unroll=2)        # sessions 6-9's 8x8 tile
 
 
 @pytest.mark.parametrize("o", [gemmgen.GemmOptions(depbar_yield=False), gemmgen.GemmOptions(wait_all=True),
-                               gemmgen.GemmOptions(reuse=False), gemmgen.GemmOptions(tile_rows=16),
-                               gemmgen.GemmOptions(lane_map="2x2"), gemmgen.GemmOptions(unroll=1),
-                               gemmgen.GemmOptions(tile_rows=16, unroll=1), gemmgen.GemmOptions(lds_gap=4),
-                               gemmgen.GemmOptions(skip="copies"), gemmgen.GemmOptions(skip="both")],
-                         ids=lambda o: o.tag())
+                               gemmgen.GemmOptions(reuse=False), gemmgen.GemmOptions(a_sets=2),
+                               gemmgen.GemmOptions(lane_map="2x2"), gemmgen.GemmOptions(unroll=2),
+                               gemmgen.GemmOptions(unroll=4), EIGHT, replace(EIGHT, unroll=1),
+                               replace(EIGHT, lds_gap=4), gemmgen.GemmOptions(skip="copies"),
+                               gemmgen.GemmOptions(skip="both")],
+                         ids=lambda o: o.tag() or "default")
 def test_gemm_options_assemble(o):
     gemmgen.build(GemmShape(32, 128, 128), o, cache=False)
 
 
-def test_gemm_copies_are_spaced_as_ptxas_spaces_them():
+@pytest.mark.parametrize("o", [gemmgen.OPTIONS, EIGHT], ids=["default", "8x8"])
+def test_gemm_copies_are_spaced_as_ptxas_spaces_them(o):
     """The H100 race of the first version: a DEPBAR.LE with a BAR 2 cycles after it, copies 2
     cycles apart. Now the DEPBAR stalls 4 and comes 8 FFMA slots before the BAR."""
-    body = gemmgen.Generator(GemmShape(32, 128, 128)).loop_body()
+    body = gemmgen.Generator(GemmShape(32, 128, 128), o).loop_body()
     texts = [op.text for op in body]
     for i, t in enumerate(texts):
         if t.startswith("DEPBAR"):
@@ -89,10 +99,12 @@ def test_nvdisasm_reads_the_gemm_as_written():
 
 
 def test_unsupported_gemms_are_refused():
-    for g in [GemmShape(24, 128, 128), GemmShape(16, 100, 128), GemmShape(16, 128, 0), GemmShape(16, 128, 128, 2),
+    for g in [GemmShape(12, 128, 128), GemmShape(16, 100, 128), GemmShape(16, 128, 0), GemmShape(24, 128, 128, 2),
               GemmShape(16, 128, 1 << 20)]:
         with pytest.raises(Unsupported):
             gemmgen.Generator(g)
+    with pytest.raises(Unsupported):             # 3 iterations, a body of 2
+        gemmgen.Generator(GemmShape(24, 128, 128), EIGHT)
 
 
 def _sim_gemm(g: GemmShape, o: gemmgen.GemmOptions, seed: int = 0):
@@ -107,12 +119,14 @@ def _sim_gemm(g: GemmShape, o: gemmgen.GemmOptions, seed: int = 0):
 
 @pytest.mark.parametrize("g,o", [(GemmShape(32, 128, 128), gemmgen.GemmOptions()),
                                  (GemmShape(32, 128, 256, 2), gemmgen.GemmOptions()),
-                                 (GemmShape(32, 128, 128, 2), gemmgen.GemmOptions(tile_rows=16)),
-                                 (GemmShape(32, 128, 256), gemmgen.GemmOptions(lane_map="2x2")),
-                                 (GemmShape(32, 128, 128), gemmgen.GemmOptions(tile_rows=16, lane_map="2x2")),
-                                 (GemmShape(48, 128, 128), gemmgen.GemmOptions(unroll=1)),
-                                 (GemmShape(32, 128, 128, 2), gemmgen.GemmOptions(tile_rows=16, unroll=1)),
-                                 (GemmShape(32, 128, 128), gemmgen.GemmOptions(lds_gap=4))], ids=str)
+                                 (GemmShape(8, 128, 128), gemmgen.GemmOptions()),       # one body: CNT 0
+                                 (GemmShape(24, 128, 128), gemmgen.GemmOptions(lane_map="2x2")),
+                                 (GemmShape(32, 128, 128, 2), gemmgen.GemmOptions(a_sets=2, unroll=2)),
+                                 (GemmShape(64, 128, 128), gemmgen.GemmOptions(unroll=4)),
+                                 (GemmShape(32, 128, 256), EIGHT),
+                                 (GemmShape(32, 128, 256, 2), replace(EIGHT, lane_map="2x2")),
+                                 (GemmShape(48, 128, 128), replace(EIGHT, unroll=1)),
+                                 (GemmShape(32, 128, 128), replace(EIGHT, lds_gap=4, a_sets=1))], ids=str)
 def test_gemm_in_the_simulator_matches_float64(g, o):
     u, v, got, mach = _sim_gemm(g, o)
     cp = g.C // g.parts
@@ -136,7 +150,7 @@ def test_f4_path_in_the_simulator_matches_direct():
     u, v = ref.f4_operands(x, w, g.C, g.K, g.T, gemmgen.PAD_ROWS)
     m = np.full((gemmgen.E, g.K, g.T), np.nan, np.float32)
     out, mach = sim.simulate(gemmgen.generate(g), g.grid(), {"u": u, "v": v, "m": m}, list(gemmgen.PARAMS),
-                             gemmgen.SMEM_BYTES)
+                             gemmgen.SMEM_BYTES, gemmgen.OPTIONS.threads)
     got = ref.f4_output(out["m"].view(np.float32).reshape(1, gemmgen.E, g.K, g.T), s.N, s.H, s.W, s.K)
     want = ref.direct_conv2d(x, w)
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-5
@@ -150,7 +164,7 @@ def test_gemm_lds_spacing_and_measurement_variants():
         return [op.text for op in body]
 
     for gap in (4, 15):
-        texts = loop_of(gemmgen.GemmOptions(lds_gap=gap))
+        texts = loop_of(replace(EIGHT, lds_gap=gap))
         ffma = [i for i, t in enumerate(texts) if t.startswith("FFMA")]
         lds = [i for i, t in enumerate(texts) if t.startswith("LDS")]
         by_channel = {}
@@ -165,14 +179,42 @@ def test_gemm_lds_spacing_and_measurement_variants():
                 assert where == [2 + gap * m for m in range(4)]
             assert 64 - where[-1] >= gemmgen.LDS_AHEAD
     with pytest.raises(ValueError):
-        gemmgen.Generator(GemmShape(32, 128, 128), gemmgen.GemmOptions(lds_gap=16))
-    base = loop_of(gemmgen.GemmOptions())
-    no_copies = loop_of(gemmgen.GemmOptions(skip="copies"))
-    no_lds = loop_of(gemmgen.GemmOptions(skip="lds"))
-    assert not any(t.startswith(("LDGSTS", "DEPBAR", "BAR", "LDGDEPBAR")) for t in no_copies)
-    assert sum(t.startswith("LDS") for t in no_copies) == sum(t.startswith("LDS") for t in base) == 64
-    assert not any(t.startswith("LDS") for t in no_lds)
-    assert sum(t.startswith("FFMA") for t in no_copies) == sum(t.startswith("FFMA") for t in no_lds) == 1024
+        gemmgen.Generator(GemmShape(32, 128, 128), replace(EIGHT, lds_gap=16))
+    for o, lds in ((EIGHT, 64), (gemmgen.OPTIONS, 48)):
+        base = loop_of(o)
+        no_copies = loop_of(replace(o, skip="copies"))
+        no_lds = loop_of(replace(o, skip="lds"))
+        assert not any(t.startswith(("LDGSTS", "DEPBAR", "BAR", "LDGDEPBAR", "IADD3 R163", "IADD3 R164"))
+                       for t in no_copies)
+        assert sum(t.startswith("LDS") for t in no_copies) == sum(t.startswith("LDS") for t in base) == lds
+        assert not any(t.startswith("LDS") for t in no_lds)
+        assert sum(t.startswith("FFMA") for t in no_copies) == sum(t.startswith("FFMA") for t in no_lds) == 1024
+
+
+def test_one_a_set_loads_each_row_quad_after_its_last_use():
+    """a_sets=1: row quad q of the next channel is loaded 2 FFMA slots after quad q's last FFMA
+    of this channel reads it, and its first FFMA waits on the quad's scoreboard; the B set of
+    the next channel alternates; channel 7's BAR waits for the A loads of channel 7."""
+    body = gemmgen.Generator(GemmShape(32, 128, 128)).loop_body()
+    r = gemmgen.Regs(16, 1)
+    slot, last_read, loaded = 0, {}, []
+    for op in body:
+        t = op.text
+        if t.startswith("FFMA"):
+            a = int(re.match(r"FFMA R\d+, R(\d+)", t).group(1))
+            q = (a - r.acc) // 4
+            if slot % 32 == 0:
+                assert op.wait >> gemmgen.A_SB[q // 2] & 1
+            last_read[q] = slot
+            slot += 1
+        elif t.startswith("LDS.128") and int(t.split()[1][1:-1]) < r.RB(0, 0):
+            q = (int(t.split()[1][1:-1]) - r.acc) // 4
+            loaded.append((q, slot))
+            assert op.wb == gemmgen.A_SB[q // 2]
+            assert slot - last_read.get(q, -1) == 3     # before FFMA 2 after the quad's last FFMA (-1: the body's end)
+        elif t.startswith("BAR"):
+            assert op.wait == 1 << 1 | 1 << 4 | 1 << 5 and slot == 7 * 128 + gemmgen.A1_BAR
+    assert len(loaded) == 32 and slot == 1024
 
 
 def test_loop_command_parts_without_a_gpu():
@@ -180,7 +222,9 @@ def test_loop_command_parts_without_a_gpu():
     from kernels_sass.winograd.__main__ import parse_ncu_csv, steady_shape
     g = steady_shape(132, 512)
     assert (g.C, g.K, g.T, g.parts) == (512, 256, 1408, 1) and g.blocks() == 3 * 2 * 132
+    assert steady_shape(132, 512, 3) == g                    # 2 waves of 3 blocks an SM, too
     assert steady_shape(114, 512).blocks() % (2 * 114) == 0
+    assert steady_shape(114, 512, 6).blocks() % (6 * 114) == 0
     text = "\n".join([
         "==PROF== Connected to process 1",
         '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
@@ -208,7 +252,7 @@ def test_plan_pads_and_splits():
     assert f4.plan(Shape(128, 512, 7, 7, 512), 132).parts == 1
     assert f4.plan(Shape(128, 128, 28, 28, 128), 132).parts == 1
     odd = f4.plan(Shape(33, 20, 9, 11, 70), 132).gemm
-    assert (odd.C, odd.K, odd.T) == (32, 128, 384)
+    assert (odd.C, odd.K, odd.T) == (24, 128, 384)            # C to a multiple of 8 (a body of one iteration)
     assert f4.plan(Shape(8, 512, 7, 7, 512), 132, parts=4).gemm.parts == 4
     assert p.buffers()["m4"] == (36, 512, 512)
 

@@ -817,6 +817,9 @@ def cmd_loop(args) -> int:
     return 0
 
 
+EIGHT_BY_EIGHT = "tile_rows=8,a_sets=2,unroll=2"     # the GEMM of sessions 6-9, beside the default
+
+
 def gemm_options(text: str):
     """GemmOptions from 'tile_rows=16,unroll=4,lane_map=2x2' (empty: the default)."""
     from dataclasses import fields
@@ -972,14 +975,15 @@ def main(argv=None) -> int:
     q.set_defaults(func=cmd_smoke)
     q = sub.add_parser("gemm", help="the F(4x4,3x3) GEMM alone, each split, against cuBLAS")
     q.add_argument("--configs", nargs="*", help="prefixes (default Conv4 Conv5)")
-    q.add_argument("--options", nargs="*", default=["", "tile_rows=16,unroll=1"],
-                   help="GEMM variants, e.g. '' (the default) 'tile_rows=16,unroll=1' 'lds_gap=4' 'lane_map=2x2' "
+    q.add_argument("--options", nargs="*", default=["", EIGHT_BY_EIGHT],
+                   help=f"GEMM variants, e.g. '' (the default) '{EIGHT_BY_EIGHT}' (sessions 6-9's 8x8 tile) 'a_sets=2' "
+                        "'lane_map=2x2' "
                         "(gemmgen.GemmOptions; skip=... variants compute wrong results: their error is not checked)")
     q.add_argument("--reps", type=int, default=20)
     q.add_argument("--json")
     q.set_defaults(func=cmd_gemm)
     q = sub.add_parser("loop", help="the F(4x4,3x3) GEMM's main-loop FFMA issue rate in cycles (needs ncu)")
-    q.add_argument("--options", nargs="*", default=["", "skip=copies", "skip=lds"],
+    q.add_argument("--options", nargs="*", default=["", EIGHT_BY_EIGHT, "skip=copies", "skip=lds"],
                    help="GEMM variants (gemm --options); skip=... are measurement-only variants")
     q.add_argument("--channels", type=int, default=512, help="C of the first run (the second has 2C)")
     q.add_argument("--json")
@@ -989,7 +993,7 @@ def main(argv=None) -> int:
     q.add_argument("--jobs", type=int)
     q.add_argument("--sms", type=int, default=132, help="multiprocessors of the target GPU (the split depends on it)")
     q.add_argument("--split", nargs="*", type=int, default=[], help="also these forced splits (check --split S)")
-    q.add_argument("--gemm-options", nargs="*", default=["", "tile_rows=16,unroll=1"],
+    q.add_argument("--gemm-options", nargs="*", default=["", EIGHT_BY_EIGHT],
                    help="the F(4x4,3x3) GEMM variants (gemm --options)")
     q.set_defaults(func=cmd_prebuild)
     args = p.parse_args(argv)

@@ -7,29 +7,31 @@ CUDA-C kernels of their own (U, V in global memory), runs this kernel, and trans
 (A^T M A). It is the fix proposed for Conv5 in sessions 5 and 6: 36 products per 6x6 input
 tile give 16 outputs, 2.25 multiplications an output against F(2x2,3x3)'s 4.
 
-Design (sm_90, our own):
-- 256 threads, a 128 (k) x 128 (t) tile of one position e, bc = 8 channels an iteration.
-  Thread (ty, tx) = (4 * (warp >> 1) + lane / 8, 8 * (warp & 1) + lane % 8) holds an 8x8
-  accumulator tile: rows k = 4ty + 0..3 and 64 + 4ty + 0..3, columns t = 4tx + 0..3 and
-  64 + 4tx + 0..3, loaded with 2 + 2 LDS.128 a channel (64 FFMA). A warp's LDS.128 reads 4
-  (A) or 8 (B) distinct 16-byte chunks, consecutive: one wavefront each, a quarter of sm_90's
-  128 B/clk at full FFMA rate.
-- No registers between global and shared memory: each thread copies one 16-byte chunk of U
-  and one of V an iteration with LDGSTS.E.BYPASS.128, committed as one group (LDGDEPBAR on
-  scoreboard 3). Four stages of 8 KiB, three iterations in flight: iteration i waits with
-  `DEPBAR.LE SB3, 0x2` for group i+1 before the BAR that precedes its reads. The stages are
-  visited in Gray-code order (0, 1, 3, 2), so every address moves on by an XOR with 0x2000 or
-  0x4000, alternately: the loop body is two iterations.
-- Two operand register sets (LDS of channel c+1 during channel c's FFMAs, 15 FFMA slots apart:
-  their register writes, arriving together, held up the FFMAs' operand reads), accumulators
-  and B operands in different register banks (columns swapped in pairs, ACC), A reused along
-  a row and B at the zigzag's row turns (.reuse), as in the F(2x2,3x3) kernel. The loop issues
-  FFMAs in 87.9% of its cycles (`python -m kernels_sass.winograd loop`, H100 and H200; the
-  README says why an LDS-fed loop of this tile cannot reach 90% on sm_90).
-- 32 registers of operands and 10 of addresses and counters next to 64 accumulators: 117
-  registers as counted, two blocks an SM (2 x 33 KiB of shared memory with the reserved KiB).
-  GemmOptions.tile_rows = 16 (128 threads, 16x8 accumulators, 198 registers) is measured
-  slower on the H100 (README): two blocks of 4 warps an SM hide too little.
+Design (sm_90, our own; GemmOptions' defaults):
+- 128 threads, a 128 (k) x 128 (t) tile of one position e, bc = 8 channels an iteration.
+  Thread (ty, tx) = (4 * (warp >> 1) + lane / 8, 8 * (warp & 1) + lane % 8) holds a 16x8
+  accumulator tile: rows k = 4ty + 0..3 + 32q (row quads q = 0..3), columns t = 4tx + 0..3
+  and 64 + 4tx + 0..3, loaded with 4 + 2 LDS.128 a channel for 128 FFMA. A warp's LDS.128
+  reads 4 (A) or 8 (B) distinct 16-byte chunks: one wavefront each.
+- No registers between global and shared memory: each thread copies two 16-byte chunks of U
+  and two of V an iteration with LDGSTS.E.BYPASS.128 `[R.U32 + UR]` (32-bit offsets, the
+  bases in UR6 and UR8), committed as one group (LDGDEPBAR on scoreboard 3). Four stages of
+  8 KiB, three iterations in flight: iteration i waits with `DEPBAR.LE SB3, 0x2` for group
+  i+1 before the BAR that precedes its reads. The stages are visited in Gray-code order
+  (0, 1, 3, 2), so every address moves on by an XOR with 0x2000 or 0x4000, alternately: the
+  reads' stage sits in a uniform register (LDS [R + UR + imm]), the XOR in another; the loop
+  body is one iteration (17 KB: two missed the instruction cache).
+- One A register set: row quad q of channel c + 1 is loaded right after quad q's FFMAs of
+  channel c, 94 FFMA slots before its first use; B has two sets. Accumulators and B operands
+  in different register banks (columns swapped in pairs, ACC), A reused along a row and B at
+  the zigzag's row turns (.reuse), as in the F(2x2,3x3) kernel.
+- 128 accumulators, 32 operand registers, 6 for addresses and the loop counter: 168 registers
+  as counted, three blocks an SM (12 warps; 3 x 33 KiB of shared memory with the reserved
+  KiB). The loop issues FFMAs in 89.7% of its cycles (`python -m kernels_sass.winograd loop`,
+  H200; the README says what holds an LDS-fed loop below 90% on sm_90).
+- GemmOptions keeps the alternatives measured on the way: the 8x8 tile of sessions 6-9
+  (tile_rows=8, a_sets=2, unroll=2: 256 threads, 104 registers, two blocks an SM; 88.5%), two
+  A sets, unrolled bodies, the 2x2 lane map, and measurement-only variants (skip).
 - U and V hold `operand_rows = E*C + 24` rows: the last three iterations' prefetches read the 24
   rows past the end, into stages nobody reads.
 - Split-C: `parts` blocks share a tile's channels (grid z = parts * 36), each writes its own
@@ -57,7 +59,6 @@ STAGES = 4
 STAGE_BYTES = 0x2000       # A [8][128] floats, then B [8][128]
 B_OFF = 0x1000
 GRAY = (0x0000, 0x2000, 0x6000, 0x4000)    # stage offsets in the order the iterations use them
-UNROLL = 2                 # iterations a loop body at least (GemmOptions.unroll)
 PAD_ROWS = (STAGES - 1) * BC
 SMEM_BASE = 0x400          # sm_90: user shared memory starts 1 KiB into the CTA window
 SMEM_BYTES = STAGES * STAGE_BYTES
@@ -135,12 +136,12 @@ class GemmOptions:
     depbar_yield: bool = True     # the loop's DEPBAR yields (and ends the .reuse chains across it)
     wait_all: bool = False        # the loop waits for every copy group (one stage in flight)
     reuse: bool = True            # operand reuse flags
-    tile_rows: int = 8            # accumulator rows of a thread (x 8 columns): 8 (256 threads, 4 LDS.128
-                                  # a channel for 64 FFMA) or 16 (128 threads, 6 LDS.128 for 128 FFMA)
-    unroll: int = 2               # iterations a loop body: 1 (stages by XOR with a register that alternates:
-                                  # half the code, one instruction more an iteration), 2 (stages by XOR of
-                                  # the address registers with immediates) or
-                                  # 4 (each stage an immediate offset: no XOR; C a multiple of 32 x parts)
+    tile_rows: int = 16           # accumulator rows of a thread (x 8 columns): 16 (128 threads, 6 LDS.128
+                                  # a channel for 128 FFMA) or 8 (256 threads, 4 LDS.128 for 64 FFMA)
+    unroll: int = 1               # iterations a loop body: 1 (the reads' stage by XOR with a UR that
+                                  # alternates: one uniform instruction more an iteration; 16 rows: a body of
+                                  # 17 KB, where 2 iterations missed the instruction cache), 2 (XOR with
+                                  # immediates) or 4 (each stage an immediate offset; C a multiple of 32 x parts)
     depbar_stall: int = DEPBAR_STALL
     lane_map: str = "rows"        # a warp's 4 x 8 thread tiles: "rows" (ty = lane / 8, tx = lane % 8) or
                                   # "2x2" (lanes 4k..4k+3 a 2 x 2 block: every LDS.128 of A and B 2 cycles
@@ -150,20 +151,22 @@ class GemmOptions:
                                   # after the BAR at most as far as leaves LDS_AHEAD slots to the first use)
     skip: str = ""                # measurement only, the results are wrong: "copies" drops the loop's
                                   # copies, pointer moves, DEPBAR and BAR; "lds" its shared loads; "both"
-    a_sets: int = 2               # A operand register sets: 2, or 1 (each row quad reloaded as it falls
-                                  # free: 16 rows in 168 registers, three blocks an SM)
+    a_sets: int = 1               # A operand register sets: 1 (each row quad reloaded as it falls free:
+                                  # 16 rows in 168 registers, three blocks an SM) or 2
 
     @property
     def threads(self) -> int:
         return BM * BN // (8 * self.tile_rows)
 
     def tag(self) -> str:
-        return (("" if self.depbar_yield else "-ndy") + ("-wa" if self.wait_all else "") + ("" if self.reuse else "-nr")
-                + ("" if self.tile_rows == 8 else f"-r{self.tile_rows}") + ("" if self.unroll == 2 else f"-u{self.unroll}")
-                + ("" if self.depbar_stall == DEPBAR_STALL else f"-ds{self.depbar_stall}")
-                + ("" if self.lane_map == "rows" else f"-m{self.lane_map}")
-                + ("" if self.lds_gap == 15 else f"-g{self.lds_gap}")
-                + (f"-skip{self.skip}" if self.skip else "") + ("" if self.a_sets == 2 else f"-a{self.a_sets}"))
+        """The fields that differ from the defaults, abbreviated ('' for the default kernel)."""
+        d = GemmOptions()
+        return "".join(text for name, text in (
+            ("depbar_yield", "-ndy" if not self.depbar_yield else "-dy"), ("wait_all", "-wa" if self.wait_all else "-nwa"),
+            ("reuse", "-nr" if not self.reuse else "-r"), ("tile_rows", f"-r{self.tile_rows}"),
+            ("unroll", f"-u{self.unroll}"), ("depbar_stall", f"-ds{self.depbar_stall}"), ("lane_map", f"-m{self.lane_map}"),
+            ("lds_gap", f"-g{self.lds_gap}"), ("skip", f"-skip{self.skip}"), ("a_sets", f"-a{self.a_sets}"))
+            if getattr(self, name) != getattr(d, name))
 
     def registers(self) -> int:
         return Regs(self.tile_rows, self.a_sets).count()
@@ -205,8 +208,8 @@ class GemmShape:
 def check_gemm(g: GemmShape) -> None:
     if g.K % BM or g.T % BN or g.K < BM or g.T < BN:
         raise Unsupported(f"K {g.K} and T {g.T} must be multiples of {BM}")
-    if g.parts < 1 or g.C % (UNROLL * BC * g.parts) or g.C < UNROLL * BC * g.parts:
-        raise Unsupported(f"C {g.C} must be a multiple of {UNROLL * BC} x parts ({g.parts})")
+    if g.parts < 1 or g.C % (BC * g.parts) or g.C < BC * g.parts:
+        raise Unsupported(f"C {g.C} must be a multiple of {BC} x parts ({g.parts})")
     lim = 1 << 31
     if g.operand_rows * max(g.K, g.T) * 4 >= lim or g.parts * E * g.K * g.T * 4 >= lim:
         raise Unsupported("operands of 2 GiB or more need 64-bit offsets")
@@ -402,7 +405,7 @@ class Generator:
         out += [Op(t, wb=sb, y=True, stall=2).line() for t, sb in first]
         return out
 
-    # ---- the loop body: UNROLL iterations of BC channels, slots_ch FFMA slots each ------
+    # ---- the loop body: `unroll` iterations of BC channels, slots_ch FFMA slots each -----
     def loop_body(self) -> list[Op]:
         r, ch_slots = self.r, self.slots_ch
         ins: dict[int, list[Op]] = {}
