@@ -225,6 +225,8 @@ def test_loop_command_parts_without_a_gpu():
     assert steady_shape(132, 512, 3) == g                    # 2 waves of 3 blocks an SM, too
     assert steady_shape(114, 512).blocks() % (2 * 114) == 0
     assert steady_shape(114, 512, 6).blocks() % (6 * 114) == 0
+    from kernels_sass.winograd.__main__ import EIGHT_BY_EIGHT, gemm_options
+    assert gemm_options(EIGHT_BY_EIGHT) == gemmgen.EIGHT_BY_EIGHT and gemm_options("") == gemmgen.OPTIONS
     text = "\n".join([
         "==PROF== Connected to process 1",
         '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
@@ -251,6 +253,12 @@ def test_plan_pads_and_splits():
     assert f4.plan(Shape(64, 512, 7, 7, 512), 132).parts == 2
     assert f4.plan(Shape(128, 512, 7, 7, 512), 132).parts == 1
     assert f4.plan(Shape(128, 128, 28, 28, 128), 132).parts == 1
+    # the variant: the 16x8 tile (3 blocks an SM), but the 8x8 one (2) where a single wave of the
+    # 16x8 tile would leave lone blocks behind (Conv3/N32: 468 blocks, 396 a wave; H200: 19%)
+    assert f4.plan(Shape(32, 128, 28, 28, 128), 132).options == gemmgen.EIGHT_BY_EIGHT
+    for s in (Shape(64, 128, 28, 28, 128), Shape(96, 256, 14, 14, 256), Shape(96, 512, 7, 7, 512)):
+        assert f4.plan(s, 132).options == gemmgen.OPTIONS
+    assert f4.plan(Shape(32, 128, 28, 28, 128), 132, parts=2).parts == 2
     odd = f4.plan(Shape(33, 20, 9, 11, 70), 132).gemm
     assert (odd.C, odd.K, odd.T) == (24, 128, 384)            # C to a multiple of 8 (a body of one iteration)
     assert f4.plan(Shape(8, 512, 7, 7, 512), 132, parts=4).gemm.parts == 4

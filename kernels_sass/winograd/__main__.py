@@ -266,6 +266,7 @@ def cmd_bench(args) -> int:
             from . import f4
             p4 = api.f4_plan(s, args.parts)
             row["f4_parts"] = p4.parts
+            row["f4_options"] = p4.options.tag() or "default"
             row["f4_gemm"] = [p4.gemm.C, p4.gemm.K, p4.gemm.T, p4.gemm.parts]
             ws4 = [api.Workspace() for _ in range(sets)]
             for i in range(sets):      # the transforms, for the GEMM-only timings
@@ -675,12 +676,12 @@ def cmd_gemm(args) -> int:
     print(f"{'config':<12}{'C x K x T':>18}{'options':>10}{'parts':>6}{'blocks':>7}{'model':>7}{'ms':>9}{'TFLOPS':>8}{'FFMA issue':>11}"
           f"{'loop':>7}{'rel err':>9}{'cuBLAS ms':>10}{'TFLOPS':>8}")
     for name, s in configs:
-        chosen = f4.plan(s, sms).parts
+        chosen = f4.plan(s, sms)
         cublas = None
         for o, parts in [(o, n) for o in variants for n in range(1, f4.MAX_PARTS + 1)]:
+            p = f4.Plan(s, parts, o)
+            g = p.gemm
             try:
-                p = f4.plan(s, sms, parts)
-                g = p.gemm
                 gemmgen.Generator(g, o)
             except gemmgen.Unsupported:
                 continue
@@ -711,14 +712,14 @@ def cmd_gemm(args) -> int:
             loop = ffma / (sms * 4 * (times[1] - times[0]) * 1e-3 * clk)
             tf = 2 * gemmgen.E * g.K * g.T * g.C / times[0] / 1e9
             row = {"config": name, "C": g.C, "K": g.K, "T": g.T, "options": o.tag() or "default", "parts": parts,
-                   "chosen": parts == chosen and o == gemmgen.OPTIONS,
+                   "chosen": (parts, o) == (chosen.parts, chosen.options),
                    "blocks": g.blocks(), "model": f4.modelled(p, sms), "ms": times[0], "ms_2C": times[1],
                    "ffma_issue": whole, "loop_issue": loop, "rel_err": err, "cublas_ms": cublas}
             rows.append(row)
             print(f"{name:<12}{f'{g.C}x{g.K}x{g.T}':>18}{o.tag() or '-':>10}{parts:>5}{'*' if row['chosen'] else ' '}{g.blocks():>7}"
                   f"{row['model']:>7.0f}{times[0]:>9.4f}{tf:>8.1f}{whole:>11.1%}{loop:>7.1%}{err:>9.1e}"
                   f"{cublas:>10.4f}{2 * gemmgen.E * g.K * g.T * g.C / cublas / 1e9:>8.1f}", flush=True)
-    print("# * the split f4.plan chooses (modelled)")
+    print("# * the variant and split f4.plan chooses (modelled)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": props.name, "sms": sms, "rows": rows}, f, indent=1)
@@ -862,12 +863,9 @@ def cmd_prebuild(args) -> int:
     gemms = set()
     for s in [s for _, s in resnet_configs()] + ODD + SMOKE:
         for parts in range(1, f4.MAX_PARTS + 1):
-            try:
-                g = f4.plan(s, args.sms, parts).gemm
-            except gemmgen.Unsupported:
-                continue
-            for gg in (g, gemmgen.GemmShape(2 * g.C, g.K, g.T, parts)):
-                for o in map(gemm_options, args.gemm_options):
+            for o in map(gemm_options, args.gemm_options):
+                g = f4.Plan(s, parts, o).gemm
+                for gg in (g, gemmgen.GemmShape(2 * g.C, g.K, g.T, parts)):
                     try:
                         gemmgen.Generator(gg, o)
                     except gemmgen.Unsupported:

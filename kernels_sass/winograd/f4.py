@@ -26,11 +26,19 @@ from .gemmgen import BM, BN, GemmShape
 from .sassgen import Shape
 
 MAX_PARTS = 4
-# The model behind the choice of parts, in loop iterations of one block (8 channels). Two
-# blocks share an SM and an SM takes its blocks in turn, so the GEMM lasts about as long as
-# the SM with the most blocks: ceil(blocks / SMs) of them (H100 gemm table, README: this
-# ranks the splits of Conv4 and Conv5 as measured, where whole waves of 2 blocks an SM did not).
+# The model behind the choice of parts and GEMM variant, in loop iterations of one block (8
+# channels). An SM takes its blocks in turn, so the GEMM lasts about as long as the SM with the
+# most blocks, n = ceil(blocks / SMs) of them (H100 gemm table, README: this ranks the splits of
+# Conv4 and Conv5 as measured, where whole waves did not). One exception, measured on the H200
+# (session 10): where a single full wave of R blocks an SM (R: the variant's) leaves at most one
+# block an SM, those blocks start together once the wave ends and run alone, with too few warps
+# to hide their latencies: LONE_TAIL more blocks' time (the 16x8 tile on 432 and 468 blocks,
+# 1.1 and 1.2 waves of 3 an SM: 19-20% slower than the 8x8 tile's 2 an SM; from 2 full waves on,
+# or with 2 blocks an SM in the tail, the blocks no longer end together).
 FIXED_ITERS = 3.0          # a block's prologue, first loads and epilogue
+LONE_TAIL = 0.8
+# A variant's time an iteration against the 8x8 tile's (least squares over the H200 gemm table)
+VARIANTS = ((gemmgen.OPTIONS, 0.98), (gemmgen.EIGHT_BY_EIGHT, 1.0))
 # Another part's M, per MB of M, read back by the output transform (an iteration is about 0.6
 # us on Conv5): 0.3 us a MB on Conv5/N128 (1 -> 2 parts), 0.46 us on Conv5/N32 (2 -> 4 parts:
 # 65536 threads, each adding its parts one after the other). Session 8's output transform, one
@@ -46,6 +54,7 @@ def _up(v: int, m: int) -> int:
 class Plan:
     s: Shape
     parts: int = 1
+    options: gemmgen.GemmOptions = gemmgen.OPTIONS      # the SASS GEMM's variant
 
     @property
     def TH(self) -> int:
@@ -61,7 +70,7 @@ class Plan:
 
     @property
     def gemm(self) -> GemmShape:
-        return GemmShape(_up(self.s.C, gemmgen.OPTIONS.unroll * gemmgen.BC * self.parts), _up(self.s.K, BM),
+        return GemmShape(_up(self.s.C, self.options.unroll * gemmgen.BC * self.parts), _up(self.s.K, BM),
                          _up(self.T, BN), self.parts)
 
     def buffers(self) -> dict[str, tuple[int, ...]]:
@@ -71,30 +80,32 @@ class Plan:
 
 
 def modelled(p: Plan, sms: int) -> float:
-    """Time of the GEMM in loop iterations: the busiest SM's blocks, and the extra M."""
+    """Time of the GEMM in loop iterations: the busiest SM's blocks (and a lone tail's), and
+    the extra M."""
     g = p.gemm
+    wave = sms * p.options.blocks_per_sm()
+    blocks = math.ceil(g.blocks() / sms) + (LONE_TAIL if wave < g.blocks() <= wave + sms else 0)
+    speed = dict(VARIANTS).get(p.options, 1.0)
     m_mb = gemmgen.E * g.K * g.T * 4 / 1e6
-    return math.ceil(g.blocks() / sms) * (g.iterations + FIXED_ITERS) + (g.parts - 1) * m_mb * M_ITERS_PER_MB
+    return blocks * (g.iterations + FIXED_ITERS) * speed + (g.parts - 1) * m_mb * M_ITERS_PER_MB
 
 
 def plan(s: Shape, sms: int, parts: int = 0) -> Plan:
-    """The plan for s on a GPU of `sms` multiprocessors: `parts` given (> 0), or the modelled best."""
-    if parts:
-        p = Plan(s, parts)
-        gemmgen.check_gemm(p.gemm)
-        return p
+    """The plan for s on a GPU of `sms` multiprocessors: the GEMM variant (VARIANTS) and the
+    split (`parts` given, > 0, or 1..MAX_PARTS) of the smallest modelled time."""
     cands = []
-    for n in range(1, MAX_PARTS + 1):
-        p = Plan(s, n)
-        try:
-            gemmgen.check_gemm(p.gemm)
-        except gemmgen.Unsupported:
-            continue
-        if n > 1 and p.gemm.C != Plan(s, 1).gemm.C:
-            continue                        # no channel padding for a split
-        cands.append((modelled(p, sms), n, p))
+    for o, _ in VARIANTS:
+        for n in [parts] if parts else range(1, MAX_PARTS + 1):
+            p = Plan(s, n, o)
+            try:
+                gemmgen.Generator(p.gemm, o)
+            except gemmgen.Unsupported:
+                continue
+            if not parts and n > 1 and p.gemm.C != Plan(s, 1, o).gemm.C:
+                continue                        # no channel padding for a split
+            cands.append((modelled(p, sms), len(cands), p))
     if not cands:
-        gemmgen.check_gemm(Plan(s, 1).gemm)          # raises with the reason
+        gemmgen.check_gemm(Plan(s, parts or 1).gemm)          # raises with the reason
     return min(cands)[2]
 
 
@@ -134,7 +145,7 @@ def gemm(impl: str, u4, v4, m4, p: Plan, stream=0) -> None:
     from .api import cuda_module, pointer
     g = p.gemm
     if impl == "sass":
-        launch_sass_gemm(g, u4, v4, m4, stream=stream)
+        launch_sass_gemm(g, u4, v4, m4, p.options, stream=stream)
     elif impl == "cuda":
         if g.parts != 1:
             raise ValueError("the CUDA-C GEMM has no split")

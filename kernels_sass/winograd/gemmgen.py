@@ -178,7 +178,8 @@ class GemmOptions:
         return min(65536 // (regs * self.threads), (228 << 10) // (SMEM_BASE + SMEM_BYTES), 64 * 32 // self.threads)
 
 
-OPTIONS = GemmOptions()           # what kernels_sass.winograd.f4 runs
+OPTIONS = GemmOptions()           # the default kernel
+EIGHT_BY_EIGHT = GemmOptions(tile_rows=8, a_sets=2, unroll=2)    # sessions 6-9's; f4.plan picks between them
 
 
 @dataclass(frozen=True)
