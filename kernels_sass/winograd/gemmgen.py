@@ -28,14 +28,15 @@ Design (sm_90, our own; GemmOptions' defaults):
 - 128 accumulators, 32 operand registers, 6 for addresses and the loop counter: 168 registers
   as counted, three blocks an SM (12 warps; 3 x 33 KiB of shared memory with the reserved
   KiB). The loop issues FFMAs in 89.7% of its cycles (`python -m kernels_sass.winograd loop`,
-  H200; the README says what holds an LDS-fed loop below 90% on sm_90).
+  H100 and H200; the README says what holds an LDS-fed loop below 90% on sm_90).
 - GemmOptions keeps the alternatives measured on the way: the 8x8 tile of sessions 6-9
   (tile_rows=8, a_sets=2, unroll=2: 256 threads, 104 registers, two blocks an SM; 88.5%), two
   A sets, unrolled bodies, the 2x2 lane map, and measurement-only variants (skip).
 - U and V hold `operand_rows = E*C + 24` rows: the last three iterations' prefetches read the 24
   rows past the end, into stages nobody reads.
 - Split-C: `parts` blocks share a tile's channels (grid z = parts * 36), each writes its own
-  M[p]; the output transform adds them (f4.plan decides, by a model of the busiest SM).
+  M[p]; the output transform adds them (f4.plan decides parts and tile, by a model of the
+  busiest SM).
 - The copies 4 cycles apart and the DEPBAR 8 FFMA slots before the BAR: closer, the H100
   read stages before their copies had landed (COPY_GAP, DEPBAR_LEAD).
 
