@@ -64,7 +64,6 @@ PAD_ROWS = (STAGES - 1) * BC
 SMEM_BASE = 0x400          # sm_90: user shared memory starts 1 KiB into the CTA window
 SMEM_BYTES = STAGES * STAGE_BYTES
 MIN_DIST = 8               # slots from a fixed-latency result to its use
-PRED_DIST = 14             # ... from a predicate result
 ASYNC_SB = 3               # the LDGSTS groups (LDGDEPBAR's count)
 ADDR_SB = 2                # the LDGSTS' late reads of their address registers
 # Timing of the copy groups, as ptxas spaces them (cp.async): 4 cycles from an LDGSTS to the
