@@ -507,7 +507,8 @@ def render(data: dict, plot: str = None) -> None:
         if r.get("f4_gemm") and r["ms"].get("sass4 gemm"):
             c, k, t, p = r["f4_gemm"]
             ms = r["ms"]["sass4 gemm"]
-            parts.append(f"f4 GEMM {36 * c * k * t / 32 / (sms * 4 * ms * 1e-3 * clk):6.1%} ({ms:.4f} ms, {p} part{'s' * (p > 1)})")
+            tile = "" if r.get("f4_options", "default") == "default" else f", {r['f4_options']}"
+            parts.append(f"f4 GEMM {36 * c * k * t / 32 / (sms * 4 * ms * 1e-3 * clk):6.1%} ({ms:.4f} ms, {p} part{'s' * (p > 1)}{tile})")
         print(f"  {r['config']:<12} " + "   ".join(parts) + (f"   (split-C: {split} tiles)" if split else ""))
         steps = [k for k in ("f4 filter transform", "f4 input transform", "sass4 gemm", "f4 output transform") if r["ms"].get(k)]
         if len(steps) == 4:
