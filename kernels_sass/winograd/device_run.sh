@@ -62,7 +62,7 @@ grep -h 'passed (relative\|FAIL\|ERROR\|Error' "$LOG" | grep -v '^smoke\|ERROR S
 grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$LOG"
 sed -n '/^==== ncu/,/^\[run\] ncu/p' "$LOG" | grep -i 'issue\|stall\|pipe_fma\|Warp Cycles\|Eligible\|cycles_active\|elapsed\|lts__\|L2\|dram__\|l1tex__' | head -60
 sed -n '/^# .*torch/,/^geometric mean/p' "$LOG"
-sed -n '/F(4x4,3x3) GEMM/,/the split f4.plan/p' "$LOG"
+sed -n '/F(4x4,3x3) GEMM (36/,/f4.plan chooses/p' "$LOG"
 sed -n "/the F(4x4,3x3) GEMM's loop/,/^\[run\] loop/p" "$LOG"
 sed -n '/^# SASS switches/,/^# loop FFMA/p' "$LOG"
 exit 0
