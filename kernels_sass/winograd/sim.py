@@ -25,7 +25,6 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from sassas.ast import Operand
 from sassas.parse import parse_instruction
 
 THREADS = 256
@@ -153,7 +152,11 @@ class Machine:
         raise SimError(f"operand kind {k} not supported")
 
     def _usrc(self, op, st) -> int:
-        n = op.values[0]
+        return self._ur(st, op.values[0])
+
+    @staticmethod
+    def _ur(st, n: int) -> int:
+        """UR<n> (URZ: 0)."""
         if n == 63:
             return 0
         if n not in st.UR:
@@ -196,7 +199,7 @@ class Machine:
             areg, ureg, off = memop.values
             if not st.defined[areg][g].all():
                 raise SimError(f"{what}: undefined address register")
-            base = self._usrc(Operand("UR", (ureg,)), st) | self._usrc(Operand("UR", (ureg + 1,)), st) << 32
+            base = self._ur(st, ureg) | self._ur(st, ureg + 1) << 32
             addr = st.R[areg].astype(np.uint64) + np.uint64(base)
             return self.mem.locate((addr.astype(np.int64) + off)[g], width, what)
         if memop.kind != "desc[UR][R.64+I]":
@@ -488,7 +491,7 @@ class Machine:
                 raise SimError(f"{text}: undefined address register")
             addr = st.R[areg].astype(np.int64) + off
             if memop.kind == "[R+UR+I]":        # a uniform part: [R + UR + imm]
-                addr += self._usrc(Operand("UR", (memop.values[1],)), st)
+                addr += self._ur(st, memop.values[1])
             ag = addr[g]
             widx = self._smem_index(ag, width, text)
             words = widx[:, None] + np.arange(width // 4)[None, :]
