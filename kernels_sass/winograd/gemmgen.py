@@ -163,7 +163,7 @@ class GemmOptions:
         d = GemmOptions()
         return "".join(text for name, text in (
             ("depbar_yield", "-ndy" if not self.depbar_yield else "-dy"), ("wait_all", "-wa" if self.wait_all else "-nwa"),
-            ("reuse", "-nr" if not self.reuse else "-r"), ("tile_rows", f"-r{self.tile_rows}"),
+            ("reuse", "-nr" if not self.reuse else "-reuse"), ("tile_rows", f"-r{self.tile_rows}"),
             ("unroll", f"-u{self.unroll}"), ("depbar_stall", f"-ds{self.depbar_stall}"), ("lane_map", f"-m{self.lane_map}"),
             ("lds_gap", f"-g{self.lds_gap}"), ("skip", f"-skip{self.skip}"), ("a_sets", f"-a{self.a_sets}"))
             if getattr(self, name) != getattr(d, name))
