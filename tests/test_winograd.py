@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from kernels_sass.winograd import reference as ref
-from kernels_sass.winograd import sassgen
-from kernels_sass.winograd.sassgen import Options, Shape
+from kernels_sass.winograd import cubins, plan, sassgen
+from kernels_sass.winograd.plan import Options, Shape
 
 
 # ---- the math (float64, CPU) ------------------------------------------------------------------
@@ -77,7 +77,7 @@ def test_sass_assembles_for_sm90_without_hazards(shape, opts):
     text = sassgen.generate(shape, opts)
     cubin = sassas.assemble(text, "sm_90", filename="winograd.sass")
     assert sassgen.kernel_name(shape, opts) in cubin.kernel_names
-    assert sassgen.hazards(cubin.program) == []
+    assert cubins.hazards(cubin.program) == []
     from sassas.elf import read_cubin
     info = read_cubin(cubin.data).kernel(sassgen.kernel_name(shape, opts))
     assert info.registers <= 255
@@ -95,7 +95,7 @@ def test_sass_assembles_for_sm90_without_hazards(shape, opts):
                          ids=lambda o: o.tag())
 def test_sass_switches_assemble(opts):
     text = sassgen.generate(Shape(32, 16, 14, 14, 64), opts)
-    sassgen.assemble(text)        # raises on hazards
+    cubins.assemble(text)        # raises on hazards
 
 
 def test_transform_fadds_read_both_register_banks():
@@ -120,11 +120,11 @@ def test_nvdisasm_reads_the_sass_as_written():
         pytest.skip("nvdisasm not installed (pip install -e '.[test]')")
     for shape, opts in [(s, Options()) for s in SHAPES[:2]] + [(Shape(32, 256, 14, 14, 256), Options(split=2, tail=64))]:
         text = sassgen.generate(shape, opts)      # (the last: split-C, REDG.E.ADD.F32.FTZ.RN)
-        assert sassgen.disasm_mismatches(text, sassgen.assemble(text)) == []
+        assert cubins.disasm_mismatches(text, cubins.assemble(text)) == []
 
 
 def test_unsupported_shapes_are_refused():
-    with pytest.raises(sassgen.Unsupported):
+    with pytest.raises(plan.Unsupported):
         sassgen.generate(Shape(1024, 1024, 64, 64, 64))   # input of 16 GiB: offsets past 32 bits
 
 
@@ -137,12 +137,12 @@ def _simulate(shape, seed=0, opts=Options(), sms=3, text=None):
     w = rng.standard_normal((shape.K, shape.C, 3, 3)).astype(np.float32)
     u = ref.fx_layout(w, shape.Kpad, shape.U_ROWS)
     y = np.full((shape.K, shape.H, shape.W, shape.N), np.nan, np.float32)
-    opts = sassgen.resolve(shape, opts, sms)
-    sp = sassgen.split_of(shape, opts)
+    opts = plan.resolve(shape, opts, sms)
+    sp = plan.split_of(shape, opts)
     if sp.active:       # what the filter transform does on the GPU: zero the split tiles' outputs
         ref.zero_split_tiles(y, shape, sp.whole)
     text = text or sassgen.generate(shape, opts)
-    out, m = sim.simulate(text, sassgen.launch_grid(shape, opts, sms), {"x": ref.to_chwn(x), "u": u, "y": y}, list(sassgen.PARAMS),
+    out, m = sim.simulate(text, plan.launch_grid(shape, opts, sms), {"x": ref.to_chwn(x), "u": u, "y": y}, list(sassgen.PARAMS),
                           sassgen.SMEM_BYTES)
     got = ref.from_khwn(out["y"].view(np.float32).reshape(shape.K, shape.H, shape.W, shape.N))
     want = ref.direct_conv2d(x, w)
@@ -179,7 +179,7 @@ def test_switches_in_the_simulator_match_float64(opts):
 def test_split_in_the_simulator_matches_float64(shape, opts):
     """Split-C: the parts of the last tiles add their sums into y (REDG); every output is
     written (the split tiles' outputs start at zero, the rest at NaN)."""
-    sp = sassgen.split_of(shape, sassgen.resolve(shape, opts, 3))
+    sp = plan.split_of(shape, plan.resolve(shape, opts, 3))
     assert sp.active and sp.units > sp.tiles
     got, want, m = _simulate(shape, opts=opts)
     assert not np.isnan(got).any()
@@ -190,10 +190,10 @@ def test_split_in_the_simulator_matches_float64(shape, opts):
 def test_split_plan_fills_the_last_turn():
     """Conv4/N32 on 132 SMs: 196 tiles, the 64 of the second turn split in two; Conv4/N128
     (784 tiles, 5.94 turns) is left whole."""
-    sp = sassgen.split_plan(Shape(32, 256, 14, 14, 256), 132)
+    sp = plan.split_plan(Shape(32, 256, 14, 14, 256), 132)
     assert (sp.parts, sp.tail, sp.units) == (2, 64, 260)
-    assert not sassgen.split_plan(Shape(128, 256, 14, 14, 256), 132).active
-    assert sp.modelled(132) < 0.8 * sassgen.Split(196, 32).modelled(132)
+    assert not plan.split_plan(Shape(128, 256, 14, 14, 256), 132).active
+    assert sp.modelled(132) < 0.8 * plan.Split(196, 32).modelled(132)
 
 
 def test_simulator_finds_a_missing_barrier():

@@ -9,10 +9,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from kernels_sass.winograd import f4, gemmgen, sassgen, sim
+from kernels_sass.winograd import cubins, f4, gemmgen, sassgen, sim
 from kernels_sass.winograd import reference as ref
 from kernels_sass.winograd.gemmgen import GemmShape
-from kernels_sass.winograd.sassgen import Shape, Unsupported
+from kernels_sass.winograd.plan import Shape, Unsupported
 
 
 # ---- the math (float64, CPU) ------------------------------------------------------------------
@@ -45,7 +45,7 @@ def test_gemm_assembles_without_hazards(g):
     from sassas.elf import read_cubin
     text = gemmgen.generate(g)
     cubin = sassas.assemble(text, "sm_90", filename="gemm.sass")
-    assert sassgen.hazards(cubin.program) == []
+    assert cubins.hazards(cubin.program) == []
     info = read_cubin(cubin.data).kernel(gemmgen.kernel_name(g))
     assert info.registers == gemmgen.OPTIONS.registers() == 168      # three blocks of 128 threads an SM
     assert gemmgen.OPTIONS.blocks_per_sm() == 3 and gemmgen.OPTIONS.threads == 128
@@ -95,7 +95,7 @@ def test_nvdisasm_reads_the_gemm_as_written():
         pytest.skip("nvdisasm not installed (pip install -e '.[test]')")
     for g in GEMMS[:3]:
         text = gemmgen.generate(g)
-        assert sassgen.disasm_mismatches(text, gemmgen.build(g, cache=False)) == []
+        assert cubins.disasm_mismatches(text, gemmgen.build(g, cache=False)) == []
 
 
 def test_unsupported_gemms_are_refused():
@@ -219,13 +219,13 @@ def test_one_a_set_loads_each_row_quad_after_its_last_use():
 
 def test_loop_command_parts_without_a_gpu():
     """The `loop` command's whole-wave GEMM and its reading of ncu's CSV."""
-    from kernels_sass.winograd.__main__ import parse_ncu_csv, steady_shape
+    from kernels_sass.winograd.ncu import parse_ncu_csv, steady_shape
     g = steady_shape(132, 512)
     assert (g.C, g.K, g.T, g.parts) == (512, 256, 1408, 1) and g.blocks() == 3 * 2 * 132
     assert steady_shape(132, 512, 3) == g                    # 2 waves of 3 blocks an SM, too
     assert steady_shape(114, 512).blocks() % (2 * 114) == 0
     assert steady_shape(114, 512, 6).blocks() % (6 * 114) == 0
-    from kernels_sass.winograd.__main__ import EIGHT_BY_EIGHT, gemm_options
+    from kernels_sass.winograd.workloads import EIGHT_BY_EIGHT, gemm_options
     assert gemm_options(EIGHT_BY_EIGHT) == gemmgen.EIGHT_BY_EIGHT and gemm_options("") == gemmgen.OPTIONS
     text = "\n".join([
         "==PROF== Connected to process 1",
@@ -268,7 +268,7 @@ def test_plan_pads_and_splits():
 def test_auto_picks_f4_where_it_was_measured_faster():
     """H200, session 9: F(4x4,3x3) on Conv3 and Conv5 at every N and Conv4 from N = 64."""
     from kernels_sass.winograd import api
-    from kernels_sass.winograd.__main__ import resnet_configs
+    from kernels_sass.winograd.workloads import resnet_configs
     picks = {name: api.choose_algo(s) for name, s in resnet_configs()}
     f4 = {name for name, algo in picks.items() if algo == "f4"}
     assert f4 == {f"Conv{layer}/N{n}" for layer in (3, 5) for n in (32, 64, 96, 128)} | \

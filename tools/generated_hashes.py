@@ -87,7 +87,7 @@ def microbench(archs=("sm_90",)) -> dict[str, str]:
 def _winograd_jobs():
     """(shape, options) of the F(2x2,3x3) kernels: the commands' shapes at the default options
     (resolved for two GPU sizes), the ablation variants, the safe kernels and forced splits."""
-    from kernels_sass.winograd.sassgen import Options, Shape, resolve
+    from kernels_sass.winograd.plan import Options, Shape, resolve
     resnet = {"Conv2": (64, 56, 64), "Conv3": (128, 28, 128), "Conv4": (256, 14, 256), "Conv5": (512, 7, 512)}
     shapes = [Shape(n, c, hw, hw, k) for (c, hw, k) in resnet.values() for n in (32, 64, 96, 128)]
     shapes += [Shape(1, 3, 5, 7, 5), Shape(33, 20, 9, 11, 70), Shape(7, 1, 1, 1, 1), Shape(40, 12, 6, 13, 130),
@@ -108,8 +108,7 @@ def _winograd_jobs():
 
 
 def _gemm_jobs():
-    from kernels_sass.winograd import f4, gemmgen
-    from kernels_sass.winograd.sassgen import Shape
+    from kernels_sass.winograd import Shape, f4, gemmgen
     variants = [gemmgen.OPTIONS, gemmgen.EIGHT_BY_EIGHT, replace(gemmgen.OPTIONS, a_sets=2),
                 replace(gemmgen.OPTIONS, lane_map="2x2"), replace(gemmgen.OPTIONS, unroll=2),
                 replace(gemmgen.OPTIONS, unroll=4), replace(gemmgen.OPTIONS, skip="copies"),

@@ -4,6 +4,6 @@ compiled with NVRTC), a direct convolution for checking, and a float64 NumPy ref
 (reference.py)."""
 
 from .api import conv2d, IMPLS            # noqa: E402
-from .sassgen import Options, Shape        # noqa: E402
+from .plan import Options, Shape           # noqa: E402
 
 __all__ = ["conv2d", "IMPLS", "Options", "Shape"]

@@ -11,7 +11,7 @@ impl="sass" is the generated SASS main kernel (sm_90); the filter transform and,
 the layout transposes are the CUDA-C kernels of winograd.cu. algo: "f2" the fused
 F(2x2,3x3) kernel of sassgen, "f4" F(4x4,3x3) with the SASS GEMM of gemmgen (kernels_sass.
 winograd.f4), "auto" the faster of the two for the shape (choose_algo). Shapes the SASS kernel cannot
-take (offsets past 32 bits) raise sassgen.Unsupported; use impl="cuda" for those.
+take (offsets past 32 bits) raise plan.Unsupported; use impl="cuda" for those.
 """
 from __future__ import annotations
 
@@ -22,113 +22,28 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import sassgen
-from .sassgen import Options, Shape
+from . import cubins, f4, plan, sassgen
+from .device import Lib, arch, cuda_module, dtype_of, filter_strides, pointer, shape_of, sm_count
+from .plan import Options, Shape
 
 IMPLS = ("sass", "cuda", "direct")
 ALGOS = ("auto", "f2", "f4")
 
 
-# ---- tensors ---------------------------------------------------------------------------------
-class _Lib:
-    """Allocation and stream of the library the caller's tensors come from."""
-
-    def __init__(self, like: Any):
-        self.kind = "buffer"
-        mod = type(like).__module__
-        if mod.startswith("torch"):
-            self.kind = "torch"
-        elif mod.startswith("cupy"):
-            self.kind = "cupy"
-        self.like = like
-
-    def empty(self, shape, dtype=np.float32):
-        if self.kind == "torch":
-            import torch
-            return torch.empty(tuple(shape), dtype={np.dtype(np.float32): torch.float32,
-                                                    np.dtype(np.float64): torch.float64}[np.dtype(dtype)],
-                               device=self.like.device)
-        if self.kind == "cupy":
-            import cupy
-            return cupy.empty(tuple(shape), dtype=dtype)
-        from sassas.load import DeviceBuffer
-        return DeviceBuffer.empty(tuple(shape), dtype)
-
-    def stream(self):
-        if self.kind == "torch":
-            import torch
-            return torch.cuda.current_stream(self.like.device).cuda_stream
-        if self.kind == "cupy":
-            import cupy
-            return cupy.cuda.get_current_stream().ptr
-        return 0
-
-
-def _interface(t: Any) -> dict:
-    if hasattr(t, "__cuda_array_interface__"):
-        return t.__cuda_array_interface__
-    raise TypeError(f"{type(t).__name__} is not a CUDA array (no __cuda_array_interface__)")
-
-
-def shape_of(t: Any) -> tuple[int, ...]:
-    return tuple(int(d) for d in (t.shape if hasattr(t, "shape") else _interface(t)["shape"]))
-
-
-def pointer(t: Any) -> int:
-    """Device address of a C-contiguous device array."""
-    if hasattr(t, "__cuda_array_interface__"):
-        ai = t.__cuda_array_interface__
-        if ai.get("strides") is not None:
-            itemsize = np.dtype(ai["typestr"]).itemsize
-            expect, acc = [], itemsize
-            for d in reversed(ai["shape"]):
-                expect.append(acc)
-                acc *= d
-            if tuple(reversed(expect)) != tuple(ai["strides"]) and int(np.prod(ai["shape"])) > 1:
-                raise ValueError("conv2d needs C-contiguous tensors")
-        return int(ai["data"][0])
-    from sassas.load import _dlpack_pointer
-    return _dlpack_pointer(t)
-
-
-def _dtype(t: Any) -> np.dtype:
-    if hasattr(t, "__cuda_array_interface__"):
-        return np.dtype(t.__cuda_array_interface__["typestr"])
-    return np.dtype(str(t.dtype).replace("torch.", ""))
-
-
 # ---- kernels -----------------------------------------------------------------------------------
-@lru_cache(maxsize=None)
-def _arch() -> str:
-    from sassas.load import compute_capability
-    major, minor = compute_capability()
-    return f"sm_{major}{minor}"
-
-
-@lru_cache(maxsize=None)
-def _sms() -> int:
-    """Multiprocessors of the GPU (the persistent kernel launches one block each)."""
-    from sassas.load import device_attribute
-    return device_attribute("MULTIPROCESSOR_COUNT")
-
-
-def cuda_module():
-    from . import cuda
-    return cuda.module(_arch())
-
 
 def sass_options(shape: Shape, opts: Options = Options()) -> Options:
     """opts with the channel split (split-C) chosen for this shape on this GPU."""
-    return sassgen.resolve(shape, opts, _sms())
+    return plan.resolve(shape, opts, sm_count())
 
 
 @lru_cache(maxsize=None)
 def sass_kernel(shape: Shape, opts: Options = Options()):
     """The kernel of (shape, opts); opts resolved (sass_options)."""
     import sassas
-    if _arch() != sassgen.ARCH:
-        raise RuntimeError(f"the SASS kernel is for {sassgen.ARCH}, this GPU is {_arch()}")
-    module = sassas.load(sassgen.build(shape, opts))
+    if arch() != sassgen.ARCH:
+        raise RuntimeError(f"the SASS kernel is for {sassgen.ARCH}, this GPU is {arch()}")
+    module = sassas.load(cubins.build(shape, opts))
     return module[sassgen.kernel_name(shape, opts)]
 
 
@@ -157,16 +72,11 @@ class SplitTiles(ctypes.Structure):
 
 def split_tiles(yk, s: Shape, opts: Options) -> tuple[SplitTiles, int]:
     """The zeroing the SASS kernel of (s, opts resolved) needs in yk: (parameter, tile count)."""
-    sp = sassgen.split_of(s, opts)
+    sp = plan.split_of(s, opts)
     if not sp.active:
         return SplitTiles(0), 0
     return SplitTiles(pointer(yk), sp.whole, s.N, s.H, s.W, s.K, s.TW, s.KB, s.NB), sp.tail
 
-
-def filter_strides(s: Shape, layout: str) -> tuple[np.int64, ...]:
-    """Element strides of w's k, c, r, s: KCRS with the NCHW front, else CRSK."""
-    st = (s.C * 9, 9, 3, 1) if layout == "NCHW" else (1, 9 * s.K, 3 * s.K, s.K)
-    return tuple(np.int64(v) for v in st)
 
 
 def filter_transform(w, u, s: Shape, layout: str, stream=0, zero: tuple[SplitTiles, int] = (SplitTiles(0), 0)) -> None:
@@ -185,7 +95,7 @@ def main_kernel(impl: str, xc, u, yk, s: Shape, opts: Options = Options(), strea
         zero, tiles = split_tiles(yk, s, opts)
         if tiles and not zeroed:
             cuda_module()["zero_split_tiles"]((2, tiles), 128, zero, stream=stream)
-        sass_kernel(s, opts)(sassgen.launch_grid(s, opts, _sms()), sassgen.THREADS, pointer(xc), pointer(u), pointer(yk),
+        sass_kernel(s, opts)(plan.launch_grid(s, opts, sm_count()), sassgen.THREADS, pointer(xc), pointer(u), pointer(yk),
                              shared=sassgen.SMEM_BYTES, stream=stream)
     elif impl == "cuda":
         k = cuda_module()["winograd_2x2_3x3"]
@@ -248,8 +158,7 @@ def choose_algo(s: Shape) -> str:
 
 
 def f4_plan(s: Shape, parts: int = 0):
-    from . import f4
-    return f4.plan(s, _sms(), parts)
+    return f4.plan(s, sm_count(), parts)
 
 
 def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Options = Options(),
@@ -261,8 +170,8 @@ def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Op
     if algo not in ALGOS:
         raise ValueError(f"algo {algo!r}: one of {ALGOS}")
     for t in (x, w):
-        if _dtype(t) != np.float32:
-            raise TypeError(f"conv2d is FP32: got {_dtype(t)}")
+        if dtype_of(t) != np.float32:
+            raise TypeError(f"conv2d is FP32: got {dtype_of(t)}")
     s = problem(x, w, layout)
     if algo == "auto":
         algo = choose_algo(s)
@@ -270,8 +179,8 @@ def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Op
     if algo == "f4" and impl != "direct":
         p4 = f4_plan(s, 1 if impl == "cuda" else parts)
     elif impl == "sass":
-        sassgen.check_shape(s)
-    lib = _Lib(x)
+        plan.check_shape(s)
+    lib = Lib(x)
     stream = lib.stream()
     ws = workspace or Workspace()
     if layout == "NCHW":
@@ -297,7 +206,6 @@ def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Op
             return y
         xc, yk = x, y
     if p4 is not None:
-        from . import f4
         f4.conv_chwn(impl, xc, w, yk, p4, layout, ws, lib, stream)
         if layout == "NCHW":
             transpose(yk, y, s.K * s.H * s.W, s.N, stream)

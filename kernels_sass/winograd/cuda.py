@@ -69,7 +69,7 @@ def compile_source(src: str = None, arch: str = "sm_90", name: str = "winograd.c
 
 
 def _cache_dir() -> str:
-    from .sassgen import CACHE_DIR
+    from .cubins import CACHE_DIR
     return CACHE_DIR
 
 

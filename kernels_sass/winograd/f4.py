@@ -23,7 +23,8 @@ import numpy as np
 
 from . import gemmgen
 from .gemmgen import BM, BN, GemmShape
-from .sassgen import Shape
+from .device import arch, cuda_module, filter_strides, pointer
+from .plan import Shape
 
 MAX_PARTS = 4
 # The model behind the choice of parts and GEMM variant, in loop iterations of one block (8
@@ -112,14 +113,12 @@ def plan(s: Shape, sms: int, parts: int = 0) -> Plan:
 @lru_cache(maxsize=None)
 def sass_gemm(g: GemmShape, o: gemmgen.GemmOptions = gemmgen.OPTIONS):
     import sassas
-    from .api import _arch
-    if _arch() != gemmgen.ARCH:
-        raise RuntimeError(f"the SASS GEMM is for {gemmgen.ARCH}, this GPU is {_arch()}")
+    if arch() != gemmgen.ARCH:
+        raise RuntimeError(f"the SASS GEMM is for {gemmgen.ARCH}, this GPU is {arch()}")
     return sassas.load(gemmgen.build(g, o))[gemmgen.kernel_name(g, o)]
 
 
 def filter_transform(w, u4, p: Plan, layout: str, stream=0) -> None:
-    from .api import cuda_module, filter_strides, pointer
     s, g = p.s, p.gemm
     cuda_module()["f4_filter_transform"]((g.K // 128, g.C), 128, pointer(w), pointer(u4), np.int32(s.K),
                                          np.int32(s.C), np.int32(g.K), np.int32(g.C), *filter_strides(s, layout),
@@ -127,7 +126,6 @@ def filter_transform(w, u4, p: Plan, layout: str, stream=0) -> None:
 
 
 def input_transform(xc, v4, p: Plan, stream=0) -> None:
-    from .api import cuda_module, pointer
     s, g = p.s, p.gemm
     cuda_module()["f4_input_transform"]((g.T // 128, g.C), 128, pointer(xc), pointer(v4), np.int32(s.N),
                                         np.int32(s.C), np.int32(s.H), np.int32(s.W), np.int32(p.TW),
@@ -136,13 +134,11 @@ def input_transform(xc, v4, p: Plan, stream=0) -> None:
 
 def launch_sass_gemm(g: GemmShape, u4, v4, m4, o: gemmgen.GemmOptions = gemmgen.OPTIONS, stream=0) -> None:
     """M (m4) from U (u4) and V (v4) by the SASS GEMM of shape g, variant o."""
-    from .api import pointer
     sass_gemm(g, o)(g.grid(), o.threads, pointer(u4), pointer(v4), pointer(m4), shared=gemmgen.SMEM_BYTES,
                     stream=stream)
 
 
 def gemm(impl: str, u4, v4, m4, p: Plan, stream=0) -> None:
-    from .api import cuda_module, pointer
     g = p.gemm
     if impl == "sass":
         launch_sass_gemm(g, u4, v4, m4, p.options, stream=stream)
@@ -156,7 +152,6 @@ def gemm(impl: str, u4, v4, m4, p: Plan, stream=0) -> None:
 
 
 def output_transform(m4, yk, p: Plan, stream=0) -> None:
-    from .api import cuda_module, pointer
     s, g = p.s, p.gemm
     cuda_module()["f4_output_transform"]((-(-p.T // 128), s.K), 128, pointer(m4), pointer(yk), np.int32(s.N),
                                          np.int32(s.K), np.int32(s.H), np.int32(s.W), np.int32(p.TW),

@@ -49,8 +49,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from .cubins import build_text
+from .pieces import magic, mad
+from .plan import Unsupported
 from .sched import Op, Seq, mark_reuse
-from .sassgen import Unsupported, _magic, build_text, mad
 
 ARCH = "sm_90"
 BM = BN = 128              # the block's tile: filters (k) x input tiles (t)
@@ -357,7 +359,7 @@ class Generator:
         q.op(f"IADD3 R{R_ST}, R{R_ST}, {SMEM_BASE:#x}, RZ")
         # this thread's first channel row: e*C + part*(C/parts) + crow, e = z % E, part = z / E
         if g.parts > 1:
-            q.op(f"MOV R{t1}, {_magic(E):#x}")
+            q.op(f"MOV R{t1}, {magic(E):#x}")
             q.op(f"IMAD.HI.U32 R{t2}, R{z}, R{t1}, RZ")           # part
             mad(q, t1, t2, -E, z, R_CNT)                         # e
             mad(q, t1, t1, g.C, crow, R_CNT)
@@ -600,6 +602,6 @@ def generate(g: GemmShape, o: GemmOptions = GemmOptions()) -> str:
 
 
 def build(g: GemmShape, o: GemmOptions = GemmOptions(), *, check_hazards: bool = True, cache: bool = True) -> bytes:
-    """Assemble the kernel for `g` (cubin bytes), through sassgen's on-disk cache."""
+    """Assemble the kernel for `g` (cubin bytes), through the on-disk cache (cubins)."""
     return build_text(generate(g, o), kernel_name(g, o), filename="winograd_gemmgen.sass",
                       check_hazards=check_hazards, cache=cache)

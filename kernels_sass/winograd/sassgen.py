@@ -1,7 +1,7 @@
 """The Winograd F(2x2,3x3) main kernel in SASS for sm_90, generated per problem shape.
 
     text = generate(Shape(N, C, H, W, K))        # sassas source, fully unrolled
-    cubin = build(Shape(...))                     # assembled with sassas (cached)
+    cubin = cubins.build(Shape(...))              # assembled with sassas (cached: cubins.py)
 
 The design is the paper's (Yan, Wang, Chu, PPoPP'20), adapted to sm_90; kernels_sass/winograd/
 winograd.cu is the same algorithm in CUDA-C, with the same layouts and thread roles:
@@ -33,16 +33,15 @@ the prologue and epilogue get theirs from kernels_sass.winograd.sched.
 """
 from __future__ import annotations
 
-import hashlib
-import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Optional
 
+from .plan import BC, BK, Options, Shape, check_shape, split_of, uses_tile_loop
+from .pieces import block_ids, input_transform_ops, magic, mad, output_transform_ops, signed_hex, tile_coordinates
 from .sched import Op, Seq, mark_reuse
 
 ARCH = "sm_90"
 THREADS = 256
-BK, BN, BC = 64, 32, 8
 SMEM_BASE = 0x400          # sm_90: user shared memory starts 1 KiB into the CTA window
 BUF = 0x10000              # one buffer, 64 KiB; buffers toggled by XOR
 SMEM_BYTES = 2 * BUF
@@ -144,321 +143,6 @@ R_LDSA, R_LDSB, R_STSV, R_STSU, R_C0 = 248, 249, 250, 251, 252
 # loads (LDG.128; with ldgsts the LDGSTS groups, ASYNC_SB), 4 the stores' reads, 5 the loads'
 # address reads.
 ASYNC_SB = 3
-
-
-@dataclass(frozen=True)
-class Shape:
-    N: int
-    C: int
-    H: int
-    W: int
-    K: int
-
-    @property
-    def TH(self) -> int:
-        return (self.H + 1) // 2
-
-    @property
-    def TW(self) -> int:
-        return (self.W + 1) // 2
-
-    @property
-    def NB(self) -> int:
-        return -(-self.N // BN)
-
-    @property
-    def KB(self) -> int:
-        return -(-self.K // BK)
-
-    @property
-    def Kpad(self) -> int:
-        return self.KB * BK
-
-    @property
-    def Cpad(self) -> int:
-        return -(-self.C // BC) * BC
-
-    @property
-    def U_ROWS(self) -> int:
-        """Filter-transform rows: Cpad and one zero block, so that the main loop's prefetch of
-        the next block's filters stays in bounds in the last iteration."""
-        return self.Cpad + BC
-
-    @property
-    def HWN(self) -> int:
-        return self.H * self.W * self.N
-
-    @property
-    def tiles(self) -> int:
-        return self.KB * self.NB * self.TH * self.TW
-
-    def grid(self) -> tuple[int, int, int]:
-        return (self.KB, self.NB, self.TH * self.TW)
-
-
-@dataclass(frozen=True)
-class Options:
-    yield_mode: str = "none"      # none (only BAR and BRA yield), natural (memory/ALU ops yield,
-                                  # FFMAs don't), every7, every8
-    ldg_spacing: int = 8          # FFMAs between consecutive global loads (>= 3: see PRED_DIST)
-    ldgu_spacing: int = 24        # ... between the filter loads (LDG.128) at the iteration start:
-                                  # spread, their returns delay the k-steps' LDS less
-    sts_spacing: int = 6          # FFMAs between consecutive clusters of shared stores
-    transform_step: int = 4       # k-step in which the loaded input is transformed and stored
-    cluster: int = 1              # non-FFMA instructions placed back to back (1: spread one by one)
-    persistent: bool = True       # one block an SM looping over tiles (no block launch a tile)
-    reuse_slots: bool = True      # main loop: .reuse kept across inserted instructions that
-                                  # read no register in that operand slot
-    bank_slots: bool = True       # transform registers placed so that each FADD reads both
-                                  # register banks (X_SLOTS, T_SLOTS, M_SLOTS); else in order
-    ldgsts: bool = True           # main loop: the filters go from global to shared memory by
-                                  # LDGSTS (no registers); else LDG.128 + STS.128 through RF
-    overlap: bool = True          # tile loop: the next tile's global loads issued inside this
-                                  # tile's epilogue (else at the start of the next tile)
-    safe: bool = False            # diagnosis: every latency far above need (slow, same results)
-    split: int = 0                # split-C: the channel loop of the last `tail` tiles in `split` parts,
-                                  # their sums added in y (REDG), y's part zeroed first. 0: chosen per
-                                  # shape and GPU (split_plan, in api), 1: off
-    tail: int = 0                 # tiles split (the last ones); 0 with split > 1: chosen by split_plan
-
-    def tag(self) -> str:
-        return (f"y{self.yield_mode}-l{self.ldg_spacing}-s{self.sts_spacing}-t{self.transform_step}"
-                + (f"-u{self.ldgu_spacing}" if self.ldgu_spacing != 24 else "")
-                + (f"-g{self.cluster}" if self.cluster != 1 else "") + ("" if self.persistent else "-np")
-                + ("" if self.overlap else "-nov") + ("" if self.reuse_slots else "-nors")
-                + ("" if self.bank_slots else "-nobank") + ("" if self.ldgsts else "-noldgsts")
-                + ("-safe" if self.safe else "")
-                + (f"-sp{self.split}x{self.tail}" if self.split > 1 else ""))
-
-
-# ---- split-C ----------------------------------------------------------------------------------
-# The persistent blocks take the units of work in turns. Where the last turn is only partly
-# filled (Conv4/N32: 196 tiles on 132 SMs, 64 of them in the second turn), the channel loops of
-# the last tiles are split in parts that run on SMs of their own and add their sums into y
-# with REDG.E.ADD.F32 (y's part zeroed before the main kernel). Unit u < whole is tile u;
-# unit whole + parts*q + p is part p (channel blocks p*chunk ...) of tile whole + q.
-# The cost model behind the choice, in loop iterations (H100: about 1.33 us an iteration):
-FIXED_ITERS = 2.3      # a unit's work outside the loop (2.9..3.2 us a tile, C vs 2C)
-REDG_ITERS = 0.3       # a split unit's extra: its 32 KiB of outputs added in L2, not stored
-ZERO_ITERS = 1.0       # zeroing the split tiles' outputs (extra blocks of the filter-transform launch)
-MIN_GAIN = 0.03        # a split is chosen when the model saves more than this fraction
-MAX_PARTS = 8
-
-
-@dataclass(frozen=True)
-class Split:
-    tiles: int
-    iters: int          # channel blocks (loop iterations) of a whole tile
-    parts: int = 1      # parts of a split tile (1: no split)
-    tail: int = 0       # tiles split, the last ones
-
-    @property
-    def chunk(self) -> int:          # iterations of a part (the last one may have fewer)
-        return -(-self.iters // self.parts)
-
-    @property
-    def whole(self) -> int:
-        return self.tiles - self.tail
-
-    @property
-    def units(self) -> int:
-        return self.whole + self.tail * self.parts
-
-    @property
-    def active(self) -> bool:
-        return self.parts > 1 and self.tail > 0
-
-    def part_iters(self) -> list[int]:
-        j = self.chunk
-        return [j] * (self.parts - 1) + [self.iters - (self.parts - 1) * j]
-
-    def valid(self) -> bool:
-        return (self.parts == 1 or (0 < self.tail <= self.tiles and 2 <= self.parts <= MAX_PARTS
-                                     and self.part_iters()[-1] >= 1)) and self.units + 1024 < (1 << 16)
-
-    def modelled(self, sms: int) -> float:
-        """Time of the persistent kernel in loop iterations: the slowest block's units."""
-        costs = [self.iters + FIXED_ITERS] * self.whole
-        if self.active:
-            costs += [it + FIXED_ITERS + REDG_ITERS for _ in range(self.tail) for it in self.part_iters()]
-        blocks = min(len(costs), sms)
-        return max(sum(costs[b::blocks]) for b in range(blocks)) + (ZERO_ITERS if self.active else 0.0)
-
-
-def split_of(s: Shape, o: Options) -> Split:
-    """The split the kernel of (s, o) is generated with (none unless o names one)."""
-    sp = Split(s.tiles, s.Cpad // BC, o.split, o.tail) if o.split > 1 and o.persistent else Split(s.tiles, s.Cpad // BC)
-    if not sp.valid() or (sp.parts > 1 and not sp.tail):
-        raise ValueError(f"split {o.split} x {o.tail} tiles does not fit {s}")
-    return sp
-
-
-def split_plan(s: Shape, sms: int, parts: int = 0) -> Split:
-    """The split with the least modelled time (parts 0: any number of parts, else that one),
-    where it saves more than MIN_GAIN (with `parts` given: the best tail for it, gain or not);
-    the tiles split are the last turn's and possibly whole turns before it."""
-    base = Split(s.tiles, s.Cpad // BC)
-    if parts == 1:
-        return base
-    best, best_t = base, base.modelled(sms) * (1 - MIN_GAIN) if parts == 0 else float("inf")
-    rest = s.tiles % sms or sms
-    for S in ([parts] if parts else range(2, MAX_PARTS + 1)):
-        for tail in range(rest, s.tiles + 1, sms):
-            sp = Split(s.tiles, s.Cpad // BC, S, tail)
-            if sp.valid() and sp.modelled(sms) < best_t - 1e-9:
-                best, best_t = sp, sp.modelled(sms)
-    return best
-
-
-def resolve(s: Shape, o: Options, sms: int) -> Options:
-    """Options with the split chosen for this shape on a GPU of `sms` multiprocessors (split 0:
-    the plan's; split S > 1 with tail 0: the plan's tail for S parts)."""
-    if not o.persistent or o.split == 1 or (o.split > 1 and o.tail):
-        return o
-    sp = split_plan(s, sms, o.split)
-    return replace(o, split=sp.parts if sp.active else 1, tail=sp.tail)
-
-
-def uses_tile_loop(s: Shape, o: Options) -> bool:
-    """Persistent blocks, where the unit count suits the 16-bit magic division of the unit number
-    (with room for the number of the next unit, up to 1024 SMs past the last)."""
-    return o.persistent and split_of(s, o).units + 1024 < (1 << 16)
-
-
-def launch_grid(s: Shape, o: Options, sms: int) -> tuple[int, int, int]:
-    """The grid to launch the kernel of (s, o) with, on a GPU with `sms` multiprocessors."""
-    return (min(split_of(s, o).units, sms), 1, 1) if uses_tile_loop(s, o) else s.grid()
-
-
-class Unsupported(ValueError):
-    """The shape does not fit the kernel's 32-bit offsets or immediates."""
-
-
-def check_shape(s: Shape) -> None:
-    if min(s.N, s.C, s.H, s.W, s.K) < 1:
-        raise Unsupported(f"empty problem {s}")
-    lim = 1 << 31
-    if s.C * s.HWN * 4 >= lim or s.K * s.HWN * 4 >= lim:
-        raise Unsupported("tensors of 2 GiB or more need 64-bit offsets")
-    if s.U_ROWS * 16 * s.Kpad * 4 >= lim:
-        raise Unsupported("transformed filters of 2 GiB or more")
-    if (3 * s.W + 3) * s.N * 4 >= (1 << 23):
-        raise Unsupported("load offsets beyond the 24-bit immediate")
-    if s.TH * s.TW > 65535 or s.NB > 65535:
-        raise Unsupported("grid too large")
-
-
-def _hex(v: int) -> str:
-    return f"-{-v:#x}" if v < 0 else f"{v:#x}"
-
-
-def _magic(d: int) -> int:
-    """m with floor(n * m / 2^32) == n // d for 0 <= n < 2^16, d < 2^16."""
-    return (1 << 32) // d + 1
-
-
-# ---- the transforms as instruction lists ------------------------------------------------
-def input_transform_ops(src, dst, spare):
-    """B^T d B: src[16] (d, row-major 4x4) -> 16 values; returns (ops, where) with where[e] the
-    register holding position e. Pass 1 writes dst[0..15] out of place (src keeps the loaded
-    values: the zero padding lives there); pass 2 works in place on dst with one spare."""
-    ops = []
-    t = [[dst[4 * i + j] for j in range(4)] for i in range(4)]
-    d = [[src[4 * i + j] for j in range(4)] for i in range(4)]
-    for j in range(4):            # pass 1, per column: T = B^T d
-        ops.append(f"FADD R{t[0][j]}, R{d[0][j]}, -R{d[2][j]}")
-        ops.append(f"FADD R{t[1][j]}, R{d[1][j]}, R{d[2][j]}")
-        ops.append(f"FADD R{t[2][j]}, R{d[2][j]}, -R{d[1][j]}")
-        ops.append(f"FADD R{t[3][j]}, R{d[1][j]}, -R{d[3][j]}")
-    where = [[None] * 4 for _ in range(4)]
-    free = spare
-    for i in range(4):            # pass 2, per row: V = T B, renaming through the spare
-        r0, r1, r2, r3 = t[i]
-        ops.append(f"FADD R{r0}, R{r0}, -R{r2}")          # V0 = T0 - T2
-        ops.append(f"FADD R{r3}, R{r1}, -R{r3}")          # V3 = T1 - T3
-        ops.append(f"FADD R{free}, R{r1}, R{r2}")         # V1 = T1 + T2
-        ops.append(f"FADD R{r2}, R{r2}, -R{r1}")          # V2 = T2 - T1
-        where[i] = [r0, free, r2, r3]
-        free = r1
-    return ops, [where[e // 4][e % 4] for e in range(16)]
-
-
-def output_transform_ops(m):
-    """A^T M A in place on m[16] (row-major 4x4): returns (ops, [o00, o01, o10, o11]). The
-    independent columns (pass 1) and rows (pass 2) are interleaved step by step, so that an
-    FADD and the one that reads its result are 4 (pass 1) or 2 (pass 2) apart."""
-    ops = []
-    pass1 = [[f"FADD R{m[j]}, R{m[j]}, R{m[4 + j]}", f"FADD R{m[4 + j]}, R{m[4 + j]}, -R{m[8 + j]}",
-              f"FADD R{m[j]}, R{m[j]}, R{m[8 + j]}", f"FADD R{m[4 + j]}, R{m[4 + j]}, -R{m[12 + j]}"]
-             for j in range(4)]
-    pass2 = []
-    for base in (0, 4):
-        a, b, c, d = m[base:base + 4]
-        pass2.append([f"FADD R{a}, R{a}, R{b}", f"FADD R{d}, R{b}, -R{d}",
-                      f"FADD R{a}, R{a}, R{c}", f"FADD R{d}, R{d}, -R{c}"])
-    for group in (pass1, pass2):
-        for step in range(4):
-            ops += [col[step] for col in group]
-    return ops, [m[0], m[3], m[4], m[7]]
-
-
-def block_ids(q: Seq, s: "Shape", tile: Optional[str], kb: int, nb: int, pos: int, tmp: int) -> None:
-    """The three indices of the tile: filter block, tile-column block, position. From the
-    block index (tile None), or in the persistent tile loop from the tile number in the
-    register `tile` (tile = kb + KB * (nb + NB * pos), the order of a (KB, NB, positions) grid)."""
-    if tile is None:
-        q.op(f"S2R R{kb}, SR_CTAID.X")
-        q.op(f"S2R R{nb}, SR_CTAID.Y")
-        q.op(f"S2R R{pos}, SR_CTAID.Z")
-        return
-    if tile != f"R{pos}":
-        q.op(f"MOV R{pos}, {tile}")
-    if s.KB > 1:                                         # nb <- tile / KB, kb <- tile % KB
-        q.op(f"MOV R{tmp}, {_magic(s.KB):#x}")
-        q.op(f"IMAD.HI.U32 R{nb}, R{pos}, R{tmp}, RZ")
-        mad(q, kb, nb, -s.KB, pos, tmp)
-    else:
-        q.op(f"MOV R{kb}, RZ")
-        q.op(f"MOV R{nb}, R{pos}")
-    if s.NB > 1:                                         # pos <- nb / NB, nb <- nb % NB
-        q.op(f"MOV R{tmp}, {_magic(s.NB):#x}")
-        q.op(f"IMAD.HI.U32 R{pos}, R{nb}, R{tmp}, RZ")
-        mad(q, nb, pos, -s.NB, nb, tmp)
-    else:
-        q.op(f"MOV R{pos}, R{nb}")
-        q.op(f"MOV R{nb}, RZ")
-
-
-def tile_coordinates(q: Seq, s: "Shape", tid: int, nb: int, pos: int, th: int, tw: int,
-                     lane: int, warp: int, n: int, tmp: int) -> None:
-    """Tile row/column from the position (pos / TW by a magic multiply), lane and warp from
-    the thread index, and the batch index n of this thread (32 per block column)."""
-    if s.TW == 1:
-        q.op(f"MOV R{th}, R{pos}")
-        q.op(f"MOV R{tw}, RZ")
-    else:
-        q.op(f"MOV R{th}, {_magic(s.TW):#x}")
-        q.op(f"IMAD.HI.U32 R{th}, R{pos}, R{th}, RZ")       # pos / TW
-        mad(q, tw, th, -s.TW, pos, tmp)
-    q.op(f"LOP3.LUT R{lane}, R{tid}, 0x1f, RZ, 0xc0, !PT")
-    q.op(f"SHF.R.U32.HI R{warp}, RZ, 0x5, R{tid}")
-    mad(q, n, nb, 0x20, lane, tmp)
-
-
-def mad(q: Seq, d: int, a: int, m: int, c, tmp: int) -> None:
-    """R<d> = R<a> * m + c (c: a register number or None for zero). Multiplications by powers
-    of two are shifts (SHF + IADD3): nvdisasm shows IMAD by 2^k as IMAD.SHL, whose meaning we
-    do not rely on."""
-    cz = "RZ" if c is None else f"R{c}"
-    if m > 0 and m & (m - 1) == 0:
-        sh = m.bit_length() - 1
-        if c is None:
-            q.op(f"SHF.L.U32 R{d}, R{a}, {sh:#x}, RZ")
-        else:
-            q.op(f"SHF.L.U32 R{tmp}, R{a}, {sh:#x}, RZ")
-            q.op(f"IADD3 R{d}, R{tmp}, {cz}, RZ")
-    else:
-        q.op(f"IMAD R{d}, R{a}, {_hex(m) if m < 0 else hex(m)}, {cz}")
 
 
 # ---- the generator -------------------------------------------------------------------------
@@ -569,14 +253,14 @@ class Generator:
         whole tile), P0 <- the unit is a part of a split tile; R<quo>, R<tmp> are clobbered."""
         sp = self.sp
         q.op(f"MOV R{tile}, UR{unit_ur}")
-        q.op(f"IADD3 R{tmp}, R{tile}, {_hex(-sp.whole)}, RZ")                  # v = unit - whole
+        q.op(f"IADD3 R{tmp}, R{tile}, {signed_hex(-sp.whole)}, RZ")                  # v = unit - whole
         q.op(f"ISETP.GE.AND P0, PT, R{tmp}, RZ, PT")
-        q.op(f"MOV R{quo}, {_magic(sp.parts):#x}")
+        q.op(f"MOV R{quo}, {magic(sp.parts):#x}")
         q.op(f"IMAD.HI.U32 R{quo}, R{tmp}, R{quo}, RZ")                         # v / parts
         if part is not None:
-            q.op(f"IMAD R{part}, R{quo}, {_hex(-sp.parts)}, R{tmp}")            # v % parts
+            q.op(f"IMAD R{part}, R{quo}, {signed_hex(-sp.parts)}, R{tmp}")            # v % parts
             q.op(f"@!P0 MOV R{part}, RZ")
-        q.op(f"IADD3 R{quo}, R{quo}, {_hex(sp.whole)}, RZ")
+        q.op(f"IADD3 R{quo}, R{quo}, {signed_hex(sp.whole)}, RZ")
         q.op(f"@P0 MOV R{tile}, R{quo}")
 
     # ---- prologue, in two parts ----
@@ -630,7 +314,7 @@ class Generator:
             mad(q, R_off, R_cb, s.HWN, R_off, R_tmp)
         mad(q, R_off, R_th, 2 * s.W * s.N, R_off, R_tmp)
         mad(q, R_off, R_tw, 2 * s.N, R_off, R_tmp)
-        q.op(f"IADD3 R{R_off}, R{R_off}, {_hex(-(s.W + 1) * s.N)}, RZ")
+        q.op(f"IADD3 R{R_off}, R{R_off}, {signed_hex(-(s.W + 1) * s.N)}, RZ")
         q.op(f"SHF.L.U32 R{R_lo}, R{R_off}, 0x2, RZ")
         q.op(f"SHF.R.S32.HI R{R_hi}, RZ, 0x1e, R{R_off}")
         q.op(f"IADD3 R{R_XP}, P0, R{R_lo}, R{R_x}, RZ")
@@ -668,14 +352,14 @@ class Generator:
         if split:   # (before the mask takes R_cb's register)
             q.op(f"IADD3 R{R_lim0}, -R{R_warp}, {s.C:#x}, RZ")
             q.op(f"IADD3 R{R_lim0}, R{R_lim0}, -R{R_cb}, RZ")
-            q.op(f"IADD3 R{R_CLIM}, R{R_lim0}, {_hex(-BC)}, R{R_C0}")         # ... + off
+            q.op(f"IADD3 R{R_CLIM}, R{R_lim0}, {signed_hex(-BC)}, R{R_C0}")         # ... + off
         # the 16-bit load mask: rows, columns, image (and tile) in range
         q.op(f"ISETP.GE.AND P0, PT, R{R_th}, 0x1, PT")
-        q.op(f"ISETP.LE.AND P1, PT, R{R_th}, {_hex((s.H - 2) // 2)}, PT")
-        q.op(f"ISETP.LE.AND P2, PT, R{R_th}, {_hex((s.H - 3) // 2)}, PT")
+        q.op(f"ISETP.LE.AND P1, PT, R{R_th}, {signed_hex((s.H - 2) // 2)}, PT")
+        q.op(f"ISETP.LE.AND P2, PT, R{R_th}, {signed_hex((s.H - 3) // 2)}, PT")
         q.op(f"ISETP.GE.AND P3, PT, R{R_tw}, 0x1, PT")
-        q.op(f"ISETP.LE.AND P4, PT, R{R_tw}, {_hex((s.W - 2) // 2)}, PT")
-        q.op(f"ISETP.LE.AND P5, PT, R{R_tw}, {_hex((s.W - 3) // 2)}, PT")
+        q.op(f"ISETP.LE.AND P4, PT, R{R_tw}, {signed_hex((s.W - 2) // 2)}, PT")
+        q.op(f"ISETP.LE.AND P5, PT, R{R_tw}, {signed_hex((s.W - 3) // 2)}, PT")
         if tile_ur is None:
             q.op(f"ISETP.LT.AND P6, PT, R{R_n}, {s.N:#x}, PT")
         else:
@@ -941,8 +625,8 @@ class Generator:
                     self.tile_setup(q, UR_NEXT, 152)
                 # store predicates: P0..P3 = image, row, column in range for output (i, j)
                 q.op(f"ISETP.LT.AND P4, PT, R{R_n}, {s.N:#x}, PT")
-                q.op(f"ISETP.LE.AND P5, PT, R{R_th}, {_hex((s.H - 2) // 2)}, P4")      # row 2th+1 < H
-                q.op(f"ISETP.LE.AND P6, PT, R{R_tw}, {_hex((s.W - 2) // 2)}, PT")      # col 2tw+1 < W
+                q.op(f"ISETP.LE.AND P5, PT, R{R_th}, {signed_hex((s.H - 2) // 2)}, P4")      # row 2th+1 < H
+                q.op(f"ISETP.LE.AND P6, PT, R{R_tw}, {signed_hex((s.W - 2) // 2)}, PT")      # col 2tw+1 < W
                 q.op("PLOP3.LUT P0, PT, P4, PT, PT, 0x80, 0x0")
                 q.op("PLOP3.LUT P1, PT, P4, P6, PT, 0x80, 0x0")
                 q.op("PLOP3.LUT P2, PT, P5, PT, PT, 0x80, 0x0")
@@ -973,7 +657,7 @@ class Generator:
                         lim = s.K - koff    # k = kb*64 + warp*4 + koff < K
                         for pair in ((0, 1), (2, 3)):
                             for pp, idx in zip((4, 5), pair):
-                                q.op(f"ISETP.LT.AND P{pp}, PT, R{R_k}, {_hex(lim)}, P{idx}")
+                                q.op(f"ISETP.LT.AND P{pp}, PT, R{R_k}, {signed_hex(lim)}, P{idx}")
                             for pp, idx in zip((4, 5), pair):
                                 q.op(f"@P{pp} {store} desc[UR4][R{yp}.64+{offs[idx]:#x}], R{outs[idx]}")
                     else:
@@ -1066,115 +750,3 @@ def kernel_name(s: Shape, o: Options = Options()) -> str:
 
 def generate(shape: Shape, opts: Options = Options()) -> str:
     return Generator(shape, opts).text()
-
-
-# ---- building (assembling, with a cache) ---------------------------------------------------
-CACHE_DIR = os.environ.get("KERNELS_SASS_CACHE",
-                           os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                                        ".cache", "winograd"))
-
-
-_ASSEMBLER_KEY = None
-
-
-def _assembler_key() -> bytes:
-    """A digest of the assembler itself: a changed encoder or cubin writer rebuilds the cache."""
-    global _ASSEMBLER_KEY
-    if _ASSEMBLER_KEY is None:
-        import glob
-        import sassas
-        root = os.path.dirname(os.path.abspath(sassas.__file__))
-        h = hashlib.sha1()
-        for fn in sorted(glob.glob(os.path.join(root, "**", "*.*"), recursive=True)):
-            if fn.endswith((".py", ".toml", ".lark")) and not (
-                    os.sep + "data" + os.sep + "sm_" in fn and not fn.endswith(ARCH + ".toml")):
-                with open(fn, "rb") as f:
-                    h.update(f.read())
-        _ASSEMBLER_KEY = h.digest()
-    return _ASSEMBLER_KEY
-
-
-def _source_hash(text: str) -> str:
-    """The cache key: the SASS text alone. A cubin in the cache was checked when it was built
-    (hazards; the tests compare generated kernels with nvdisasm), and a machine that runs it need
-    not re-assemble it with whatever the assembler is there. After changing the assembler, remove
-    the cache (KERNELS_SASS_CACHE, default .cache/winograd) or set KERNELS_SASS_REBUILD=1."""
-    h = hashlib.sha1(text.encode())
-    if os.environ.get("KERNELS_SASS_REBUILD"):
-        h.update(_assembler_key())
-    return h.hexdigest()[:16]
-
-
-def build(shape: Shape, opts: Options = Options(), *, check_hazards: bool = True,
-          cache: bool = True) -> bytes:
-    """Assemble the kernel for `shape` (cubin bytes), through the on-disk cache."""
-    return build_text(generate(shape, opts), kernel_name(shape, opts), check_hazards=check_hazards, cache=cache)
-
-
-def build_text(text: str, name: str, *, filename: str = "winograd_sassgen.sass", check_hazards: bool = True,
-               cache: bool = True) -> bytes:
-    """Assemble generated SASS (cubin bytes), through the on-disk cache (CACHE_DIR, keyed by the
-    kernel name and the text): the F(2x2,3x3) kernels and the F(4x4,3x3) GEMMs."""
-    path = os.path.join(CACHE_DIR, f"{name}-{_source_hash(text)}.cubin")
-    if cache and os.path.exists(path):
-        with open(path, "rb") as f:
-            return f.read()
-    data = assemble(text, check_hazards=check_hazards, filename=filename)
-    if cache:
-        os.makedirs(CACHE_DIR, exist_ok=True)
-        tmp = path + f".{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    return data
-
-
-class HazardError(RuntimeError):
-    pass
-
-
-def assemble(text: str, *, check_hazards: bool = True, filename: str = "winograd_sassgen.sass") -> bytes:
-    import sassas
-    cubin = sassas.assemble(text, ARCH, filename=filename)
-    if check_hazards:
-        errors = hazards(cubin.program)
-        if errors:
-            raise HazardError(f"{len(errors)} hazards, first: " + "; ".join(str(h.message) + f" @{h.address:#x}"
-                                                                             for h in errors[:5]))
-    return cubin.data
-
-
-def hazards(program) -> list:
-    from sassas import hazards as hz
-    return [h for h in hz.check(program) if h.severity == "error"]
-
-
-def disasm_mismatches(text: str, cubin: bytes) -> list[str]:
-    """Instructions where NVIDIA's disassembler reads the cubin differently from the source
-    (operand reuse flags and branch targets aside): the encoder check of the tests.
-    Needs nvdisasm (sassas.isa.oracle)."""
-    import re
-    from sassas.isa import oracle
-    from sassas.parse import parse_instruction
-    (_, code), = oracle.text_sections(cubin)[:1]
-    dis = oracle.disassemble_code(code, ARCH)
-    src = [m.group(1) for m in (re.match(r"^[-0-9]{2,6}:[-0-9]:[-0-9]:[-Yy]:[0-9a-fA-F]\s+(.*?);", l)
-                                for l in text.splitlines()) if m]
-    if len(src) != len(dis):
-        return [f"{len(src)} source instructions, {len(dis)} disassembled"]
-
-    def canon(t: str):
-        i = parse_instruction(t.strip().rstrip(";") + " ;")
-        ops = tuple((o.kind, o.values, tuple(sorted(f for f in o.flags if f != "reuse"))) for o in i.operands)
-        pred = None if i.predicate is None else (i.predicate.values, tuple(sorted(i.predicate.flags)))
-        return i.opcode, tuple(i.modifiers), ops, pred
-
-    out = []
-    for n, (s, d) in enumerate(zip(src, dis)):
-        if re.search(r"\bBRA\b", s):
-            if not re.search(r"\bBRA\b", d.text):
-                out.append(f"{n}: {s} | {d.text}")
-            continue
-        if canon(s) != canon(d.text):
-            out.append(f"{n}: {s} | {d.text}")
-    return out

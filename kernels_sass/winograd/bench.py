@@ -1,0 +1,353 @@
+"""The timing commands: bench (SASS kernels, the CUDA-C reference, cuDNN and PyTorch on the ResNet
+configurations; the ablation of the SASS switches) and gemm (the F(4x4,3x3) GEMM alone against cuBLAS)."""
+from __future__ import annotations
+
+import json
+import statistics
+import time
+
+
+from .plan import Options, Shape
+from .report import render, render_ablation
+from .workloads import ablation_variants, flops, gemm_options, log, options_from_args, resnet_configs
+
+
+# ---- timing --------------------------------------------------------------------------------------
+def timeit(fn, sets: int, reps: int = 30, rounds: int = 5, graph: bool = True) -> tuple[float, str]:
+    """Milliseconds of one call: median over `rounds` of (events around reps calls) / reps;
+    calls cycle through `sets` input sets (fn(i)). Captured in a CUDA graph when possible,
+    so that launch overhead does not count."""
+    import torch
+    for i in range(2 * sets):          # warm-up: module loads, cuDNN autotuning, allocations
+        fn(i % sets)
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    fn(0)
+    b.record()
+    b.synchronize()
+    one = a.elapsed_time(b)
+    if one * reps > 60:                # slow algorithms: about 60 ms a round
+        reps = max(sets, int(60 / max(one, 1e-3)) // sets * sets)
+        rounds = 3
+    how = "loop"
+    g = None
+    if graph:
+        try:
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                fn(0)
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                for i in range(reps):
+                    fn(i % sets)
+            g.replay()
+            torch.cuda.synchronize()
+            how = "graph"
+        except Exception as e:
+            log(f"[bench] graph capture failed ({type(e).__name__}: {e}); timing launches in a loop")
+            g = None
+            torch.cuda.synchronize()
+    times = []
+    for _ in range(rounds):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        if g is not None:
+            g.replay()
+        else:
+            for i in range(reps):
+                fn(i % sets)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / reps)
+    return statistics.median(times), how
+
+
+_CUDNN = None
+
+
+# nvidia-smi's clocks_event_reasons bits that mean the SM clock was cut (not idle or the
+# application clock): HW slowdown, SW thermal, HW thermal, HW power brake
+SLOWDOWN_BITS = {0x8: "HW slowdown", 0x20: "SW thermal slowdown", 0x40: "HW thermal slowdown",
+                 0x80: "HW power brake slowdown"}
+
+
+def gpu_state() -> dict:
+    """SM clock, temperature and the clock-event reasons now (nvidia-smi), {} where unavailable."""
+    import subprocess
+    try:
+        q = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,temperature.gpu,clocks_event_reasons.active",
+                            "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20)
+        clk, temp, reasons = [v.strip() for v in q.stdout.strip().splitlines()[0].split(",")]
+        bits = int(reasons, 16)
+        return {"sm_clock_mhz": float(clk), "temperature_c": float(temp), "clock_event_reasons": reasons,
+                "slowdown": [name for bit, name in SLOWDOWN_BITS.items() if bits & bit]}
+    except Exception:
+        return {}
+
+
+def cmd_bench(args) -> int:
+    import torch
+    from . import api
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev)
+    info = {"device": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
+            "cudnn": torch.backends.cudnn.version(), "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "method": "median of 5 rounds of a CUDA graph of 30 calls cycling through 3 input sets; "
+                      "effective TFLOPS = 2*N*C*H*W*K*9/time"}
+    try:
+        import subprocess
+        q = subprocess.run(["nvidia-smi", "--query-gpu=clocks.max.sm,clocks.sm", "--format=csv,noheader,nounits"],
+                           capture_output=True, text=True, timeout=20).stdout.strip().split(",")
+        info["max_sm_clock_mhz"], info["sm_clock_mhz_at_start"] = float(q[0]), float(q[1])
+    except Exception as e:
+        info["max_sm_clock_mhz"] = 1980.0
+        log(f"[bench] nvidia-smi: {e}; assuming 1980 MHz")
+    info["gpu_state_at_start"] = gpu_state()
+    log(f"[bench] {info}")
+    opts = options_from_args(args)
+    configs = resnet_configs()
+    if args.configs:
+        configs = [c for c in configs if any(c[0].startswith(p) for p in args.configs)]
+    if args.ablation:
+        return bench_ablation(args, configs, info)
+    results = []
+    for name, s in configs:
+        sets = 3
+        xs = [torch.randn((s.N, s.C, s.H, s.W), device=dev) for _ in range(sets)]
+        wts = [torch.randn((s.K, s.C, 3, 3), device=dev) for _ in range(sets)]
+        xcs = [x.permute(1, 2, 3, 0).contiguous() for x in xs]
+        wcs = [w.permute(1, 2, 3, 0).contiguous() for w in wts]
+        us = [torch.empty((s.U_ROWS, 16, s.Kpad), device=dev) for _ in range(sets)]
+        yks = [torch.empty((s.K, s.H, s.W, s.N), device=dev) for _ in range(sets)]
+        ys = [torch.empty((s.N, s.K, s.H, s.W), device=dev) for _ in range(sets)]
+        wss = [api.Workspace(xc=torch.empty((s.C, s.H, s.W, s.N), device=dev), u=us[i], yk=yks[i]) for i in range(sets)]
+        row = {"config": name, "N": s.N, "C": s.C, "H": s.H, "W": s.W, "K": s.K, "gflop": flops(s) / 1e9, "ms": {}, "how": {},
+               "sass_options": api.sass_options(s, opts).tag()}
+
+        def stream():
+            return torch.cuda.current_stream().cuda_stream
+
+        for i in range(sets):   # the transformed filters for the main-kernel-only timings
+            api.filter_transform(wcs[i], us[i], s, "CHWN", stream())
+        cases = {}
+        if "sass" in args.impl and "f2" in args.algo:
+            cases["sass main"] = lambda i: api.main_kernel("sass", xcs[i], us[i], yks[i], s, opts, stream())
+            cases["sass CHWN"] = lambda i: api.conv2d(xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i], opts=opts, algo="f2",
+                                                      workspace=api.Workspace(u=us[i]))
+            cases["sass NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "sass", out=ys[i], opts=opts, workspace=wss[i],
+                                                      algo="f2")
+        if "sass" in args.impl and "f4" in args.algo:
+            from . import f4
+            p4 = api.f4_plan(s, args.parts)
+            row["f4_parts"] = p4.parts
+            row["f4_options"] = p4.options.tag() or "default"
+            row["f4_gemm"] = [p4.gemm.C, p4.gemm.K, p4.gemm.T, p4.gemm.parts]
+            ws4 = [api.Workspace() for _ in range(sets)]
+            for i in range(sets):      # the transforms, for the GEMM-only timings
+                api.conv2d(xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i], workspace=ws4[i], algo="f4",
+                           parts=p4.parts)
+            cases["sass4 gemm"] = lambda i: f4.gemm("sass", ws4[i].u4, ws4[i].v4, ws4[i].m4, p4, stream())
+            cases["f4 filter transform"] = lambda i: f4.filter_transform(wcs[i], ws4[i].u4, p4, "CHWN", stream())
+            cases["f4 input transform"] = lambda i: f4.input_transform(xcs[i], ws4[i].v4, p4, stream())
+            cases["f4 output transform"] = lambda i: f4.output_transform(ws4[i].m4, yks[i], p4, stream())
+            cases["sass4 CHWN"] = lambda i: api.conv2d(xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i],
+                                                       workspace=ws4[i], algo="f4", parts=p4.parts)
+            cases["sass4 NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "sass", out=ys[i], algo="f4", parts=p4.parts,
+                                                       workspace=api.Workspace(xc=wss[i].xc, yk=wss[i].yk, u4=ws4[i].u4,
+                                                                               v4=ws4[i].v4, m4=ws4[i].m4))
+        row["algo_auto"] = api.choose_algo(s)
+        if "cuda" in args.impl:
+            cases["cuda main"] = lambda i: api.main_kernel("cuda", xcs[i], us[i], yks[i], s, opts, stream())
+            cases["cuda NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "cuda", out=ys[i], workspace=wss[i], algo="f2")
+        cases["filter transform"] = lambda i: api.filter_transform(wcs[i], us[i], s, "CHWN", stream())
+
+        def cudnn(i):
+            torch.backends.cudnn.benchmark = True
+            return torch.nn.functional.conv2d(xs[i], wts[i], padding=1)
+
+        def torch_default(i):
+            torch.backends.cudnn.benchmark = False
+            return torch.nn.functional.conv2d(xs[i], wts[i], padding=1)
+        cases["cudnn (benchmark)"] = cudnn
+        cases["torch default"] = torch_default
+        row["cudnn_algos"] = {}
+        if not args.no_cudnn_algos:
+            try:
+                global _CUDNN
+                if _CUDNN is None:
+                    from .cudnn import Cudnn
+                    torch.nn.functional.conv2d(xs[0], wts[0], padding=1)     # torch loads libcudnn
+                    _CUDNN = Cudnn()
+                    info["cudnn_direct"] = f"cuDNN {_CUDNN.version} through its C API (ctypes), FMA math"
+                conv = _CUDNN.conv(s.N, s.C, s.H, s.W, s.K)
+                want = torch.nn.functional.conv2d(xs[0].double(), wts[0].double(), padding=1)
+                from .cudnn import ALGOS
+                for algo, aname in enumerate(ALGOS):
+                    size, status = conv.workspace(algo)
+                    if size is None:
+                        row["cudnn_algos"][aname] = status
+                        continue
+                    wsb = torch.empty(max(size, 16), dtype=torch.uint8, device=dev)
+
+                    def fa(i, algo=algo, wsb=wsb, size=size):
+                        conv.forward(algo, xs[i].data_ptr(), wts[i].data_ptr(), ys[i].data_ptr(), wsb.data_ptr(),
+                                     size, torch.cuda.current_stream().cuda_stream)
+                    try:
+                        ys[0].fill_(float("nan"))
+                        fa(0)
+                        torch.cuda.synchronize()
+                        err = float(torch.linalg.vector_norm(ys[0].double() - want) / torch.linalg.vector_norm(want))
+                        if not err <= 1e-4:
+                            row["cudnn_algos"][aname] = f"wrong result (rel err {err:.1e})"
+                            continue
+                        cases[f"cudnn {aname}"] = fa
+                    except Exception as e:
+                        row["cudnn_algos"][aname] = f"{type(e).__name__}: {e}"
+            except Exception as e:
+                log(f"[bench] per-algorithm cuDNN unavailable: {type(e).__name__}: {e}")
+                row["cudnn_algos"]["error"] = f"{type(e).__name__}: {e}"
+        for cname, fn in cases.items():
+            try:
+                ms, how = timeit(fn, sets, reps=args.reps, graph=not args.no_graph)
+            except Exception as e:
+                log(f"[bench] {name} {cname}: {type(e).__name__}: {e}")
+                ms, how = float("nan"), f"error: {e}"
+            torch.backends.cudnn.benchmark = False
+            row["ms"][cname] = ms
+            row["how"][cname] = how
+            log(f"[bench] {name:<10} {cname:<18} {ms:8.4f} ms  {flops(s) / ms / 1e9:7.2f} TFLOPS ({how})")
+        results.append(row)
+        del xs, wts, xcs, wcs, us, yks, ys, wss
+        torch.cuda.empty_cache()
+    info["gpu_state_at_end"] = gpu_state()
+    out = {"info": info, "options": opts.__dict__, "results": results}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    render(out, plot=args.plot)
+    return 0
+
+
+def bench_ablation(args, configs, info) -> int:
+    """The SASS switches (main kernel only), and the main loop's FFMA issue rate by difference:
+    the same layer with twice the channels costs (C/8 more iterations) x blocks; the extra
+    time holds only main-loop work."""
+    import torch
+    from . import api
+    dev = torch.device("cuda")
+    variants = [Options()] + [o for o in ablation_variants()
+                              if not args.variants or any(v in o.tag() for v in args.variants)]
+    clk = info.get("max_sm_clock_mhz", 1980.0) * 1e6
+    sms = info["sms"]
+    rows = []
+    for name, s in configs:
+        sets = 3
+        row = {"config": name, "ms": {}}
+        for shape, label in ((s, ""), (Shape(s.N, 2 * s.C, s.H, s.W, s.K), " 2C")):
+            xcs = [torch.randn((shape.C, shape.H, shape.W, shape.N), device=dev) for _ in range(sets)]
+            us = [torch.randn((shape.U_ROWS, 16, shape.Kpad), device=dev) for _ in range(sets)]
+            yks = [torch.empty((shape.K, shape.H, shape.W, shape.N), device=dev) for _ in range(sets)]
+            ref0 = None
+            for o in (variants if not label else [Options()]):
+                def fn(i, o=o):
+                    api.main_kernel("sass", xcs[i], us[i], yks[i], shape, o, torch.cuda.current_stream().cuda_stream)
+                try:
+                    yks[0].fill_(float("nan"))
+                    fn(0)
+                    torch.cuda.synchronize()
+                    if o == Options():
+                        ref0 = yks[0].clone()
+                    same = bool(torch.equal(yks[0], ref0))   # scheduling only: bit-identical results
+                    ms, _ = timeit(fn, sets, reps=args.reps)
+                except Exception as e:
+                    log(f"[ablation] {name} {o.tag()}{label}: {type(e).__name__}: {e}")
+                    ms, same = float("nan"), False
+                row["ms"][o.tag() + label] = ms
+                row.setdefault("same", {})[o.tag() + label] = same
+                log(f"[ablation] {name:<10} {o.tag() + label:<28} {ms:8.4f} ms  output {'identical' if same else 'DIFFERS'}")
+            del xcs, us, yks
+        d = row["ms"][Options().tag() + " 2C"] - row["ms"][Options().tag()]
+        blocks = s.KB * s.NB * s.TH * s.TW
+        ffma = blocks * 8 * (s.C // 8) * 1024
+        row["loop_ffma_util"] = ffma / (sms * 4 * d * 1e-3 * clk) if d > 0 else float("nan")
+        rows.append(row)
+    out = {"info": info, "ablation": rows}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    render_ablation(out)
+    return 0
+
+
+def cmd_gemm(args) -> int:
+    """The F(4x4,3x3) batched GEMM alone (gemmgen's SASS kernel) for each split of its channel
+    loop, against cuBLAS (torch.bmm, FP32 without TF32) on the same operands; FFMA issue rate
+    of the whole kernel and of its loop (the difference of C and 2C channels)."""
+    import torch
+    from . import f4, gemmgen
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev)
+    sms = props.multi_processor_count
+    clk = 1980e6
+    configs = [c for c in resnet_configs() if any(c[0].startswith(p) for p in (args.configs or ["Conv4", "Conv5"]))]
+    variants = [gemm_options(v) for v in args.options]
+    rows = []
+    print(f"# {props.name}: the F(4x4,3x3) GEMM (36 batched, M[e] = U[e]^T V[e]); FFMA issue = warp FFMAs / "
+          f"({sms} SMs x 4 x time x {clk / 1e6:.0f} MHz); loop = by C vs 2C")
+    print(f"{'config':<12}{'C x K x T':>18}{'options':>10}{'parts':>6}{'blocks':>7}{'model':>7}{'ms':>9}{'TFLOPS':>8}{'FFMA issue':>11}"
+          f"{'loop':>7}{'rel err':>9}{'cuBLAS ms':>10}{'TFLOPS':>8}")
+    for name, s in configs:
+        chosen = f4.plan(s, sms)
+        cublas = None
+        for o, parts in [(o, n) for o in variants for n in range(1, f4.MAX_PARTS + 1)]:
+            p = f4.Plan(s, parts, o)
+            g = p.gemm
+            try:
+                gemmgen.Generator(g, o)
+            except gemmgen.Unsupported:
+                continue
+            times = []
+            for gg in (g, gemmgen.GemmShape(2 * g.C, g.K, g.T, parts)):
+                u = torch.randn((gg.operand_rows, gg.K), device=dev)
+                v = torch.randn((gg.operand_rows, gg.T), device=dev)
+                m = torch.full((parts * gemmgen.E, gg.K, gg.T), float("nan"), device=dev)
+
+                def fn(i, gg=gg, u=u, v=v, m=m, o=o):
+                    f4.launch_sass_gemm(gg, u, v, m, o, torch.cuda.current_stream().cuda_stream)
+                fn(0)
+                torch.cuda.synchronize()
+                if gg is g:
+                    ut = u[:gemmgen.E * g.C].view(gemmgen.E, g.C, g.K).double()
+                    vt = v[:gemmgen.E * g.C].view(gemmgen.E, g.C, g.T).double()
+                    want = torch.bmm(ut.transpose(1, 2), vt)
+                    got = m.view(parts, gemmgen.E, g.K, g.T).double().sum(0)
+                    err = float(torch.linalg.vector_norm(got - want) / torch.linalg.vector_norm(want))
+                    if o.skip:           # a measurement-only variant: its results are wrong by design
+                        err = float("nan")
+                    if cublas is None:
+                        u32, v32 = ut.float().transpose(1, 2), vt.float()
+                        cublas, _ = timeit(lambda i: torch.bmm(u32, v32), 1, reps=args.reps)
+                times.append(timeit(fn, 1, reps=args.reps)[0])
+            ffma = gemmgen.E * g.K * g.T * g.C / 32
+            whole = ffma / (sms * 4 * times[0] * 1e-3 * clk)
+            loop = ffma / (sms * 4 * (times[1] - times[0]) * 1e-3 * clk)
+            tf = 2 * gemmgen.E * g.K * g.T * g.C / times[0] / 1e9
+            row = {"config": name, "C": g.C, "K": g.K, "T": g.T, "options": o.tag() or "default", "parts": parts,
+                   "chosen": (parts, o) == (chosen.parts, chosen.options),
+                   "blocks": g.blocks(), "model": f4.modelled(p, sms), "ms": times[0], "ms_2C": times[1],
+                   "ffma_issue": whole, "loop_issue": loop, "rel_err": err, "cublas_ms": cublas}
+            rows.append(row)
+            print(f"{name:<12}{f'{g.C}x{g.K}x{g.T}':>18}{o.tag() or '-':>10}{parts:>5}{'*' if row['chosen'] else ' '}{g.blocks():>7}"
+                  f"{row['model']:>7.0f}{times[0]:>9.4f}{tf:>8.1f}{whole:>11.1%}{loop:>7.1%}{err:>9.1e}"
+                  f"{cublas:>10.4f}{2 * gemmgen.E * g.K * g.T * g.C / cublas / 1e9:>8.1f}", flush=True)
+    print("# * the variant and split f4.plan chooses (modelled)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": props.name, "sms": sms, "rows": rows}, f, indent=1)
+    return 0

@@ -1,0 +1,104 @@
+"""The caller's tensors and the GPU: device pointers and shapes of torch/CuPy/DLPack arrays,
+allocation on the caller's library and stream, the GPU's architecture and multiprocessor count, and
+the CUDA-C kernels of winograd.cu (the transforms and the references) compiled for it."""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from .plan import Shape
+
+
+# ---- tensors ---------------------------------------------------------------------------------
+class Lib:
+    """Allocation and stream of the library the caller's tensors come from."""
+
+    def __init__(self, like: Any):
+        self.kind = "buffer"
+        mod = type(like).__module__
+        if mod.startswith("torch"):
+            self.kind = "torch"
+        elif mod.startswith("cupy"):
+            self.kind = "cupy"
+        self.like = like
+
+    def empty(self, shape, dtype=np.float32):
+        if self.kind == "torch":
+            import torch
+            return torch.empty(tuple(shape), dtype={np.dtype(np.float32): torch.float32,
+                                                    np.dtype(np.float64): torch.float64}[np.dtype(dtype)],
+                               device=self.like.device)
+        if self.kind == "cupy":
+            import cupy
+            return cupy.empty(tuple(shape), dtype=dtype)
+        from sassas.load import DeviceBuffer
+        return DeviceBuffer.empty(tuple(shape), dtype)
+
+    def stream(self):
+        if self.kind == "torch":
+            import torch
+            return torch.cuda.current_stream(self.like.device).cuda_stream
+        if self.kind == "cupy":
+            import cupy
+            return cupy.cuda.get_current_stream().ptr
+        return 0
+
+
+def _interface(t: Any) -> dict:
+    if hasattr(t, "__cuda_array_interface__"):
+        return t.__cuda_array_interface__
+    raise TypeError(f"{type(t).__name__} is not a CUDA array (no __cuda_array_interface__)")
+
+
+def shape_of(t: Any) -> tuple[int, ...]:
+    return tuple(int(d) for d in (t.shape if hasattr(t, "shape") else _interface(t)["shape"]))
+
+
+def pointer(t: Any) -> int:
+    """Device address of a C-contiguous device array."""
+    if hasattr(t, "__cuda_array_interface__"):
+        ai = t.__cuda_array_interface__
+        if ai.get("strides") is not None:
+            itemsize = np.dtype(ai["typestr"]).itemsize
+            expect, acc = [], itemsize
+            for d in reversed(ai["shape"]):
+                expect.append(acc)
+                acc *= d
+            if tuple(reversed(expect)) != tuple(ai["strides"]) and int(np.prod(ai["shape"])) > 1:
+                raise ValueError("conv2d needs C-contiguous tensors")
+        return int(ai["data"][0])
+    from sassas.load import _dlpack_pointer
+    return _dlpack_pointer(t)
+
+
+def dtype_of(t: Any) -> np.dtype:
+    if hasattr(t, "__cuda_array_interface__"):
+        return np.dtype(t.__cuda_array_interface__["typestr"])
+    return np.dtype(str(t.dtype).replace("torch.", ""))
+
+
+# ---- the GPU -----------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def arch() -> str:
+    from sassas.load import compute_capability
+    major, minor = compute_capability()
+    return f"sm_{major}{minor}"
+
+
+@lru_cache(maxsize=None)
+def sm_count() -> int:
+    """Multiprocessors of the GPU (the persistent kernel launches one block each)."""
+    from sassas.load import device_attribute
+    return device_attribute("MULTIPROCESSOR_COUNT")
+
+
+def cuda_module():
+    from . import cuda
+    return cuda.module(arch())
+
+def filter_strides(s: Shape, layout: str) -> tuple[np.int64, ...]:
+    """Element strides of w's k, c, r, s: KCRS with the NCHW front, else CRSK."""
+    st = (s.C * 9, 9, 3, 1) if layout == "NCHW" else (1, 9 * s.K, 3 * s.K, s.K)
+    return tuple(np.int64(v) for v in st)

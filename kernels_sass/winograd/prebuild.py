@@ -1,0 +1,66 @@
+"""The CPU commands that produce kernels: sass (print one shape's generated SASS) and prebuild
+(assemble the check/bench kernels into the cache, for a GPU machine whose time is short)."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+
+from .plan import Options, Shape
+from .workloads import ODD, SMOKE, ablation_variants, gemm_options, log, options_from_args, resnet_configs
+
+
+def cmd_sass(args) -> int:
+    from .sassgen import generate
+    sys.stdout.write(generate(Shape(*args.shape), options_from_args(args)))
+    return 0
+
+
+def cmd_prebuild(args) -> int:
+    """Assemble the SASS kernels of the check/bench shapes into the cache (to carry them to a
+    GPU machine whose time is short)."""
+    from concurrent.futures import ProcessPoolExecutor
+    jobs = []
+    variants = [Options()]
+    if args.ablation:
+        variants += ablation_variants()
+    for name, s in resnet_configs():
+        for o in (variants if name.endswith("N128") else [Options()]):
+            jobs.append((s, o))
+        if args.ablation and name.endswith("N128"):
+            jobs.append((Shape(s.N, 2 * s.C, s.H, s.W, s.K), Options()))
+    for s in ODD + SMOKE:
+        if (s, Options()) not in jobs:
+            jobs.append((s, Options()))
+    for s in SMOKE:
+        jobs.append((s, Options(safe=True)))
+    for S in args.split:
+        jobs += [(s, Options(split=S)) for _, s in resnet_configs()] + [(s, Options(split=S)) for s in ODD + SMOKE]
+    # F(4x4,3x3): the GEMMs of every split (the gemm command times them all, at C and 2C)
+    from . import f4, gemmgen
+    gemms = set()
+    for s in [s for _, s in resnet_configs()] + ODD + SMOKE:
+        for parts in range(1, f4.MAX_PARTS + 1):
+            for o in map(gemm_options, args.gemm_options):
+                g = f4.Plan(s, parts, o).gemm
+                for gg in (g, gemmgen.GemmShape(2 * g.C, g.K, g.T, parts)):
+                    try:
+                        gemmgen.Generator(gg, o)
+                    except gemmgen.Unsupported:
+                        continue
+                    gemms.add((gg, o))
+    t = time.time()
+    with ProcessPoolExecutor(max_workers=args.jobs or os.cpu_count()) as ex:
+        list(ex.map(_build, [(s, o, args.sms) for s, o in jobs] + [(g, o, None) for g, o in sorted(gemms, key=str)]))
+    log(f"[prebuild] {len(jobs)} F(2x2,3x3) kernels and {len(gemms)} F(4x4,3x3) GEMMs in {time.time() - t:.1f}s")
+    return 0
+
+
+def _build(job):
+    from . import cubins, gemmgen, plan
+    s, o, sms = job
+    if isinstance(s, gemmgen.GemmShape):
+        gemmgen.build(s, o)
+    else:
+        cubins.build(s, plan.resolve(s, o, sms))

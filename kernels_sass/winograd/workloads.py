@@ -1,0 +1,79 @@
+"""What the winograd commands run: the ResNet configurations and odd shapes, the error limit, the
+SASS switches of the ablation and the F(4x4,3x3) GEMM variants, and the options the switches name."""
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+
+
+from . import reference as ref
+from .plan import Options, Shape
+
+
+RESNET = {"Conv2": (64, 56, 64), "Conv3": (128, 28, 128), "Conv4": (256, 14, 256), "Conv5": (512, 7, 512)}
+
+
+BATCHES = (32, 64, 96, 128)
+
+
+ODD = [Shape(1, 3, 5, 7, 5), Shape(33, 20, 9, 11, 70), Shape(7, 1, 1, 1, 1), Shape(40, 12, 6, 13, 130),
+       Shape(130, 9, 2, 3, 64), Shape(64, 256, 15, 15, 200), Shape(2, 64, 56, 56, 64), Shape(96, 72, 28, 28, 40)]
+
+
+SMOKE = [Shape(33, 20, 9, 11, 70), Shape(1, 3, 1, 2, 5), Shape(32, 16, 6, 6, 64)]
+
+
+TOL = 1e-5
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def resnet_configs():
+    out = []
+    for layer, (c, hw, k) in RESNET.items():
+        for n in BATCHES:
+            out.append((f"{layer}/N{n}", Shape(n, c, hw, hw, k)))
+    return out
+
+
+def flops(s: Shape) -> int:
+    return ref.conv_flops(s.N, s.C, s.H, s.W, s.K)
+
+
+def options_from_args(args) -> Options:
+    return Options(yield_mode=args.yield_mode, ldg_spacing=args.ldg_spacing, sts_spacing=args.sts_spacing,
+                   cluster=args.cluster, safe=getattr(args, "safe", False),
+                   overlap=not getattr(args, "no_overlap", False), reuse_slots=not getattr(args, "no_reuse_slots", False),
+                   bank_slots=not getattr(args, "no_bank_slots", False), ldgsts=not getattr(args, "no_ldgsts", False),
+                   split=args.split, tail=args.tail)
+
+
+def ablation_variants() -> list[Options]:
+    return [Options(yield_mode="natural"), Options(yield_mode="every7"), Options(yield_mode="every8"),
+            Options(ldg_spacing=3), Options(sts_spacing=2), Options(cluster=4), Options(persistent=False),
+            Options(overlap=False), Options(reuse_slots=False), Options(bank_slots=False),
+            Options(ldgsts=False),
+            Options(ldgu_spacing=8), Options(ldgu_spacing=16),
+            Options(ldgu_spacing=40)]
+
+
+EIGHT_BY_EIGHT = "tile_rows=8,a_sets=2,unroll=2"     # the GEMM of sessions 6-9, beside the default
+
+
+def gemm_options(text: str):
+    """GemmOptions from 'tile_rows=16,unroll=4,lane_map=2x2' (empty: the default)."""
+    from dataclasses import fields
+    from . import gemmgen
+    types = {f.name: f.type for f in fields(gemmgen.GemmOptions)}
+    kw = {}
+    for item in filter(None, text.split(",")):
+        k, _, v = (x.strip() for x in item.partition("="))
+        if k not in types:
+            raise SystemExit(f"GEMM option {k!r}: expected one of {', '.join(types)}")
+        try:
+            kw[k] = v not in ("0", "false", "False") if types[k] == "bool" else int(v) if types[k] == "int" else v
+        except ValueError:
+            raise SystemExit(f"GEMM option {k}={v!r}: expected an integer") from None
+    return replace(gemmgen.OPTIONS, **kw)
