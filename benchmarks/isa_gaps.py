@@ -1,6 +1,6 @@
 """Where the ISA tables still miss: per arch, the instructions of real compiled code (a corpus
-of tests/test_realworld_corpus.py, sampled as the test samples it or whole, and the NVRTC
-kernels of tests/test_listing_input.py) that do not re-encode bit-exactly from nvdisasm's
+of tests/sassas/test_realworld_corpus.py, sampled as the test samples it or whole, and the NVRTC
+kernels of tests/sassas/test_listing_input.py) that do not re-encode bit-exactly from nvdisasm's
 listing text, or whose decode + format differs from nvdisasm's, bucketed by opcode and by
 differing bits / text.
 
@@ -21,7 +21,7 @@ import sys
 import tempfile
 from collections import Counter, defaultdict
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "sassas"))
 
 from sassas.errors import SassError                                 # noqa: E402
 from sassas.isa import oracle                                       # noqa: E402

@@ -1,5 +1,5 @@
 """Whole-cubin `sassas disasm` -> `sassas asm` over a real-world corpus of
-tests/test_realworld_corpus.py (every kernel, not the test's sample): per arch, how many
+tests/sassas/test_realworld_corpus.py (every kernel, not the test's sample): per arch, how many
 kernels come back with identical code and the module's data (global variables, module constant
 banks, their symbols and relocations) equal, and how many cubins disasm refuses and why.
 
@@ -12,7 +12,7 @@ import collections
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "sassas"))
 
 import sassas
 from sassas.disasm import UnsupportedCubin, disassemble

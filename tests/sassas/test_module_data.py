@@ -12,9 +12,9 @@ layout. The source syntax and its errors are tested without any tool.
 The GPU check (skips without a GPU) loads the ptxas cubin and the round-tripped one, runs the
 kernel in both and compares what it read through the relocated addresses; it also loads the
 round-tripped torchvision/torchaudio cubins of the device's arch when the real-world corpus is
-cached (tests/test_realworld_corpus.py). On the GPU machine:
+cached (tests/sassas/test_realworld_corpus.py). On the GPU machine:
 
-    python -m pytest tests/test_module_data.py -m gpu -ra -s
+    python -m pytest tests/sassas/test_module_data.py -m gpu -ra -s
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """`sassas disasm` -> `sassas asm` on NVRTC-compiled cubins: same code bytes, same launch metadata.
 
-The kernels (tests/data/realistic_kernels.cu) are compiled by NVRTC for sm_75..sm_90, and for
-sm_70 through NVRTC's PTX and ptxas 12.9 (tests/_realistic.py); skips with the reason where a
+The kernels (tests/sassas/data/realistic_kernels.cu) are compiled by NVRTC for sm_75..sm_90, and for
+sm_70 through NVRTC's PTX and ptxas 12.9 (tests/sassas/_realistic.py); skips with the reason where a
 tool is missing. Reports how many
 instructions needed the `.raw` escape (bits the ISA tables do not reproduce from text).
 """

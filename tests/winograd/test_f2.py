@@ -235,7 +235,7 @@ def test_report_renders_the_recorded_h100_run(capsys):
     # the bench/ablation JSON written on the H100 re-renders here (no GPU): schema kept in step
     import os
     from kernels_sass.winograd.__main__ import main
-    here = os.path.join(os.path.dirname(__file__), "..", "kernels_sass", "winograd", "results")
+    here = os.path.join(os.path.dirname(__file__), "..", "..", "kernels_sass", "winograd", "results")
     assert main(["report", os.path.join(here, "h100_bench.json")]) == 0
     out = capsys.readouterr().out
     assert "geometric mean of sass/cudnn" in out and "Conv5/N128" in out

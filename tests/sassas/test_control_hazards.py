@@ -1,6 +1,6 @@
 """Hazard checker, automatic scheduler and yield strategies (sassas.hazards, sassas.schedule).
 
-Oracle tests compile tests/control_corpus (our own CUDA source, as PTX) with ptxas 12.9 and
+Oracle tests compile tests/sassas/control_corpus (our own CUDA source, as PTX) with ptxas 12.9 and
 read the result back with cuobjdump: compiler output is hazard-free, so the checker must
 report nothing (no false alarms), and every mutation that breaks a dependency must be caught.
 """
@@ -26,7 +26,7 @@ from sassas.resolve import resolve_kernel
 from sassas.schedule import apply_yield_strategy
 
 CORPUS = Path(__file__).parent / "control_corpus"
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 ARCHS = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
 
 
@@ -47,7 +47,7 @@ needs_oracle = pytest.mark.skipif(PTXAS is None or CUOBJDUMP is None,
 
 @functools.lru_cache(maxsize=None)
 def corpus_listing(arch: str) -> str:
-    """cuobjdump -sass of tests/control_corpus compiled by ptxas for `arch`."""
+    """cuobjdump -sass of tests/sassas/control_corpus compiled by ptxas for `arch`."""
     import tempfile
     ptx = CORPUS / ("kernels.compute_75.ptx" if arch == "sm_75" else "kernels.compute_80.ptx")
     with tempfile.TemporaryDirectory() as tmp:

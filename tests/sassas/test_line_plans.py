@@ -15,7 +15,7 @@ from sassas.errors import SassError
 from sassas.preprocess import preprocess
 
 parse_module = importlib.import_module("sassas.parse")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _whole_text(text: str, lines):

@@ -10,7 +10,7 @@ errors. GPU: a hand-written kernel that reads a global table through `32@lo/hi` 
 a `.func` through CALL.ABS with a `@srel` return address; bitsandbytes' sm_90 kernels that call ptxas's `__cuda_sm20_div_u64` through
 CALL.ABS and read a lookup table through `32@lo/hi`, round-tripped, compute what the
 originals compute. More real code with these (the `__cuda_sm70_shflsync_*` calls of sm_70..89)
-is in tests/test_realworld_corpus.py.
+is in tests/sassas/test_realworld_corpus.py.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""tests/data/realistic_kernels.cu compiled for any arch the tests cover.
+"""tests/sassas/data/realistic_kernels.cu compiled for any arch the tests cover.
 
 sm_75..sm_90: NVRTC straight to a cubin. sm_70: NVRTC 13 refuses Volta (and compute_70), so
 NVRTC writes PTX for compute_75, whose header is retargeted (`.target sm_70`, and a PTX ISA

@@ -16,7 +16,7 @@ from sassas.isa import get_isa, oracle
 from sassas.parse import parse_instruction
 from sassas.resolve import resolve_kernel
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = ["saxpy.sass", "smem_loop.sass"]
 
 

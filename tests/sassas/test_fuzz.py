@@ -21,7 +21,7 @@ SEEDS = [
     turingas_program(2),
     _CODE_BLOCK.sub("", turingas_program(2)).replace("{2 + 2}", "4"),
     _CODE_BLOCK.sub("", ORACLE_PROGRAM),
-    open(__file__.replace("tests/test_fuzz.py", "examples/saxpy.sass")).read(),
+    open(__file__.replace("tests/sassas/test_fuzz.py", "examples/saxpy.sass")).read(),
     ".kernel a\n<regs>\nx, v<0-3>\n</regs>\n--:-:-:Y:4 LDS.128 v0, [x];\n--:-:-:Y:5 EXIT;\n"
     ".kernel b\n.shared 64\n--:-:-:Y:4 FFMA R0, R1.reuse, -R2, c[0x0][0x0];\nL:\n03:-:-:Y:5 @!P0 BRA L;\n",
 ]

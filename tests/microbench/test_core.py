@@ -21,7 +21,7 @@ from microbench.results import (Limit, make_result, median, read_json, spread, t
                                 to_json, validate, write_json)
 from microbench.sassgen import control, expand_params, wait_field
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 # ------------------------------------------------------------------ bank model and patterns

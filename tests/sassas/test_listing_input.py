@@ -2,8 +2,8 @@
 
 The control bits come from bits 105..127 of each instruction's hex; nothing else may come from
 the hex, so the same listing with every other hex bit scrambled must give the same code.
-Kernels: tests/data/realistic_kernels.cu compiled by NVRTC for each architecture (sm_70: NVRTC's
-PTX through ptxas 12.9, see tests/_realistic.py; its listings come from nvdisasm/cuobjdump 12.8).
+Kernels: tests/sassas/data/realistic_kernels.cu compiled by NVRTC for each architecture (sm_70: NVRTC's
+PTX through ptxas 12.9, see tests/sassas/_realistic.py; its listings come from nvdisasm/cuobjdump 12.8).
 Reports the share of instructions reproduced bit-exactly per arch and listing kind.
 """
 import os

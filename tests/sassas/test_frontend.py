@@ -380,7 +380,7 @@ def test_unterminated_blocks():
 
 def run_cli(*args, stdin=None):
     return subprocess.run([sys.executable, "-m", "sassas", *args], input=stdin, capture_output=True,
-                          text=True, timeout=60, cwd=os.path.dirname(os.path.dirname(__file__)))
+                          text=True, timeout=60, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 
 
 def test_cli_no_exec_and_errors(tmp_path):
@@ -472,7 +472,7 @@ def test_turingas_program_through_nvdisasm(arch):
 
 
 def test_readme_language_example_parses():
-    readme = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "README.md")).read()
+    readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "README.md")).read()
     section = readme[readme.index("## The language"):]
     example = section.split("```")[1]
     prog = parse(example, "sm_90", "readme.sass")
