@@ -106,7 +106,7 @@ def main(argv=None) -> int:
     q = sub.add_parser("gemm", help="the F(4x4,3x3) GEMM alone, each split, against cuBLAS")
     q.add_argument("--configs", nargs="*", help="prefixes (default Conv4 Conv5)")
     q.add_argument("--options", nargs="*", default=["", EIGHT_BY_EIGHT],
-                   help=f"GEMM variants, e.g. '' (the default) '{EIGHT_BY_EIGHT}' (sessions 6-9's 8x8 tile) 'a_sets=2' "
+                   help=f"GEMM variants, e.g. '' (the default) '{EIGHT_BY_EIGHT}' (the 8x8 tile) 'a_sets=2' "
                         "'lane_map=2x2' "
                         "(gemmgen.GemmOptions; skip=... variants compute wrong results: their error is not checked)")
     q.add_argument("--reps", type=int, default=20)

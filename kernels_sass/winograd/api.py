@@ -141,7 +141,7 @@ def problem(x, w, layout: str = "NCHW") -> Shape:
 # F(4x4,3x3) (2.25 multiplications an output against F(2x2,3x3)'s 4) wherever its GEMM has
 # enough channels to run long loops and enough blocks to fill the GPU, or the image is small
 # enough that F(2x2,3x3) runs out of FFMA issue slots (7x7). Measured on the H200 with the
-# session-9 transforms (README, results/h200_bench.json): Conv3 and Conv5 at every N, Conv4 from
+# transforms of 2026-11-26 (README, results/h200_bench.json): Conv3 and Conv5 at every N, Conv4 from
 # N = 64 go to F(4x4,3x3) (1.04..1.21x F(2x2,3x3)'s time); Conv2 (C = 64) and Conv4/N32 (T = 512:
 # 288 GEMM blocks, 1.09 waves) stay with F(2x2,3x3), whose fused transforms save U, V and M's
 # round trips through global memory.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU session of the Winograd work: correctness, benchmark, switches, sanitizers. Run from
+# One GPU run of the Winograd work: correctness, benchmark, switches, sanitizers. Run from
 # the repository root on the GPU machine with sassas importable (PYTHONPATH); everything goes to
 # $OUT (default ./out): all.log, check.json, bench.json, bench.png, ablation.json.
 #   bash kernels_sass/winograd/device_run.sh [full|quick]

@@ -3,7 +3,7 @@
     f4.conv_chwn(xc, w, yk, s, layout, ws, stream)      # x CHWN -> y KHWN, w CRSK or KCRS
 
 F(2x2,3x3) multiplies 4 times an output, F(4x4,3x3) 2.25 times: where the fused F(2x2,3x3)
-kernel runs out of FFMA issue slots (Conv5: sessions 5 and 6, NOTES.md section 11), the larger
+kernel runs out of FFMA issue slots (Conv5: NOTES.md sections 8-11), the larger
 tile wins even with U, V and M going through global memory (that is cuDNN's
 WINOGRAD_NONFUSED). Four launches:
 
@@ -31,7 +31,7 @@ MAX_PARTS = 4
 # channels). An SM takes its blocks in turn, so the GEMM lasts about as long as the SM with the
 # most blocks, n = ceil(blocks / SMs) of them (H100 gemm table, README: this ranks the splits of
 # Conv4 and Conv5 as measured, where whole waves did not). One exception, measured on the H200
-# (session 10): where a single full wave of R blocks an SM (R: the variant's) leaves at most one
+# (2026-11-26): where a single full wave of R blocks an SM (R: the variant's) leaves at most one
 # block an SM, those blocks start together once the wave ends and run alone, with too few warps
 # to hide their latencies: LONE_TAIL more blocks' time (the 16x8 tile on 432 and 468 blocks,
 # 1.1 and 1.2 waves of 3 an SM: 19-20% slower than the 8x8 tile's 2 an SM; from 2 full waves on,
@@ -42,8 +42,8 @@ LONE_TAIL = 0.8
 VARIANTS = ((gemmgen.OPTIONS, 0.98), (gemmgen.EIGHT_BY_EIGHT, 1.0))
 # Another part's M, per MB of M, read back by the output transform (an iteration is about 0.6
 # us on Conv5): 0.3 us a MB on Conv5/N128 (1 -> 2 parts), 0.46 us on Conv5/N32 (2 -> 4 parts:
-# 65536 threads, each adding its parts one after the other). Session 8's output transform, one
-# load at a time, took 2 iterations a MB (H100, Conv5/N96: 0.043 ms with 1 part, 0.076 with 2).
+# 65536 threads, each adding its parts one after the other). An output transform that loads one
+# part at a time takes 2 iterations a MB (H100, Conv5/N96: 0.043 ms with 1 part, 0.076 with 2).
 M_ITERS_PER_MB = 0.7
 
 

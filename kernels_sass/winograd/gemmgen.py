@@ -4,7 +4,7 @@
 
 The non-fused F(4x4,3x3) path (kernels_sass.winograd.f4) transforms filters and inputs in
 CUDA-C kernels of their own (U, V in global memory), runs this kernel, and transforms M back
-(A^T M A). It is the fix proposed for Conv5 in sessions 5 and 6: 36 products per 6x6 input
+(A^T M A). It is the fix NOTES.md section 11 proposes for Conv5: 36 products per 6x6 input
 tile give 16 outputs, 2.25 multiplications an output against F(2x2,3x3)'s 4.
 
 Design (sm_90, our own; GemmOptions' defaults):
@@ -29,7 +29,7 @@ Design (sm_90, our own; GemmOptions' defaults):
   as counted, three blocks an SM (12 warps; 3 x 33 KiB of shared memory with the reserved
   KiB). The loop issues FFMAs in 89.7% of its cycles (`python -m kernels_sass.winograd loop`,
   H100 and H200; the README says what holds an LDS-fed loop below 90% on sm_90).
-- GemmOptions keeps the alternatives measured on the way: the 8x8 tile of sessions 6-9
+- GemmOptions keeps the alternatives measured on the way: the 8x8 tile
   (tile_rows=8, a_sets=2, unroll=2: 256 threads, 104 registers, two blocks an SM; 88.5%), two
   A sets, unrolled bodies, the 2x2 lane map, and measurement-only variants (skip).
 - U and V hold `operand_rows = E*C + 24` rows: the last three iterations' prefetches read the 24
@@ -181,7 +181,7 @@ class GemmOptions:
 
 
 OPTIONS = GemmOptions()           # the default kernel
-EIGHT_BY_EIGHT = GemmOptions(tile_rows=8, a_sets=2, unroll=2)    # sessions 6-9's; f4.plan picks between them
+EIGHT_BY_EIGHT = GemmOptions(tile_rows=8, a_sets=2, unroll=2)    # the 8x8 tile; f4.plan picks between them
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ def ablation_variants() -> list[Options]:
             Options(ldgu_spacing=40)]
 
 
-EIGHT_BY_EIGHT = "tile_rows=8,a_sets=2,unroll=2"     # the GEMM of sessions 6-9, beside the default
+EIGHT_BY_EIGHT = "tile_rows=8,a_sets=2,unroll=2"     # the 8x8-tile GEMM, beside the default
 
 
 def gemm_options(text: str):

@@ -60,7 +60,7 @@ def test_gemm_assembles_without_hazards(g):
     assert len(re.findall(r";", loop)) == 1024 + 48 + 4 + 9
 
 
-EIGHT = gemmgen.GemmOptions(tile_rows=8, a_sets=2, unroll=2)        # sessions 6-9's 8x8 tile
+EIGHT = gemmgen.GemmOptions(tile_rows=8, a_sets=2, unroll=2)        # the 8x8 tile
 
 
 @pytest.mark.parametrize("o", [gemmgen.GemmOptions(depbar_yield=False), gemmgen.GemmOptions(wait_all=True),
@@ -247,7 +247,7 @@ def test_plan_pads_and_splits():
     p = f4.plan(Shape(128, 512, 7, 7, 512), 132, parts=1)
     assert (p.TH, p.TW, p.T) == (2, 2, 512)
     assert p.gemm == GemmShape(512, 512, 512, 1)
-    # the model's picks (session 9, H200 bench): Conv5/N32's 144 blocks on 132 SMs and Conv5/N64's
+    # the model's picks (H200 bench, 2026-11-26): Conv5/N32's 144 blocks on 132 SMs and Conv5/N64's
     # 288 in 2 parts; Conv5/N128 (576 blocks) and Conv3/N128 (3528) not split
     assert f4.plan(Shape(32, 512, 7, 7, 512), 132).parts == 2
     assert f4.plan(Shape(64, 512, 7, 7, 512), 132).parts == 2
@@ -266,7 +266,7 @@ def test_plan_pads_and_splits():
 
 
 def test_auto_picks_f4_where_it_was_measured_faster():
-    """H200, session 9: F(4x4,3x3) on Conv3 and Conv5 at every N and Conv4 from N = 64."""
+    """H200, 2026-11-26: F(4x4,3x3) on Conv3 and Conv5 at every N and Conv4 from N = 64."""
     from kernels_sass.winograd import api
     from kernels_sass.winograd.workloads import resnet_configs
     picks = {name: api.choose_algo(s) for name, s in resnet_configs()}
