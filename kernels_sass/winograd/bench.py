@@ -6,7 +6,6 @@ import json
 import statistics
 import time
 
-
 from .plan import Options, Shape
 from .report import render, render_ablation
 from .workloads import ablation_variants, flops, gemm_options, log, options_from_args, resnet_configs

@@ -7,7 +7,6 @@ import json
 import math
 import sys
 
-
 from .plan import Shape
 from .workloads import gemm_options, log, options_from_args
 

@@ -6,7 +6,6 @@ import os
 import sys
 import time
 
-
 from .plan import Options, Shape
 from .workloads import ODD, SMOKE, ablation_variants, gemm_options, log, options_from_args, resnet_configs
 

@@ -12,7 +12,6 @@ import numpy as np
 from .plan import Shape
 from .workloads import log
 
-
 ANCHORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "cudnn_fp32_nchw_h200_2026-11-22.csv")
 
 

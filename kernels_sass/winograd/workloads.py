@@ -5,24 +5,14 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 
-
 from . import reference as ref
 from .plan import Options, Shape
 
-
 RESNET = {"Conv2": (64, 56, 64), "Conv3": (128, 28, 128), "Conv4": (256, 14, 256), "Conv5": (512, 7, 512)}
-
-
 BATCHES = (32, 64, 96, 128)
-
-
 ODD = [Shape(1, 3, 5, 7, 5), Shape(33, 20, 9, 11, 70), Shape(7, 1, 1, 1, 1), Shape(40, 12, 6, 13, 130),
        Shape(130, 9, 2, 3, 64), Shape(64, 256, 15, 15, 200), Shape(2, 64, 56, 56, 64), Shape(96, 72, 28, 28, 40)]
-
-
 SMOKE = [Shape(33, 20, 9, 11, 70), Shape(1, 3, 1, 2, 5), Shape(32, 16, 6, 6, 64)]
-
-
 TOL = 1e-5
 
 
