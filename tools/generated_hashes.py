@@ -50,19 +50,17 @@ def _assembled(text: str, arch: str, filename: str) -> str:
 
 
 def examples() -> dict[str, str]:
+    import sassas
+    from sassas.errors import SassError
     out = {}
     for path in sorted(glob.glob(os.path.join(ROOT, "examples", "*.sass"))):
         name = os.path.basename(path)
         with open(path) as f:
-            text = f.read()
-        out[f"examples/{name} sass"] = digest(text)
+            out[f"examples/{name} sass"] = digest(f.read())
         for arch in ARCHS:
-            import sassas
-            from sassas.errors import SassError
             try:
-                data = bytes(sassas.assemble_file(path, arch=arch).data)
-                out[f"examples/{name} {arch} cubin"] = digest(data)
-            except SassError as e:
+                out[f"examples/{name} {arch} cubin"] = digest(bytes(sassas.assemble_file(path, arch=arch).data))
+            except SassError as e:        # (the message without the checkout's path)
                 out[f"examples/{name} {arch} cubin"] = "error " + digest(str(e).replace(ROOT, ""))
     return out
 
