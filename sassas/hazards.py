@@ -25,7 +25,8 @@ from typing import Iterable, Optional, Union
 from .ast import NO_BARRIER, ControlCode, Instruction, Kernel, Label, Loc, Program
 from .errors import Diagnostic
 from .semantics import (MEMORY_ORDER, ArchTiming, Effects, Reg, SemanticsError, arch_timing, async_read_files,
-                        consumer_class, drained_scoreboard, effects, overwrite_class)
+                        consumer_class, drained_scoreboard, effects, misaligned_group_message, overwrite_class,
+                        register_groups)
 
 # Ages (cycles since issue) are capped here: every fixed latency is far below, and capping
 # keeps the dataflow finite around loops.
@@ -64,6 +65,9 @@ KINDS = {
     # instructions of other pipes.
     "reuse-miss": "note",
     "no-control": "error",       # instruction without a control code
+    # A register pair or quad that does not start where its width needs (CS2R R5: an
+    # illegal-instruction fault on the GPU); nvdisasm prints such words without a word.
+    "misaligned-group": "error",
     # LDGDEPBAR commits the LDGSTS copies before it as a group counted on the scoreboard in its
     # write-barrier field; without one no DEPBAR can wait for them, and a DEPBAR.LE SBn waits
     # for whatever else set barrier n (seen: copies landing after the BAR that published them)
@@ -480,9 +484,23 @@ def check(item: Union[Program, Kernel, Iterable], arch: Optional[str] = None) ->
         if inst.address < 0:
             inst.address = 16 * n
     checker = Checker(insts, labels, arch)
-    hazards = checker.run()
+    hazards = checker.run() + misaligned_groups(insts)
     hazards.sort(key=lambda h: (h.address, h.kind))
     return hazards
+
+
+def misaligned_groups(insts: list[Instruction]) -> list[Hazard]:
+    """A hazard for every register group (pair, quad: semantics.register_groups) that starts
+    at a register its width does not allow."""
+    out = []
+    for inst in insts:
+        for group in register_groups(inst):
+            number = inst.operands[group.operand].values[group.value]
+            message = misaligned_group_message(inst, group, number) if isinstance(number, int) else None
+            if message:
+                out.append(Hazard(KINDS["misaligned-group"], message, inst.loc, kind="misaligned-group",
+                                  address=inst.address))
+    return out
 
 
 def barrier_raise_warnings(kernel: Kernel, arch: str) -> list[tuple[str, Optional[Loc]]]:
