@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Optional
 
+from .arch import CONSTANT_SLOTS, constant_slot, get_arch
 from .ast import NO_BARRIER, Instruction, Kernel, Label, Loc, Operand, Shape, SymbolRef
 from .errors import Diagnostics, SassError
 from .regalloc import AutoName, ThreeSource, allocate
@@ -296,6 +297,13 @@ def _bind(op: Operand, registers, consts, smem, labels, params, known, arch: Opt
             new_pieces.append(p)
             values.append(v)
             remaining = v
+        elif v in CONSTANT_SLOTS and arch is not None:
+            try:
+                offset = constant_slot(v, get_arch(arch))
+            except ValueError as e:
+                raise SassError(str(e)) from None
+            new_pieces.append("C[I][I]")
+            values.extend((0, offset))
         elif op.kind == "N" and arch is not None and v in _operand_names(arch):
             new_pieces.append(p)           # the instruction set's own name: the encoder maps it
             values.append(v)
