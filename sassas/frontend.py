@@ -239,7 +239,9 @@ def _layout_consts(kernel: Kernel, decls: Declarations) -> dict[str, tuple[int, 
         out[name] = (offset, size)
         offset += (size + 3) & ~3
     if offset:
+        # (module.build_module writes them as `.nv.constant3`, zeros of this size)
         kernel.attributes["constant_bank3_bytes"] = offset
+        kernel.attributes["constant_bank3_objects"] = dict(out)
     return out
 
 
