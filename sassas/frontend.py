@@ -85,12 +85,12 @@ def pieces(kind: str) -> tuple[str, ...]:
 
 
 def _aligned_registers(inst: Instruction):
-    """(operand, alignment, (piece, value)) for every register (or register name) that must
-    sit on an aligned register."""
+    """(operand, register group, (piece, value)) for every register (or register name) that
+    starts a group of registers."""
     ops = inst.operands
     for operand_index, group, piece, value_index in _shape_checks(inst)[0]:
         op = ops[operand_index]
-        yield op, group.alignment, (piece, op.values[value_index])
+        yield op, group, (piece, op.values[value_index])
 
 
 def _shape_checks(inst: Instruction) -> tuple[tuple, tuple[int, ...], bool, bool]:
@@ -189,19 +189,20 @@ def _allocate(kernel: Kernel, decls: Declarations, fixed: dict, diags: Diagnosti
     reserved: set[int] = {n for cls, n in fixed.values() if cls == "R"}
     three_source: list[ThreeSource] = []
     for inst in kernel.instructions:
-        for op, align, (piece, value) in _aligned_registers(inst):
+        for op, group, (piece, value) in _aligned_registers(inst):
+            align, width = group.alignment, group.width
             if piece == "N" and value in by_name:
                 auto = by_name[value]
                 if len(auto.names) == 1:
                     auto.align = max(auto.align, align)
-                    auto.width = max(auto.width, align)
+                    auto.width = max(auto.width, width)
                 else:
                     k = auto.names.index(value)
                     auto.member_align[k] = max(auto.member_align.get(k, 1), align)
             elif piece == "R" and value != 255:
-                reserved.update(range(value, value + align))
+                reserved.update(range(value, value + width))
             elif piece == "N" and value in fixed and fixed[value][0] == "R":
-                reserved.update(range(fixed[value][1], fixed[value][1] + align))
+                reserved.update(range(fixed[value][1], fixed[value][1] + width))
         for op in inst.operands:
             vi = 0
             for p in pieces(op.kind):
