@@ -550,17 +550,33 @@ def calibrate(kernels: Iterable[Kernel], arch: str) -> dict[tuple[str, str], tup
     return found
 
 
+ELF_MAGIC = b"\x7fELF"
+
+
 def check_file(path: str, arch: str, text: Optional[str] = None) -> list[Hazard]:
-    """Check a sassas source file, or a `cuobjdump -sass` / `nvdisasm -hex` listing."""
+    """Check a sassas source file, a `cuobjdump -sass` / `nvdisasm -hex` listing, or a cubin
+    (for the arch it was built for)."""
     from .arch import get_arch
     from .assembler import parse
+    from .errors import SassError
     from .listing import read_listing
     from .preprocess import is_listing
     from .resolve import resolve_kernel
     from .schedule import schedule_kernel
     if text is None:
-        with open(path) as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            data = f.read()
+        if data.startswith(ELF_MAGIC):
+            # A cubin: its code as sassas source (control codes and all), for its own arch.
+            from .disasm import disassemble
+            from .elf import read_cubin
+            try:
+                arch = read_cubin(data).arch
+            except ValueError as e:
+                raise SassError(f"{path}: not a cubin sassas can read: {e}") from None
+            text = disassemble(data, source_name=path)
+        else:
+            text = data.decode()
     if is_listing(text):
         kernels, errors = read_listing(text, path)
         hazards = [Hazard("warning", e.message, e.loc, kind="unreadable") for e in errors]

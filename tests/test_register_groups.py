@@ -3,6 +3,10 @@ register must start where its width needs, in the front end (file:line:col and t
 and in `sassas check` (listings). Per arch, every form of the ISA description with a group
 operand: aligned, it assembles and nvdisasm (the oracle) prints it back; each group moved one
 register up, the front end refuses it at that operand and the checker reports it."""
+import io
+import os
+import subprocess
+import sys
 from dataclasses import replace
 
 import pytest
@@ -11,7 +15,7 @@ import sassas
 from sassas.arch import ARCHS
 from sassas.ast import ControlCode
 from sassas.errors import SassError
-from sassas.hazards import misaligned_groups
+from sassas.hazards import misaligned_groups, run_check
 from sassas.isa import get_isa, oracle
 from sassas.operands import format_operand
 from sassas.parse import parse_instruction
@@ -109,3 +113,44 @@ def test_every_group_operand_is_checked(arch):
              if shown[w] is None or _numbers(parse_instruction(shown[w].text + " ;")) != _numbers(i)]
     # (a few examples of odd forms decode as another form: encoder matters, not alignment)
     assert len(wrong) <= len(words) // 20, wrong[:10]
+
+
+LISTING = """\
+        /*0000*/                   CS2R R5, SR_CLOCKLO ;                      /* 0x0000000000057805 */
+                                                                             /* 0x000fe20000015000 */
+        /*0010*/                   CS2R R6, SR_CLOCKLO ;                      /* 0x0000000000067805 */
+                                                                             /* 0x000fe20000015000 */
+        /*0020*/                   EXIT ;                                    /* 0x000000000000794d */
+                                                                             /* 0x000fea0003800000 */
+"""
+
+
+def test_check_reports_a_misaligned_group_in_a_listing(tmp_path):
+    path = tmp_path / "k.sass"
+    path.write_text(LISTING)
+    out = io.StringIO()
+    assert run_check([str(path)], "sm_80", out=out) == 1
+    lines = [line for line in out.getvalue().splitlines() if ": error: " in line]
+    assert lines == [f"{path}:1:41: error: CS2R writes the register pair R5:R6; a pair must start at an even register"]
+
+
+TURINGAS = os.environ.get("SASSAS_TURINGAS", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                                          "..", "shared", "oracles", "turingas"))
+
+
+@pytest.mark.oracle
+def test_check_reports_misaligned_groups_in_a_cubin(tmp_path):
+    """TuringAs encodes misaligned groups without a word; `sassas check` on its cubin names them."""
+    if not os.path.isdir(os.path.join(TURINGAS, "turingas")):
+        pytest.skip(f"TuringAs not found at {TURINGAS} (set SASSAS_TURINGAS)")
+    src, cubin = tmp_path / "k.sass", tmp_path / "k.cubin"
+    src.write_text("<params>\nout, 8\n</params>\n--:-:-:Y:4  IMAD.WIDE R5, R2, 0x4, R6;\n"
+                   "--:-:-:Y:4  LDG.E.64.SYS R3, [R6];\n--:-:-:Y:4  EXIT;\n")
+    r = subprocess.run([sys.executable, "-m", "turingas.main", "-i", str(src), "-o", str(cubin), "-arch", "75"],
+                       cwd=TURINGAS, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    out = io.StringIO()
+    assert run_check([str(cubin)], "sm_75", out=out) == 1
+    text = out.getvalue()
+    assert "IMAD.WIDE writes the register pair R5:R6; a pair must start at an even register" in text
+    assert "LDG.E.64.SYS writes the register pair R3:R4" in text
