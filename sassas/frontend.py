@@ -27,7 +27,7 @@ from .arch import CONSTANT_SLOTS, constant_slot, get_arch
 from .ast import NO_BARRIER, Instruction, Kernel, Label, Loc, Operand, Shape, SymbolRef
 from .errors import Diagnostics, SassError
 from .regalloc import AutoName, ThreeSource, allocate
-from .semantics import register_groups, misaligned_group_message
+from .semantics import misaligned_group_message, register_groups
 
 # ---- opcode classes (data, not code) ----------------------------------------------------
 
@@ -76,7 +76,6 @@ class Declarations:
 
 _PIECE = re.compile(r"\+I|UR|UP|SB|SR|PR|gdesc|desc|tmem|\.[A-Za-z0-9_]+|[RPBILN]|.", re.S)
 _VALUE_PIECES = frozenset({"R", "UR", "P", "UP", "B", "SB", "SR", "I", "+I", "L", "N"})
-_REGISTER_PIECES = frozenset({"R", "UR", "P", "UP", "B", "SB"})
 
 
 @functools.lru_cache(maxsize=4096)

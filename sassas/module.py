@@ -177,17 +177,19 @@ def build_module(program: Program):
         if relocs:
             image.bank_relocations[bank] = sorted(relocs.values(), key=lambda r: r.offset)
     for kernel in user_constants:
-        _add_user_constants(image, kernel, GlobalObject)
+        _add_user_constants(image, kernel, m)
     return image
 
 
-def _add_user_constants(image, kernel, GlobalObject) -> None:
+def _add_user_constants(image, kernel, m: ModuleData) -> None:
     """A kernel's `<consts>` (`.const name size`, TuringAs's user constants) as objects of
     module constant bank 3 from offset 0, where c[0x3][...] reads find them once loaded:
     `.nv.constant3` with a LOCAL OBJECT symbol each, as TuringAs and ptxas write them (and no
     .nv.info attribute: neither writes one). The bank holds zeros of the declared size, or
     the words `.moduleconst 3` writes there (the initial values). Kernels of one file that
     declare constants share the bank, so they must declare the same names at the same places."""
+    from .elf import GlobalObject
+
     size = kernel.attributes["constant_bank3_bytes"]
     bank = image.constant_banks.get(USER_CONSTANT_BANK, b"")
     image.constant_banks[USER_CONSTANT_BANK] = bank + bytes(max(0, size - len(bank)))
@@ -195,6 +197,9 @@ def _add_user_constants(image, kernel, GlobalObject) -> None:
     known = {o.name: o for o in objects}
     for name, (offset, length) in kernel.attributes["constant_bank3_objects"].items():
         other = known.get(name)
+        if name in m.globals:
+            raise SassError(f"constant '{name}' of kernel '{kernel.name}' has the name of a global variable",
+                            kernel.loc)
         if other is None:
             objects.append(GlobalObject(name, length, 1, offset))
         elif (other.offset, other.size) != (offset, length):

@@ -451,7 +451,8 @@ _groups: dict[Shape, tuple[RegisterGroup, ...]] = {}
 # Probe numbers of one file, apart by the widest group (HMMA.884.F32's accumulator: 8), so
 # that seven uniform registers fit below URZ.
 _GROUP_STRIDE = 8
-_NAME_PIECE = re.compile(r"(?<![A-Za-z])N(?![A-Za-z])")
+# A name (register alias) in an operand kind, not a parameter word `a[0]` (kind N[I]).
+_NAME_PIECE = re.compile(r"(?<![A-Za-z])N(?![A-Za-z\[])")
 
 
 def _probe_groups(inst: Instruction) -> tuple[RegisterGroup, ...]:

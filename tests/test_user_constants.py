@@ -92,3 +92,9 @@ def test_same_bank_3_as_turingas(arch, tmp_path):
                        cwd=TURINGAS, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert _bank3(out.read_bytes()) == _bank3(sassas.assemble(SOURCE, arch).data)
+
+
+def test_a_constant_named_like_a_global_is_an_error():
+    src = ".global x 4\n.kernel k\n.const x 4\n--:-:-:Y:4 MOV R0, x;\n--:-:-:Y:4 EXIT;\n"
+    with pytest.raises(SassError, match="constant 'x' of kernel 'k' has the name of a global variable"):
+        sassas.assemble(src, "sm_80")
