@@ -69,6 +69,47 @@ ARCHS: dict[str, Arch] = {a.name: a for a in (
 # sm_70 defaults to the CUDA 12 dialect: CUDA 13 tools (and nvdisasm 13.5) dropped Volta.
 
 
+@dataclass(frozen=True)
+class ConstantSlot:
+    """A word (or pair) of constant bank 0 that the driver fills and hand-written SASS reads,
+    by an arch-neutral name: its byte offset per arch, or why the arch has none."""
+    name: str
+    meaning: str
+    offsets: dict[str, int]            # arch name -> byte offset in c[0x0]
+    missing: str = ""                  # why an arch not in `offsets` has no such slot
+
+
+# Offsets as ptxas 12.9 reads them (nvdisasm of small PTX kernels per arch): the memory
+# descriptor with `ULDC.64 UR4, c[0x0][0x118]` (sm_80..sm_89) or `c[0x0][0x208]` (sm_90)
+# before LDG/STG, none on sm_70/sm_75 (their LDG/STG take no descriptor); the stack pointer
+# with `MOV R1, c[0x0][0x28]` at the top of every kernel; the shared window with
+# `MOV R4, c[0x0][0x18]; MOV R5, c[0x0][0x1c]` for `cvta.shared.u64` (sm_90 reads no slot
+# for it); the local window with `IADD3 R4, P0, R1, c[0x0][0x20]` for `cvta.local.u64`.
+CONSTANT_SLOTS: dict[str, ConstantSlot] = {s.name: s for s in (
+    ConstantSlot("memoryDescriptor", "the 64-bit global-memory descriptor (desc[UR] of LDG, STG, ATOMG, RED)",
+                 {"sm_80": 0x118, "sm_86": 0x118, "sm_89": 0x118, "sm_90": 0x208},
+                 "its global-memory instructions take no descriptor (ptxas: `LDG.E.SYS R0, [R2]`, no desc[UR])"),
+    ConstantSlot("stackPointer", "the initial stack pointer (ptxas: `MOV R1, stackPointer` first)",
+                 dict.fromkeys(("sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"), 0x28)),
+    ConstantSlot("sharedWindow", "the 64-bit generic address of shared memory's window (cvta.shared)",
+                 dict.fromkeys(("sm_70", "sm_75", "sm_80", "sm_86", "sm_89"), 0x18),
+                 "ptxas reads no constant for the shared window there"),
+    ConstantSlot("localWindow", "the 64-bit generic address of local memory's window (cvta.local)",
+                 dict.fromkeys(("sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"), 0x20)),
+)}
+
+
+def constant_slot(name: str, arch: Arch) -> int:
+    """The byte offset in c[0x0] of the slot called `name` on `arch`; ValueError (with the
+    reason) where the arch has none."""
+    slot = CONSTANT_SLOTS[name]
+    if arch.name not in slot.offsets:
+        where = ", ".join(slot.offsets)
+        raise ValueError(f"'{name}' ({slot.meaning}) does not exist on {arch.name}: {slot.missing}; "
+                         f"it exists on {where}")
+    return slot.offsets[arch.name]
+
+
 def get_arch(name: str) -> Arch:
     """'sm_90', 'sm90', 'SM90' or '90' -> the Arch."""
     digits = name.lower().removeprefix("sm").lstrip("_")

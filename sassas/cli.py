@@ -97,7 +97,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.set_defaults(func=_cmd_asm)
 
     p = sub.add_parser("check", help="report control-code hazards (stalls, barriers, reuse)")
-    p.add_argument("files", nargs="+", help="source files or cuobjdump/nvdisasm listings")
+    p.add_argument("files", nargs="+", help="source files, cuobjdump/nvdisasm listings or cubins")
     _arch_arg(p)
     p.add_argument("--notes", action="store_true", help="also print notes (barriers re-armed, idle reuse flags)")
     p.set_defaults(func=_cmd_check)

@@ -5,7 +5,8 @@ checks that need the whole instruction.
   without numbers (:mod:`sassas.regalloc`); ``<consts>`` names become ``c[0x3][offset]``;
   ``<smem>`` names become byte offsets (immediates, or folded into ``[R+offset]``);
   parameters and labels are left to :mod:`sassas.resolve`; anything else is an error;
-- checks: vector registers aligned as their width needs (a data table, :data:`ALIGNMENT`),
+- checks: register groups (pairs, quads) aligned as their width needs (the widths come from
+  the semantics table, :func:`sassas.semantics.register_groups`),
   immediates that fit 32 bits, write barriers on instructions without a result, a kernel
   without EXIT (warning);
 - ``auto_reuse``: set ``.reuse`` where the next instruction reads the same register in the
@@ -22,9 +23,11 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Optional
 
+from .arch import CONSTANT_SLOTS, constant_slot, get_arch
 from .ast import NO_BARRIER, Instruction, Kernel, Label, Loc, Operand, Shape, SymbolRef
 from .errors import Diagnostics, SassError
 from .regalloc import AutoName, ThreeSource, allocate
+from .semantics import misaligned_group_message, register_groups
 
 # ---- opcode classes (data, not code) ----------------------------------------------------
 
@@ -34,24 +37,6 @@ BRANCH_OPCODES = frozenset({"BRA", "BRX", "JMP", "JMX", "EXIT", "RET", "CALL", "
 # Instructions that write no register: a write barrier on them would never be released.
 NO_RESULT_OPCODES = STORE_OPCODES | BRANCH_OPCODES
 EXIT_OPCODES = frozenset({"EXIT"})
-
-# Which operand of which instructions must sit on an aligned register (R or UR), and how
-# aligned: (opcodes, modifier that makes the operand wide (None: always), operand, alignment).
-# operand: an index into the operands, "last" (a store's data), "last source" (the last
-# operand that is not a predicate, wherever predicate operands put it) or "all".
-ALIGNMENT = (
-    (LOAD_OPCODES, "64", 0, 2),
-    (LOAD_OPCODES, "128", 0, 4),
-    (STORE_OPCODES, "64", "last", 2),
-    (STORE_OPCODES, "128", "last", 4),
-    (frozenset({"LDSM"}), "2", 0, 2),
-    (frozenset({"LDSM"}), "4", 0, 4),
-    (frozenset({"IMAD"}), "WIDE", 0, 2),       # the 64-bit result
-    (frozenset({"IMAD"}), "WIDE", "last source", 2),   # the 64-bit addend
-    (frozenset({"DADD", "DMUL", "DFMA"}), None, "all", 2),
-)
-# An address register marked `.64` ([R2.64], desc[UR4][R2.64]) is a register pair.
-WIDE_ADDRESS_FLAG = ".64"
 
 # Instructions whose register sources go through the operand reuse cache, with the index of
 # their first source operand (the ones before it are results).
@@ -91,7 +76,6 @@ class Declarations:
 
 _PIECE = re.compile(r"\+I|UR|UP|SB|SR|PR|gdesc|desc|tmem|\.[A-Za-z0-9_]+|[RPBILN]|.", re.S)
 _VALUE_PIECES = frozenset({"R", "UR", "P", "UP", "B", "SB", "SR", "I", "+I", "L", "N"})
-_REGISTER_PIECES = frozenset({"R", "UR", "P", "UP", "B", "SB"})
 
 
 @functools.lru_cache(maxsize=4096)
@@ -99,25 +83,13 @@ def pieces(kind: str) -> tuple[str, ...]:
     return tuple(_PIECE.findall(kind))
 
 
-@functools.lru_cache(maxsize=4096)
-def _first_register_slot(kind: str) -> Optional[tuple[str, int]]:
-    """(class, value index) of the first register or name piece of an operand kind, if any."""
-    vi = 0
-    for p in pieces(kind):
-        if p in _VALUE_PIECES:
-            if p in _REGISTER_PIECES or p == "N":
-                return p, vi
-            vi += 1
-    return None
-
-
 def _aligned_registers(inst: Instruction):
-    """(operand, alignment, (piece, value)) for every register (or register name) that must
-    sit on an aligned register."""
+    """(operand, register group, (piece, value)) for every register (or register name) that
+    starts a group of registers."""
     ops = inst.operands
-    for operand_index, align, piece, value_index in _shape_checks(inst)[0]:
+    for operand_index, group, piece, value_index in _shape_checks(inst)[0]:
         op = ops[operand_index]
-        yield op, align, (piece, op.values[value_index])
+        yield op, group, (piece, op.values[value_index])
 
 
 def _shape_checks(inst: Instruction) -> tuple[tuple, tuple[int, ...], bool, bool]:
@@ -141,40 +113,25 @@ _NOTHING_TO_CHECK = ((), (), False, False)
 
 
 def _find_aligned_slots(inst: Instruction):
-    """(operand index, alignment, piece, value index) for every register (or register name)
-    of the instruction that must sit on an aligned register."""
-    mods = set(inst.modifiers)
-    ops = inst.operands
-    for opcodes, modifier, which, align in ALIGNMENT:
-        if inst.opcode not in opcodes or (modifier is not None and modifier not in mods):
-            continue
-        indices = range(len(ops))
-        if which == "all":
-            chosen = indices
-        elif which == "last":
-            chosen = indices[-1:]
-        elif which == "last source":
-            chosen = [i for i in indices if ops[i].kind not in ("P", "UP")][-1:]
-        else:
-            chosen = indices[which:which + 1]
-        for i in chosen:
-            first = _first_register_slot(ops[i].kind)
-            if first is not None:
-                yield i, align, *first
-    for i, op in enumerate(ops):
-        if "[" not in op.kind:
-            continue
-        if WIDE_ADDRESS_FLAG in op.flags:       # [R2.64+0x10]: the flag is the operand's
-            first = _first_register_slot(op.kind)
-            if first is not None:
-                yield i, 2, *first
-        vi, prev = 0, None
-        for p in pieces(op.kind):                 # desc[UR4][R2.64]: the suffix is in the kind
-            if p == WIDE_ADDRESS_FLAG and prev is not None:
-                yield i, 2, *prev
-            if p in _VALUE_PIECES:
-                prev = (p, vi) if p in _REGISTER_PIECES or p == "N" else None
-                vi += 1
+    """(operand index, register group, piece, value index) for every register (or register
+    name) of the instruction that starts a group of registers: the semantics table says which
+    operands span how many registers (the widths the hazard checker reads and writes)."""
+    for group in register_groups(inst):
+        op = inst.operands[group.operand]
+        piece = _value_piece(op.kind, group.value)
+        if piece in ("R", "UR", "N"):
+            yield group.operand, group, piece, group.value
+
+
+def _value_piece(kind: str, value_index: int) -> Optional[str]:
+    """The kind piece that holds value `value_index` of an operand of this kind."""
+    vi = 0
+    for p in pieces(kind):
+        if p in _VALUE_PIECES:
+            if vi == value_index:
+                return p
+            vi += 1
+    return None
 
 
 # ---- the pass ---------------------------------------------------------------------------
@@ -231,19 +188,20 @@ def _allocate(kernel: Kernel, decls: Declarations, fixed: dict, diags: Diagnosti
     reserved: set[int] = {n for cls, n in fixed.values() if cls == "R"}
     three_source: list[ThreeSource] = []
     for inst in kernel.instructions:
-        for op, align, (piece, value) in _aligned_registers(inst):
+        for op, group, (piece, value) in _aligned_registers(inst):
+            align, width = group.alignment, group.width
             if piece == "N" and value in by_name:
                 auto = by_name[value]
                 if len(auto.names) == 1:
                     auto.align = max(auto.align, align)
-                    auto.width = max(auto.width, align)
+                    auto.width = max(auto.width, width)
                 else:
                     k = auto.names.index(value)
                     auto.member_align[k] = max(auto.member_align.get(k, 1), align)
             elif piece == "R" and value != 255:
-                reserved.update(range(value, value + align))
+                reserved.update(range(value, value + width))
             elif piece == "N" and value in fixed and fixed[value][0] == "R":
-                reserved.update(range(fixed[value][1], fixed[value][1] + align))
+                reserved.update(range(fixed[value][1], fixed[value][1] + width))
         for op in inst.operands:
             vi = 0
             for p in pieces(op.kind):
@@ -281,7 +239,9 @@ def _layout_consts(kernel: Kernel, decls: Declarations) -> dict[str, tuple[int, 
         out[name] = (offset, size)
         offset += (size + 3) & ~3
     if offset:
+        # (module.build_module writes them as `.nv.constant3`, zeros of this size)
         kernel.attributes["constant_bank3_bytes"] = offset
+        kernel.attributes["constant_bank3_objects"] = dict(out)
     return out
 
 
@@ -339,6 +299,13 @@ def _bind(op: Operand, registers, consts, smem, labels, params, known, arch: Opt
             new_pieces.append(p)
             values.append(v)
             remaining = v
+        elif v in CONSTANT_SLOTS and arch is not None:
+            try:
+                offset = constant_slot(v, get_arch(arch))
+            except ValueError as e:
+                raise SassError(str(e)) from None
+            new_pieces.append("C[I][I]")
+            values.extend((0, offset))
         elif op.kind == "N" and arch is not None and v in _operand_names(arch):
             new_pieces.append(p)           # the instruction set's own name: the encoder maps it
             values.append(v)
@@ -411,13 +378,12 @@ def _check(inst: Instruction, checks: tuple, diags: Diagnostics) -> None:
     (_shape_checks)."""
     ops = inst.operands
     aligned, bounded, no_result, branch = checks
-    for operand_index, align, piece, value_index in aligned:
-        op = ops[operand_index]
-        value = op.values[value_index]
-        if piece in ("R", "UR") and isinstance(value, int) and value not in (255, 63) and value % align:
-            width = {2: "64", 4: "128"}.get(align, str(32 * align))
-            diags.error(SassError(f"{inst.mnemonic}: {piece}{value} is used as a {width}-bit register "
-                                  f"group, so it must be a multiple of {align}", inst.operand_loc(operand_index)))
+    for operand_index, group, piece, value_index in aligned:
+        value = ops[operand_index].values[value_index]
+        if piece in ("R", "UR") and isinstance(value, int):
+            message = misaligned_group_message(inst, group, value)
+            if message:
+                diags.error(SassError(message, inst.operand_loc(operand_index)))
     for operand_index in bounded:
         op = ops[operand_index]
         if op.kind == "I":

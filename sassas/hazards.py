@@ -25,7 +25,8 @@ from typing import Iterable, Optional, Union
 from .ast import NO_BARRIER, ControlCode, Instruction, Kernel, Label, Loc, Program
 from .errors import Diagnostic
 from .semantics import (MEMORY_ORDER, ArchTiming, Effects, Reg, SemanticsError, arch_timing, async_read_files,
-                        consumer_class, drained_scoreboard, effects, overwrite_class)
+                        consumer_class, drained_scoreboard, effects, misaligned_group_message, overwrite_class,
+                        register_groups)
 
 # Ages (cycles since issue) are capped here: every fixed latency is far below, and capping
 # keeps the dataflow finite around loops.
@@ -64,6 +65,9 @@ KINDS = {
     # instructions of other pipes.
     "reuse-miss": "note",
     "no-control": "error",       # instruction without a control code
+    # A register pair or quad that does not start where its width needs (CS2R R5: an
+    # illegal-instruction fault on the GPU); nvdisasm prints such words without a word.
+    "misaligned-group": "error",
     # LDGDEPBAR commits the LDGSTS copies before it as a group counted on the scoreboard in its
     # write-barrier field; without one no DEPBAR can wait for them, and a DEPBAR.LE SBn waits
     # for whatever else set barrier n (seen: copies landing after the BAR that published them)
@@ -480,9 +484,23 @@ def check(item: Union[Program, Kernel, Iterable], arch: Optional[str] = None) ->
         if inst.address < 0:
             inst.address = 16 * n
     checker = Checker(insts, labels, arch)
-    hazards = checker.run()
+    hazards = checker.run() + misaligned_groups(insts)
     hazards.sort(key=lambda h: (h.address, h.kind))
     return hazards
+
+
+def misaligned_groups(insts: list[Instruction]) -> list[Hazard]:
+    """A hazard for every register group (pair, quad: semantics.register_groups) that starts
+    at a register its width does not allow."""
+    out = []
+    for inst in insts:
+        for group in register_groups(inst):
+            number = inst.operands[group.operand].values[group.value]
+            message = misaligned_group_message(inst, group, number) if isinstance(number, int) else None
+            if message:
+                out.append(Hazard(KINDS["misaligned-group"], message, inst.loc, kind="misaligned-group",
+                                  address=inst.address))
+    return out
 
 
 def barrier_raise_warnings(kernel: Kernel, arch: str) -> list[tuple[str, Optional[Loc]]]:
@@ -532,17 +550,33 @@ def calibrate(kernels: Iterable[Kernel], arch: str) -> dict[tuple[str, str], tup
     return found
 
 
+ELF_MAGIC = b"\x7fELF"
+
+
 def check_file(path: str, arch: str, text: Optional[str] = None) -> list[Hazard]:
-    """Check a sassas source file, or a `cuobjdump -sass` / `nvdisasm -hex` listing."""
+    """Check a sassas source file, a `cuobjdump -sass` / `nvdisasm -hex` listing, or a cubin
+    (for the arch it was built for)."""
     from .arch import get_arch
     from .assembler import parse
+    from .errors import SassError
     from .listing import read_listing
     from .preprocess import is_listing
     from .resolve import resolve_kernel
     from .schedule import schedule_kernel
     if text is None:
-        with open(path) as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            data = f.read()
+        if data.startswith(ELF_MAGIC):
+            # A cubin: its code as sassas source (control codes and all), for its own arch.
+            from .disasm import disassemble
+            from .elf import read_cubin
+            try:
+                arch = read_cubin(data).arch
+            except ValueError as e:
+                raise SassError(f"{path}: not a cubin sassas can read: {e}") from None
+            text = disassemble(data, source_name=path)
+        else:
+            text = data.decode()
     if is_listing(text):
         kernels, errors = read_listing(text, path)
         hazards = [Hazard("warning", e.message, e.loc, kind="unreadable") for e in errors]

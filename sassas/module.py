@@ -27,6 +27,7 @@ from .errors import Diagnostics, SassError
 
 MODULE_DIRECTIVES = frozenset({"global", "init", "bind", "moduleconst", "constsym", "extern"})
 WORD_BYTES, ADDRESS_BYTES = 4, 8
+USER_CONSTANT_BANK = 3          # TuringAs's <consts>: `.nv.constant3`, read as c[0x3][...]
 
 
 def declare_module(program: Program, kind: str, value, loc: Optional[Loc]) -> None:
@@ -131,7 +132,8 @@ def build_module(program: Program):
     from .elf import GlobalObject, ModuleImage, Relocation, RelocType, STB, place_globals
 
     m = program.module
-    if not m:
+    user_constants = [k for k in program.kernels if k.attributes.get("constant_bank3_bytes")]
+    if not m and not user_constants:
         return None
     binds = {"local": STB.LOCAL, "visible": STB.GLOBAL, "weak": STB.WEAK}
     image = ModuleImage(externs=list(m.externs))
@@ -174,4 +176,33 @@ def build_module(program: Program):
             image.bank_symbols[bank] = syms
         if relocs:
             image.bank_relocations[bank] = sorted(relocs.values(), key=lambda r: r.offset)
+    for kernel in user_constants:
+        _add_user_constants(image, kernel, m)
     return image
+
+
+def _add_user_constants(image, kernel, m: ModuleData) -> None:
+    """A kernel's `<consts>` (`.const name size`, TuringAs's user constants) as objects of
+    module constant bank 3 from offset 0, where c[0x3][...] reads find them once loaded:
+    `.nv.constant3` with a LOCAL OBJECT symbol each, as TuringAs and ptxas write them (and no
+    .nv.info attribute: neither writes one). The bank holds zeros of the declared size, or
+    the words `.moduleconst 3` writes there (the initial values). Kernels of one file that
+    declare constants share the bank, so they must declare the same names at the same places."""
+    from .elf import GlobalObject
+
+    size = kernel.attributes["constant_bank3_bytes"]
+    bank = image.constant_banks.get(USER_CONSTANT_BANK, b"")
+    image.constant_banks[USER_CONSTANT_BANK] = bank + bytes(max(0, size - len(bank)))
+    objects = image.bank_symbols.setdefault(USER_CONSTANT_BANK, [])
+    known = {o.name: o for o in objects}
+    for name, (offset, length) in kernel.attributes["constant_bank3_objects"].items():
+        other = known.get(name)
+        if name in m.globals:
+            raise SassError(f"constant '{name}' of kernel '{kernel.name}' has the name of a global variable",
+                            kernel.loc)
+        if other is None:
+            objects.append(GlobalObject(name, length, 1, offset))
+        elif (other.offset, other.size) != (offset, length):
+            raise SassError(f"constant '{name}' of kernel '{kernel.name}' sits at c[0x3][0x{offset:x}] ({length} "
+                            f"bytes); constant bank 3 already has '{name}' at 0x{other.offset:x} ({other.size} bytes)",
+                            kernel.loc)

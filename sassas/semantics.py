@@ -400,6 +400,98 @@ def effects(inst: Instruction) -> Effects:
     return eff
 
 
+# ---- register groups ----------------------------------------------------------------------
+
+# Where a group of registers must start: a pair on an even register, three or four registers
+# (and the eight of HMMA.884.F32's accumulator) on a multiple of 4 (ptxas never allocates
+# them otherwise; the hardware raises an illegal-instruction error on CS2R R5).
+MAX_GROUP_ALIGNMENT = 4
+GROUP_FILES = ("R", "UR")
+
+
+@dataclass(frozen=True)
+class RegisterGroup:
+    """An operand's register that starts a group of `width` registers."""
+    operand: int          # index into the instruction's operands
+    value: int            # index into that operand's values
+    file: str             # 'R' or 'UR' (a name not yet bound counts as R)
+    width: int
+    written: bool         # the instruction writes the group (else reads it)
+
+    @property
+    def alignment(self) -> int:
+        return min(1 << (self.width - 1).bit_length(), MAX_GROUP_ALIGNMENT)
+
+
+def register_groups(inst: Instruction) -> tuple[RegisterGroup, ...]:
+    """Every R or UR register of `inst` that starts a group of more than one register, with
+    its width as the semantics table gives it (the same widths effects() reads and writes).
+    Depends on the opcode, modifiers, operand kinds and flags only: cached per shape."""
+    shape = inst.shape
+    groups = _groups.get(shape)
+    if groups is None:
+        groups = _groups[shape] = _probe_groups(inst)
+    return groups
+
+
+def misaligned_group_message(inst: Instruction, group: RegisterGroup, number: int) -> Optional[str]:
+    """Why register `number` cannot start `group` of `inst` (None where it can): "CS2R writes
+    the register pair R5:R6; a pair must start at an even register"."""
+    align = group.alignment
+    if number % align == 0 or number == ZERO_REGISTER[group.file]:
+        return None
+    noun = {2: "pair", 4: "quad"}.get(group.width, f"group of {group.width} registers")
+    start = "an even register" if align == 2 else f"a multiple of {align}"
+    last = number + group.width - 1
+    return (f"{inst.mnemonic} {'writes' if group.written else 'reads'} the register {noun} "
+            f"{group.file}{number}:{group.file}{last}; a {noun.split(' of ')[0]} must start at {start}")
+
+
+_groups: dict[Shape, tuple[RegisterGroup, ...]] = {}
+# Probe numbers of one file, apart by the widest group (HMMA.884.F32's accumulator: 8), so
+# that seven uniform registers fit below URZ.
+_GROUP_STRIDE = 8
+# A name (register alias) in an operand kind, not a parameter word `a[0]` (kind N[I]).
+_NAME_PIECE = re.compile(r"(?<![A-Za-z])N(?![A-Za-z\[])")
+
+
+def _probe_groups(inst: Instruction) -> tuple[RegisterGroup, ...]:
+    """register_groups found by running effects() on a copy whose R and UR registers (and
+    names, as R) are probe numbers _GROUP_STRIDE apart, per file."""
+    slots: list[tuple[int, int, str]] = []
+    count = dict.fromkeys(GROUP_FILES, 0)
+    operands = []
+    for operand_index, op in enumerate(inst.operands):
+        kind = _NAME_PIECE.sub("R", op.kind)
+        values = list(op.values)
+        for value_index, file, _ in _register_layout(kind, op.flags):
+            if file in count and value_index < len(values):
+                values[value_index] = _GROUP_STRIDE * count[file]
+                count[file] += 1
+                slots.append((operand_index, value_index, file))
+        operands.append(Operand(kind, tuple(values), op.flags))
+    if any(_GROUP_STRIDE * n > ZERO_REGISTER[file] for file, n in count.items()):
+        return ()
+    eff = effects(Instruction(inst.opcode, inst.modifiers, tuple(operands), inst.predicate))
+    width: dict[tuple[str, int], int] = {}
+    written: set[tuple[str, int]] = set()
+    for is_write, regs in ((False, eff.reads), (True, eff.writes)):
+        for file, number in regs:
+            if file in count:
+                k, offset = divmod(number, _GROUP_STRIDE)
+                width[file, k] = max(width.get((file, k), 0), offset + 1)
+                if is_write:
+                    written.add((file, k))
+    seen = dict.fromkeys(GROUP_FILES, 0)
+    out = []
+    for operand_index, value_index, file in slots:
+        k = seen[file]
+        seen[file] += 1
+        if width.get((file, k), 0) > 1:
+            out.append(RegisterGroup(operand_index, value_index, file, width[file, k], (file, k) in written))
+    return tuple(out)
+
+
 # ---- the register count ------------------------------------------------------------------
 
 # Probe numbers for the R registers of an instruction, apart by more than any width.

@@ -10,21 +10,32 @@ import numpy as np
 import pytest
 
 import sassas
-from sassas.arch import get_arch
+from sassas.arch import ARCHS, constant_slot, get_arch
 from sassas.control import format_control
 from sassas.isa import get_isa, oracle
 from sassas.parse import parse_instruction
 from sassas.resolve import resolve_kernel
+from sassas.schedule import schedule_kernel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXAMPLES = ["saxpy.sass", "smem_loop.sass"]
+EXAMPLES = ["saxpy.sass", "smem_loop.sass", "smem_loop_auto.sass"]
 
 
-def _nvdisasm():
+def claimed_archs(name: str) -> list[str]:
+    """The archs an example says it is for: its `# archs: sm_80 sm_90` header line."""
+    with open(os.path.join(ROOT, "examples", name)) as f:
+        for line in f:
+            m = re.match(r"#\s*archs:\s*(.*)", line)
+            if m:
+                return m.group(1).split()
+    raise AssertionError(f"examples/{name} does not say which archs it is for (# archs: ...)")
+
+
+def _nvdisasm(arch):
     try:
-        return str(oracle.find_tool("nvdisasm", "sm_90"))
+        return str(oracle.find_tool("nvdisasm", arch))
     except oracle.OracleMissing as e:
-        pytest.skip(f"nvdisasm not installed (test extra): {e}")
+        pytest.skip(f"nvdisasm for {arch} not installed (test extra): {e}")
 
 
 def _listing_instructions(text: str):
@@ -39,13 +50,21 @@ def _listing_instructions(text: str):
     return out
 
 
+def test_every_example_claims_its_archs():
+    for name in EXAMPLES:
+        archs = claimed_archs(name)
+        assert archs and all(a in ARCHS for a in archs), (name, archs)
+
+
 @pytest.mark.oracle
-@pytest.mark.parametrize("name", EXAMPLES)
-def test_cli_assembles_and_nvdisasm_shows_the_source(name, tmp_path):
-    nvdisasm = _nvdisasm()
+@pytest.mark.parametrize("name,arch", [(n, a) for n in EXAMPLES for a in claimed_archs(n)])
+def test_cli_assembles_and_nvdisasm_shows_the_source(name, arch, tmp_path):
+    """Each example, for every arch it claims: nvdisasm shows the instructions and control
+    codes written, and the memory descriptor read from that arch's slot."""
+    nvdisasm = _nvdisasm(arch)
     out = tmp_path / (name[:-5] + ".cubin")
     src = os.path.join(ROOT, "examples", name)
-    r = subprocess.run([sys.executable, "-m", "sassas", "asm", src, "-o", str(out), "--arch", "sm_90"],
+    r = subprocess.run([sys.executable, "-m", "sassas", "asm", src, "-o", str(out), "--arch", arch],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     listing = subprocess.run([nvdisasm, "-hex", str(out)], capture_output=True, text=True, check=True)
@@ -53,19 +72,26 @@ def test_cli_assembles_and_nvdisasm_shows_the_source(name, tmp_path):
     decoded = _listing_instructions(listing.stdout)
 
     with open(src) as f:
-        program = sassas.parse(f.read(), "sm_90", src)
+        program = sassas.parse(f.read(), arch, src)
     kernel = program.kernels[0]
-    resolve_kernel(kernel, get_arch("sm_90"))
-    isa = get_isa("sm_90")
+    resolve_kernel(kernel, get_arch(arch))
+    if any(inst.control is None for inst in kernel.instructions):
+        schedule_kernel(kernel, get_arch(arch))
+    isa = get_isa(arch)
     written = kernel.instructions
     assert len(decoded) >= len(written)
+    descriptor = f"c[0x0][{constant_slot('memoryDescriptor', get_arch(arch)):#x}]"
+    descriptor_reads = [text for _a, text, _c in decoded if text.startswith("ULDC.64")]
+    assert descriptor_reads and all(t.endswith(descriptor) for t in descriptor_reads), descriptor_reads
     for inst, (address, text, control) in zip(written, decoded):
         assert address == inst.address
         # Same instruction: nvdisasm's text parses to what the source said (labels resolved).
         theirs = parse_instruction(text + " ;")
         ours_text = isa.format(inst)
         assert (theirs.opcode, theirs.modifiers) == (inst.opcode, inst.modifiers), (text, ours_text)
-        if not any(op.kind == "L" for op in inst.operands):
+        # (sm_80..sm_89 print no `desc[UR4]`: the descriptor register is a hidden field there)
+        hidden = inst.opcode in isa.descriptor_opcodes and "desc[" not in text
+        if not any(op.kind == "L" for op in inst.operands) and not hidden:
             assert [(o.kind, o.values, o.flags - {"reuse"}) for o in theirs.operands] == \
                    [(o.kind, o.values, o.flags - {"reuse"}) for o in inst.operands], (text, ours_text)
         # Same control code, field by field.
