@@ -6,22 +6,41 @@ import os
 import sys
 from typing import Optional
 
-from .arch import ARCHS
+from .arch import ARCHS, get_arch
 from .errors import SassError
+from .files import decode_source, read_source, write_atomic
+
+# Exit codes: 1 for an error in the input (diagnostics printed), 2 for a bad command line
+# (argparse's) and for an error inside sassas itself.
+EXIT_INPUT, EXIT_USAGE, EXIT_INTERNAL = 1, 2, 2
+TRACEBACK_ENV = "SASSAS_TRACEBACK"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line: `sassas asm: error: ...`, exit code 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _arch_name(text: str) -> str:
+    try:
+        return get_arch(text).name
+    except SassError as e:
+        raise argparse.ArgumentTypeError(e.message) from None
 
 
 def _arch_arg(p: argparse.ArgumentParser, required: bool = True):
-    p.add_argument("--arch", "-arch", required=required, metavar="sm_XX",
+    p.add_argument("--arch", "-arch", required=required, metavar="sm_XX", type=_arch_name,
                    help=f"target architecture: {', '.join(ARCHS)}")
 
 
 def _cmd_asm(args) -> int:
     from .assembler import assemble
     if args.input == "-":
-        text, name = sys.stdin.read(), "<stdin>"
+        text, name = decode_source(sys.stdin.buffer.read(), "<stdin>"), "<stdin>"
     else:
-        with open(args.input) as f:
-            text, name = f.read(), args.input
+        text, name = read_source(args.input), args.input
     cubin = assemble(text, args.arch, filename=name, include_dirs=tuple(args.include),
                      kernel_name=args.kernel_name, allow_exec=not args.no_exec,
                      auto_reuse=args.auto_reuse, warnings_as_errors=args.werror,
@@ -53,8 +72,7 @@ def _cmd_disasm(args) -> int:
     from .disasm import disassemble_file
     text = disassemble_file(args.input, kernel=args.kernel)
     if args.output:
-        with open(args.output, "w") as f:
-            f.write(text)
+        write_atomic(args.output, text)
     else:
         sys.stdout.write(text)
     return 0
@@ -74,8 +92,8 @@ def _cmd_isa(args) -> int:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="sassas", description="SASS assembler for NVIDIA Volta..Hopper")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="sassas", description="SASS assembler for NVIDIA Volta..Hopper")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("asm", help="assemble SASS source into a cubin")
     p.add_argument("input", help="source file (.sass), or - for standard input")
@@ -119,12 +137,20 @@ def main(argv: Optional[list[str]] = None) -> int:
         return args.func(args)
     except SassError as e:
         print(str(e), file=sys.stderr)
-        return 1
+        return EXIT_INPUT
     except OSError as e:
-        print(f"sassas: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
-        return 1
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"sassas: error: {where}{e.strerror or e}", file=sys.stderr)
+        return EXIT_INPUT
     except KeyboardInterrupt:
         return 130
+    except Exception as e:
+        # A bug in sassas, not in the input: one line for the user, the traceback on request.
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        print(f"sassas: internal error: {type(e).__name__}: {e} (please report it; set {TRACEBACK_ENV}=1 "
+              "for the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -541,8 +541,8 @@ def check_file(path: str, arch: str, text: Optional[str] = None) -> list[Hazard]
     from .resolve import resolve_kernel
     from .schedule import schedule_kernel
     if text is None:
-        with open(path) as f:
-            text = f.read()
+        from .files import read_source
+        text = read_source(path)
     if is_listing(text):
         kernels, errors = read_listing(text, path)
         hazards = [Hazard("warning", e.message, e.loc, kind="unreadable") for e in errors]
