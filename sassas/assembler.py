@@ -102,6 +102,8 @@ def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, inclu
             schedule_kernel(kernel, target)
             apply_yield_strategy(kernel, yield_strategy)
         encoded = encode_kernel(kernel, target, isa)
+        for message, loc in encoded.warnings:
+            diags.warn(message, loc)
         for message, loc in barrier_raise_warnings(kernel, target.name):
             diags.warn(message, loc)
         images.append(_image(encoded))

@@ -13,6 +13,7 @@ Text form ``wait:read:write:yield:stall``, e.g. ``--:-:1:Y:4``:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 from .ast import NO_BARRIER, ControlCode, Loc
@@ -59,8 +60,94 @@ def check_legal(code: ControlCode, loc: Optional[Loc] = None) -> None:
     """Combinations the hardware (and nvdisasm) reject."""
     if code.stall > 15:
         raise SassError(f"stall {code.stall} out of range 0..15", loc)
-    if not code.yield_ and (code.stall == 0 or code.stall >= 12):
-        raise SassError(f"stall {code.stall} needs the yield flag 'Y': without it only stalls 1..11 are legal", loc)
+    for rule in CONTROL_RULES:
+        if rule.severity == "error" and rule.holds(code.bits):
+            raise SassError(rule.message.format(stall=code.stall), loc)
+
+
+# ---- the validity model: control codes nvdisasm rejects or prints otherwise ---------------
+
+@dataclass(frozen=True)
+class ControlRule:
+    """A set of control codes (c = word >> 105) that nvdisasm rejects ("error") or reads
+    otherwise than written ("warning"): those with the yield flag as given, a stall in
+    `stalls`, and reuse slots of which any of `reuse_any` or all of `reuse_all` are set (no
+    condition on reuse where both are 0)."""
+    name: str
+    severity: str
+    yield_: bool
+    stalls: frozenset
+    reuse_any: int = 0
+    reuse_all: int = 0
+    message: str = ""
+
+    def holds(self, c: int) -> bool:
+        if (not c >> 4 & 1) != self.yield_ or c & 0xF not in self.stalls:
+            return False
+        reuse = c >> 17 & 0xF
+        if self.reuse_any and not reuse & self.reuse_any:
+            return False
+        return not self.reuse_all or reuse & self.reuse_all == self.reuse_all
+
+
+_ALL_STALLS = frozenset(range(16))
+_REUSE_SLOTS_0_2 = 0b0111
+# Measured with nvdisasm 12.8 (sm_70) and 13.5 (sm_75..sm_90): every control code of FFMA,
+# IADD3, MOV and LDS (16 stalls x 2 yield values x 16 reuse masks), the same on every arch and
+# form. With the yield flag 'Y' (hardware bit 0) the reuse bits of slots 0..2 are not reuse
+# flags to nvdisasm: it prints no `.reuse`, rejects any of them at stall 0 and slots 1 and 2
+# together at any stall ("undefined value ... for table 'TABLES_opex_N'"); slot 3 is free.
+CONTROL_RULES = (
+    ControlRule("stall-needs-yield", "error", False, frozenset({0, 12, 13, 14, 15}),
+                message="stall {stall} needs the yield flag 'Y': without it only stalls 1..11 are legal"),
+    ControlRule("yield-stall0-reuse", "error", True, frozenset({0}), reuse_any=_REUSE_SLOTS_0_2,
+                message="a .reuse flag with the yield flag 'Y' and stall 0 makes a word the GPU does not "
+                        "define (nvdisasm: undefined value for table opex); drop the .reuse, or the 'Y', "
+                        "or give a stall of 1 or more"),
+    ControlRule("yield-reuse-slots-1-2", "error", True, _ALL_STALLS, reuse_all=0b0110,
+                message=".reuse on reuse slots 1 and 2 together (the operands in the B and C positions) with the yield flag 'Y' "
+                        "makes a word the GPU does not define (nvdisasm: undefined value for table opex); "
+                        "drop the .reuse flags or the 'Y'"),
+    ControlRule("yield-reuse-unprinted", "warning", True, _ALL_STALLS - {0}, reuse_any=_REUSE_SLOTS_0_2,
+                message=".reuse with the yield flag 'Y': nvdisasm reads these bits as no reuse flag and "
+                        "prints no .reuse; drop the .reuse or the 'Y'"),
+)
+# Control fields that decide whether a word needs a closer look (CONTROL_RULES, per-form rules).
+_YIELD_BIT, _REUSE_0_2 = 1 << 4, _REUSE_SLOTS_0_2 << 17
+_NO_BARRIERS_NO_WAIT = 0x3F << 5
+
+
+def control_problems(inst, c: int, arch: str) -> list[tuple[str, str]]:
+    """(severity, message) for each rule that the control code `c` (word >> 105) of the
+    encoded instruction `inst` breaks: CONTROL_RULES, and the fields its form does not take
+    (sassas.isa.control_rules, learned per arch)."""
+    from .isa.control_rules import FIELDS, form_control_rules
+    from .isa.model import form_key, form_name
+    out = [(r.severity, r.message.format(stall=c & 0xF)) for r in CONTROL_RULES if r.holds(c)]
+    rules = form_control_rules(arch)
+    if inst.opcode in rules.opcodes_with_rules:
+        form = form_name(*form_key(inst))
+        for field, (shift, mask, none) in FIELDS.items():
+            if c >> shift & mask != none and rules.refuses(field, inst.opcode, form):
+                what = field.replace("_", " ")
+                out.append(("error", f"{form} takes no {what} on {arch} (nvdisasm rejects the word); "
+                                     f"write '-' in the control code's {what} field" if field != "wait_mask" else
+                                     f"{form} takes no {what} on {arch} (nvdisasm rejects the word); write '--'"))
+    return out
+
+
+def may_break_rules(c: int, opcode: str, arch: str) -> bool:
+    """Cheap test, for every encoded word, whether control_problems can find anything."""
+    if c & _YIELD_BIT:
+        stall = c & 0xF
+        if stall == 0 or stall >= 12:
+            return True
+    elif c & _REUSE_0_2:
+        return True
+    if c & _NO_BARRIERS_NO_WAIT != _NO_BARRIERS_NO_WAIT or c >> 11 & 0x3F:
+        from .isa.control_rules import form_control_rules
+        return opcode in form_control_rules(arch).opcodes_with_rules
+    return False
 
 
 def format_control(code: ControlCode) -> str:
