@@ -7,7 +7,7 @@ import sys
 from typing import Optional
 
 from .arch import ARCHS, get_arch
-from .errors import SassError
+from .errors import SassError, SassErrors
 from .files import decode_source, read_source, write_atomic
 
 # Exit codes: 1 for an error in the input (diagnostics printed), 2 for a bad command line
@@ -136,7 +136,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         return args.func(args)
     except SassError as e:
-        print(str(e), file=sys.stderr)
+        errors = e.errors if isinstance(e, SassErrors) else [e]
+        for err in errors:
+            # A diagnostic with a place reads like a compiler's; one without, like the tool's.
+            print(err.diagnostic.render() if err.loc else f"sassas: error: {err.message}", file=sys.stderr)
         return EXIT_INPUT
     except OSError as e:
         where = f"{e.filename}: " if e.filename else ""

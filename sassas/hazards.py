@@ -534,6 +534,15 @@ def calibrate(kernels: Iterable[Kernel], arch: str) -> dict[tuple[str, str], tup
 
 def check_file(path: str, arch: str, text: Optional[str] = None) -> list[Hazard]:
     """Check a sassas source file, or a `cuobjdump -sass` / `nvdisasm -hex` listing."""
+    kernels, hazards = _checked_kernels(path, arch, text)
+    for kernel in kernels:
+        hazards += check(kernel, arch)
+    return hazards
+
+
+def _checked_kernels(path: str, arch: str, text: Optional[str] = None) -> tuple[list[Kernel], list[Hazard]]:
+    """The kernels of a source file or listing as `sassas asm` would build them, and the
+    listing's lines that could not be read (as warnings)."""
     from .arch import get_arch
     from .assembler import parse
     from .listing import read_listing
@@ -545,19 +554,42 @@ def check_file(path: str, arch: str, text: Optional[str] = None) -> list[Hazard]
         text = read_source(path)
     if is_listing(text):
         kernels, errors = read_listing(text, path)
-        hazards = [Hazard("warning", e.message, e.loc, kind="unreadable") for e in errors]
-    else:
-        program = parse(text, arch, path)
-        target = get_arch(arch)
-        for kernel in program.kernels:
-            resolve_kernel(kernel, target)
-            # What `sassas asm` would build: instructions without a control code get one.
-            if any(inst.control is None for inst in kernel.instructions):
-                schedule_kernel(kernel, target)
-        kernels, hazards = program.kernels, []
-    for kernel in kernels:
-        hazards += check(kernel, arch)
-    return hazards
+        return kernels, [Hazard("warning", e.message, e.loc, kind="unreadable") for e in errors]
+    program = parse(text, arch, path)
+    target = get_arch(arch)
+    for kernel in program.kernels:
+        resolve_kernel(kernel, target)
+        # What `sassas asm` would build: instructions without a control code get one.
+        if any(inst.control is None for inst in kernel.instructions):
+            schedule_kernel(kernel, target)
+    return program.kernels, []
+
+
+def run_check(paths: list[str], arch: str, notes: bool = False, out=None) -> int:
+    """The `sassas check` command: print hazards like compiler diagnostics, and for a file
+    without any, what was checked; exit status 1 if any error or warning."""
+    out = out or sys.stdout
+    from .errors import SassError
+    bad = 0
+    for path in paths:
+        try:
+            kernels, hazards = _checked_kernels(path, arch)
+            for kernel in kernels:
+                hazards += check(kernel, arch)
+        except SassError as e:
+            print(str(e), file=out)
+            bad += 1
+            continue
+        shown = [h for h in hazards if h.severity != "note" or notes]
+        for h in shown:
+            print(h.render(), file=out)
+        found = sum(h.severity != "note" for h in hazards)
+        bad += found
+        if not found:
+            count = sum(len(k.instructions) for k in kernels)
+            print(f"{path}: {len(kernels)} kernel{'s' * (len(kernels) != 1)}, {count} instruction"
+                  f"{'s' * (count != 1)} checked for stalls, scoreboard barriers, reuse: no hazards", file=out)
+    return 1 if bad else 0
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -584,27 +616,6 @@ def main(argv: Optional[list[str]] = None) -> int:
         flag = "  <-- table above the observed minimum" if table > cycles else ""
         print(f"{producer:>12} -> {consumer:<12} min {cycles:2d}  table {table:2d}  ({p} -> {c}){flag}")
     return 0
-
-
-def run_check(paths: list[str], arch: str, notes: bool = False, out=None) -> int:
-    """The `sassas check` command: print hazards like compiler diagnostics; exit status 1 if
-    any error or warning."""
-    out = out or sys.stdout
-    from .errors import SassError
-    bad = 0
-    for path in paths:
-        try:
-            hazards = check_file(path, arch)
-        except SassError as e:
-            print(str(e), file=out)
-            bad += 1
-            continue
-        for h in hazards:
-            if h.severity == "note" and not notes:
-                continue
-            bad += h.severity != "note"
-            print(h.render(), file=out)
-    return 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ Fresh seed each run, printed (pytest -s, or in a failure); replay with SASSAS_FU
 from __future__ import annotations
 
 import functools
-import os
 import random
 import re
 
@@ -28,19 +27,13 @@ from sassas.isa import get_isa
 from sassas.isa.model import CONTROL_SHIFT
 from sassas.parse import parse_instruction, read_control
 
+from _fuzz import SEED_ENV, fuzz_seed
+
 ARCHS = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
-SEED_ENV = "SASSAS_FUZZ_SEED"
 SAMPLES = 600              # random lines an arch (about 6 s an arch on the 2-core machine)
 DUPLICATE_FLAG_RATE = 0.04
 CONTROL_MASK = ((1 << 23) - 1) << CONTROL_SHIFT
 LOW_BITS = 12              # opcode bits: flipping them mostly leaves the instruction set
-
-
-@functools.lru_cache(maxsize=None)
-def fuzz_seed() -> int:
-    seed = int(os.environ.get(SEED_ENV) or random.randrange(1 << 32))
-    print(f"\n{SEED_ENV}={seed}")
-    return seed
 
 
 def _example_words(arch: str) -> list[int]:
