@@ -78,12 +78,55 @@ def _cmd_disasm(args) -> int:
     return 0
 
 
+# What the pieces of `sassas isa`'s lines mean (printed, as '#' lines, for those that occur).
+FORM_LEGEND = (
+    (r"(?<![\w\[])R(?![\w\]])", "R", "register R0..R254 (RZ: R255)"),
+    (r"\bUR\b", "UR", "uniform register UR0..UR62 (URZ: UR63)"),
+    (r"(?<![\w\[])P\b", "P", "predicate P0..P6 (PT: P7)"),
+    (r"\bUP\b", "UP", "uniform predicate UP0..UP6 (UPT)"),
+    (r"\bB\b", "B", "convergence barrier register B0..B15"),
+    (r"\bSR\b", "SR", "special register (SR_TID.X, SR_CLOCKLO, ...)"),
+    (r"\bPR\b", "PR", "all predicates as one register"),
+    (r"\bSB\b", "SB", "scoreboard (SB0..SB5)"),
+    (r"(?<![\w\[+])I\b", "I", "immediate: integer or float"),
+    (r"\bL\b", "L", "branch target: a label"),
+    (r"C\[", "C[I][I]", "constant bank c[bank][offset] (C[I][R+I]: offset from a register)"),
+    (r"(?<![\w\]])\[(?!\.)", "[R+I]", "memory address: [R2+0x10], [UR4+0x10], [R2+UR4+0x10], [0x10]"),
+    (r"\bdesc\[", "desc[UR][R.64+I]", "global address with its memory descriptor in a uniform register pair"),
+    (r"gdesc\[", "gdesc[UR]", "warpgroup MMA matrix descriptor"),
+    (r"\bN\b|\bN\[", "N", "a name of the instruction set: gsb0, OPT_STACK, an address space (a[...], cx[UR4][...])"),
+    (r"\{I\}", "{I}", "a set of scoreboards: {4,3,2,1}"),
+    (r"\.INVALID", ".INVALIDn", "nvdisasm's own name for a modifier value it names no other way (kept to round-trip)"),
+    (r"#\d", ".X#2", "the second of a modifier written twice (.INVALID7.INVALID7)"),
+    (r"\.@g", ".@g!", "a negated guard predicate (@!P0)"),
+    (r"\.@\d", ".@N<flag>", "a flag of operand N, from 0 = the first: .@1- is -R1, .@2| is |R2|, "
+                              ".@2.64 is R2.64, .@4! is !P1"),
+)
+
+
+def _legend(lines: list[str]) -> list[str]:
+    import re
+    text = "\n".join(lines)
+    found = [(piece, meaning) for pattern, piece, meaning in FORM_LEGEND if re.search(pattern, text)]
+    width = max((len(p) for p, _ in found), default=0)
+    hidden = "   (+ hidden descriptor UR: a field nvdisasm does not print)" if "hidden descriptor" in text else ""
+    return [f"# FORM   [modifiers it takes]{hidden}"] + \
+        [f"#   {p:<{width}}  {m}" for p, m in found]
+
+
 def _cmd_isa(args) -> int:
+    import difflib
+
     from .isa import get_isa
     isa = get_isa(args.arch)
     forms = [f for f in isa.forms() if args.opcode is None or f.split()[0] == args.opcode.upper()]
     if not forms:
-        raise SassError(f"no opcode '{args.opcode}' on {isa.arch}")
+        opcodes = sorted({f.split()[0] for f in isa.forms()})
+        close = difflib.get_close_matches(args.opcode.upper(), opcodes, n=3)
+        raise SassError(f"no opcode '{args.opcode}' on {isa.arch}" + (f"; did you mean {', '.join(close)}?"
+                                                                      if close else ""))
+    if not args.no_legend:
+        print("\n".join(_legend(forms)))
     for line in forms:
         print(line)
     if args.opcode is None:
@@ -130,6 +173,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p = sub.add_parser("isa", help="list the instruction forms an architecture supports")
     _arch_arg(p)
     p.add_argument("opcode", nargs="?", help="only this opcode")
+    p.add_argument("--no-legend", action="store_true", help="leave out the '#' lines that explain the notation")
     p.set_defaults(func=_cmd_isa)
 
     args = parser.parse_args(argv)
@@ -140,6 +184,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         for err in errors:
             # A diagnostic with a place reads like a compiler's; one without, like the tool's.
             print(err.diagnostic.render() if err.loc else f"sassas: error: {err.message}", file=sys.stderr)
+        return EXIT_INPUT
+    except BrokenPipeError:
+        # The reader went away (`sassas isa ... | head`): nothing more to say.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_INPUT
     except OSError as e:
         where = f"{e.filename}: " if e.filename else ""
