@@ -6,13 +6,14 @@ import os
 import random
 
 SEED_ENV = "SASSAS_FUZZ_SEED"
+SEEN: list[int] = []           # the run's seed, once drawn (conftest.py reports it)
 
 
 @functools.lru_cache(maxsize=None)
 def fuzz_seed() -> int:
-    """One seed for the whole test run (pytest -s shows it; failures name it)."""
+    """One seed for the whole test run (the summary shows it; failures name it)."""
     seed = int(os.environ.get(SEED_ENV) or random.randrange(1 << 32))
-    print(f"\n{SEED_ENV}={seed}")
+    SEEN.append(seed)
     return seed
 
 

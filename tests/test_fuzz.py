@@ -3,8 +3,8 @@ non-UTF-8 files), listings, cubins (`disasm` and the ELF reader behind `load`) a
 line. Whatever the input, the answer is a result or diagnostics (file:line:col for sources, a
 one-line error otherwise) with exit code 1 or 2: never a traceback, never a partial output.
 
-Fresh seed each run, printed (pytest -s, or in a failure); replay with SASSAS_FUZZ_SEED=N.
-The counts of what was tried are printed with -s.
+Fresh seed each run, printed in the summary and in a failure; replay with SASSAS_FUZZ_SEED=N.
+The counts of what was tried are in the run's summary (tests/conftest.py).
 """
 from __future__ import annotations
 
@@ -118,16 +118,16 @@ def _assemble_or_diagnose(text: str, arch: str, outcomes: dict):
         outcomes["error"] += 1
 
 
-def test_mutated_programs_never_crash():
+def test_mutated_programs_never_crash(report):
     rng = rng_for("programs")
     outcomes = {"ok": 0, "error": 0}
     for n in range(PROGRAMS):
         _assemble_or_diagnose(mutate(SEEDS[n % len(SEEDS)], rng), rng.choice(ARCHS[1:]), outcomes)
-    print(f"mutated programs: {PROGRAMS} ({outcomes})")
+    report(f"fuzz: mutated programs: {PROGRAMS} ({outcomes})")
     assert outcomes["error"] > PROGRAMS // 3
 
 
-def test_random_bytes_as_source():
+def test_random_bytes_as_source(report):
     rng = rng_for("bytes")
     outcomes = {"ok": 0, "error": 0}
     for _ in range(PROGRAMS):
@@ -139,17 +139,17 @@ def test_random_bytes_as_source():
             outcomes["error"] += 1
             continue
         _assemble_or_diagnose(text, "sm_90", outcomes)
-    print(f"random-byte sources: {PROGRAMS} ({outcomes})")
+    report(f"fuzz: random-byte sources: {PROGRAMS} ({outcomes})")
 
 
-def test_mutated_listings_never_crash():
+def test_mutated_listings_never_crash(report):
     rng = rng_for("listings")
     listings = [listing_of(sassas.assemble(SAXPY, arch).data) for arch in ("sm_80", "sm_90")]
     outcomes = {"ok": 0, "error": 0}
     for n in range(PROGRAMS // 2):
         arch = ("sm_80", "sm_90")[n % 2]
         _assemble_or_diagnose(mutate(listings[n % 2], rng), arch, outcomes)
-    print(f"mutated listings: {PROGRAMS // 2} ({outcomes})")
+    report(f"fuzz: mutated listings: {PROGRAMS // 2} ({outcomes})")
 
 
 # ---- cubins -----------------------------------------------------------------------------------
@@ -186,7 +186,7 @@ def cubins():
             for src in (SAXPY, _CODE_BLOCK.sub("", ORACLE_PROGRAM))]
 
 
-def test_damaged_cubins_never_crash(cubins):
+def test_damaged_cubins_never_crash(cubins, report):
     """`disasm` and the ELF reader behind `load`: a damaged cubin is CubinFormatError / SassError."""
     rng = rng_for("cubins")
     outcomes = {"read": 0, "refused": 0}
@@ -201,7 +201,7 @@ def test_damaged_cubins_never_crash(cubins):
             disassemble(data, source_name="fuzz.cubin")
         except SassError as e:
             assert "\n" not in str(e).strip(), f"{replay()}: more than one line: {e}"
-    print(f"damaged cubins: {CUBINS} ({outcomes})")
+    report(f"fuzz: damaged cubins: {CUBINS} ({outcomes})")
     assert outcomes["refused"] > CUBINS // 10
 
 
@@ -264,7 +264,7 @@ def _command_lines(tmp_path, cubin: bytes, rng):
         yield argv, out
 
 
-def test_command_lines_in_process(tmp_path, capsys, cubins):
+def test_command_lines_in_process(tmp_path, capsys, cubins, report):
     rng = rng_for("cli")
     codes = {}
     for (argv, out), _ in zip(_command_lines(tmp_path, cubins[0], rng), range(COMMAND_LINES)):
@@ -283,7 +283,7 @@ def test_command_lines_in_process(tmp_path, capsys, cubins):
         for name in ("out.cubin",):
             if (tmp_path / name).exists():
                 (tmp_path / name).unlink()
-    print(f"command lines (in process): {COMMAND_LINES} (exit codes {codes})")
+    report(f"fuzz: command lines (in process): {COMMAND_LINES} (exit codes {codes})")
 
 
 @pytest.mark.parametrize("case", ["unknown-arch", "unknown-option", "missing", "binary", "directory-out",

@@ -145,6 +145,7 @@ def _with_values(inst, vals):
     return out
 
 
+@pytest.mark.corpus
 @pytest.mark.skipif(not oracle.have_tools(ARCH), reason="ptxas/nvdisasm not installed")
 def test_corpus_round_trip(isa):
     """Every corpus word re-encodes from nvdisasm's text bit-exactly and prints back."""

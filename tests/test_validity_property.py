@@ -9,7 +9,7 @@ assembler; the ones it refuses are dropped, the cubin's words go to nvdisasm in 
 arch, and each must come back (a) accepted and (b), unless sassas warned about the line, as the
 same instruction with the same control fields.
 
-Fresh seed each run, printed (pytest -s, or in a failure); replay with SASSAS_FUZZ_SEED=N.
+Fresh seed each run, printed in the summary and in a failure; replay with SASSAS_FUZZ_SEED=N.
 """
 from __future__ import annotations
 
@@ -123,16 +123,17 @@ def _run(arch: str):
     (_, code), = oracle.text_sections(cubin.data)
     words = oracle.words_of(code)[:len(kept)]
     seen = oracle.disassemble(words, arch)
-    print(f"{arch}: {len(lines)} lines ({duplicates} with a flag written twice), {refused} refused, "
-          f"{len(kept)} accepted, {len(warned)} of them with a warning")
-    return seed, kept, words, seen, warned
+    summary = (f"validity {arch}: {len(lines)} random lines ({duplicates} with a flag written twice), {refused} "
+               f"refused, {len(kept)} words accepted and sent to nvdisasm, {len(warned)} of them with a warning")
+    return seed, kept, words, seen, warned, summary
 
 
 @pytest.mark.oracle
 @pytest.mark.parametrize("arch", ARCHS)
-def test_accepted_words_are_valid(arch):
+def test_accepted_words_are_valid(arch, report):
     """Every word sassas writes is one nvdisasm accepts, with the control fields written."""
-    seed, kept, words, seen, _warned = _run(arch)
+    seed, kept, words, seen, _warned, summary = _run(arch)
+    report(summary)
     assert not any(".reuse.reuse" in line for line in kept), f"{SEED_ENV}={seed}: a duplicate flag was accepted"
     rejected = [(line, f"{w:032x}") for line, w in zip(kept, words) if seen[w] is None]
     assert not rejected, f"{SEED_ENV}={seed}: nvdisasm rejects {len(rejected)} accepted words: {rejected[:5]}"
@@ -148,7 +149,7 @@ def test_accepted_words_are_valid(arch):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_accepted_words_print_as_written(arch):
     """Every word that sassas writes without a warning prints as the line that made it."""
-    seed, kept, words, seen, warned = _run(arch)
+    seed, kept, words, seen, warned, _summary = _run(arch)
     differ = []
     for i, (line, w) in enumerate(zip(kept, words)):
         got = seen[w]
