@@ -146,7 +146,7 @@ def _with_values(inst, vals):
 
 
 @pytest.mark.corpus
-@pytest.mark.skipif(not oracle.have_tools(ARCH), reason="ptxas/nvdisasm not installed")
+@pytest.mark.skipif(oracle.missing_tools(ARCH) is not None, reason=str(oracle.missing_tools(ARCH)))
 def test_corpus_round_trip(isa):
     """Every corpus word re-encodes from nvdisasm's text bit-exactly and prints back."""
     from sassas.isa import corpus, fit

@@ -111,10 +111,9 @@ def _control_fields(code: ControlCode):
 def _run(arch: str):
     """One arch's random lines through sassas and nvdisasm (shared by the tests below)."""
     oracle = pytest.importorskip("sassas.isa.oracle")
-    try:
-        oracle.find_tool("nvdisasm", arch)
-    except oracle.OracleMissing as e:
-        pytest.skip(f"nvdisasm for {arch} is not installed: {e}")
+    why = oracle.missing_tools(arch, ("nvdisasm",))
+    if why:
+        pytest.skip(why)
     seed = fuzz_seed()
     rng = random.Random(f"{seed}-{arch}")
     lines, duplicates = random_lines(arch, rng, SAMPLES)
