@@ -91,7 +91,7 @@ class ControlRule:
 
 
 _ALL_STALLS = frozenset(range(16))
-_REUSE_SLOTS_0_2 = 0b0111
+REUSE_SLOTS_0_2 = 0b0111
 # Measured with nvdisasm 12.8 (sm_70) and 13.5 (sm_75..sm_90): every control code of FFMA,
 # IADD3, MOV and LDS (16 stalls x 2 yield values x 16 reuse masks), the same on every arch and
 # form. With the yield flag 'Y' (hardware bit 0) the reuse bits of slots 0..2 are not reuse
@@ -100,7 +100,7 @@ _REUSE_SLOTS_0_2 = 0b0111
 CONTROL_RULES = (
     ControlRule("stall-needs-yield", "error", False, frozenset({0, 12, 13, 14, 15}),
                 message="stall {stall} needs the yield flag 'Y': without it only stalls 1..11 are legal"),
-    ControlRule("yield-stall0-reuse", "error", True, frozenset({0}), reuse_any=_REUSE_SLOTS_0_2,
+    ControlRule("yield-stall0-reuse", "error", True, frozenset({0}), reuse_any=REUSE_SLOTS_0_2,
                 message="a .reuse flag with the yield flag 'Y' and stall 0 makes a word the GPU does not "
                         "define (nvdisasm: undefined value for table opex); drop the .reuse, or the 'Y', "
                         "or give a stall of 1 or more"),
@@ -108,48 +108,10 @@ CONTROL_RULES = (
                 message=".reuse on reuse slots 1 and 2 together (the operands in the B and C positions) with the yield flag 'Y' "
                         "makes a word the GPU does not define (nvdisasm: undefined value for table opex); "
                         "drop the .reuse flags or the 'Y'"),
-    ControlRule("yield-reuse-unprinted", "warning", True, _ALL_STALLS - {0}, reuse_any=_REUSE_SLOTS_0_2,
+    ControlRule("yield-reuse-unprinted", "warning", True, _ALL_STALLS - {0}, reuse_any=REUSE_SLOTS_0_2,
                 message=".reuse with the yield flag 'Y': nvdisasm reads these bits as no reuse flag and "
                         "prints no .reuse; drop the .reuse or the 'Y'"),
 )
-# Control fields that decide whether a word needs a closer look (CONTROL_RULES, per-form rules).
-_YIELD_BIT, _REUSE_0_2 = 1 << 4, _REUSE_SLOTS_0_2 << 17
-_NO_BARRIERS_NO_WAIT = 0x3F << 5
-
-
-def control_problems(inst, c: int, arch: str) -> list[tuple[str, str]]:
-    """(severity, message) for each rule that the control code `c` (word >> 105) of the
-    encoded instruction `inst` breaks: CONTROL_RULES, and the fields its form does not take
-    (sassas.isa.control_rules, learned per arch)."""
-    from .isa.control_rules import FIELDS, form_control_rules
-    from .isa.model import form_key, form_name
-    out = [(r.severity, r.message.format(stall=c & 0xF)) for r in CONTROL_RULES if r.holds(c)]
-    rules = form_control_rules(arch)
-    if inst.opcode in rules.opcodes_with_rules:
-        form = form_name(*form_key(inst))
-        for field, (shift, mask, none) in FIELDS.items():
-            if c >> shift & mask != none and rules.refuses(field, inst.opcode, form):
-                what = field.replace("_", " ")
-                out.append(("error", f"{form} takes no {what} on {arch} (nvdisasm rejects the word); "
-                                     f"write '-' in the control code's {what} field" if field != "wait_mask" else
-                                     f"{form} takes no {what} on {arch} (nvdisasm rejects the word); write '--'"))
-    return out
-
-
-def may_break_rules(c: int, opcode: str, arch: str) -> bool:
-    """Cheap test, for every encoded word, whether control_problems can find anything."""
-    if c & _YIELD_BIT:
-        stall = c & 0xF
-        if stall == 0 or stall >= 12:
-            return True
-    elif c & _REUSE_0_2:
-        return True
-    if c & _NO_BARRIERS_NO_WAIT != _NO_BARRIERS_NO_WAIT or c >> 11 & 0x3F:
-        from .isa.control_rules import form_control_rules
-        return opcode in form_control_rules(arch).opcodes_with_rules
-    return False
-
-
 def format_control(code: ControlCode) -> str:
     # Two decimal digits, as TuringAs reads the field (see sassas.parse.read_control).
     wait = f"{code.wait_mask:02d}" if code.wait_mask else "--"

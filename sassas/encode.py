@@ -5,10 +5,10 @@ from dataclasses import dataclass, field
 
 from .arch import Arch
 from .ast import ControlCode, Instruction, Kernel
-from .control import control_problems, may_break_rules
 from .errors import SassError, SassErrors
 from .isa.model import CONTROL_SHIFT
 from .operands import value_pieces
+from .validity import control_problems, may_break_rules
 
 ALL_BITS = (1 << 128) - 1
 
