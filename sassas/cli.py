@@ -30,6 +30,15 @@ def _arch_name(text: str) -> str:
         raise argparse.ArgumentTypeError(e.message) from None
 
 
+def _yield_strategy(text: str) -> str:
+    from .schedule import apply_yield_strategy
+    try:
+        apply_yield_strategy([], text)           # no instructions: only reads the strategy
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"unknown strategy {text!r}: 'natural' or 'every:N' with N >= 1") from None
+    return text
+
+
 def _arch_arg(p: argparse.ArgumentParser, required: bool = True):
     p.add_argument("--arch", "-arch", required=required, metavar="sm_XX", type=_arch_name,
                    help=f"target architecture: {', '.join(ARCHS)}")
@@ -149,7 +158,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--auto-reuse", action="store_true", help="set operand .reuse flags where it is safe")
     p.add_argument("-Werror", "--warnings-as-errors", dest="werror", action="store_true",
                    help="treat warnings as errors")
-    p.add_argument("--yield", dest="yield_strategy", metavar="STRATEGY",
+    p.add_argument("--yield", dest="yield_strategy", metavar="STRATEGY", type=_yield_strategy,
                    help="set every yield flag: 'natural' (only where a stall needs it) or 'every:N'")
     p.add_argument("--check", action="store_true",
                    help="run `sassas check` on the result: a hazard that is an error writes no cubin "
