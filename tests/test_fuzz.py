@@ -248,7 +248,14 @@ def _command_lines(tmp_path, cubin: bytes, rng):
     outputs = [None, tmp_path / "out.cubin", folder, tmp_path / "no" / "such" / "dir.cubin", tmp_path / "out/"]
     extras = [[], [], [], ["--bogus"], ["-Werror"], ["--check"], ["-o"], ["--kernel", "nope"],
               ["--yield", rng.choice(["natural", "every:2", "every:0", "every:x", "sometimes"])]]
+    valid = [["asm", str(good), "--arch", "sm_90", "-o", str(tmp_path / "out.cubin")],
+             ["asm", str(good), "--arch", "sm_80", "--yield", "every:3", "-o", str(tmp_path / "out.cubin")],
+             ["disasm", str(cub)], ["disasm", str(cub), "-o", str(tmp_path / "out.cubin")],
+             ["check", str(good), "--arch", "sm_89"], ["isa", "--arch", "sm_75", "FFMA"]]
     while True:
+        if rng.random() < 0.25:
+            yield rng.choice(valid), None
+            continue
         cmd = rng.choice(["asm", "asm", "asm", "disasm", "check", "isa", "frobnicate"])
         argv = [cmd]
         if cmd != "isa" and rng.random() < 0.95:
