@@ -158,3 +158,29 @@ def test_accepted_words_print_as_written(arch):
         if _canonical(parse_instruction(got.text)) != _canonical(parse_instruction(text)):
             differ.append((line, got.text))
     assert not differ, f"{SEED_ENV}={seed}: {len(differ)} words print otherwise than written: {differ[:5]}"
+
+
+@pytest.mark.oracle
+@pytest.mark.corpus
+@pytest.mark.parametrize("arch", ARCHS)
+def test_ptxas_words_break_no_rule(arch, report):
+    """The rules refuse nothing ptxas writes: every word of the learning corpus (ptxas 12.9's
+    code for the PTX corpus) that nvdisasm reads passes the encoder's check."""
+    from sassas.isa import corpus, oracle
+    from sassas.validity import control_problems, may_break_rules
+    why = oracle.missing_tools(arch)
+    if why:
+        pytest.skip(why)
+    isa = get_isa(arch)
+    seen = oracle.disassemble(corpus.build(arch), arch, oracle.DisasmCache(arch))
+    checked, flagged = 0, []
+    for word, d in seen.items():
+        inst = isa.decode(word, d.address) if d is not None else None
+        if inst is None:
+            continue
+        checked += 1
+        c = word >> CONTROL_SHIFT
+        if may_break_rules(c, inst.opcode, arch):
+            flagged += [(d.text, message) for _severity, message in control_problems(inst, c, arch)]
+    report(f"validity {arch}: {checked} ptxas words of the learning corpus, {len(flagged)} flagged")
+    assert checked and not flagged, flagged[:5]
