@@ -62,7 +62,7 @@ def check_legal(code: ControlCode, loc: Optional[Loc] = None) -> None:
         raise SassError(f"stall {code.stall} out of range 0..15", loc)
     for rule in CONTROL_RULES:
         if rule.severity == "error" and rule.holds(code.bits):
-            raise SassError(rule.message.format(stall=code.stall), loc)
+            raise SassError(rule.describe(code.bits), loc)
 
 
 # ---- the validity model: control codes nvdisasm rejects or prints otherwise ---------------
@@ -89,6 +89,10 @@ class ControlRule:
             return False
         return not self.reuse_all or reuse & self.reuse_all == self.reuse_all
 
+    def describe(self, c: int) -> str:
+        """The diagnostic for control code `c`, ending in the rule's name."""
+        return f"{self.message.format(stall=c & 0xF)} [{self.name}]"
+
 
 _ALL_STALLS = frozenset(range(16))
 REUSE_SLOTS_0_2 = 0b0111
@@ -105,13 +109,15 @@ CONTROL_RULES = (
                         "define (nvdisasm: undefined value for table opex); drop the .reuse, or the 'Y', "
                         "or give a stall of 1 or more"),
     ControlRule("yield-reuse-slots-1-2", "error", True, _ALL_STALLS, reuse_all=0b0110,
-                message=".reuse on reuse slots 1 and 2 together (the operands in the B and C positions) with the yield flag 'Y' "
-                        "makes a word the GPU does not define (nvdisasm: undefined value for table opex); "
-                        "drop the .reuse flags or the 'Y'"),
+                message=".reuse on reuse slots 1 and 2 together (the operands in the B and C positions) "
+                        "with the yield flag 'Y' makes a word the GPU does not define (nvdisasm: undefined "
+                        "value for table opex); drop the .reuse flags or the 'Y'"),
     ControlRule("yield-reuse-unprinted", "warning", True, _ALL_STALLS - {0}, reuse_any=REUSE_SLOTS_0_2,
                 message=".reuse with the yield flag 'Y': nvdisasm reads these bits as no reuse flag and "
                         "prints no .reuse; drop the .reuse or the 'Y'"),
 )
+
+
 def format_control(code: ControlCode) -> str:
     # Two decimal digits, as TuringAs reads the field (see sassas.parse.read_control).
     wait = f"{code.wait_mask:02d}" if code.wait_mask else "--"

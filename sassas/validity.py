@@ -18,7 +18,7 @@ def control_problems(inst, c: int, arch: str) -> list[tuple[str, str]]:
     """(severity, message) for each rule that the control code `c` (word >> 105) of the
     encoded instruction `inst` breaks: CONTROL_RULES, and the fields its form does not take
     (sassas.isa.control_rules, learned per arch)."""
-    out = [(r.severity, r.message.format(stall=c & 0xF)) for r in CONTROL_RULES if r.holds(c)]
+    out = [(r.severity, r.describe(c)) for r in CONTROL_RULES if r.holds(c)]
     rules = form_control_rules(arch)
     if inst.opcode in rules.opcodes_with_rules:
         form = form_name(*form_key(inst))
