@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from .errors import SassError
+
 
 @dataclass(frozen=True)
 class Arch:
@@ -110,14 +112,19 @@ def constant_slot(name: str, arch: Arch) -> int:
     return slot.offsets[arch.name]
 
 
+class UnknownArch(SassError, ValueError):
+    """An architecture sassas does not target (a SassError for the user, a ValueError for
+    callers that check a name)."""
+
+
 def get_arch(name: str) -> Arch:
     """'sm_90', 'sm90', 'SM90' or '90' -> the Arch."""
-    digits = name.lower().removeprefix("sm").lstrip("_")
+    digits = str(name).lower().removeprefix("sm").lstrip("_")
     key = f"sm_{digits}"
     try:
         return ARCHS[key]
     except KeyError:
-        raise ValueError(f"unknown architecture {name!r}; known: {', '.join(ARCHS)}") from None
+        raise UnknownArch(f"unknown architecture {name!r}; supported: {', '.join(ARCHS)}") from None
 
 
 def arch_from_sm(sm: int) -> Arch:

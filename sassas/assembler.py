@@ -11,6 +11,7 @@ from typing import Optional, Union
 from .arch import get_arch
 from .ast import Program
 from .errors import Diagnostic, Diagnostics
+from .files import read_source, write_atomic
 from .encode import EncodedKernel, encode_kernel
 from .parse import Lines, parse_program
 from .preprocess import preprocess
@@ -27,8 +28,8 @@ class Cubin:
     warnings: list[Diagnostic] = field(default_factory=list)
 
     def save(self, path: Union[str, os.PathLike]) -> None:
-        with open(path, "wb") as f:
-            f.write(self.data)
+        """Write the cubin: the whole file or, on an error, none (see sassas.files.write_atomic)."""
+        write_atomic(path, self.data)
 
     def __bytes__(self) -> bytes:
         return self.data
@@ -101,6 +102,8 @@ def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, inclu
             schedule_kernel(kernel, target)
             apply_yield_strategy(kernel, yield_strategy)
         encoded = encode_kernel(kernel, target, isa)
+        for message, loc in encoded.warnings:
+            diags.warn(message, loc)
         for message, loc in barrier_raise_warnings(kernel, target.name):
             diags.warn(message, loc)
         images.append(_image(encoded))
@@ -112,9 +115,7 @@ def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, inclu
 
 
 def assemble_file(path: Union[str, os.PathLike], arch: str = "sm_90", **kw) -> Cubin:
-    with open(path) as f:
-        text = f.read()
-    return assemble(text, arch, filename=str(path), **kw)
+    return assemble(read_source(path), arch, filename=str(path), **kw)
 
 
 def _image(enc: EncodedKernel):

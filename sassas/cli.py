@@ -6,22 +6,50 @@ import os
 import sys
 from typing import Optional
 
-from .arch import ARCHS
-from .errors import SassError
+from .arch import ARCHS, get_arch
+from .errors import SassError, SassErrors
+from .files import decode_source, read_source, write_atomic
+
+# Exit codes: 1 for an error in the input (diagnostics printed), 2 for a bad command line
+# (argparse's) and for an error inside sassas itself.
+EXIT_INPUT, EXIT_USAGE, EXIT_INTERNAL = 1, 2, 2
+TRACEBACK_ENV = "SASSAS_TRACEBACK"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line: `sassas asm: error: ...`, exit code 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _arch_name(text: str) -> str:
+    try:
+        return get_arch(text).name
+    except SassError as e:
+        raise argparse.ArgumentTypeError(e.message) from None
+
+
+def _yield_strategy(text: str) -> str:
+    from .schedule import apply_yield_strategy
+    try:
+        apply_yield_strategy([], text)           # no instructions: only reads the strategy
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"unknown strategy {text!r}: 'natural' or 'every:N' with N >= 1") from None
+    return text
 
 
 def _arch_arg(p: argparse.ArgumentParser, required: bool = True):
-    p.add_argument("--arch", "-arch", required=required, metavar="sm_XX",
+    p.add_argument("--arch", "-arch", required=required, metavar="sm_XX", type=_arch_name,
                    help=f"target architecture: {', '.join(ARCHS)}")
 
 
 def _cmd_asm(args) -> int:
     from .assembler import assemble
     if args.input == "-":
-        text, name = sys.stdin.read(), "<stdin>"
+        text, name = decode_source(sys.stdin.buffer.read(), "<stdin>"), "<stdin>"
     else:
-        with open(args.input) as f:
-            text, name = f.read(), args.input
+        text, name = read_source(args.input), args.input
     cubin = assemble(text, args.arch, filename=name, include_dirs=tuple(args.include),
                      kernel_name=args.kernel_name, allow_exec=not args.no_exec,
                      auto_reuse=args.auto_reuse, warnings_as_errors=args.werror,
@@ -53,19 +81,61 @@ def _cmd_disasm(args) -> int:
     from .disasm import disassemble_file
     text = disassemble_file(args.input, kernel=args.kernel)
     if args.output:
-        with open(args.output, "w") as f:
-            f.write(text)
+        write_atomic(args.output, text)
     else:
         sys.stdout.write(text)
     return 0
 
 
+# What the pieces of `sassas isa`'s lines mean (printed, as '#' lines, for those that occur).
+FORM_LEGEND = (
+    (r"(?<![\w\[])R(?![\w\]])", "R", "register R0..R254 (RZ: R255)"),
+    (r"\bUR\b", "UR", "uniform register UR0..UR62 (URZ: UR63)"),
+    (r"(?<![\w\[])P\b", "P", "predicate P0..P6 (PT: P7)"),
+    (r"\bUP\b", "UP", "uniform predicate UP0..UP6 (UPT)"),
+    (r"\bB\b", "B", "convergence barrier register B0..B15"),
+    (r"\bSR\b", "SR", "special register (SR_TID.X, SR_CLOCKLO, ...)"),
+    (r"\bPR\b", "PR", "all predicates as one register"),
+    (r"\bSB\b", "SB", "scoreboard (SB0..SB5)"),
+    (r"(?<![\w\[+])I\b", "I", "immediate: integer or float"),
+    (r"\bL\b", "L", "branch target: a label"),
+    (r"C\[", "C[I][I]", "constant bank c[bank][offset] (C[I][R+I]: offset from a register)"),
+    (r"(?<![\w\]])\[(?!\.)", "[R+I]", "memory address: [R2+0x10], [UR4+0x10], [R2+UR4+0x10], [0x10]"),
+    (r"\bdesc\[", "desc[UR][R.64+I]", "global address with its memory descriptor in a uniform register pair"),
+    (r"gdesc\[", "gdesc[UR]", "warpgroup MMA matrix descriptor"),
+    (r"\bN\b|\bN\[", "N", "a name of the instruction set: gsb0, OPT_STACK, an address space (a[...], cx[UR4][...])"),
+    (r"\{I\}", "{I}", "a set of scoreboards: {4,3,2,1}"),
+    (r"\.INVALID", ".INVALIDn", "nvdisasm's own name for a modifier value it names no other way (kept to round-trip)"),
+    (r"#\d", ".X#2", "the second of a modifier written twice (.INVALID7.INVALID7)"),
+    (r"\.@g", ".@g!", "a negated guard predicate (@!P0)"),
+    (r"\.@\d", ".@N<flag>", "a flag of operand N, from 0 = the first: .@1- is -R1, .@2| is |R2|, "
+                              ".@2.64 is R2.64, .@4! is !P1"),
+)
+
+
+def _legend(lines: list[str]) -> list[str]:
+    import re
+    text = "\n".join(lines)
+    found = [(piece, meaning) for pattern, piece, meaning in FORM_LEGEND if re.search(pattern, text)]
+    width = max((len(p) for p, _ in found), default=0)
+    hidden = "   (+ hidden descriptor UR: a field nvdisasm does not print)" if "hidden descriptor" in text else ""
+    return [f"# FORM   [modifiers it takes]{hidden}"] + \
+        [f"#   {p:<{width}}  {m}" for p, m in found]
+
+
 def _cmd_isa(args) -> int:
+    import difflib
+
     from .isa import get_isa
     isa = get_isa(args.arch)
     forms = [f for f in isa.forms() if args.opcode is None or f.split()[0] == args.opcode.upper()]
     if not forms:
-        raise SassError(f"no opcode '{args.opcode}' on {isa.arch}")
+        opcodes = sorted({f.split()[0] for f in isa.forms()})
+        close = difflib.get_close_matches(args.opcode.upper(), opcodes, n=3)
+        raise SassError(f"no opcode '{args.opcode}' on {isa.arch}" + (f"; did you mean {', '.join(close)}?"
+                                                                      if close else ""))
+    if not args.no_legend:
+        print("\n".join(_legend(forms)))
     for line in forms:
         print(line)
     if args.opcode is None:
@@ -74,8 +144,8 @@ def _cmd_isa(args) -> int:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="sassas", description="SASS assembler for NVIDIA Volta..Hopper")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="sassas", description="SASS assembler for NVIDIA Volta..Hopper")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("asm", help="assemble SASS source into a cubin")
     p.add_argument("input", help="source file (.sass), or - for standard input")
@@ -88,7 +158,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--auto-reuse", action="store_true", help="set operand .reuse flags where it is safe")
     p.add_argument("-Werror", "--warnings-as-errors", dest="werror", action="store_true",
                    help="treat warnings as errors")
-    p.add_argument("--yield", dest="yield_strategy", metavar="STRATEGY",
+    p.add_argument("--yield", dest="yield_strategy", metavar="STRATEGY", type=_yield_strategy,
                    help="set every yield flag: 'natural' (only where a stall needs it) or 'every:N'")
     p.add_argument("--check", action="store_true",
                    help="run `sassas check` on the result: a hazard that is an error writes no cubin "
@@ -112,19 +182,35 @@ def main(argv: Optional[list[str]] = None) -> int:
     p = sub.add_parser("isa", help="list the instruction forms an architecture supports")
     _arch_arg(p)
     p.add_argument("opcode", nargs="?", help="only this opcode")
+    p.add_argument("--no-legend", action="store_true", help="leave out the '#' lines that explain the notation")
     p.set_defaults(func=_cmd_isa)
 
     args = parser.parse_args(argv)
     try:
         return args.func(args)
     except SassError as e:
-        print(str(e), file=sys.stderr)
-        return 1
+        errors = e.errors if isinstance(e, SassErrors) else [e]
+        for err in errors:
+            # A diagnostic with a place reads like a compiler's; one without, like the tool's.
+            print(err.diagnostic.render() if err.loc else f"sassas: error: {err.message}", file=sys.stderr)
+        return EXIT_INPUT
+    except BrokenPipeError:
+        # The reader went away (`sassas isa ... | head`): nothing more to say.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_INPUT
     except OSError as e:
-        print(f"sassas: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
-        return 1
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"sassas: error: {where}{e.strerror or e}", file=sys.stderr)
+        return EXIT_INPUT
     except KeyboardInterrupt:
         return 130
+    except Exception as e:
+        # A bug in sassas, not in the input: one line for the user, the traceback on request.
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        print(f"sassas: internal error: {type(e).__name__}: {e} (please report it; set {TRACEBACK_ENV}=1 "
+              "for the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -383,7 +383,11 @@ def decode_nv_info(data: bytes, sym_name: Callable[[int], Any] = lambda i: i,
     attributes, pos = [], 0
     while pos + 4 <= len(data):
         head = NvInfoHeader.unpack(data, pos)
-        fmt, code = EIFMT(head["format"]), head["attribute"]
+        try:
+            fmt, code = EIFMT(head["format"]), head["attribute"]
+        except ValueError:
+            raise CubinFormatError(f"damaged cubin: attribute format {head['format']:#x} at offset {pos:#x} "
+                                   "of an .nv.info section") from None
         if fmt == EIFMT.SVAL:
             size = struct.unpack_from("<H", data, pos + 2)[0]
             payload = data[pos + 4:pos + 4 + size]
@@ -1230,15 +1234,36 @@ def _cstr(table: bytes, offset: int) -> str:
 
 
 def read_cubin(data: bytes) -> CubinInfo:
-    """Parse a cubin (either dialect) into sections, symbols and kernels with named attributes."""
-    data = bytes(data)
+    """Parse a cubin (either dialect) into sections, symbols and kernels with named attributes.
+    A file that is not one, or a damaged one, raises CubinFormatError saying what is wrong."""
+    try:
+        return _read_cubin(bytes(data))
+    except (struct.error, IndexError, OverflowError) as e:
+        # A record that the checks of the headers let through reaches past its section.
+        raise CubinFormatError(f"damaged cubin: {e}") from None
+
+
+def _check_range(what: str, offset: int, size: int, total: int) -> None:
+    if offset + size > total:
+        raise CubinFormatError(f"damaged cubin: {what} (bytes {offset:#x}..{offset + size:#x}) runs past "
+                               f"the end of the file ({total:#x} bytes)")
+
+
+def _read_cubin(data: bytes) -> CubinInfo:
     if len(data) < Elf64_Ehdr.size or data[:4] != ELF_MAGIC:
         raise CubinFormatError("not an ELF file")
     hdr = Elf64_Ehdr.unpack(data)
     ident = hdr["e_ident"]
     if ident[4] != ELFCLASS64 or ident[5] != ELFDATA2LSB or hdr["e_machine"] != EM_CUDA:
         raise CubinFormatError("not a 64-bit little-endian CUDA ELF (cubin)")
-    abi = abi_from_header(ident[7], ident[8])
+    try:
+        abi = abi_from_header(ident[7], ident[8])
+    except ValueError as e:
+        raise CubinFormatError(str(e)) from None
+    _check_range("the section header table", hdr["e_shoff"], hdr["e_shnum"] * Elf64_Shdr.size, len(data))
+    if not hdr["e_shstrndx"] < hdr["e_shnum"]:
+        raise CubinFormatError(f"damaged cubin: section-name table index {hdr['e_shstrndx']} of "
+                               f"{hdr['e_shnum']} sections")
     sm = (hdr["e_flags"] >> abi.sm_shift_read) & 0xFF
     try:
         arch = arch_from_sm(sm)
@@ -1251,6 +1276,8 @@ def read_cubin(data: bytes) -> CubinInfo:
     shstr_data = data[shstr["sh_offset"]:shstr["sh_offset"] + shstr["sh_size"]]
     sections = []
     for i, h in enumerate(raw_headers):
+        if h["sh_type"] not in (SHT.NOBITS, SHT.NULL):
+            _check_range(f"section {i}", h["sh_offset"], h["sh_size"], len(data))
         body = b"" if h["sh_type"] in (SHT.NOBITS, SHT.NULL) else data[h["sh_offset"]:h["sh_offset"] + h["sh_size"]]
         sections.append(SectionInfo(i, _cstr(shstr_data, h["sh_name"]), h["sh_type"], h["sh_flags"],
                                     h["sh_offset"], h["sh_size"], h["sh_link"], h["sh_info"],
@@ -1260,6 +1287,9 @@ def read_cubin(data: bytes) -> CubinInfo:
     symbols: list[SymbolInfo] = []
     symtab = next((s for s in sections if s.type == SHT.SYMTAB), None)
     if symtab is not None:
+        if not symtab.link < len(sections):
+            raise CubinFormatError(f"damaged cubin: the symbol table names string table {symtab.link} "
+                                   f"of {len(sections)} sections")
         strtab = sections[symtab.link].data
         for i in range(len(symtab.data) // Elf64_Sym.size):
             r = Elf64_Sym.unpack(symtab.data, i * Elf64_Sym.size)
@@ -1286,7 +1316,7 @@ def read_cubin(data: bytes) -> CubinInfo:
         def first(name: str, default: Any = None, pool: list = attrs) -> Any:
             return next((a.value for a in pool if a.name == name), default)
 
-        kparams = sorted((a.value for a in attrs if a.name == "EIATTR_KPARAM_INFO"), key=lambda p: p.ordinal)
+        kparams = sorted((a.value for a in attrs if isinstance(a.value, KParamInfo)), key=lambda p: p.ordinal)
         regcount = first("EIATTR_REGCOUNT", None, mine)
         registers = regcount.value if regcount else text.info >> TEXT_REGCOUNT_SHIFT
         frame = first("EIATTR_FRAME_SIZE", None, mine)

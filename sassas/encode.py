@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from .arch import Arch
 from .ast import ControlCode, Instruction, Kernel
 from .errors import SassError, SassErrors
+from .isa.model import CONTROL_SHIFT
 from .operands import value_pieces
+from .validity import control_problems, may_break_rules
 
 ALL_BITS = (1 << 128) - 1
 
@@ -25,6 +27,8 @@ class EncodedKernel:
     exit_offsets: list[int] = field(default_factory=list)
     barriers: int = 0
     relocations: list = field(default_factory=list)      # elf.Relocation, one per SymbolRef
+    # (message, Loc) of words nvdisasm reads otherwise than written (sassas.control.CONTROL_RULES)
+    warnings: list = field(default_factory=list)
 
 
 # ptxas reports two registers more than the highest one a kernel touches (+1), on every arch
@@ -80,6 +84,7 @@ def encode_kernel(kernel: Kernel, arch: Arch, isa) -> EncodedKernel:
         instructions = kernel.instructions
     words = bytearray()
     errors: list[SassError] = []
+    warnings: list = []
     relocations = []
     for inst in instructions:
         if inst.raw is not None and inst.raw[0] == ALL_BITS:
@@ -98,6 +103,13 @@ def encode_kernel(kernel: Kernel, arch: Arch, isa) -> EncodedKernel:
                     relocations.append(_relocation(inst, isa, arch))
                 except SassError as e:
                     errors.append(e.with_loc(inst.loc))
+            c = word >> CONTROL_SHIFT
+            if may_break_rules(c, inst.opcode, arch.name):
+                for severity, message in control_problems(inst, c, arch.name):
+                    if severity == "error":
+                        errors.append(SassError(f"{inst.mnemonic}: {message}", inst.loc))
+                    else:
+                        warnings.append((f"{inst.mnemonic}: {message}", inst.loc))
         words += word.to_bytes(16, "little")
     if errors:
         raise errors[0] if len(errors) == 1 else SassErrors(errors)
@@ -105,7 +117,7 @@ def encode_kernel(kernel: Kernel, arch: Arch, isa) -> EncodedKernel:
         kernel=kernel, code=bytes(words),
         registers=kernel.registers if kernel.registers is not None else _register_count(instructions),
         exit_offsets=[i.address for i in instructions if i.opcode in EXIT_OPCODES],
-        barriers=_barrier_count(instructions), relocations=relocations)
+        barriers=_barrier_count(instructions), relocations=relocations, warnings=warnings)
 
 
 # Where the driver writes `32@lo(x)` / `32@hi(x)`: the 32-bit immediate at bits 32..63.

@@ -556,6 +556,16 @@ ELF_MAGIC = b"\x7fELF"
 def check_file(path: str, arch: str, text: Optional[str] = None) -> list[Hazard]:
     """Check a sassas source file, a `cuobjdump -sass` / `nvdisasm -hex` listing, or a cubin
     (for the arch it was built for)."""
+    kernels, hazards, arch = _checked_kernels(path, arch, text)
+    for kernel in kernels:
+        hazards += check(kernel, arch)
+    return hazards
+
+
+def _checked_kernels(path: str, arch: str, text: Optional[str] = None) -> tuple[list[Kernel], list[Hazard], str]:
+    """The kernels of a source file, listing or cubin as `sassas asm` would build them, the
+    listing's lines that could not be read (as warnings), and the arch to check them for (a
+    cubin's own)."""
     from .arch import get_arch
     from .assembler import parse
     from .errors import SassError
@@ -564,6 +574,7 @@ def check_file(path: str, arch: str, text: Optional[str] = None) -> list[Hazard]
     from .resolve import resolve_kernel
     from .schedule import schedule_kernel
     if text is None:
+        from .files import decode_source
         with open(path, "rb") as f:
             data = f.read()
         if data.startswith(ELF_MAGIC):
@@ -576,22 +587,45 @@ def check_file(path: str, arch: str, text: Optional[str] = None) -> list[Hazard]
                 raise SassError(f"{path}: not a cubin sassas can read: {e}") from None
             text = disassemble(data, source_name=path)
         else:
-            text = data.decode()
+            text = decode_source(data, path)
     if is_listing(text):
         kernels, errors = read_listing(text, path)
-        hazards = [Hazard("warning", e.message, e.loc, kind="unreadable") for e in errors]
-    else:
-        program = parse(text, arch, path)
-        target = get_arch(arch)
-        for kernel in program.kernels:
-            resolve_kernel(kernel, target)
-            # What `sassas asm` would build: instructions without a control code get one.
-            if any(inst.control is None for inst in kernel.instructions):
-                schedule_kernel(kernel, target)
-        kernels, hazards = program.kernels, []
-    for kernel in kernels:
-        hazards += check(kernel, arch)
-    return hazards
+        return kernels, [Hazard("warning", e.message, e.loc, kind="unreadable") for e in errors], arch
+    program = parse(text, arch, path)
+    target = get_arch(arch)
+    for kernel in program.kernels:
+        resolve_kernel(kernel, target)
+        # What `sassas asm` would build: instructions without a control code get one.
+        if any(inst.control is None for inst in kernel.instructions):
+            schedule_kernel(kernel, target)
+    return program.kernels, [], arch
+
+
+def run_check(paths: list[str], arch: str, notes: bool = False, out=None) -> int:
+    """The `sassas check` command: print hazards like compiler diagnostics, and for a file
+    without any, what was checked; exit status 1 if any error or warning."""
+    out = out or sys.stdout
+    from .errors import SassError
+    bad = 0
+    for path in paths:
+        try:
+            kernels, hazards, kernel_arch = _checked_kernels(path, arch)
+            for kernel in kernels:
+                hazards += check(kernel, kernel_arch)
+        except SassError as e:
+            print(str(e), file=out)
+            bad += 1
+            continue
+        shown = [h for h in hazards if h.severity != "note" or notes]
+        for h in shown:
+            print(h.render(), file=out)
+        found = sum(h.severity != "note" for h in hazards)
+        bad += found
+        if not found:
+            count = sum(len(k.instructions) for k in kernels)
+            print(f"{path}: {len(kernels)} kernel{'s' * (len(kernels) != 1)}, {count} instruction"
+                  f"{'s' * (count != 1)} checked for stalls, scoreboard barriers, reuse: no hazards", file=out)
+    return 1 if bad else 0
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -618,27 +652,6 @@ def main(argv: Optional[list[str]] = None) -> int:
         flag = "  <-- table above the observed minimum" if table > cycles else ""
         print(f"{producer:>12} -> {consumer:<12} min {cycles:2d}  table {table:2d}  ({p} -> {c}){flag}")
     return 0
-
-
-def run_check(paths: list[str], arch: str, notes: bool = False, out=None) -> int:
-    """The `sassas check` command: print hazards like compiler diagnostics; exit status 1 if
-    any error or warning."""
-    out = out or sys.stdout
-    from .errors import SassError
-    bad = 0
-    for path in paths:
-        try:
-            hazards = check_file(path, arch)
-        except SassError as e:
-            print(str(e), file=out)
-            bad += 1
-            continue
-        for h in hazards:
-            if h.severity == "note" and not notes:
-                continue
-            bad += h.severity != "note"
-            print(h.render(), file=out)
-    return 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -133,7 +133,10 @@ def canonical_operand(atoms: Sequence, loc: Loc | None = None, sources: dict | N
             while j < n and atoms[j].type == "SUFFIX":
                 s = atoms[j].value
                 if not first_reg_seen or s == ".reuse":
-                    flags.add("reuse" if s == ".reuse" else s)
+                    flag = "reuse" if s == ".reuse" else s
+                    if flag in flags:
+                        fail(f"'{s}' written twice")
+                    flags.add(flag)
                 else:
                     kind.append(s)
                 j += 1
@@ -205,10 +208,10 @@ def canonical_operand(atoms: Sequence, loc: Loc | None = None, sources: dict | N
                 fail("'|' without a matching '|'")
             abs_open = False
         elif t == "SUFFIX":
-            if v == ".reuse":
-                flags.add("reuse")
-            else:
-                flags.add(v)
+            flag = "reuse" if v == ".reuse" else v
+            if flag in flags:
+                fail(f"'{v}' written twice")
+            flags.add(flag)
         elif t in ("AT", "LPAR", "RPAR", "BANG", "TILDE"):
             kind.append(v)
         else:

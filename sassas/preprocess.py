@@ -33,6 +33,7 @@ from typing import Optional, Sequence
 
 from .ast import Loc
 from .errors import SassError, SassErrors
+from .files import decode_source
 
 _BLOCK_OPEN = re.compile(r"^\s*<\s*(\w+)\s*>\s*(?:(?:#|//).*)?$")
 _BLOCK_CLOSE = re.compile(r"^\s*<\s*/\s*(\w+)\s*>\s*(?:(?:#|//).*)?$")
@@ -178,10 +179,12 @@ def _include(ctx: _Context, name: str, loc: Loc, filename: str, namespace: dict,
     if path is None:
         raise SassError(f"cannot find include file '{name}'", loc)
     try:
-        with open(path) as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise SassError(f"cannot read include file '{name}': {e}", loc) from None
+        with open(path, "rb") as f:
+            text = decode_source(f.read(), path)
+    except OSError as e:
+        raise SassError(f"cannot read include file '{name}': {e.strerror or e}", loc) from None
+    except SassError as e:
+        raise SassError(f"cannot read include file '{name}': {e.message} ({e.loc})", loc) from None
     if path.endswith(".py"):
         # A Python helper (TuringAs's -inc): its definitions are for this file's inline code.
         _refuse_exec(ctx, loc, f"including the Python file '{name}'")

@@ -123,12 +123,18 @@ def fetch_legacy_tools(dest: Optional[Path] = None, log=print) -> Path:
 
 
 def have_tools(arch: str) -> bool:
-    try:
-        find_tool("ptxas", arch)
-        find_tool("nvdisasm", arch)
-        return True
-    except OracleMissing:
-        return False
+    return missing_tools(arch) is None
+
+
+def missing_tools(arch: str, tools: Iterable[str] = ("ptxas", "nvdisasm")) -> Optional[str]:
+    """Why `tools` cannot handle `arch` (the first missing one's message: which tool, for
+    which arch, and how to get it), or None when they all can. A test's skip reason."""
+    for name in tools:
+        try:
+            find_tool(name, arch)
+        except OracleMissing as e:
+            return str(e)
+    return None
 
 
 def sm_number(arch: str) -> str:

@@ -29,9 +29,10 @@ def _compile(arch: str) -> bytes:
     return compile_realistic(arch, ["-std=c++17"])
 
 
+@pytest.mark.corpus
 @needs_nvrtc
 @pytest.mark.parametrize("arch", ARCHS)
-def test_unedited_round_trip_is_identical(arch, capsys):
+def test_unedited_round_trip_is_identical(arch, report):
     original = _compile(arch)
     text = disassemble(original, source_name="realistic_kernels.cubin")
     rebuilt = sassas.assemble(text, arch, filename="realistic_kernels.sass")
@@ -44,9 +45,8 @@ def test_unedited_round_trip_is_identical(arch, capsys):
             assert getattr(ka, attr) == getattr(kb, attr), f"{ka.name}: {attr}"
     total = sum(1 for line in text.splitlines() if line.rstrip().endswith(";"))
     raw = text.count("\n.raw ")
-    with capsys.disabled():
-        print(f"\n[{arch}] disasm->asm round trip: {len(a.kernels)} kernels, {total} instructions "
-              f"identical; {raw} ({100.0 * raw / total:.1f}%) needed .raw bits")
+    report(f"[{arch}] disasm->asm round trip: {len(a.kernels)} kernels, {total} instructions "
+           f"identical; {raw} ({100.0 * raw / total:.1f}%) needed .raw bits")
 
 
 @needs_nvrtc

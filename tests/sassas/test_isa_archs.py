@@ -24,8 +24,9 @@ CORPUS_FLOORS = {"sm_70": 100.0, "sm_75": 100.0, "sm_80": 100.0, "sm_86": 100.0,
                  "sm_90": 100.0}
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("arch", ARCHS)
-def test_corpus_round_trip(arch, capsys):
+def test_corpus_round_trip(arch, report):
     for tool in ("ptxas", "nvdisasm"):
         try:
             oracle.find_tool(tool, arch)
@@ -40,9 +41,8 @@ def test_corpus_round_trip(arch, capsys):
     by_word = {s.word: s for s in samples}
     bad = [f"{by_word[w].text}: {why}" for w, why in failures.items()]
     percent = 100.0 * (len(samples) - len(bad)) / len(samples)
-    with capsys.disabled():
-        print(f"\n[{arch}] learning corpus: {len(samples) - len(bad)}/{len(samples)} words round-trip "
-              f"({percent:.2f}%)" + "".join(f"\n    {b[:160]}" for b in bad[:5]))
+    report(f"[{arch}] learning corpus: {len(samples) - len(bad)}/{len(samples)} words round-trip "
+           f"({percent:.2f}%)" + "".join(f"\n    {b[:160]}" for b in bad[:5]))
     assert percent >= CORPUS_FLOORS.get(arch, 85.0), bad[:10]
 
 

@@ -145,7 +145,8 @@ def _with_values(inst, vals):
     return out
 
 
-@pytest.mark.skipif(not oracle.have_tools(ARCH), reason="ptxas/nvdisasm not installed")
+@pytest.mark.corpus
+@pytest.mark.skipif(oracle.missing_tools(ARCH) is not None, reason=str(oracle.missing_tools(ARCH)))
 def test_corpus_round_trip(isa):
     """Every corpus word re-encodes from nvdisasm's text bit-exactly and prints back."""
     from sassas.isa import corpus, fit

@@ -22,6 +22,7 @@ from sassas.isa.compare import listing_encodings
 from _realistic import compile_realistic
 
 ARCHS = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
+pytestmark = pytest.mark.corpus
 SOURCE = os.path.join(os.path.dirname(__file__), "data", "realistic_kernels.cu")
 # Every instruction is reproduced on every arch: it may not go down.
 MIN_EXACT_PERCENT = 100.0
@@ -81,7 +82,7 @@ def _exact_share(listing: str, arch: str, original: bytes) -> tuple[int, int, li
 @pytest.mark.oracle
 @pytest.mark.parametrize("kind", ["cuobjdump", "nvdisasm"])
 @pytest.mark.parametrize("arch", ARCHS)
-def test_listing_reassembles(arch, kind, tmp_path, capsys):
+def test_listing_reassembles(arch, kind, tmp_path, report):
     original = compile_realistic(arch)
     path = tmp_path / "k.cubin"
     path.write_bytes(original)
@@ -89,10 +90,9 @@ def test_listing_reassembles(arch, kind, tmp_path, capsys):
     good, total, failures = _exact_share(listing, arch, original)
     scrambled_good, scrambled_total, _ = _exact_share(_scramble(listing, 1), arch, original)
     percent = 100.0 * good / total
-    with capsys.disabled():
-        print(f"\n[{arch} {kind}] {good}/{total} instructions bit-exact ({percent:.1f}%); "
-              f"with scrambled non-control hex: {scrambled_good}/{scrambled_total}"
-              + "".join(f"\n    {f}" for f in failures[:5]))
+    report(f"[{arch} {kind}] {good}/{total} instructions bit-exact ({percent:.1f}%); "
+           f"with scrambled non-control hex: {scrambled_good}/{scrambled_total}"
+           + "".join(f"\n    {f}" for f in failures[:5]))
     assert (scrambled_good, scrambled_total) == (good, total)
     assert percent >= MIN_EXACT_PERCENT, failures[:10]
     if good == total:

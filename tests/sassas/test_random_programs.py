@@ -93,8 +93,9 @@ def _canonical(inst):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_random_programs_decode_as_written(arch):
     oracle = pytest.importorskip("sassas.isa.oracle")
-    if not oracle.have_tools(arch):
-        pytest.skip(f"nvdisasm for {arch} (the oracle) is not installed")
+    why = oracle.missing_tools(arch, ("nvdisasm",))
+    if why:
+        pytest.skip(why)
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
     src = program(rng, 300)

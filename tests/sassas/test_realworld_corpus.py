@@ -62,6 +62,7 @@ from sassas.isa import oracle
 from sassas.isa.compare import format_comparisons, normal_text
 
 ARCHS = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
+pytestmark = pytest.mark.corpus
 MAX_INSTRUCTIONS = 20000
 FATBIN_MAGIC = struct.pack("<I", 0xBA55ED50)
 # pip fetches the same x86-64 CPython 3.11 wheels whatever the interpreter or host: only the
@@ -302,7 +303,7 @@ def words(chosen) -> list[int]:
 @pytest.mark.oracle
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("name", list(CORPORA))
-def test_realworld_corpus(name, arch, capsys):
+def test_realworld_corpus(name, arch, report):
     corpus = CORPORA[name]
     try:
         by_arch = cubins(name)
@@ -375,18 +376,17 @@ def test_realworld_corpus(name, arch, capsys):
 
     p_listing = 100.0 * good_listing / max(listed, 1)
     p_format = 100.0 * good_format / max(decoded, 1)
-    with capsys.disabled():
-        print(f"\n[{arch} {corpus.label}] {len(chosen)} kernels sampled; disasm->asm identical: {kernels} kernels, "
-              f"{instructions} instructions, {raw} ({100.0 * raw / max(instructions, 1):.1f}%) needed .raw; "
-              f"{with_relocations} of them with relocated module data, {with_code_relocations} with addresses "
-              f"in the code (equal after the round trip); "
-              f"{len(refused)} refused by disasm, {len(round_trip_failures)} NOT identical\n"
-              f"    listing re-encoded bit-exactly: {good_listing}/{listed} ({p_listing:.2f}%); "
-              f"decode+format == nvdisasm: {good_format}/{decoded} ({p_format:.2f}%)"
-              + "".join(f"\n    round trip: {f}" for f in round_trip_failures[:6])
-              + "".join(f"\n    refused: {f}" for f in refused[:4])
-              + "".join(f"\n    listing: {f[:160]}" for f in failures[:4])
-              + "".join(f"\n    format:  {f[:160]}" for f in format_failures[:4]))
+    report(f"[{arch} {corpus.label}] {len(chosen)} kernels sampled; disasm->asm identical: {kernels} kernels, "
+           f"{instructions} instructions, {raw} ({100.0 * raw / max(instructions, 1):.1f}%) needed .raw; "
+           f"{with_relocations} of them with relocated module data, {with_code_relocations} with addresses "
+           f"in the code (equal after the round trip); "
+           f"{len(refused)} refused by disasm, {len(round_trip_failures)} NOT identical\n"
+           f"    listing re-encoded bit-exactly: {good_listing}/{listed} ({p_listing:.2f}%); "
+           f"decode+format == nvdisasm: {good_format}/{decoded} ({p_format:.2f}%)"
+           + "".join(f"\n    round trip: {f}" for f in round_trip_failures[:6])
+           + "".join(f"\n    refused: {f}" for f in refused[:4])
+           + "".join(f"\n    listing: {f[:160]}" for f in failures[:4])
+           + "".join(f"\n    format:  {f[:160]}" for f in format_failures[:4]))
     assert kernels > 0 and listed > 0 and decoded > 0
     assert not round_trip_failures, round_trip_failures[:10]
     assert not refused, refused[:10]

@@ -116,8 +116,9 @@ def test_transform_fadds_read_both_register_banks():
 
 def test_nvdisasm_reads_the_sass_as_written():
     from sassas.isa import oracle
-    if not oracle.have_tools("sm_90"):
-        pytest.skip("nvdisasm not installed (pip install -e '.[test]')")
+    why = oracle.missing_tools("sm_90", ("nvdisasm",))
+    if why:
+        pytest.skip(why)
     for shape, opts in [(s, Options()) for s in SHAPES[:2]] + [(Shape(32, 256, 14, 14, 256), Options(split=2, tail=64))]:
         text = sassgen.generate(shape, opts)      # (the last: split-C, REDG.E.ADD.F32.FTZ.RN)
         assert cubins.disasm_mismatches(text, cubins.assemble(text)) == []

@@ -91,8 +91,9 @@ def test_gemm_copies_are_spaced_as_ptxas_spaces_them(o):
 
 def test_nvdisasm_reads_the_gemm_as_written():
     from sassas.isa import oracle
-    if not oracle.have_tools("sm_90"):
-        pytest.skip("nvdisasm not installed (pip install -e '.[test]')")
+    why = oracle.missing_tools("sm_90", ("nvdisasm",))
+    if why:
+        pytest.skip(why)
     for g in GEMMS[:3]:
         text = gemmgen.generate(g)
         assert cubins.disasm_mismatches(text, gemmgen.build(g, cache=False)) == []

@@ -1,0 +1,44 @@
+"""The validity model: every word the assembler writes is one nvdisasm accepts and prints as
+the source says. The encoder asks, for each word, whether its control code breaks a rule:
+those of the yield flag (sassas.control.CONTROL_RULES, the same on every arch) and the control
+fields an instruction form does not take (a write barrier on a store, a read barrier on a
+branch: sassas.isa.control_rules, learned per arch from nvdisasm)."""
+from __future__ import annotations
+
+from .control import REUSE_SLOTS_0_2, CONTROL_RULES
+from .isa.control_rules import FIELDS, form_control_rules
+from .isa.model import form_key, form_name
+
+# Control fields that decide whether a word needs a closer look (CONTROL_RULES, per-form rules).
+_YIELD_BIT, _REUSE_0_2 = 1 << 4, REUSE_SLOTS_0_2 << 17
+_NO_BARRIERS_NO_WAIT = 0x3F << 5
+
+
+def control_problems(inst, c: int, arch: str) -> list[tuple[str, str]]:
+    """(severity, message) for each rule that the control code `c` (word >> 105) of the
+    encoded instruction `inst` breaks: CONTROL_RULES, and the fields its form does not take
+    (sassas.isa.control_rules, learned per arch)."""
+    out = [(r.severity, r.describe(c)) for r in CONTROL_RULES if r.holds(c)]
+    rules = form_control_rules(arch)
+    if inst.opcode in rules.opcodes_with_rules:
+        form = form_name(*form_key(inst))
+        for field, (shift, mask, none) in FIELDS.items():
+            if c >> shift & mask != none and rules.refuses(field, inst.opcode, form):
+                what = field.replace("_", " ")
+                out.append(("error", f"{form} takes no {what} on {arch} (nvdisasm rejects the word); "
+                                     f"write {'--' if field == 'wait_mask' else '-'} in the control code's "
+                                     f"{what} field"))
+    return out
+
+
+def may_break_rules(c: int, opcode: str, arch: str) -> bool:
+    """Cheap test, for every encoded word, whether control_problems can find anything."""
+    if c & _YIELD_BIT:
+        stall = c & 0xF
+        if stall == 0 or stall >= 12:
+            return True
+    elif c & _REUSE_0_2:
+        return True
+    if c & _NO_BARRIERS_NO_WAIT != _NO_BARRIERS_NO_WAIT or c >> 11 & 0x3F:
+        return opcode in form_control_rules(arch).opcodes_with_rules
+    return False

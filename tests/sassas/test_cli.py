@@ -1,0 +1,69 @@
+"""The command line's messages: what `check` reports on a clean file, `isa`'s legend and
+suggestions, the validity rules' diagnostics, and outputs that appear whole or not at all."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import sassas
+from sassas import SassError
+from sassas.cli import main
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SAXPY = os.path.join(REPO, "examples", "saxpy.sass")
+
+
+def test_check_says_what_it_checked(capsys):
+    assert main(["check", SAXPY, "--arch", "sm_90"]) == 0
+    out = capsys.readouterr().out
+    assert out == f"{SAXPY}: 1 kernel, 19 instructions checked for stalls, scoreboard barriers, reuse: no hazards\n"
+
+
+def test_isa_legend_and_suggestion(capsys):
+    assert main(["isa", "--arch", "sm_90", "LDG"]) == 0
+    out = capsys.readouterr().out
+    legend = [line for line in out.splitlines() if line.startswith("#")]
+    assert any("desc[UR][R.64+I]" in line for line in legend) and any(".INVALIDn" in line for line in legend)
+    assert not any(line.startswith("#   B ") for line in legend)      # only the pieces LDG's forms use
+    assert main(["isa", "--arch", "sm_90", "FFMX"]) == 1
+    assert capsys.readouterr().err == "sassas: error: no opcode 'FFMX' on sm_90; did you mean FFMA, FMNMX?\n"
+    assert main(["isa", "--arch", "sm_90", "--no-legend", "FFMA"]) == 0
+    assert not capsys.readouterr().out.startswith("#")
+
+
+KERNEL = ".kernel k\n{line}\n--:-:-:Y:5  EXIT;\n"
+
+
+@pytest.mark.parametrize("arch", ["sm_70", "sm_75", "sm_90"])
+@pytest.mark.parametrize("line, message", [
+    ("--:-:-:Y:0  FFMA R2, R1.reuse, R3, R0;", "with the yield flag 'Y' and stall 0"),
+    ("--:-:-:Y:4  FFMA R2, R1, R3.reuse, R0.reuse;", "reuse slots 1 and 2 together"),
+    ("--:-:-:-:0  FFMA R2, R1, R3, R0;", "stall 0 needs the yield flag 'Y'"),
+    ("--:-:1:-:2  MEMBAR.SC.GPU;", "MEMBAR takes no write barrier"),
+    ("--:-:-:Y:0  FFMA R2, R1.reuse.reuse, R3, R0;", "'.reuse' written twice"),
+])
+def test_words_nvdisasm_rejects_are_refused(arch, line, message):
+    with pytest.raises(SassError) as e:
+        sassas.assemble(KERNEL.format(line=line), arch, "k.sass")
+    assert message in str(e.value) and "k.sass:2:" in str(e.value)
+
+
+def test_reuse_on_a_yielding_instruction_warns():
+    cubin = sassas.assemble(KERNEL.format(line="--:-:-:Y:4  FFMA R2, R1.reuse, R3, R0;"), "sm_90", "k.sass")
+    assert [w.loc.line for w in cubin.warnings] == [2]
+    assert "prints no .reuse" in cubin.warnings[0].message
+    with pytest.raises(SassError):
+        sassas.assemble(KERNEL.format(line="--:-:-:Y:4  FFMA R2, R1.reuse, R3, R0;"), "sm_90", "k.sass",
+                        warnings_as_errors=True)
+
+
+def test_failed_assembly_leaves_an_existing_output_alone(tmp_path, capsys):
+    src, out = tmp_path / "k.sass", tmp_path / "k.cubin"
+    out.write_bytes(b"old")
+    src.write_text(KERNEL.format(line="--:-:-:Y:0  FFMA R2, R1.reuse, R3, R0;"))
+    assert main(["asm", str(src), "--arch", "sm_90", "-o", str(out)]) == 1
+    assert out.read_bytes() == b"old" and sorted(os.listdir(tmp_path)) == ["k.cubin", "k.sass"]
+    src.write_text(KERNEL.format(line="--:-:-:Y:4  FFMA R2, R1, R3, R0;"))
+    assert main(["asm", str(src), "--arch", "sm_90", "-o", str(out)]) == 0
+    assert out.read_bytes()[:4] == b"\x7fELF" and sorted(os.listdir(tmp_path)) == ["k.cubin", "k.sass"]
