@@ -200,7 +200,7 @@ def register(cls):
 
 def all_benchmarks() -> dict[str, Benchmark]:
     import importlib
-    for module in ("bench_smem", "bench_inst"):       # registering, in this order
+    for module in ("bench_smem", "bench_smem_forms", "bench_smem_more", "bench_inst"):  # registering, in this order
         importlib.import_module(f"{__package__}.{module}")
     return REGISTRY
 
