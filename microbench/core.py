@@ -64,6 +64,9 @@ class Case:
     extra: dict = field(default_factory=dict)
     # Check the records (e.g. a chain's result); returns an error text or None.
     check: Optional[Callable[["Records", "Case"], Optional[str]]] = None
+    # Function attributes set before the case's launches and reset after them, by
+    # cuFuncSetAttribute's short names ({'preferred_shared_memory_carveout': 100}).
+    attributes: dict = field(default_factory=dict)
     index: int = -1              # position in its benchmark's case list (set by the runner)
 
     @property

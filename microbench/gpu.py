@@ -12,6 +12,9 @@ from .core import CUDA, SASS, Case, Records, Source
 from .sassgen import RECORD_WORDS
 
 POISON = 0xFFFFFFFF
+# What a function attribute that a case may set goes back to after the case (the module,
+# and so the function, is shared by every case of the same source).
+ATTRIBUTE_DEFAULTS = {"preferred_shared_memory_carveout": -1}
 
 
 def loader():
@@ -176,6 +179,8 @@ class Gpu:
         out = self.sl.DeviceBuffer.from_numpy(poison)
         args = (out, inp, np.int32(case.iters), np.int32(case.flag),
                 np.uint32(case.p0 & 0xFFFFFFFF), np.uint32(case.p1 & 0xFFFFFFFF))
+        for name, value in case.attributes.items():
+            _set_attribute(kern, name, value)
         ev0 = _call("cuEventCreate", 0)
         ev1 = _call("cuEventCreate", 0)
         samples: dict[str, list[float]] = {m.name: [] for m in case.metrics}
@@ -209,7 +214,16 @@ class Gpu:
                     pass
             inp.close()
             out.close()
+            for name in case.attributes:
+                _set_attribute(kern, name, ATTRIBUTE_DEFAULTS[name])
         return samples, times, rec
+
+
+def _set_attribute(kern, name: str, value: int) -> None:
+    if name not in ATTRIBUTE_DEFAULTS:
+        raise ValueError(f"no default known for function attribute {name!r}")
+    attr = getattr(_drv().CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name.upper()}")
+    _call("cuFuncSetAttribute", kern.handle, attr, int(value))
 
 
 class CaseFailed(RuntimeError):
