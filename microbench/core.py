@@ -67,6 +67,7 @@ class Case:
     # Function attributes set before the case's launches and reset after them, by
     # cuFuncSetAttribute's short names ({'preferred_shared_memory_carveout': 100}).
     attributes: dict = field(default_factory=dict)
+    cluster: int = 0             # thread-block cluster size (x) to launch with; 0: no cluster
     index: int = -1              # position in its benchmark's case list (set by the runner)
 
     @property
@@ -203,7 +204,8 @@ def register(cls):
 
 def all_benchmarks() -> dict[str, Benchmark]:
     import importlib
-    for module in ("bench_smem", "bench_smem_forms", "bench_smem_more", "bench_inst"):  # registering, in this order
+    for module in ("bench_smem", "bench_smem_forms", "bench_smem_more", "bench_smem_cluster",
+                   "bench_inst"):                       # registering, in this order
         importlib.import_module(f"{__package__}.{module}")
     return REGISTRY
 

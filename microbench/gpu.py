@@ -190,7 +190,7 @@ class Gpu:
             for i in range(warmup + repeat):
                 out.copy_from(poison)
                 _call("cuEventRecord", ev0, _drv().CUstream(0))
-                kern(grid, case.block, *args)
+                kern(grid, case.block, *args, **({"cluster": case.cluster} if case.cluster else {}))
                 _call("cuEventRecord", ev1, _drv().CUstream(0))
                 _call("cuEventSynchronize", ev1)
                 _call("cuCtxSynchronize")

@@ -3,6 +3,7 @@
 // Thread t copies chunk t of a 12 KiB source window (blockDim.x = 768) to shared chunk t
 // (+ 12 KiB for odd j), so the source stays in L1 (.ca) or L2 (.cg).
 // -DBYPASS=0|1 (cp.async.ca | cp.async.cg: LDGSTS.E.128 | LDGSTS.E.BYPASS.128), -DUNROLL=...
+// -DWAIT_EACH=1: wait for the copies every iteration; 0: once, after the end clock.
 #include "common.cuh"
 
 #ifndef BYPASS
@@ -10,6 +11,9 @@
 #endif
 #ifndef UNROLL
 #define UNROLL 32
+#endif
+#ifndef WAIT_EACH
+#define WAIT_EACH 1
 #endif
 
 extern "C" __global__ void __launch_bounds__(1024) smem_async_copy(MB_ARGS) {
@@ -29,9 +33,14 @@ extern "C" __global__ void __launch_bounds__(1024) smem_async_copy(MB_ARGS) {
                          :: "r"(dst + (j & 1) * 12288u), "l"(src) : "memory");
 #endif
         }
+#if WAIT_EACH
         asm volatile("cp.async.commit_group;\ncp.async.wait_all;" ::: "memory");
+#endif
     }
     const unsigned long long t1 = mb_clock();
+#if !WAIT_EACH
+    asm volatile("cp.async.commit_group;\ncp.async.wait_all;" ::: "memory");
+#endif
     __syncthreads();
     mb_record(out, t0, t1, ((const unsigned *)smem)[threadIdx.x], flag != 0);
 }
