@@ -22,7 +22,7 @@ from .core import CUDA, SASS, Benchmark, Case, Metric, Source, per_sm_rate, regi
 from .nvrtc import read_kernel
 from .patterns import BANK_BYTES, BANKS, LIMIT_BYTES_PER_CLK, WARP
 from .results import Limit
-from .sassgen import Sass, block_start, epilogue, loop_control, prologue, shared_base, xor_fold
+from .sassgen import Regs, Sass, block_start, epilogue, loop_control, prologue, shared_base, xor_fold
 
 DATA_REGS = 64         # R8..R71
 SETS = 4               # register sets / barriers the loads rotate over
@@ -294,6 +294,10 @@ COPY_FORMS = {
 }
 COPY_STALLS = (1, 4)                  # 4: what ptxas puts between two LDGSTS
 COPY_SM_ITERS_FACTOR = 8
+# The record's registers clear of R2 and R4:R5: a copy reads its address registers after it
+# issues, so nothing may write them while one is in flight (the end clock does, in
+# STREAM_REGS, and the issue-only variant reads it before the copies are waited for).
+COPY_REGS = Regs(start=72, end=10, gid=12, sink=13, addr=14)
 
 
 def copy_kernel_name(form: str, stall: int, wait_each: bool) -> str:
@@ -307,7 +311,7 @@ def copy_kernel(form: str, stall: int, wait_each: bool = True, arch: str = "sm_9
     iteration waits for its copies, as cp.async.wait_all. Without `wait_each` the wait comes
     once, after the end clock: the clocks time the issue of the copies alone. The address
     registers are never written again, so the copies set no read barrier."""
-    regs = STREAM_REGS
+    regs = COPY_REGS
     base = shared_base(arch)
     op = f"LDGSTS.E{COPY_FORMS[form][0]}.128"
     name = copy_kernel_name(form, stall, wait_each)
@@ -372,8 +376,11 @@ class SmemAsyncCopy(Benchmark):
             impls = [(SASS, s) for s in COPY_STALLS] + [(CUDA, None)]
             for who, block, wait_each in (("sm", SM_BLOCK, True), ("one-warp", WARP, True),
                                           ("one-warp issue", WARP, False)):
-                # the SM-wide runs are L2's when the copies bypass L1: longer runs, less spread
-                n_iters = iters * (COPY_SM_ITERS_FACTOR if who == "sm" else 1)
+                # the SM-wide runs are L2's when the copies bypass L1: longer runs, less
+                # spread; the issue-only run is one iteration (32 copies), short of filling
+                # the copy queue, so that it times issue and not the queue's drain
+                n_iters = (iters * COPY_SM_ITERS_FACTOR if who == "sm" else
+                           iters if wait_each else 1)
                 per_thread = float(COPY_CHUNK * COPY_UNROLL * n_iters)
                 if who == "sm":
                     metric = Metric("bytes_per_clk_sm", "B/clk/SM",

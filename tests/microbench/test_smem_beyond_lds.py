@@ -215,3 +215,17 @@ def test_loader_checks_cluster_dims():
         L._cluster_dims(3, (8, 1, 1))
     with pytest.raises(ValueError, match="cluster must be a positive int"):
         L._cluster_dims(0, (8, 1, 1))
+
+
+@pytest.mark.parametrize("wait_each", [True, False])
+def test_async_copies_keep_their_address_registers(wait_each):
+    """A copy reads its address registers after it issues: nothing after the first LDGSTS
+    may write R2 (shared) or R4:R5 (global), the issue-only variant's record included."""
+    insts = [text for _ctl, text in more.copy_kernel("ldgsts.128", 1, wait_each).instructions()]
+    first = next(i for i, t in enumerate(insts) if t.startswith("LDGSTS"))
+    for text in insts[first:]:
+        op, _, rest = text.partition(" ")
+        if op.startswith(("LDGSTS", "STG", "BRA", "EXIT", "LDGDEPBAR", "DEPBAR", "@")):
+            continue
+        dest = rest.split(",")[0].strip()
+        assert dest not in ("R2", "R4", "R5"), text
