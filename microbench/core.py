@@ -75,7 +75,10 @@ class Case:
         return f"{self.bench} {self.variant} [{self.impl}]"
 
     def grid_size(self, sm_count: int) -> int:
-        return sm_count if self.grid == "sms" else int(self.grid)
+        """Blocks to launch: 'sms' is one a SM, rounded down to whole clusters."""
+        if self.grid != "sms":
+            return int(self.grid)
+        return sm_count - sm_count % self.cluster if self.cluster else sm_count
 
 
 class Records:

@@ -190,10 +190,21 @@ def test_case_attributes_are_set_then_reset(monkeypatch):
 
 # ------------------------------------------------------------------ cluster
 
-def test_cluster_cases_launch_one_cluster_of_one_warp_ctas():
+def test_cluster_cases_launch_whole_clusters():
     for c in _cases("smem.cluster"):
-        assert c.cluster == c.grid == c.extra["cluster"] and c.block == 32
-        assert 0 <= c.p0 < c.cluster
+        assert c.cluster == c.extra["cluster"] and 0 <= c.p0 < c.cluster
+        if c.grid == "sms":         # bandwidth: one 24-warp CTA a SM, whole clusters only
+            assert c.block == SM_BLOCK and c.grid_size(132) == 132 - 132 % c.cluster
+        else:                       # latency: one cluster of one-warp CTAs
+            assert c.grid == c.cluster and c.block == 32
+
+
+def test_cluster_stream_loads_every_address_once_an_iteration():
+    k = cl.cluster_stream_kernel()
+    addrs = [t.split("[R74.64")[1].rstrip("]") for _c, t in k.instructions() if t.startswith("LD.E.128")]
+    assert len(set(addrs)) == len(addrs) == 128
+    top = max(int(a[1:], 16) if a else 0 for a in addrs) + 32 * 16
+    assert top <= SHARED_BYTES
 
 
 def test_cluster_kernel_addresses_the_target_by_rank_byte():
