@@ -28,6 +28,7 @@ STREAM_KERNEL = "cluster_lds128_stream"
 # Load j of the stream reads [lane's offset + j * 128]: the same banks, and every load its
 # own address (ptxas merges ld.shared::cluster of one address, which is no volatile access).
 STREAM_STEP = 128
+STREAM_ITERS_FACTOR = 8
 # (cluster size, rank distance of the target): 0 = the CTA's own memory, by the same loads.
 PLACEMENTS = ((2, 0), (2, 1), (4, 1), (4, 2), (8, 1), (8, 4), (8, 7))
 NCTARANK = "c[0x0][0x188]"   # %cluster_nctarank, where ptxas reads it
@@ -213,8 +214,10 @@ class SmemCluster(Benchmark):
                     grid=size, block=32, iters=iters, metrics=[metric], inp=inp, check=check,
                     p0=distance, cluster=size, expect={"LD.E": CHASE_UNROLL},
                     extra={"cluster": size, "distance": distance, "hops": hops}))
+        # longer runs than the latency's: the SM-to-SM traffic of a whole GPU varies more
+        stream_iters = iters * STREAM_ITERS_FACTOR
         p = pat.pattern(16, "conflict-free")
-        lane_bytes = np.full(32, 16.0 * UNROLL * iters)
+        lane_bytes = np.full(32, 16.0 * UNROLL * stream_iters)
         bw = Metric("bytes_per_clk_sm", "B/clk/SM",
                     per_sm_rate(lambda rec, case: np.resize(lane_bytes, rec.threads)),
                     Limit(max=pat.LIMIT_BYTES_PER_CLK, why="32 banks x 4 B a clock"))
@@ -225,7 +228,7 @@ class SmemCluster(Benchmark):
                     bench=self.name, variant=f"ld128 stream cluster {size} {where}", impl=lang,
                     source=cluster_stream_source(lang, arch),
                     kernel=STREAM_KERNEL if lang == SASS else "smem_cluster_stream",
-                    grid="sms", block=SM_BLOCK, iters=iters, metrics=[bw],
+                    grid="sms", block=SM_BLOCK, iters=stream_iters, metrics=[bw],
                     inp=np.tile(p.input_words(0), SM_BLOCK // 32), p0=distance, cluster=size,
                     expect={"LD.E.128": UNROLL},
                     extra={"cluster": size, "distance": distance}))

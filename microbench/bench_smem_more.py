@@ -294,6 +294,7 @@ COPY_FORMS = {
 }
 COPY_STALLS = (1, 4)                  # 4: what ptxas puts between two LDGSTS
 COPY_SM_ITERS_FACTOR = 8
+COPY_ISSUE_ITERS = 4
 # The record's registers clear of R2 and R4:R5: a copy reads its address registers after it
 # issues, so nothing may write them while one is in flight (the end clock does, in
 # STREAM_REGS, and the issue-only variant reads it before the copies are waited for).
@@ -377,10 +378,11 @@ class SmemAsyncCopy(Benchmark):
             for who, block, wait_each in (("sm", SM_BLOCK, True), ("one-warp", WARP, True),
                                           ("one-warp issue", WARP, False)):
                 # the SM-wide runs are L2's when the copies bypass L1: longer runs, less
-                # spread; the issue-only run is one iteration (32 copies), short of filling
-                # the copy queue, so that it times issue and not the queue's drain
+                # spread; the issue-only run is 4 iterations (128 copies): short, since it
+                # times the issue and not the copies, and long enough that the CUDA-C
+                # reference's loop set-up between its clocks (ptxas unrolls by 4) weighs little
                 n_iters = (iters * COPY_SM_ITERS_FACTOR if who == "sm" else
-                           iters if wait_each else 1)
+                           iters if wait_each else COPY_ISSUE_ITERS)
                 per_thread = float(COPY_CHUNK * COPY_UNROLL * n_iters)
                 if who == "sm":
                     metric = Metric("bytes_per_clk_sm", "B/clk/SM",
