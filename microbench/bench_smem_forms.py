@@ -149,6 +149,7 @@ def form_kernel(form: Form, arch: str = "sm_90", unroll: int = CHASE_UNROLL) -> 
 CUDA_FORMS = {
     # variant -> (FORM for smem_chase_forms.cu, the instructions it must keep per hop)
     "lea + lds32 [R]": (1, {"LDS": CHASE_UNROLL, "LEA": CHASE_UNROLL}),
+    "ld32 generic [R.64]": (4, {"LD.E": CHASE_UNROLL}),
     "ld64 generic [R.64]": (2, {"LD.E.64": CHASE_UNROLL}),
     "mt4g loop (j = s[j], rolled)": (3, {"LDS": 1}),
 }

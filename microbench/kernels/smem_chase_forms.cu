@@ -8,6 +8,8 @@
 //             from memory and it cannot prove where they point.
 //   -DFORM=3  mt4g's loop: `j = s[j]` in a plain loop of iters * UNROLL trips, unrolled
 //             the way ptxas chooses (loop control inside the timed chain).
+//   -DFORM=4  generic 32-bit chase: a 64-bit generic pointer whose low word is loaded
+//             (`q = hi(q) | *(unsigned *)q`): LD.E R, [R.64], the high word kept.
 // inp as smem_chase.cu: inp[0] = words of the image, inp[1 + lane] = the lane's start byte
 // offset, inp[64...] = the image (byte offsets of the next element, relative to the array).
 #include "common.cuh"
@@ -32,9 +34,14 @@ extern "C" __global__ void smem_chase_form(MB_ARGS) {
     for (unsigned i = threadIdx.x; i < n / 2; i += blockDim.x)
         p[i] = (unsigned long long)(s + inp[64 + 2 * i] / 4);
     unsigned long long *q = p + inp[1 + threadIdx.x] / 8;
-#else
+#elif FORM == 3
     for (unsigned i = threadIdx.x; i < n; i += blockDim.x) s[i] = inp[64 + i] / 4;
     unsigned j = inp[1 + threadIdx.x] / 4;
+#else
+    // words: the low word of the next element's generic address
+    const unsigned long long g = (unsigned long long)s;
+    for (unsigned i = threadIdx.x; i < n; i += blockDim.x) s[i] = (unsigned)g + inp[64 + i];
+    unsigned long long q = g + inp[1 + threadIdx.x];
 #endif
     __syncthreads();
     const unsigned long long t0 = mb_clock();
@@ -46,8 +53,10 @@ extern "C" __global__ void smem_chase_form(MB_ARGS) {
         for (int k = 0; k < UNROLL; k++) {
 #if FORM == 1
             j = s[j];
-#else
+#elif FORM == 2
             q = (unsigned long long *)*q;
+#else
+            q = (q & 0xffffffff00000000ull) | *(const unsigned *)q;
 #endif
         }
     }
@@ -55,6 +64,8 @@ extern "C" __global__ void smem_chase_form(MB_ARGS) {
     const unsigned long long t1 = mb_clock();
 #if FORM == 2
     const unsigned sink = (unsigned)((const unsigned *)q - s) * 4u;
+#elif FORM == 4
+    const unsigned sink = (unsigned)(q - g);
 #else
     const unsigned sink = j * 4;
 #endif
