@@ -84,20 +84,23 @@ def test_form_cases_check_every_thread_of_the_chain():
         assert c.extra["chain"] == "lanes" and c.grid == 1
 
 
-@pytest.mark.parametrize("form", [1, 2, 3])
+@pytest.mark.parametrize("form", [1, 2, 3, 4])
 def test_cuda_forms_compile_to_the_published_code(form):
     ok, why = nvrtc_available()
     if not ok:
         pytest.skip(why)
     src = forms.form_source({1: "lea + lds32 [R]", 2: "ld64 generic [R.64]",
-                             3: "mt4g loop (j = s[j], rolled)"}[form], "cuda")
+                             3: "mt4g loop (j = s[j], rolled)", 4: "ld32 generic [R.64]"}[form], "cuda")
+    assert f"-DFORM={form}" in src.options
     counts = _timed_counts(compile_cuda(src.text, ARCH, src.options, src.filename))
     if form == 1:
         assert counts["LEA"] == counts["LDS"] == 64          # LEA + LDS a hop, nothing else
     elif form == 2:
         assert counts.get("LD.E.64", 0) >= 64 and "LDS" not in counts   # generic, not LDS
-    else:
+    elif form == 3:
         assert counts["LDS"] == counts["LEA"] >= 4           # unrolled by ptxas's choice
+    else:
+        assert counts.get("LD.E", 0) == 64 and "LDS" not in counts and "LEA" not in counts
 
 
 # ------------------------------------------------------------------ ldmatrix / stmatrix
