@@ -21,7 +21,8 @@ from .bench_smem import (CHASE_BYTES, CHASE_UNROLL, DATA_REGS, SETS, SHARED_BYTE
 from .core import CUDA, SASS, Benchmark, Case, Metric, Source, per_sm_rate, register
 from .nvrtc import read_kernel
 from .results import Limit
-from .sassgen import Regs, Sass, block_start, epilogue, loop_control, prologue, shared_base, xor_fold
+from .sassgen import (Regs, Sass, block_start, epilogue, fill_registers, loop_control, prologue,
+                      rotating_slot, shared_base, xor_fold)
 
 KERNEL = "cluster_chase32"
 STREAM_KERNEL = "cluster_lds128_stream"
@@ -132,8 +133,7 @@ def cluster_stream_kernel(arch: str = "sm_90", unroll: int = UNROLL) -> Sass:
     k.op("LDG.E R74, desc[UR4][R4.64]", write=3, stall=1)
     k.op("LOP3.LUT R74, R74, 0x7fffffff, RZ, 0xc0, !PT", wait=0x08, y=True, stall=6)
     k.op("IADD3 R74, R74, R12, RZ", y=True, stall=6, note="+ the target's array")
-    for i in range(DATA_REGS):
-        k.op(f"IADD3 R{8 + i}, R0, {(0x01010101 * (i + 1)) & 0x7fffffff:#x}, RZ", stall=1)
+    fill_registers(k, 8, DATA_REGS)
     cluster_sync(k)
     block_start(k, regs)
     inc, cmp, bra = loop_control(regs, "LOOP")
@@ -141,10 +141,8 @@ def cluster_stream_kernel(arch: str = "sm_90", unroll: int = UNROLL) -> Sass:
     for j in range(unroll):
         off = j * STREAM_STEP
         addr = f"desc[UR4][R74.64+{off:#x}]" if off else "desc[UR4][R74.64]"
-        g, slot = divmod(j, group)
-        reg = 8 + ((g % SETS) * group + slot) * vec
-        barrier = g % SETS
-        k.op(f"LD.E.128 R{reg}, {addr}", wait=(1 << barrier) if slot == 0 else 0, write=barrier, stall=1)
+        reg, barrier, wait = rotating_slot(j, group, vec, sets=SETS)
+        k.op(f"LD.E.128 R{reg}, {addr}", wait=wait, write=barrier, stall=1)
         if j == 0:
             k.op(inc, stall=1)
         elif j == 16:

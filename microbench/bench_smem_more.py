@@ -22,7 +22,8 @@ from .core import CUDA, SASS, Benchmark, Case, Metric, Source, per_sm_rate, regi
 from .nvrtc import read_kernel
 from .patterns import BANK_BYTES, BANKS, LIMIT_BYTES_PER_CLK, WARP
 from .results import Limit
-from .sassgen import Regs, Sass, block_start, epilogue, loop_control, prologue, shared_base, xor_fold
+from .sassgen import (Regs, Sass, block_start, epilogue, fill_registers, loop_control, prologue,
+                      rotating_slot, shared_base, xor_fold)
 
 DATA_REGS = 64         # R8..R71
 SETS = 4               # register sets / barriers the loads rotate over
@@ -104,21 +105,18 @@ def matrix_kernel(store: bool, count: int, trans: bool, arch: str = "sm_90",
     k.op("LOP3.LUT R2, R2, 0x7fffffff, RZ, 0xc0, !PT", wait=0x08, y=True, stall=6)
     if base:
         k.op(f"IADD3 R2, R2, {base:#x}, RZ", y=True, stall=6, note="+ shared window base")
-    for i in range(DATA_REGS):
-        k.op(f"IADD3 R{8 + i}, R0, {(0x01010101 * (i + 1)) & 0x7fffffff:#x}, RZ", stall=1)
+    fill_registers(k, 8, DATA_REGS)
     block_start(k, regs)
     inc, cmp, bra = loop_control(regs, "LOOP")
     k.label("LOOP")
     for j in range(unroll):
         off = j * MATRIX_STEP
         addr = f"[R2+{off:#x}]" if off else "[R2]"
-        g, slot = divmod(j, group)
-        reg = 8 + ((g % SETS) * group + slot) * count
+        reg, barrier, wait = rotating_slot(j, group, count, sets=SETS)
         if store:
             k.op(f"{op} {addr}, R{reg}", stall=1)
         else:
-            barrier = g % SETS
-            k.op(f"{op} R{reg}, {addr}", wait=(1 << barrier) if slot == 0 else 0, write=barrier, stall=1)
+            k.op(f"{op} R{reg}, {addr}", wait=wait, write=barrier, stall=1)
         if j == 0:
             k.op(inc, stall=1)
         elif j == 16:

@@ -179,6 +179,7 @@ class Gpu:
         out = self.sl.DeviceBuffer.from_numpy(poison)
         args = (out, inp, np.int32(case.iters), np.int32(case.flag),
                 np.uint32(case.p0 & 0xFFFFFFFF), np.uint32(case.p1 & 0xFFFFFFFF))
+        launch_options = {"cluster": case.cluster} if case.cluster else {}
         for name, value in case.attributes.items():
             _set_attribute(kern, name, value)
         ev0 = _call("cuEventCreate", 0)
@@ -190,7 +191,7 @@ class Gpu:
             for i in range(warmup + repeat):
                 out.copy_from(poison)
                 _call("cuEventRecord", ev0, _drv().CUstream(0))
-                kern(grid, case.block, *args, **({"cluster": case.cluster} if case.cluster else {}))
+                kern(grid, case.block, *args, **launch_options)
                 _call("cuEventRecord", ev1, _drv().CUstream(0))
                 _call("cuEventSynchronize", ev1)
                 _call("cuCtxSynchronize")
@@ -215,7 +216,10 @@ class Gpu:
             inp.close()
             out.close()
             for name in case.attributes:
-                _set_attribute(kern, name, ATTRIBUTE_DEFAULTS[name])
+                try:      # after a fault the context is gone: the error above is the one to tell
+                    _set_attribute(kern, name, ATTRIBUTE_DEFAULTS[name])
+                except GpuError:
+                    pass
         return samples, times, rec
 
 

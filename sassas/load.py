@@ -482,16 +482,17 @@ class Kernel:
     __call__ = launch
 
     def time(self, grid: Union[int, Sequence[int]], block: Union[int, Sequence[int]], *args: Any,
-             repeat: int = 10, warmup: int = 1, shared: int = 0, stream: Any = None) -> list[float]:
+             repeat: int = 10, warmup: int = 1, shared: int = 0, stream: Any = None,
+             cluster: Optional[Union[int, Sequence[int]]] = None) -> list[float]:
         """Milliseconds of each of `repeat` launches (after `warmup` untimed ones), by CUDA events."""
         for _ in range(warmup):
-            self.launch(grid, block, *args, shared=shared, stream=stream)
+            self.launch(grid, block, *args, shared=shared, stream=stream, cluster=cluster)
         handle = _stream_handle(stream)
         events = [(_call("cuEventCreate", 0), _call("cuEventCreate", 0)) for _ in range(repeat)]
         try:
             for start, end in events:
                 _call("cuEventRecord", start, handle)
-                self.launch(grid, block, *args, shared=shared, stream=stream)
+                self.launch(grid, block, *args, shared=shared, stream=stream, cluster=cluster)
                 _call("cuEventRecord", end, handle)
             if events:
                 _call("cuEventSynchronize", events[-1][1])
