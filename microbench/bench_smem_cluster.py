@@ -25,7 +25,7 @@ from .sassgen import (Regs, Sass, block_start, epilogue, fill_registers, loop_co
                       rotating_slot, shared_base, xor_fold)
 
 KERNEL = "cluster_chase32"
-STREAM_KERNEL = "cluster_lds128_stream"
+STREAM_KERNEL = "cluster_ld128_stream"
 # Load j of the stream reads [lane's offset + j * 128]: the same banks, and every load its
 # own address (ptxas merges ld.shared::cluster of one address, which is no volatile access).
 STREAM_STEP = 128
