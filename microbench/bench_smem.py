@@ -10,7 +10,8 @@ from . import patterns as pat
 from .core import CUDA, SASS, Benchmark, Case, Metric, Records, Source, per_sm_rate, register
 from .nvrtc import read_kernel
 from .results import Limit
-from .sassgen import Regs, Sass, block_start, epilogue, loop_control, prologue, shared_base, xor_fold
+from .sassgen import (Regs, Sass, block_start, epilogue, fill_registers, loop_control, prologue,
+                      rotating_slot, shared_base, xor_fold)
 
 WIDTHS = (4, 8, 16)
 OPS = ("LDS", "STS")
@@ -82,19 +83,15 @@ def stream_kernel(op: str, width: int, arch: str = "sm_90", unroll: int = UNROLL
     k.op("LOP3.LUT R2, R2, 0x7fffffff, RZ, 0xc0, !PT", y=True, stall=6)
     if base:
         k.op(f"IADD3 R2, R2, {base:#x}, RZ", y=True, stall=6, note="+ shared window base")
-    for i in range(DATA_REGS):
-        k.op(f"IADD3 R{8 + i}, R0, {(0x01010101 * (i + 1)) & 0x7fffffff:#x}, RZ", stall=1)
+    fill_registers(k, 8, DATA_REGS)
     block_start(k, regs)
     inc, cmp, bra = loop_control(regs, "LOOP")
     k.label("LOOP")
     for j in range(unroll):
         off = (j % 2) * HALF
         addr = f"[R2+{off:#x}]" if off else "[R2]"
-        g, slot = divmod(j, group)
-        reg = 8 + ((g % SETS) * group + slot) * vec
+        reg, barrier, wait = rotating_slot(j, group, vec, sets=SETS)
         if op == "LDS":
-            barrier = g % SETS
-            wait = (1 << barrier) if slot == 0 else 0
             k.op(f"@P1 LDS{suffix(width)} R{reg}, {addr}", wait=wait, write=barrier, stall=stall)
         else:
             k.op(f"@P1 STS{suffix(width)} {addr}, R{reg}", stall=stall)

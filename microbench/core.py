@@ -64,6 +64,10 @@ class Case:
     extra: dict = field(default_factory=dict)
     # Check the records (e.g. a chain's result); returns an error text or None.
     check: Optional[Callable[["Records", "Case"], Optional[str]]] = None
+    # Function attributes set before the case's launches and reset after them, by
+    # cuFuncSetAttribute's short names ({'preferred_shared_memory_carveout': 100}).
+    attributes: dict = field(default_factory=dict)
+    cluster: int = 0             # thread-block cluster size (x) to launch with; 0: no cluster
     index: int = -1              # position in its benchmark's case list (set by the runner)
 
     @property
@@ -71,7 +75,10 @@ class Case:
         return f"{self.bench} {self.variant} [{self.impl}]"
 
     def grid_size(self, sm_count: int) -> int:
-        return sm_count if self.grid == "sms" else int(self.grid)
+        """Blocks to launch: 'sms' is one a SM, rounded down to whole clusters."""
+        if self.grid != "sms":
+            return int(self.grid)
+        return sm_count - sm_count % self.cluster if self.cluster else sm_count
 
 
 class Records:
@@ -200,7 +207,8 @@ def register(cls):
 
 def all_benchmarks() -> dict[str, Benchmark]:
     import importlib
-    for module in ("bench_smem", "bench_inst"):       # registering, in this order
+    for module in ("bench_smem", "bench_smem_forms", "bench_smem_more", "bench_smem_cluster",
+                   "bench_inst"):                       # registering, in this order
         importlib.import_module(f"{__package__}.{module}")
     return REGISTRY
 

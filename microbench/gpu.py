@@ -12,6 +12,9 @@ from .core import CUDA, SASS, Case, Records, Source
 from .sassgen import RECORD_WORDS
 
 POISON = 0xFFFFFFFF
+# What a function attribute that a case may set goes back to after the case (the module,
+# and so the function, is shared by every case of the same source).
+ATTRIBUTE_DEFAULTS = {"preferred_shared_memory_carveout": -1}
 
 
 def loader():
@@ -176,6 +179,9 @@ class Gpu:
         out = self.sl.DeviceBuffer.from_numpy(poison)
         args = (out, inp, np.int32(case.iters), np.int32(case.flag),
                 np.uint32(case.p0 & 0xFFFFFFFF), np.uint32(case.p1 & 0xFFFFFFFF))
+        launch_options = {"cluster": case.cluster} if case.cluster else {}
+        for name, value in case.attributes.items():
+            _set_attribute(kern, name, value)
         ev0 = _call("cuEventCreate", 0)
         ev1 = _call("cuEventCreate", 0)
         samples: dict[str, list[float]] = {m.name: [] for m in case.metrics}
@@ -185,7 +191,7 @@ class Gpu:
             for i in range(warmup + repeat):
                 out.copy_from(poison)
                 _call("cuEventRecord", ev0, _drv().CUstream(0))
-                kern(grid, case.block, *args)
+                kern(grid, case.block, *args, **launch_options)
                 _call("cuEventRecord", ev1, _drv().CUstream(0))
                 _call("cuEventSynchronize", ev1)
                 _call("cuCtxSynchronize")
@@ -209,7 +215,19 @@ class Gpu:
                     pass
             inp.close()
             out.close()
+            for name in case.attributes:
+                try:      # after a fault the context is gone: the error above is the one to tell
+                    _set_attribute(kern, name, ATTRIBUTE_DEFAULTS[name])
+                except GpuError:
+                    pass
         return samples, times, rec
+
+
+def _set_attribute(kern, name: str, value: int) -> None:
+    if name not in ATTRIBUTE_DEFAULTS:
+        raise ValueError(f"no default known for function attribute {name!r}")
+    attr = getattr(_drv().CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name.upper()}")
+    _call("cuFuncSetAttribute", kern.handle, attr, int(value))
 
 
 class CaseFailed(RuntimeError):

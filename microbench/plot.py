@@ -5,7 +5,11 @@
 - smem_patterns.png: every shared-memory pattern's bandwidth next to the bank model;
 - latency.png: latencies (cycles) as bars, SASS beside CUDA-C;
 - ffma.png: FFMA/clk/SM against warps per SM for each stall count / yield setting, and the
-  register-bank variants.
+  register-bank variants;
+- smem_latency_forms.png: the shared-memory chase forms beside the published figures;
+- smem_matrix.png, smem_atomic.png, smem_async_copy.png, smem_cluster.png,
+  smem_carveout.png: each benchmark's variants as bars, SASS beside CUDA-C (and the bank
+  model where there is one).
 Results with an error are left out (they have no figure).
 """
 from __future__ import annotations
@@ -33,8 +37,12 @@ def _ok(results: Sequence[Result], name: str, metric: str = None) -> list[Result
 def plot_all(results: Sequence[Result], outdir: str, device: str = "") -> list[str]:
     os.makedirs(outdir, exist_ok=True)
     written = []
-    for fn in (plot_conflicts, plot_patterns, plot_latency, plot_ffma):
+    for fn in (plot_conflicts, plot_patterns, plot_latency, plot_ffma, plot_latency_forms):
         path = fn(results, outdir, device)
+        if path:
+            written.append(path)
+    for name, metric, unit in BAR_FIGURES:
+        path = plot_bars(results, outdir, name, metric, unit, device)
         if path:
             written.append(path)
     return written
@@ -171,6 +179,84 @@ def plot_ffma(results, outdir, device=""):
     fig.suptitle(f"FFMA {device}".strip())
     fig.tight_layout()
     path = os.path.join(outdir, "ffma.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# Benchmarks drawn as bars, one figure each: (benchmark, metric, axis label).
+BAR_FIGURES = (
+    ("smem.matrix", "bytes_per_clk_sm", "bytes / clock / SM"),
+    ("smem.atomic", "atomics_per_clk_sm", "lane atomics / clock / SM"),
+    ("smem.async_copy", "bytes_per_clk_sm", "bytes / clock / SM"),
+    ("smem.cluster", "bytes_per_clk_sm", "bytes / clock / SM"),
+    ("smem.carveout", "bytes_per_clk_sm", "bytes / clock / SM"),
+)
+
+# Published shared-memory load latencies on H100 (cycles): drawn on smem_latency_forms.png.
+PUBLISHED_H100 = (("Luo et al. 29.0", 29.0), ("mt4g 29.9", 29.9))
+
+
+def plot_bars(results, outdir, name, metric, unit, device=""):
+    """One bar per variant and implementation, the bank model as a tick where there is one."""
+    rs = _ok(results, name, metric)
+    if not rs:
+        return None
+    plt = _plt()
+    variants = []
+    for r in rs:
+        if r.variant not in variants:
+            variants.append(r.variant)
+    fig, ax = plt.subplots(figsize=(max(7, 0.35 * len(variants) + 2), 5.5))
+    xs = range(len(variants))
+    for impl, off, color in (("sass", -0.2, "tab:blue"), ("cuda", 0.2, "tab:orange")):
+        vals = {r.variant: r.value for r in rs if r.impl == impl}
+        ax.bar([x + off for x in xs], [vals.get(v, 0) for v in variants], width=0.4, color=color, label=impl)
+    models = {r.variant: r.model for r in rs if r.model is not None}
+    if models:
+        ax.plot(list(xs), [models.get(v, float("nan")) for v in variants], "k_", ms=10, label="bank model")
+    limits = {r.limit.get("max") for r in rs if r.limit and r.limit.get("max")}
+    for lim in limits:
+        ax.axhline(lim, color="red", lw=0.8, ls=":")
+    ax.set_xticks(list(xs), variants, rotation=90, fontsize=7)
+    ax.set_ylabel(unit)
+    ax.set_title(f"{name} {device}".strip())
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(outdir, name.replace(".", "_") + ".png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_latency_forms(results, outdir, device=""):
+    rs = _ok(results, "smem.latency_forms", "latency")
+    if not rs:
+        return None
+    plt = _plt()
+    labels = []
+    for r in rs:
+        if r.variant not in labels:
+            labels.append(r.variant)
+    fig, ax = plt.subplots(figsize=(9, 0.34 * len(labels) + 1.8))
+    ys = range(len(labels))
+    for impl, off, color in (("sass", -0.2, "tab:blue"), ("cuda", 0.2, "tab:orange")):
+        vals = {r.variant: r.value for r in rs if r.impl == impl}
+        bars = ax.barh([y + off for y in ys], [vals.get(lab, 0) for lab in labels], height=0.4,
+                       color=color, label=impl)
+        for b, lab in zip(bars, labels):
+            if lab in vals:
+                ax.text(b.get_width(), b.get_y() + b.get_height() / 2, f" {vals[lab]:.1f}",
+                        va="center", fontsize=7)
+    for (text, value), style in zip(PUBLISHED_H100, ("--", ":")):
+        ax.axvline(value, color="black", lw=0.9, ls=style, label=f"published: {text}")
+    ax.set_yticks(list(ys), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("cycles per dependent load")
+    ax.set_title(f"Shared-memory latency by chase form {device}".strip())
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    path = os.path.join(outdir, "smem_latency_forms.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -7,7 +7,8 @@
 # Writes into $OUT (or ./microbench-out): microbench.json (every result, the schema in
 # microbench/results.py), summary.txt (the full table), progress.log (one line per case,
 # build and worker messages), and the figures smem_conflicts.png, smem_patterns.png,
-# latency.png, ffma.png. Prints the short summary table last.
+# latency.png, ffma.png, smem_latency_forms.png, smem_matrix.png, smem_atomic.png,
+# smem_async_copy.png, smem_cluster.png, smem_carveout.png. Prints the short summary table last.
 #
 # Needs python3 with numpy, cuda-python (driver + nvrtc bindings) and matplotlib, and lark
 # for sassas: when lark is missing and .whl/ holds its wheel (carry .whl), it is installed

@@ -321,3 +321,21 @@ def xor_fold(k: Sass, dest: int, regs: Sequence[int], wait: int = 0) -> None:
         pair, rest = rest[:2], rest[2:]
         ops = [f"R{x}" for x in pair] + ["RZ"] * (2 - len(pair))
         k.op(f"LOP3.LUT R{dest}, R{dest}, {ops[0]}, {ops[1]}, 0x96, !PT", y=True, stall=6)
+
+
+def fill_registers(k: Sass, first: int, count: int, tid: int = 0) -> None:
+    """R{first}..R{first + count - 1} = tid + distinct constants: data that is not zero and
+    differs between registers and threads (the values stores write, loads overwrite)."""
+    for i in range(count):
+        k.op(f"IADD3 R{first + i}, R{tid}, {(0x01010101 * (i + 1)) & 0x7fffffff:#x}, RZ", stall=1)
+
+
+def rotating_slot(j: int, per_group: int, width: int, first: int = 8, sets: int = 4
+                  ) -> tuple[int, int, int]:
+    """Where load j of a stream writes: (register, barrier, wait mask). Loads go in groups of
+    `per_group`, each `width` registers wide; group g writes register set g % sets and sets
+    barrier g % sets, and its first load waits on that barrier, i.e. for group g - sets, the
+    last to write the same registers."""
+    g, slot = divmod(j, per_group)
+    barrier = g % sets
+    return first + ((g % sets) * per_group + slot) * width, barrier, (1 << barrier) if slot == 0 else 0

@@ -407,6 +407,14 @@ def _dim3(value: Union[int, Sequence[int]], what: str) -> tuple[int, int, int]:
     return dims[0], dims[1], dims[2]
 
 
+def _cluster_dims(value: Union[int, Sequence[int]], grid3: tuple[int, int, int]) -> tuple[int, int, int]:
+    dims = _dim3(value, "cluster")
+    for axis, c, g in zip("xyz", dims, grid3):
+        if g % c:
+            raise ValueError(f"cluster dimension {axis} = {c} does not divide the grid's ({g})")
+    return dims
+
+
 def _stream_handle(stream: Any) -> Any:
     """Driver stream handle from None, an int, a CUstream, or a foreign stream object."""
     if stream is None or isinstance(stream, int):
@@ -445,28 +453,46 @@ class Kernel:
             self._max_dynamic_shared = shared
 
     def launch(self, grid: Union[int, Sequence[int]], block: Union[int, Sequence[int]], *args: Any,
-               shared: int = 0, stream: Any = None) -> None:
-        """Launch asynchronously on `stream` (default stream when None)."""
+               shared: int = 0, stream: Any = None,
+               cluster: Optional[Union[int, Sequence[int]]] = None) -> None:
+        """Launch asynchronously on `stream` (default stream when None). `cluster`: the
+        thread-block cluster's dimensions (sm_90 and later; each must divide the grid's)."""
         grid3, block3 = _dim3(grid, "grid"), _dim3(block, "block")
+        cluster3 = None if cluster is None else _cluster_dims(cluster, grid3)
         packed = _PackedArguments(pack_arguments(self.name, self.param_sizes, args))
         _context()
         self._prepare_shared(shared)
-        _call("cuLaunchKernel", self.handle, *grid3, *block3, shared, _stream_handle(stream),
-              packed.address, 0)
+        if cluster3 is None:
+            _call("cuLaunchKernel", self.handle, *grid3, *block3, shared, _stream_handle(stream),
+                  packed.address, 0)
+            return
+        driver = _driver()
+        attr = driver.CUlaunchAttribute()
+        attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster3
+        config = driver.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = grid3
+        config.blockDimX, config.blockDimY, config.blockDimZ = block3
+        config.sharedMemBytes = shared
+        config.hStream = _stream_handle(stream)
+        config.attrs = [attr]
+        config.numAttrs = 1
+        _call("cuLaunchKernelEx", config, self.handle, packed.address, 0)
 
     __call__ = launch
 
     def time(self, grid: Union[int, Sequence[int]], block: Union[int, Sequence[int]], *args: Any,
-             repeat: int = 10, warmup: int = 1, shared: int = 0, stream: Any = None) -> list[float]:
+             repeat: int = 10, warmup: int = 1, shared: int = 0, stream: Any = None,
+             cluster: Optional[Union[int, Sequence[int]]] = None) -> list[float]:
         """Milliseconds of each of `repeat` launches (after `warmup` untimed ones), by CUDA events."""
         for _ in range(warmup):
-            self.launch(grid, block, *args, shared=shared, stream=stream)
+            self.launch(grid, block, *args, shared=shared, stream=stream, cluster=cluster)
         handle = _stream_handle(stream)
         events = [(_call("cuEventCreate", 0), _call("cuEventCreate", 0)) for _ in range(repeat)]
         try:
             for start, end in events:
                 _call("cuEventRecord", start, handle)
-                self.launch(grid, block, *args, shared=shared, stream=stream)
+                self.launch(grid, block, *args, shared=shared, stream=stream, cluster=cluster)
                 _call("cuEventRecord", end, handle)
             if events:
                 _call("cuEventSynchronize", events[-1][1])

@@ -214,6 +214,14 @@ def test_every_sass_case_has_a_cuda_reference():
             continue
         sass = {c.variant for c in cases if c.impl == "sass"}
         cuda = {c.variant for c in cases if c.impl == "cuda"}
+        if b.name == "smem.latency_forms":
+            # ptxas never folds the index into LDS [R.X4+UR] on sm_90 (the point of that row);
+            # mt4g's rolled loop is C's own
+            assert all("[R.X4+UR]" in v for v in sass - cuda) and sass - cuda
+            assert all(v.startswith("mt4g") for v in cuda - sass) and cuda - sass
+            continue
+        if b.name == "smem.async_copy":     # the stall sweep is SASS's (ptxas's code has 4)
+            sass = {v.rsplit(" stall ", 1)[0] for v in sass}
         assert sass == cuda, b.name
 
 
