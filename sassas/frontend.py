@@ -23,6 +23,7 @@ from operator import attrgetter
 from typing import Optional
 
 from .ast import NO_BARRIER, Instruction, Kernel, Label, Loc, Operand, Shape, SymbolRef
+from .dialect import apply_dialect
 from .errors import Diagnostics, SassError
 from .regalloc import AutoName, ThreeSource, allocate
 
@@ -180,9 +181,10 @@ def _find_aligned_slots(inst: Instruction):
 # ---- the pass ---------------------------------------------------------------------------
 
 def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_reuse: bool = False,
-                  arch: Optional[str] = None) -> None:
+                  arch: Optional[str] = None, dialect: str = "nvdisasm", dialect_forced: bool = False) -> None:
     """Bind names, check, and (optionally) set reuse flags, in place. `arch`: whose names of
-    operands (HGMMA's `gsb0`) stand as they are."""
+    operands (HGMMA's `gsb0`) stand as they are, and whose TuringAs spellings are rewritten to
+    what they stand for in `dialect` (:mod:`sassas.dialect`)."""
     labels = {item.name for item in kernel.body if isinstance(item, Label)}
     params = {p.name for p in kernel.params}
     for name in sorted(set(decls.locs) & (labels | params)):
@@ -199,6 +201,14 @@ def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_
     instructions = kernel.instructions
     checks_of = _checks
     for inst in instructions:
+        if arch is not None:
+            try:
+                warning = apply_dialect(inst, arch, dialect, dialect_forced)
+            except SassError as e:
+                diags.error(e)
+                continue
+            if warning is not None:
+                diags.warn(warning, inst.loc)
         shape = inst.shape
         if shape.symbolic:
             new_ops = []

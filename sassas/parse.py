@@ -739,13 +739,15 @@ def parse_instruction(text: str, filename: str = "<input>") -> Instruction:
 
 def parse_program(text: str, arch: str, filename: str = "<input>", lines: Optional[Lines] = None,
                   default_kernel: Optional[str] = None, diagnostics: Optional[Diagnostics] = None,
-                  auto_reuse: bool = False, listing: bool = False) -> Program:
+                  auto_reuse: bool = False, listing: bool = False, dialect: str = "nvdisasm",
+                  dialect_forced: bool = False) -> Program:
     """Group the parsed items into kernels: `.kernel NAME` starts one; before any, the file's
     statements belong to a kernel named after the file (or `default_kernel`). Each kernel then
     goes through the front end's last pass (names, checks: :mod:`sassas.frontend`).
 
     Errors found after parsing are collected and raised together; warnings go to
-    `diagnostics` (a fresh one, dropped, when none is given)."""
+    `diagnostics` (a fresh one, dropped, when none is given). `dialect`: whose meaning a
+    spelling has where TuringAs and nvdisasm differ (:mod:`sassas.dialect`)."""
     diags = diagnostics if diagnostics is not None else Diagnostics()
     items = parse_items(text, filename, lines)
     program = Program(arch=arch, file=filename)
@@ -799,7 +801,8 @@ def parse_program(text: str, arch: str, filename: str = "<input>", lines: Option
     target = get_arch(arch)
     for kernel in program.kernels:
         try:
-            finish_kernel(kernel, declarations[id(kernel)], diags, auto_reuse=auto_reuse, arch=arch)
+            finish_kernel(kernel, declarations[id(kernel)], diags, auto_reuse=auto_reuse, arch=arch,
+                          dialect=dialect, dialect_forced=dialect_forced)
         except SassError as e:
             diags.error(e)
         if kernel.shared_bytes > target.max_shared_per_block:

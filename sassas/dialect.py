@@ -1,0 +1,112 @@
+"""Which meaning a line has: TuringAs's dialect or nvdisasm's text.
+
+The two agree on most spellings. Where they do not, the tables say so (data, not code):
+`data/turingas.toml`, generated with TuringAs as the oracle, maps each TuringAs spelling with
+implied parts to the spelling nvdisasm prints for the word TuringAs writes (`SHF.L` ->
+`SHF.L.U32`, `IADD3.X R, R, R, R, P` -> `... P, !PT`), marks the spellings that are also
+nvdisasm text with another meaning (`CS2R R5, SR_CLOCKLO`: TuringAs's 32-bit CS2R.32,
+nvdisasm's 64-bit pair write) and those where TuringAs's word means something other than
+what is written (`wrong`); `data/spellings.toml` holds sassas's own explicit spellings
+(`CS2R.64`).
+
+A file's dialect: `nvdisasm` for a cuobjdump/nvdisasm listing and for a file that uses
+sassas's directives (`.kernel`, `.param`, ...: TuringAs reads none of them); `turingas` for
+any other file (control codes, `<params>`/`<regs>` blocks: what TuringAs reads). The caller
+may force either (`--dialect`, `dialect=`), which also silences the ambiguity warnings.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional
+
+from .ast import Instruction, Operand
+from .errors import SassError
+
+DIALECTS = ("turingas", "nvdisasm")
+_DATA = Path(__file__).parent / "data"
+_DIRECTIVE = re.compile(r"^[ \t]*\.(?!include\b)[A-Za-z_]", re.M)
+
+
+def detect_dialect(text: str, listing: bool) -> str:
+    if listing or _DIRECTIVE.search(text):
+        return "nvdisasm"
+    return "turingas"
+
+
+@lru_cache(maxsize=None)
+def _tables() -> tuple[dict, dict]:
+    with open(_DATA / "turingas.toml", "rb") as f:
+        turingas = tomllib.load(f)
+    with open(_DATA / "spellings.toml", "rb") as f:
+        own = tomllib.load(f)["spellings"]
+    return turingas, own
+
+
+_PREDICATE = re.compile(r"(!?)(U?P)([0-6]|T)$")
+
+
+@lru_cache(maxsize=None)
+def _operands(texts: tuple[str, ...]) -> tuple:
+    """The predicate operands a table appends (`!PT`, `P0`)."""
+    out = []
+    for t in texts:
+        m = _PREDICATE.match(t)
+        out.append(Operand(m.group(2), (7 if m.group(3) == "T" else int(m.group(3)),),
+                           frozenset("!" if m.group(1) else ())))
+    return tuple(out)
+
+
+def _rewrite(inst: Instruction, to: str, append=(), raw=None) -> None:
+    opcode, *mods = to.split(".")
+    inst.opcode, inst.modifiers = opcode, tuple(mods)
+    if raw is not None and inst.raw is None:
+        inst.raw = (int(raw[0], 16), int(raw[1], 16))
+    if append:
+        inst.operands = inst.operands + _operands(tuple(append))
+
+
+def apply_dialect(inst: Instruction, arch: str, dialect: str, forced: bool) -> Optional[str]:
+    """Rewrite `inst` in place to the spelling it stands for in `dialect`; a warning to give,
+    or None."""
+    turingas, own = _tables()
+    spelling = ".".join((inst.opcode, *inst.modifiers))
+    key = f"{spelling} {len(inst.operands)}"
+    mine = own.get(key)
+    if mine is not None:
+        _rewrite(inst, mine["to"])
+        return None
+    entry = turingas.get(arch, {}).get(key)
+    if entry is None:
+        return None
+    if "wrong" in entry:
+        if entry.get("refuse"):
+            raise SassError(f"{spelling} is not an instruction on {arch}: TuringAs writes bits for it that "
+                            f"nvdisasm reads as {entry['wrong']}; write the instruction you mean as nvdisasm "
+                            f"spells it (`sassas isa --arch {arch} {inst.opcode}` lists them)", inst.loc)
+        if dialect == "turingas" and not forced:
+            return (f"TuringAs writes bits that nvdisasm reads as {entry['wrong']} for {spelling} on {arch}; "
+                    f"sassas writes {spelling} as nvdisasm reads it")
+        return None
+    if entry.get("ambiguous"):
+        if dialect != "turingas":
+            return None
+        _rewrite(inst, entry["to"], entry.get("append", ()), entry.get("raw"))
+        if forced:
+            return None
+        return (f"{spelling} means {entry['to']} in TuringAs's dialect, which this file is read in, "
+                f"and something else in nvdisasm's text; taken as {entry['to']}: write "
+                f"{entry['to']} to say so, or choose with --dialect turingas|nvdisasm"
+                + (f" ({own_hint})" if (own_hint := _explicit_hint(spelling, own)) else ""))
+    _rewrite(inst, entry["to"], entry.get("append", ()), entry.get("raw"))
+    return None
+
+
+def _explicit_hint(spelling: str, own: dict) -> str:
+    """sassas's explicit spelling of nvdisasm's meaning, where it has one (`CS2R.64`)."""
+    for key, e in own.items():
+        if e["to"] == spelling:
+            return f"{key.split()[0]} is nvdisasm's meaning"
+    return ""
