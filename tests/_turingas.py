@@ -222,7 +222,12 @@ def build_table(rng: random.Random, tmp: Path) -> dict:
         p = tmp / f"s{i}.sass"
         p.write_text(f"<params>\nx, 4\n</params>\n--:-:-:-:2  {line}\n--:-:-:-:2  EXIT;\n")
         files.append(p)
+    from sassas import dialect
     from sassas.elf import read_cubin
+    # sassas as it reads nvdisasm's text alone, without the table being made
+    dialect._tables.cache_clear()
+    _, own = dialect._tables()
+    dialect._tables = lambda: ({}, own)
     table: dict = {}
     for arch in ARCHS:
         outs = run_turingas(files, arch, tmp)
