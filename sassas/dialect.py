@@ -3,7 +3,7 @@
 The two agree on most spellings. Where they do not, the tables say so (data, not code):
 `data/turingas.toml`, generated with TuringAs as the oracle, maps each TuringAs spelling with
 implied parts to the spelling nvdisasm prints for the word TuringAs writes (`SHF.L` ->
-`SHF.L.U32`, `IADD3.X R, R, R, R, P` -> `... P, !PT`), marks the spellings that are also
+`SHF.L.U32`, `IADD3.X R, R, R, R, P` -> `... P, !PT`, `LEA.HI R, R, R, I` -> `LEA.HI R, R, R, RZ, I`), marks the spellings that are also
 nvdisasm text with another meaning (`CS2R R5, SR_CLOCKLO`: TuringAs's 32-bit CS2R.32,
 nvdisasm's 64-bit pair write) and those where TuringAs's word means something other than
 what is written (`wrong`); `data/spellings.toml` holds sassas's own explicit spellings
@@ -45,27 +45,33 @@ def _tables() -> tuple[dict, dict]:
     return turingas, own
 
 
-_PREDICATE = re.compile(r"(!?)(U?P)([0-6]|T)$")
+_FILLED_IN = re.compile(r"(!?)(U?P)([0-6]|T)$|RZ$")
 
 
 @lru_cache(maxsize=None)
-def _operands(texts: tuple[str, ...]) -> tuple:
-    """The predicate operands a table appends (`!PT`, `P0`)."""
-    out = []
-    for t in texts:
-        m = _PREDICATE.match(t)
-        out.append(Operand(m.group(2), (7 if m.group(3) == "T" else int(m.group(3)),),
-                           frozenset("!" if m.group(1) else ())))
-    return tuple(out)
+def _filled_in(text: str) -> Operand:
+    """An operand TuringAs fills in: RZ or a predicate (`!PT`, `P0`)."""
+    m = _FILLED_IN.match(text)
+    if m.group(2) is None:
+        return Operand("R", (255,))
+    return Operand(m.group(2), (7 if m.group(3) == "T" else int(m.group(3)),), frozenset("!" if m.group(1) else ()))
 
 
-def _rewrite(inst: Instruction, to: str, append=(), raw=None) -> None:
-    opcode, *mods = to.split(".")
+def _rewrite(inst: Instruction, entry: dict) -> None:
+    opcode, *mods = entry["to"].split(".")
     inst.opcode, inst.modifiers = opcode, tuple(mods)
+    order = entry.get("operands")
+    if order is not None:
+        inst.operands = tuple(inst.operands[int(o[1:])] if o[0] == "$" else _filled_in(o) for o in order)
+    raw = entry.get("raw")
     if raw is not None and inst.raw is None:
         inst.raw = (int(raw[0], 16), int(raw[1], 16))
-    if append:
-        inst.operands = inst.operands + _operands(tuple(append))
+
+
+def spelling_key(spelling: str, operands) -> str:
+    """A table's key: the spelling, its number of operands and its special registers (TuringAs's
+    `CS2R R, SR_CLOCKLO` is CS2R.32, its `CS2R R, SRZ` the 64-bit CS2R)."""
+    return " ".join([spelling, str(len(operands)), *(str(op.values[0]) for op in operands if op.kind == "SR")])
 
 
 def apply_dialect(inst: Instruction, arch: str, dialect: str, forced: bool) -> Optional[str]:
@@ -73,10 +79,10 @@ def apply_dialect(inst: Instruction, arch: str, dialect: str, forced: bool) -> O
     or None."""
     turingas, own = _tables()
     spelling = ".".join((inst.opcode, *inst.modifiers))
-    key = f"{spelling} {len(inst.operands)}"
+    key = spelling_key(spelling, inst.operands)
     mine = own.get(key)
     if mine is not None:
-        _rewrite(inst, mine["to"])
+        _rewrite(inst, mine)
         return None
     entry = turingas.get(arch, {}).get(key)
     if entry is None:
@@ -93,14 +99,14 @@ def apply_dialect(inst: Instruction, arch: str, dialect: str, forced: bool) -> O
     if entry.get("ambiguous"):
         if dialect != "turingas":
             return None
-        _rewrite(inst, entry["to"], entry.get("append", ()), entry.get("raw"))
+        _rewrite(inst, entry)
         if forced:
             return None
         return (f"{spelling} means {entry['to']} in TuringAs's dialect, which this file is read in, "
                 f"and something else in nvdisasm's text; taken as {entry['to']}: write "
                 f"{entry['to']} to say so, or choose with --dialect turingas|nvdisasm"
                 + (f" ({own_hint})" if (own_hint := _explicit_hint(spelling, own)) else ""))
-    _rewrite(inst, entry["to"], entry.get("append", ()), entry.get("raw"))
+    _rewrite(inst, entry)
     return None
 
 

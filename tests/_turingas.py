@@ -58,15 +58,16 @@ def run_turingas(paths: list[Path], arch: int, outdir: Path) -> list[Path]:
 _MEM = (("", ".U8", ".S8", ".U16", ".S16", ".32", ".64", ".128"),)
 SPELLINGS: list[tuple[str, tuple, str]] = [
     ("MOV", (), "R, R"), ("MOV", (), "R, I"), ("MOV", (), "R, C"),
-    ("LDG", ((".E",),) + _MEM + (("", ".EF", ".LU"), ("", ".CONSTANT", ".STRONG"), ("", ".CTA", ".GPU", ".SYS")), "R, A"),
-    ("STG", ((".E",),) + _MEM + (("", ".EF", ".LU"), ("", ".CTA", ".GPU", ".SYS"), ("", ".STRONG")), "A, R"),
+    # (TuringAs's grammar reads .EF/.LU but cannot encode them: left out)
+    ("LDG", ((".E",),) + _MEM + (("", ".CONSTANT", ".STRONG"), ("", ".CTA", ".GPU", ".SYS")), "R, A"),
+    ("STG", ((".E",),) + _MEM + (("", ".CTA", ".GPU", ".SYS"), ("", ".STRONG")), "A, R"),
     ("LDS", (("", ".U"),) + _MEM, "R, A"),
     ("STS", _MEM, "A, R"),
     ("LDC", (("", ".E"), ("", ".U8", ".S8", ".U16", ".S16", ".32", ".64")), "R, C"),
     ("LDSM", ((".16",), (".M88", ".MT88"), (".1", ".2", ".4")), "R, A"),
     ("DEPBAR", ((".LE",),), "SB0, I"),
     ("IADD3", (), "R, R, R, R"), ("IADD3", (), "R, R, I, R"), ("IADD3", (), "R, R, C, R"),
-    ("IADD3", (), "R, P, R, R, R"), ("IADD3", (), "R, P, P, R, R, R"),
+    ("IADD3", (), "R, D, R, R, R"), ("IADD3", (), "R, D, D, R, R, R"),
     ("IADD3", ((".X",),), "R, R, R, R, P"), ("IADD3", ((".X",),), "R, R, R, R, P, P"),
     ("IADD3", ((".X",),), "R, R, I, R, P"),
     ("LEA", (("", ".HI"), ("", ".X"), ("", ".SX32")), "R, R, R, I"),
@@ -75,8 +76,8 @@ SPELLINGS: list[tuple[str, tuple, str]] = [
     ("IMAD", ((".X",),), "R, R, R, R, P"),
     ("IMAD", ((".WIDE",), ("", ".U32")), "W, R, R, W"), ("IMAD", ((".WIDE",), ("", ".U32")), "W, R, I, W"),
     ("IMAD", ((".HI",), ("", ".U32")), "R, R, R, R"),
-    ("ISETP", ((".EQ", ".NE", ".LT", ".GT", ".GE", ".LE"), ("", ".U32", ".S32"), (".AND", ".OR", ".XOR")), "P, P, R, R, P"),
-    ("ISETP", ((".LT", ".GE"), ("", ".U32"), (".AND",)), "P, P, R, I, P"),
+    ("ISETP", ((".EQ", ".NE", ".LT", ".GT", ".GE", ".LE"), ("", ".U32", ".S32"), (".AND", ".OR", ".XOR")), "D, D, R, R, P"),
+    ("ISETP", ((".LT", ".GE"), ("", ".U32"), (".AND",)), "D, D, R, I, P"),
     ("LOP3", ((".LUT",),), "R, R, R, R, I8"), ("LOP3", ((".LUT",),), "R, R, I, R, I8, P"),
     ("SHF", ((".L", ".R"), ("", ".S32", ".U32", ".S64", ".U64"), ("", ".HI")), "R, R, I, R"),
     ("SHF", ((".L", ".R"), ("", ".U32")), "R, R, R, R"),
@@ -93,7 +94,7 @@ SPELLINGS: list[tuple[str, tuple, str]] = [
     ("CS2R", (), "R, SR_CLOCKLO"), ("CS2R", (), "R, SRZ"),
     ("S2R", (), "R, S"), ("NOP", (), ""),
     ("BAR", ((".SYNC",),), "I4"),
-    ("SHFL", ((".IDX", ".UP", ".DOWN", ".BFLY"),), "P, R, R, I5, I5"),
+    ("SHFL", ((".IDX", ".UP", ".DOWN", ".BFLY"),), "D, R, R, I5, I5"),
     ("F2F", ((".F16",), (".F32",)), "R, R"),
     ("F2I", (("", ".FTZ"), ("", ".U32", ".S32"), ("", ".TRUNC", ".FLOOR", ".CEIL")), "R, R"),
     ("I2F", (("", ".U32", ".S32"), ("", ".RN", ".RM", ".RP", ".RZ")), "R, R"),
@@ -120,6 +121,8 @@ def _operand(field: str, rng: random.Random, mnemonic: str) -> str:
         return f"R{rng.randrange(0, 16) * 4}"
     if field == "P":
         return rng.choice(("P0", "P1", "P3", "PT", "!P2"))
+    if field == "D":                      # a predicate written: never negated
+        return rng.choice(("P0", "P1", "P3", "PT"))
     if field == "I":
         return rng.choice((str(rng.randrange(0, 32)), hex(rng.randrange(0, 32))))
     if field in ("I4", "I5", "I8"):
@@ -165,6 +168,22 @@ def _kinds(inst) -> list[tuple]:
     return out
 
 
+def _align(written: list[tuple], canon) -> Optional[list[str]]:
+    """The canonical operands as the written ones (`$i`) and the ones TuringAs fills in (RZ, a
+    predicate), in order; None where they do not line up so."""
+    from sassas.operands import format_operand
+    out, i = [], 0
+    for op in canon.operands:
+        if i < len(written) and (op.kind, op.flags - {"!"}) == written[i]:
+            out.append(f"${i}")
+            i += 1
+        elif (op.kind == "R" and op.values == (255,)) or op.kind == "P":
+            out.append(format_operand(op))
+        else:
+            return None
+    return out if i == len(written) else None
+
+
 def classify(line: str, word: int, arch: int) -> Optional[dict]:
     """What the TuringAs spelling in `line` means on `arch`, given the word TuringAs wrote: None
     where sassas already writes that word from the line as it stands, else an entry."""
@@ -187,7 +206,8 @@ def classify(line: str, word: int, arch: int) -> Optional[dict]:
         canon = isa.decode(word)
         text = isa.format(canon)
     except Exception:
-        return None if sassas_word(line) is None else {"wrong": "no instruction nvdisasm knows"}
+        return {"wrong": "no instruction nvdisasm knows",
+                **({"refuse": True} if sassas_word(line) is None else {})}
     # The spelling as written, with the operands TuringAs wrote (it cuts values to their fields
     # without a word, which sassas refuses: a matter of values, not of the spelling).
     from sassas.operands import format_operand
@@ -198,15 +218,14 @@ def classify(line: str, word: int, arch: int) -> Optional[dict]:
         return None
     mods_w, mods_c = set(written.modifiers), set(canon.modifiers)
     dropped, added = mods_w - mods_c, mods_c - mods_w
-    kw, kc = _kinds(written), _kinds(canon)
     name = ".".join((canon.opcode, *canon.modifiers))
+    order = _align(_kinds(written), canon)
     ok = (canon.opcode == written.opcode and dropped <= DEFAULTS and added <= IMPLIED
-          and not any((written.opcode, t) in WRONG_IMPLIED for t in added)
-          and kc[:len(kw)] == kw and all(k[0] == "P" for k in kc[len(kw):]))
+          and not any((written.opcode, t) in WRONG_IMPLIED for t in added) and order is not None)
     mine = sassas_word(text.rstrip(" ;") + ";") if ok else None
     if mine is None:
         return {"wrong": name} if as_written is not None else {"wrong": name, "refuse": True}
-    if name == spelled:
+    if name == spelled and order == [f"${i}" for i in range(len(order))]:
         return None     # the same text: TuringAs sets bits besides it (a divergence the test names)
     entry = {"to": name}
     if mine != word:
@@ -214,9 +233,8 @@ def classify(line: str, word: int, arch: int) -> Optional[dict]:
         # descriptor UR0 of its LDG/STG): kept as TuringAs writes them
         mask = mine ^ word
         entry["raw"] = [hex(mask), hex(word & mask)]
-    if len(kc) > len(kw):
-        from sassas.operands import format_operand
-        entry["append"] = [format_operand(op) for op in canon.operands[len(kw):]]
+    if order != [f"${i}" for i in range(len(order))]:
+        entry["operands"] = order
     if as_written is not None:
         entry["ambiguous"] = True
     return entry
@@ -231,7 +249,9 @@ def build_table(rng: random.Random, tmp: Path) -> dict:
         p.write_text(f"<params>\nx, 4\n</params>\n--:-:-:-:2  {line}\n--:-:-:-:2  EXIT;\n")
         files.append(p)
     from sassas import dialect
+    from sassas.dialect import spelling_key
     from sassas.elf import read_cubin
+    from sassas.parse import parse_instruction
     # sassas as it reads nvdisasm's text alone, without the table being made
     dialect._tables.cache_clear()
     _, own = dialect._tables()
@@ -246,8 +266,7 @@ def build_table(rng: random.Random, tmp: Path) -> dict:
             word = int.from_bytes(read_cubin(out.read_bytes()).kernels[0].code[:16], "little")
             entry = classify(line, word, arch)
             if entry is not None:
-                n = len(t.split(", ")) if t else 0
-                entries[f"{m} {n}"] = entry
+                entries[spelling_key(m, parse_instruction(line).operands)] = entry
     return table
 
 
@@ -255,8 +274,9 @@ def write_table(table: dict, path: Path) -> None:
     out = ["# TuringAs's spellings and what they mean on each arch: the instruction nvdisasm reads in",
            "# the word TuringAs writes for them. Generated by `python -m tests._turingas` (TuringAs",
            "# and its grammar are the oracle); do not edit by hand.",
-           "#   key: the spelling as written and its number of operands",
-           "#   to: the spelling it stands for; append: operands TuringAs fills in;",
+           "#   key: the spelling as written, its number of operands and its special registers",
+           "#   to: the spelling it stands for; operands: its operands, $i the i-th written, others",
+           "#   filled in by TuringAs (RZ, !PT);",
            "#   ambiguous: the spelling is also nvdisasm text, which means something else (warned);",
            "#   raw: [mask, bits] TuringAs sets that nvdisasm does not print, kept;",
            "#   wrong: TuringAs's word reads as this, not as what is written: sassas writes what is",
@@ -266,7 +286,7 @@ def write_table(table: dict, path: Path) -> None:
         for key in sorted(entries):
             e = entries[key]
             fields = []
-            for k in ("to", "append", "raw", "ambiguous", "wrong", "refuse"):
+            for k in ("to", "operands", "raw", "ambiguous", "wrong", "refuse"):
                 if k in e:
                     v = e[k]
                     fields.append(f"{k} = " + ("true" if v is True else
@@ -282,3 +302,33 @@ if __name__ == "__main__":
         sys.exit("TuringAs not found: set SASSAS_TURINGAS")
     with tempfile.TemporaryDirectory() as tmp:
         write_table(build_table(random.Random(0), Path(tmp)), ROOT / "sassas" / "data" / "turingas.toml")
+
+
+# ---- random programs -----------------------------------------------------------------------
+_CONTROL_WAIT = ("--", "--", "--", "01", "02", "12")
+
+
+def control(rng: random.Random) -> str:
+    if rng.random() < 0.3:
+        return f"{rng.choice(_CONTROL_WAIT)}:-:-:Y:{rng.randrange(0, 16):x}"
+    return f"{rng.choice(_CONTROL_WAIT)}:-:-:-:{rng.randrange(1, 12):x}"
+
+
+def program(body: list[str], rng: random.Random) -> str:
+    """A TuringAs file around `body` (instruction lines without control codes): parameters
+    (8-byte ones first, so that packed and naturally aligned offsets agree), register names,
+    shared memory, a loop label, a parameter read and EXIT."""
+    n8, n4 = rng.randrange(0, 3), rng.randrange(1, 4)
+    params = [f"ptr{i}, 8" for i in range(n8)] + [f"val{i}, 4" for i in range(n4)]
+    smem = rng.randrange(0, 64) * 16
+    lines = ["<params>", *params, "</params>", "<regs>", "60-63 : t0, t1, t2, t3", "</regs>"]
+    if smem:
+        lines += ["<SMEM>", str(smem), "</SMEM>"]
+    lines += [f"{control(rng)}  MOV t0, val0[0];", "TOP:"]
+    lines += [f"{control(rng)}  {b}" for b in body]
+    lines += [f"{control(rng)}  IADD3 t1, t1, 0x1, RZ;", "--:-:-:-:2  BRA TOP;", "--:-:-:-:2  EXIT;"]
+    return "\n".join(lines) + "\n"
+
+
+def instruction_lines(text: str) -> list[str]:
+    return [ln.split(None, 1)[1] for ln in text.splitlines() if ln[:2] in ("--", "01", "02", "12")]
