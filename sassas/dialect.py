@@ -68,10 +68,15 @@ def _rewrite(inst: Instruction, entry: dict) -> None:
         inst.raw = (int(raw[0], 16), int(raw[1], 16))
 
 
+_VALUE_FLAGS = frozenset({"!", "-", "|", "~", "reuse"})
+
+
 def spelling_key(spelling: str, operands) -> str:
-    """A table's key: the spelling, its number of operands and its special registers (TuringAs's
-    `CS2R R, SR_CLOCKLO` is CS2R.32, its `CS2R R, SRZ` the 64-bit CS2R)."""
-    return " ".join([spelling, str(len(operands)), *(str(op.values[0]) for op in operands if op.kind == "SR")])
+    """A table's key: the spelling, its operands' kinds (`[R+I].64`: TuringAs's LDG with a 64-bit
+    address) and its special registers (TuringAs's `CS2R R, SR_CLOCKLO` is CS2R.32, its
+    `CS2R R, SRZ` the 64-bit CS2R)."""
+    kinds = [op.kind + "".join(sorted(op.flags - _VALUE_FLAGS)) for op in operands]
+    return " ".join([spelling, *kinds, *(str(op.values[0]) for op in operands if op.kind == "SR")])
 
 
 def apply_dialect(inst: Instruction, arch: str, dialect: str, forced: bool) -> Optional[str]:

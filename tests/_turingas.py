@@ -60,6 +60,7 @@ SPELLINGS: list[tuple[str, tuple, str]] = [
     ("MOV", (), "R, R"), ("MOV", (), "R, I"), ("MOV", (), "R, C"),
     # (TuringAs's grammar reads .EF/.LU but cannot encode them: left out)
     ("LDG", ((".E",),) + _MEM + (("", ".CONSTANT", ".STRONG"), ("", ".CTA", ".GPU", ".SYS")), "R, A"),
+    ("LDG", ((".E",),) + _MEM + (("", ".CONSTANT", ".STRONG"), ("", ".CTA", ".GPU", ".SYS")), "R, A64"),
     ("STG", ((".E",),) + _MEM + (("", ".CTA", ".GPU", ".SYS"), ("", ".STRONG")), "A, R"),
     ("LDS", (("", ".U"),) + _MEM, "R, A"),
     ("STS", _MEM, "A, R"),
@@ -69,8 +70,11 @@ SPELLINGS: list[tuple[str, tuple, str]] = [
     ("IADD3", (), "R, R, R, R"), ("IADD3", (), "R, R, I, R"), ("IADD3", (), "R, R, C, R"),
     ("IADD3", (), "R, D, R, R, R"), ("IADD3", (), "R, D, D, R, R, R"),
     ("IADD3", ((".X",),), "R, R, R, R, P"), ("IADD3", ((".X",),), "R, R, R, R, P, P"),
-    ("IADD3", ((".X",),), "R, R, I, R, P"),
+    ("IADD3", ((".X",),), "R, R, I, R, P"), ("IADD3", ((".X",),), "R, R, C, R, P"),
+    ("IADD3", ((".X",),), "R, R, R, I, P"), ("IADD3", ((".X",),), "R, R, I, R, P, P"),
     ("LEA", (("", ".HI"), ("", ".X"), ("", ".SX32")), "R, R, R, I"),
+    ("LEA", (("", ".HI"), ("", ".X"), ("", ".SX32")), "R, R, C, I"),
+    ("LEA", (("", ".HI"), ("", ".X"), ("", ".SX32")), "R, R, R, R, I"),
     ("IMAD", (("", ".MOV", ".SHL", ".IADD"), ("", ".U32", ".S32"), ("",)), "R, R, R, R"),
     ("IMAD", (("", ".U32"),), "R, R, I, R"), ("IMAD", (("", ".U32"),), "R, R, C, R"),
     ("IMAD", ((".X",),), "R, R, R, R, P"),
@@ -133,6 +137,8 @@ def _operand(field: str, rng: random.Random, mnemonic: str) -> str:
         return rng.choice(("1.5", "-2.0", "0.25", "3.0"))
     if field == "A":
         return f"[R{rng.randrange(0, 32) * 2}+{hex(n * 4)}]"
+    if field == "A64":
+        return f"[R{rng.randrange(0, 32) * 2}.64+{hex(n * 4)}]"
     if field == "S":
         return rng.choice(_SR)
     return field
@@ -206,20 +212,23 @@ def classify(line: str, word: int, arch: int) -> Optional[dict]:
         canon = isa.decode(word)
         text = isa.format(canon)
     except Exception:
-        return {"wrong": "no instruction nvdisasm knows",
+        return {"wrong": "an illegal instruction (nvdisasm decodes none)",
                 **({"refuse": True} if sassas_word(line) is None else {})}
     # The spelling as written, with the operands TuringAs wrote (it cuts values to their fields
     # without a word, which sassas refuses: a matter of values, not of the spelling).
     from sassas.operands import format_operand
     spelled = ".".join((written.opcode, *written.modifiers))
     ops = [format_operand(op) for op in canon.operands[:len(written.operands)]]
-    as_written = sassas_word(f"{spelled} {', '.join(ops)};" if ops else f"{spelled};")
+    order = _align(_kinds(written), canon)
+    if order is None:
+        as_written = sassas_word(line)      # TuringAs dropped or moved an operand written
+    else:
+        as_written = sassas_word(f"{spelled} {', '.join(ops)};" if ops else f"{spelled};")
     if as_written == word:
         return None
     mods_w, mods_c = set(written.modifiers), set(canon.modifiers)
     dropped, added = mods_w - mods_c, mods_c - mods_w
     name = ".".join((canon.opcode, *canon.modifiers))
-    order = _align(_kinds(written), canon)
     ok = (canon.opcode == written.opcode and dropped <= DEFAULTS and added <= IMPLIED
           and not any((written.opcode, t) in WRONG_IMPLIED for t in added) and order is not None)
     mine = sassas_word(text.rstrip(" ;") + ";") if ok else None
