@@ -69,13 +69,15 @@ def _rewrite(inst: Instruction, entry: dict) -> None:
 
 
 _VALUE_FLAGS = frozenset({"!", "-", "|", "~", "reuse"})
+# A parameter's word (`n[0]`), resolved later, is a constant-bank operand.
+_KIND_OF_NAME = {"N[I]": "C[I][I]"}
 
 
 def spelling_key(spelling: str, operands) -> str:
     """A table's key: the spelling, its operands' kinds (`[R+I].64`: TuringAs's LDG with a 64-bit
     address) and its special registers (TuringAs's `CS2R R, SR_CLOCKLO` is CS2R.32, its
     `CS2R R, SRZ` the 64-bit CS2R)."""
-    kinds = [op.kind + "".join(sorted(op.flags - _VALUE_FLAGS)) for op in operands]
+    kinds = [_KIND_OF_NAME.get(op.kind, op.kind) + "".join(sorted(op.flags - _VALUE_FLAGS)) for op in operands]
     return " ".join([spelling, *kinds, *(str(op.values[0]) for op in operands if op.kind == "SR")])
 
 

@@ -201,14 +201,6 @@ def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_
     instructions = kernel.instructions
     checks_of = _checks
     for inst in instructions:
-        if arch is not None:
-            try:
-                warning = apply_dialect(inst, arch, dialect, dialect_forced)
-            except SassError as e:
-                diags.error(e)
-                continue
-            if warning is not None:
-                diags.warn(warning, inst.loc)
         shape = inst.shape
         if shape.symbolic:
             new_ops = []
@@ -219,6 +211,16 @@ def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_
                     diags.error(e.with_loc(inst.operand_loc(i)))
                     new_ops.append(op)
             inst.operands = tuple(new_ops)
+            shape = inst.shape
+        if arch is not None:
+            # (after binding: the table knows spellings by their operands' kinds)
+            try:
+                warning = apply_dialect(inst, arch, dialect, dialect_forced)
+            except SassError as e:
+                diags.error(e)
+                continue
+            if warning is not None:
+                diags.warn(warning, inst.loc)
             shape = inst.shape
         checks = checks_of.get(shape)
         if checks is None:

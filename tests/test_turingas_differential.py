@@ -182,4 +182,6 @@ def test_handwritten_files_match_turingas(path, tmp_path):
         assert _words(mine.code, n) == _words(theirs.code, n), f"{path.name} on sm_{arch}"
         assert [(p.offset, p.size) for p in mine.params] == [(p.offset, p.size) for p in theirs.params]
         assert mine.shared_bytes == theirs.shared_bytes
-        assert mine.registers >= _needed_registers(instruction_lines(text)) - 63 or mine.registers >= 1
+        used = [op.values[0] for inst in cubin.program.kernels[0].instructions for op in inst.operands
+                if op.kind == "R" and op.values[0] != 255]
+        assert mine.registers >= max(used) + 1 and theirs.registers >= max(used) + 1
