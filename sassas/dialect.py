@@ -87,7 +87,7 @@ def apply_dialect(inst: Instruction, arch: str, dialect: str, forced: bool) -> O
     turingas, own = _tables()
     spelling = ".".join((inst.opcode, *inst.modifiers))
     key = spelling_key(spelling, inst.operands)
-    mine = own.get(key)
+    mine = own.get(spelling)
     if mine is not None:
         _rewrite(inst, mine)
         return None
@@ -121,5 +121,5 @@ def _explicit_hint(spelling: str, own: dict) -> str:
     """sassas's explicit spelling of nvdisasm's meaning, where it has one (`CS2R.64`)."""
     for key, e in own.items():
         if e["to"] == spelling:
-            return f"{key.split()[0]} is nvdisasm's meaning"
+            return f"{key} is nvdisasm's meaning"
     return ""
