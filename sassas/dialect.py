@@ -96,12 +96,12 @@ def apply_dialect(inst: Instruction, arch: str, dialect: str, forced: bool) -> O
         return None
     if "wrong" in entry:
         if entry.get("refuse"):
-            raise SassError(f"{spelling} is not an instruction on {arch}: TuringAs writes bits for it that "
-                            f"nvdisasm reads as {entry['wrong']}; write the instruction you mean as nvdisasm "
-                            f"spells it (`sassas isa --arch {arch} {inst.opcode}` lists them)", inst.loc)
+            raise SassError(f"{spelling} is refused on {arch}: TuringAs's word for it is {entry['wrong']}, "
+                            f"not {spelling}, and sassas does not write that; write the instruction you mean "
+                            f"as nvdisasm spells it (`sassas isa --arch {arch} {inst.opcode}` lists them)", inst.loc)
         if dialect == "turingas" and not forced:
-            return (f"TuringAs writes bits that nvdisasm reads as {entry['wrong']} for {spelling} on {arch}; "
-                    f"sassas writes {spelling} as nvdisasm reads it")
+            return (f"TuringAs's word for {spelling} on {arch} is {entry['wrong']}; sassas writes "
+                    f"{spelling} as nvdisasm reads it")
         return None
     if entry.get("ambiguous"):
         if dialect != "turingas":

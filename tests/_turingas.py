@@ -212,7 +212,7 @@ def classify(line: str, word: int, arch: int) -> Optional[dict]:
         canon = isa.decode(word)
         text = isa.format(canon)
     except Exception:
-        return {"wrong": "an illegal instruction (nvdisasm decodes none)",
+        return {"wrong": "a word sassas's description does not decode",
                 **({"refuse": True} if sassas_word(line) is None else {})}
     # The spelling as written, with the operands TuringAs wrote (it cuts values to their fields
     # without a word, which sassas refuses: a matter of values, not of the spelling).
@@ -233,7 +233,8 @@ def classify(line: str, word: int, arch: int) -> Optional[dict]:
           and not any((written.opcode, t) in WRONG_IMPLIED for t in added) and order is not None)
     mine = sassas_word(text.rstrip(" ;") + ";") if ok else None
     if mine is None:
-        return {"wrong": name} if as_written is not None else {"wrong": name, "refuse": True}
+        wrong = f"read by nvdisasm as {name}"
+        return {"wrong": wrong} if as_written is not None else {"wrong": wrong, "refuse": True}
     if name == spelled and order == [f"${i}" for i in range(len(order))]:
         return None     # the same text: TuringAs sets bits besides it (a divergence the test names)
     entry = {"to": name}
