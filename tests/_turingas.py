@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -159,6 +160,7 @@ def all_spellings() -> list[tuple[str, str, str]]:
 # type, the one BMMA operation), and modifiers it accepts that stand for the default and that
 # nvdisasm leaves out. Any other difference is TuringAs writing bits that mean something else.
 IMPLIED = {"SYS", "GPU", "STRONG", "U32", "32", "XOR"}
+# (IMAD.MOV/.SHL/.IADD: TuringAs writes a plain IMAD for them.)
 DEFAULTS = {"32", "E", "U", "1", "S32", "RN", "MOV", "SHL", "IADD"}
 # Defaults that TuringAs sets and that nvdisasm reads as the other meaning (SGXT is signed).
 WRONG_IMPLIED = {("SGXT", "U32")}
@@ -340,5 +342,9 @@ def program(body: list[str], rng: random.Random) -> str:
     return "\n".join(lines) + "\n"
 
 
+_CONTROL_LINE = re.compile(r"^[0-9a-fA-F-]{2}:[0-5-]:[0-5-]:[-yY]:[0-9a-fA-F-]\s+(.*)$")
+
+
 def instruction_lines(text: str) -> list[str]:
-    return [ln.split(None, 1)[1] for ln in text.splitlines() if ln[:2] in ("--", "01", "02", "12")]
+    """The instructions of a TuringAs file, in order (each line with a control code)."""
+    return [m.group(1) for m in map(_CONTROL_LINE.match, text.splitlines()) if m]
