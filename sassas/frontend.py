@@ -200,6 +200,7 @@ def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_
 
     instructions = kernel.instructions
     checks_of = _checks
+    said = set()            # dialect warnings: once a spelling a kernel
     for inst in instructions:
         shape = inst.shape
         if shape.symbolic:
@@ -219,7 +220,8 @@ def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_
             except SassError as e:
                 diags.error(e)
                 continue
-            if warning is not None:
+            if warning is not None and warning not in said:
+                said.add(warning)
                 diags.warn(warning, inst.loc)
             shape = inst.shape
         checks = checks_of.get(shape)
