@@ -329,13 +329,16 @@ def control(rng: random.Random) -> str:
 def program(body: list[str], rng: random.Random) -> str:
     """A TuringAs file around `body` (instruction lines without control codes): parameters
     (8-byte ones first, so that packed and naturally aligned offsets agree), register names,
-    shared memory, a loop label, a parameter read and EXIT."""
+    shared memory, maybe a <consts> table, a loop label, a parameter read and EXIT."""
     n8, n4 = rng.randrange(0, 3), rng.randrange(1, 4)
     params = [f"ptr{i}, 8" for i in range(n8)] + [f"val{i}, 4" for i in range(n4)]
     smem = rng.randrange(0, 64) * 16
     lines = ["<params>", *params, "</params>", "<regs>", "60-63 : t0, t1, t2, t3", "</regs>"]
     if smem:
         lines += ["<SMEM>", str(smem), "</SMEM>"]
+    if rng.random() < 0.5:
+        lines += ["<consts>", "table, 16", "</consts>"]
+        lines += [f"{control(rng)}  MOV t2, table[{rng.randrange(4)}];"]
     lines += [f"{control(rng)}  MOV t0, val0[0];", "TOP:"]
     lines += [f"{control(rng)}  {b}" for b in body]
     lines += [f"{control(rng)}  IADD3 t1, t1, 0x1, RZ;", "--:-:-:-:2  BRA TOP;", "--:-:-:-:2  EXIT;"]
