@@ -3,11 +3,12 @@
 The two agree on most spellings. Where they do not, the tables say so (data, not code):
 `data/turingas.toml`, generated with TuringAs as the oracle, maps each TuringAs spelling with
 implied parts to the spelling nvdisasm prints for the word TuringAs writes (`SHF.L` ->
-`SHF.L.U32`, `IADD3.X R, R, R, R, P` -> `... P, !PT`, `LEA.HI R, R, R, I` -> `LEA.HI R, R, R, RZ, I`), marks the spellings that are also
-nvdisasm text with another meaning (`CS2R R5, SR_CLOCKLO`: TuringAs's 32-bit CS2R.32,
-nvdisasm's 64-bit pair write) and those where TuringAs's word means something other than
-what is written (`wrong`); `data/spellings.toml` holds sassas's own explicit spellings
-(`CS2R.64`).
+`SHF.L.U32`, `IADD3.X R, R, R, R, P` -> `... P, !PT`, `LEA.HI R, R, R, I` -> `LEA.HI R, R,
+R, RZ, I`), marks the spellings that are also nvdisasm text with another meaning
+(`CS2R R5, SR_CLOCKLO`: TuringAs's 32-bit CS2R.32, nvdisasm's 64-bit pair write) and those
+where TuringAs's word means something other than what is written (`wrong`; with `refuse`
+where sassas cannot write the written spelling either); `data/spellings.toml` holds sassas's
+own explicit spellings (`CS2R.64`).
 
 A file's dialect: `nvdisasm` for a cuobjdump/nvdisasm listing and for a file that uses
 sassas's directives (`.kernel`, `.param`, ...: TuringAs reads none of them); `turingas` for
