@@ -56,6 +56,7 @@ def run_turingas(paths: list[Path], arch: int, outdir: Path) -> list[Path]:
 # A modifier choice is a tuple of alternatives ("" = left out); an operand template's fields:
 # R register, P predicate (maybe negated), I small immediate, C a constant, F a float,
 # A an address [R+imm], U uniform register, S a special register of the instruction.
+_SR = ("SR_TID.X", "SR_TID.Y", "SR_TID.Z", "SR_CTAID.X", "SR_CTAID.Y", "SR_CTAID.Z", "SR_LANEID")
 _MEM = (("", ".U8", ".S8", ".U16", ".S16", ".32", ".64", ".128"),)
 SPELLINGS: list[tuple[str, tuple, str]] = [
     ("MOV", (), "R, R"), ("MOV", (), "R, I"), ("MOV", (), "R, C"),
@@ -97,16 +98,42 @@ SPELLINGS: list[tuple[str, tuple, str]] = [
     ("IMMA", ((".8816", ".8832"), (".U8", ".S8"), (".U8", ".S8")), "W, R.ROW, R.COL, W"),
     ("BMMA", ((".88128",), (".POPC",)), "W, R.ROW, R.COL, W"),
     ("CS2R", (), "R, SR_CLOCKLO"), ("CS2R", (), "R, SRZ"),
-    ("S2R", (), "R, S"), ("NOP", (), ""),
+    *[("S2R", (), f"R, {sr}") for sr in _SR], ("NOP", (), ""),
     ("BAR", ((".SYNC",),), "I4"),
     ("SHFL", ((".IDX", ".UP", ".DOWN", ".BFLY"),), "D, R, R, I5, I5"),
     ("F2F", ((".F16",), (".F32",)), "R, R"),
     ("F2I", (("", ".FTZ"), ("", ".U32", ".S32"), ("", ".TRUNC", ".FLOOR", ".CEIL")), "R, R"),
     ("I2F", (("", ".U32", ".S32"), ("", ".RN", ".RM", ".RP", ".RZ")), "R, R"),
     ("ATOMS", ((".ADD", ".EXCH"),), "R, A, R"),
-    ("P2R", (), "R, PR, R, I"), ("R2P", (), "PR, R, I"),
+    ("P2R", (), "R, PR, R, I"), ("P2R", (), "R, PR, I"), ("R2P", (), "PR, R, I"),
+    # control flow (the files have a label TOP)
+    ("BRA", (), "TOP"),          # (TuringAs cannot find the label of a BRA.U) ("BSSY", (), "B0, TOP"), ("BSYNC", (), "B0"),
+    ("BMOV", ((".32",), (".CLEAR",)), "R, B0"), ("YIELD", (), ""),
+    ("BAR", ((".SYNC.DEFER_BLOCKING",),), "I4"), ("LDGDEPBAR", (), ""),
+    # uniform datapath (sm_75+)
+    ("UMOV", (), "U, U"), ("UMOV", (), "U, I"), ("UMOV", (), "U, C"), *[("S2UR", (), f"U, {sr}") for sr in _SR],
+    ("ULDC", (("", ".64"),), "UW, C"),
+    ("USHF", ((".L", ".R"), ("", ".U32", ".S32"), ("", ".HI")), "U, U, I, U"),
+    ("UIADD3", (("", ".X"),), "U, U, U, U"), ("UIADD3", (), "U, U, I, U"),
+    ("ULEA", (("", ".HI"),), "U, U, U, I5"),
+    # more operand forms
+    ("IADD3", (), "R, R, R, I"), ("IADD3", (), "R, R, U, R"),
+    ("IMAD", ((".WIDE",), ("", ".U32")), "W, R, C, W"), ("IMAD", (("", ".U32"),), "R, R, R, U"),
+    ("ISETP", ((".GE", ".NE"), ("", ".U32"), (".AND",)), "D, D, R, C, P"),
+    ("ISETP", ((".GE",), ("", ".U32"), (".AND",)), "D, D, R, U, P"),
+    ("LOP3", ((".LUT",),), "D, R, R, R, R, I8"), ("LOP3", ((".LUT",),), "R, R, C, R, I8, P"),
+    ("SHFL", ((".IDX", ".BFLY"),), "D, R, R, R, I5"),
+    ("FADD", (), "R, R, C"), ("FMUL", (), "R, R, C"), ("FFMA", (), "R, R, R, F"),
+    ("MUFU", ((".RCP64H", ".RSQ64H"),), "R, R"), ("MUFU", ((".RCP",),), "R, C"),
+    ("F2FP", (("", ".RELU"), ("", ".BF16"), (".PACK_AB",)), "R, R, R"),
+    ("HMMA", ((".884",), (".F16", ".F32"), (".F16", ".F32"), (".STEP0", ".STEP1", ".STEP2", ".STEP3")),
+     "Q, W.ROW, W.COL, Q"),
+    ("ATOMS", ((".CAS",),), "R, A, R, R"),
+    ("ATOMG", ((".EXCH",), ("", ".STRONG"), ("", ".GPU", ".SYS")), "R, A, R"),
+    ("RED", ((".E",), (".ADD", ".MIN"), (".U32", ".S32", ".F32"), ("", ".STRONG"), ("", ".GPU", ".SYS")), "A64, R"),
+    ("LDG", ((".E",), ("", ".64", ".128")), "R, AU"),
+    ("LDGSTS", ((".E",), ("", ".BYPASS"), ("", ".LTC128B"), ("", ".64", ".128")), "AS, AG"),
 ]
-_SR = ("SR_TID.X", "SR_TID.Y", "SR_TID.Z", "SR_CTAID.X", "SR_CTAID.Y", "SR_CTAID.Z", "SR_LANEID")
 
 
 def mnemonics(opcode: str, choices: tuple) -> list[str]:
@@ -114,6 +141,9 @@ def mnemonics(opcode: str, choices: tuple) -> list[str]:
 
 
 def _operand(field: str, rng: random.Random, mnemonic: str) -> str:
+    if field[:1] in ("W", "Q") and "." in field:        # a register group with a layout
+        base, _, suffix = field.partition(".")
+        return _operand(base, rng, mnemonic) + "." + suffix
     if field.startswith("R"):
         # a register group as wide as the access (TuringAs does not check; sassas refuses)
         step = 4 if ".128" in mnemonic else 2 if ".64" in mnemonic or ".2" in mnemonic else 1
@@ -138,6 +168,16 @@ def _operand(field: str, rng: random.Random, mnemonic: str) -> str:
         return rng.choice(("1.5", "-2.0", "0.25", "3.0"))
     if field == "A":
         return f"[R{rng.randrange(0, 32) * 2}+{hex(n * 4)}]"
+    if field == "U":
+        return f"UR{rng.randrange(0, 32)}"
+    if field == "UW":
+        return f"UR{rng.randrange(0, 16) * 2}"
+    if field == "AU":
+        return f"[R{rng.randrange(0, 32) * 2}.64+UR{rng.randrange(0, 32)}+{hex(n * 4)}]"
+    if field == "AS":
+        return f"[R{rng.randrange(0, 64)}+{hex(n * 4)}]"
+    if field == "AG":
+        return f"[R{rng.randrange(0, 32) * 2}.64+{hex(n * 4)}]"
     if field == "A64":
         return f"[R{rng.randrange(0, 32) * 2}.64+{hex(n * 4)}]"
     if field == "S":
@@ -203,7 +243,7 @@ def classify(line: str, word: int, arch: int) -> Optional[dict]:
 
     def sassas_word(text: str) -> Optional[int]:
         try:
-            c = sassas.assemble(f"<params>\nx, 4\n</params>\n--:-:-:-:2  {text}\n--:-:-:-:2  EXIT;\n",
+            c = sassas.assemble(f"<params>\nx, 4\n</params>\nTOP:\n--:-:-:-:2  {text}\n--:-:-:-:2  EXIT;\n",
                                 arch=f"sm_{arch}", kernel_name="kern", dialect="nvdisasm")
         except sassas.SassError:
             return None
@@ -258,7 +298,7 @@ def build_table(rng: random.Random, tmp: Path) -> dict:
     files = []
     for i, line in enumerate(lines):
         p = tmp / f"s{i}.sass"
-        p.write_text(f"<params>\nx, 4\n</params>\n--:-:-:-:2  {line}\n--:-:-:-:2  EXIT;\n")
+        p.write_text(f"<params>\nx, 4\n</params>\nTOP:\n--:-:-:-:2  {line}\n--:-:-:-:2  EXIT;\n")
         files.append(p)
     from sassas import dialect
     from sassas.dialect import spelling_key
