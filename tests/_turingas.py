@@ -199,7 +199,8 @@ def all_spellings() -> list[tuple[str, str, str]]:
 # Modifiers TuringAs leaves implied that the word spells out (a default scope or strength, a
 # type, the one BMMA operation), and modifiers it accepts that stand for the default and that
 # nvdisasm leaves out. Any other difference is TuringAs writing bits that mean something else.
-IMPLIED = {"SYS", "GPU", "STRONG", "U32", "32", "XOR"}
+# (RED.E.ADD.F32: the float reduction is .FTZ.RN, the only one there is.)
+IMPLIED = {"SYS", "GPU", "STRONG", "U32", "32", "XOR", "FTZ", "RN"}
 # (IMAD.MOV/.SHL/.IADD: TuringAs writes a plain IMAD for them.)
 DEFAULTS = {"32", "E", "U", "1", "S32", "RN", "MOV", "SHL", "IADD"}
 # Defaults that TuringAs sets and that nvdisasm reads as the other meaning (SGXT is signed).
