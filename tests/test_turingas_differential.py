@@ -198,39 +198,3 @@ def test_handwritten_files_match_turingas(path, tmp_path):
                 if op.kind == "R" and op.values[0] != 255]
         assert mine.registers >= max(used) + 1 and theirs.registers >= max(used) + 1
 
-
-def test_missing_modifiers_are_named_with_the_nearest_spellings():
-    """Not "modifiers (none) cannot be combined": what is missing, and valid spellings."""
-    with pytest.raises(sassas.SassError) as e:
-        sassas.assemble("--:-:-:-:2  SHF R1, R0, 0x2, RZ;\n--:-:-:-:2  EXIT;\n", arch="sm_75")
-    msg = str(e.value)
-    assert "SHF needs one of .S32 .S64 .U32 .U64 and one of .L .R" in msg
-    assert "nearest on sm_75: " in msg and "SHF.L.U32" in msg
-
-
-def test_cs2r_meaning_follows_the_dialect():
-    """TuringAs's `CS2R R5, SR_CLOCKLO` is the 32-bit CS2R.32; nvdisasm's text is the 64-bit
-    pair write. A TuringAs file gets TuringAs's meaning, with a warning that says so."""
-    body = "--:-:-:-:2  CS2R R5, SR_CLOCKLO;\n--:-:-:-:2  EXIT;\n"
-    words = {}
-    for dialect in (None, "turingas", "nvdisasm"):
-        try:
-            cubin = sassas.assemble(body, arch="sm_75", dialect=dialect)
-        except sassas.SassError as err:
-            words[dialect] = str(err)
-            continue
-        words[dialect] = _words(read_cubin(bytes(cubin)).kernels[0].code, 1)[0]
-        if dialect is None:
-            assert any("CS2R means CS2R.32" in w.message for w in cubin.warnings)
-        else:
-            assert not cubin.warnings
-    explicit = sassas.assemble("--:-:-:-:2  CS2R.32 R5, SR_CLOCKLO;\n--:-:-:-:2  EXIT;\n", arch="sm_75")
-    assert words[None] == words["turingas"] == _words(read_cubin(bytes(explicit)).kernels[0].code, 1)[0]
-    # nvdisasm's meaning writes R5 and R6: an odd register is refused (or, where the pair
-    # check is not there, at least not the 32-bit word)
-    assert words["nvdisasm"] != words["turingas"]
-    # a sassas file (directives) reads nvdisasm's meaning; CS2R.64 says it in any file
-    pair = sassas.assemble(".kernel k\n--:-:-:-:2  CS2R R4, SR_CLOCKLO;\n--:-:-:-:2  EXIT;\n", arch="sm_75")
-    spelled = sassas.assemble("--:-:-:-:2  CS2R.64 R4, SR_CLOCKLO;\n--:-:-:-:2  EXIT;\n", arch="sm_75")
-    assert (_words(read_cubin(bytes(pair)).kernels[0].code, 1) == _words(read_cubin(bytes(spelled)).kernels[0].code, 1))
-    assert not pair.warnings and not spelled.warnings
