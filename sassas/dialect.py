@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import re
 import tomllib
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-from .ast import Instruction, Operand
+from .ast import DEFAULT_LATENCY, ControlCode, Instruction, Operand
 from .errors import SassError
 
 DIALECTS = ("turingas", "nvdisasm")
@@ -88,12 +89,14 @@ def apply_dialect(inst: Instruction, arch: str, dialect: str, forced: bool) -> O
     turingas, own = _tables()
     spelling = ".".join((inst.opcode, *inst.modifiers))
     key = spelling_key(spelling, inst.operands)
+    entry = turingas.get(arch, {}).get(key, {})
+    if inst.control is not None and inst.control.stall == DEFAULT_LATENCY:
+        inst.control = _with_latency(inst.control, entry.get("latency", 1))
     mine = own.get(spelling)
     if mine is not None:
         _rewrite(inst, mine)
         return None
-    entry = turingas.get(arch, {}).get(key)
-    if entry is None:
+    if "wrong" not in entry and "to" not in entry:
         return None
     if "wrong" in entry:
         if entry.get("refuse"):
@@ -116,6 +119,13 @@ def apply_dialect(inst: Instruction, arch: str, dialect: str, forced: bool) -> O
                 + (f" ({own_hint})" if (own_hint := _explicit_hint(spelling, own)) else ""))
     _rewrite(inst, entry)
     return None
+
+
+def _with_latency(control: ControlCode, latency: int) -> ControlCode:
+    """The control code with TuringAs's stall for `-`: the spelling's latency, in the stall
+    field, a bit past it falling into the yield bit as TuringAs writes it (S2UR's 20)."""
+    bits = latency | (0 if control.yield_ else 1) << 4
+    return replace(control, stall=bits & 0xF, yield_=not bits >> 4 & 1)
 
 
 def _explicit_hint(spelling: str, own: dict) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
+from dataclasses import replace
 from importlib import resources
 from typing import Optional
 
@@ -11,7 +12,7 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from .arch import get_arch
-from .ast import AddressOf, ControlCode, GlobalDecl, Instruction, Kernel, Label, Loc, Operand, Param, Program, Shape, SourceLine
+from .ast import DEFAULT_LATENCY, AddressOf, ControlCode, GlobalDecl, Instruction, Kernel, Label, Loc, Operand, Param, Program, Shape, SourceLine
 from .control import MAX_BARRIER, parse_control
 from .errors import Diagnostics, SassError
 from .frontend import DEFAULT_SMEM_ALIGN, Declarations, finish_kernel
@@ -30,8 +31,8 @@ def read_control(text: str, loc: Optional[Loc] = None) -> ControlCode:
     six positions (`-----1`) name one barrier each. The rest is sassas.control's."""
     wait, rest = text.split(":", 1)
     if rest.endswith(":-"):
-        raise SassError("stall '-' (TuringAs: the opcode's default latency) is not supported: "
-                        "write the stall cycles, hex 0..f", loc)
+        # TuringAs's default latency: the front end puts in the cycles (sassas.dialect)
+        return replace(read_control(f"{wait}:{rest[:-1]}1", loc), stall=DEFAULT_LATENCY)
     if _DECIMAL_WAIT.fullmatch(wait):
         mask = int(wait, 10)
         if mask >> (MAX_BARRIER + 1):

@@ -296,11 +296,15 @@ def classify(line: str, word: int, arch: int) -> Optional[dict]:
 def build_table(rng: random.Random, tmp: Path) -> dict:
     spellings = all_spellings()
     lines = [instruction(op, m, t, rng) for op, m, t in spellings]
-    files = []
+    files, defaults = [], []
     for i, line in enumerate(lines):
         p = tmp / f"s{i}.sass"
         p.write_text(f"<params>\nx, 4\n</params>\nTOP:\n--:-:-:-:2  {line}\n--:-:-:-:2  EXIT;\n")
         files.append(p)
+        # the stall `-` stands for: TuringAs's latency of the spelling
+        p = tmp / f"d{i}.sass"
+        p.write_text(f"<params>\nx, 4\n</params>\nTOP:\n--:-:-:Y:-  {line}\n--:-:-:-:2  EXIT;\n")
+        defaults.append(p)
     from sassas import dialect
     from sassas.dialect import spelling_key
     from sassas.elf import read_cubin
@@ -312,14 +316,22 @@ def build_table(rng: random.Random, tmp: Path) -> dict:
     table: dict = {}
     for arch in ARCHS:
         outs = run_turingas(files, arch, tmp)
+        latency_outs = run_turingas(defaults, arch, tmp)
         entries = table.setdefault(f"sm_{arch}", {})
-        for (op, m, t), line, out in zip(spellings, lines, outs):
+        for (op, m, t), line, out, lat in zip(spellings, lines, outs, latency_outs):
             if not out.exists():
                 continue        # TuringAs refuses it too
             word = int.from_bytes(read_cubin(out.read_bytes()).kernels[0].code[:16], "little")
+            key = spelling_key(m, parse_instruction(line).operands)
             entry = classify(line, word, arch)
             if entry is not None:
-                entries[spelling_key(m, parse_instruction(line).operands)] = entry
+                entries[key] = entry
+            if not lat.exists():
+                continue
+            control = int.from_bytes(read_cubin(lat.read_bytes()).kernels[0].code[:16], "little") >> 105
+            latency = control & 0x1F        # the stall field and the (Y: clear) yield bit above it
+            if latency != 1:
+                entries.setdefault(key, {})["latency"] = latency
     return table
 
 
@@ -333,16 +345,18 @@ def write_table(table: dict, path: Path) -> None:
            "#   ambiguous: the spelling is also nvdisasm text, which means something else (warned);",
            "#   raw: [mask, bits] TuringAs sets that nvdisasm does not print, kept;",
            "#   wrong: TuringAs's word reads as this, not as what is written: sassas writes what is",
-           "#   written (a warning in TuringAs's dialect), or, with refuse, refuses it", ""]
+           "#   written (a warning in TuringAs's dialect), or, with refuse, refuses it;",
+           "#   latency: the stall a `-` stands for (1 where not given), a bit past the field",
+           "#   falling into the yield bit as TuringAs writes it", ""]
     for arch, entries in table.items():
         out.append(f"[{arch}]")
         for key in sorted(entries):
             e = entries[key]
             fields = []
-            for k in ("to", "operands", "raw", "ambiguous", "wrong", "refuse"):
+            for k in ("to", "operands", "raw", "ambiguous", "wrong", "refuse", "latency"):
                 if k in e:
                     v = e[k]
-                    fields.append(f"{k} = " + ("true" if v is True else
+                    fields.append(f"{k} = " + ("true" if v is True else str(v) if isinstance(v, int) else
                                                "[" + ", ".join(f'"{x}"' for x in v) + "]" if isinstance(v, list)
                                                else f'"{v}"'))
             out.append(f'"{key}" = {{ {", ".join(fields)} }}')
@@ -362,6 +376,8 @@ _CONTROL_WAIT = ("--", "--", "--", "01", "02", "12")
 
 
 def control(rng: random.Random) -> str:
+    if rng.random() < 0.15:                 # the spelling's default latency
+        return f"{rng.choice(_CONTROL_WAIT)}:-:-:{rng.choice('-Y')}:-"
     if rng.random() < 0.3:
         return f"{rng.choice(_CONTROL_WAIT)}:-:-:Y:{rng.randrange(0, 16):x}"
     return f"{rng.choice(_CONTROL_WAIT)}:-:-:-:{rng.randrange(1, 12):x}"

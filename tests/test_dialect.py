@@ -84,3 +84,14 @@ def test_turingas_misencoding_is_refused_with_the_reason():
 def test_turingas_smem_size():
     assert sassas.assemble("<SMEM>\n4096\n</SMEM>\n--:-:-:-:2  EXIT;\n", arch="sm_75").program.kernels[0].shared_bytes == 4096
     assert sassas.assemble("<smem>1024</smem>\n--:-:-:-:2  EXIT;\n", arch="sm_75").program.kernels[0].shared_bytes == 1024
+
+
+def test_stall_dash_is_turingas_default_latency():
+    """TuringAs's `-` stall: the latency its grammar gives the spelling (MOV: 5), else 1."""
+    for arch in ("sm_75", "sm_80"):
+        dash, _ = _word("--:-:-:-:-  MOV R1, R2;\n--:-:-:-:2  EXIT;\n", arch)
+        five, _ = _word("--:-:-:-:5  MOV R1, R2;\n--:-:-:-:2  EXIT;\n", arch)
+        assert dash == five
+        dash, _ = _word("--:-:-:Y:-  NOP;\n--:-:-:-:2  EXIT;\n", arch)
+        one, _ = _word("--:-:-:Y:1  NOP;\n--:-:-:-:2  EXIT;\n", arch)
+        assert dash == one
