@@ -10,6 +10,7 @@ from typing import Optional, Union
 
 from .arch import get_arch
 from .ast import Program
+from .dialect import DIALECTS, detect_dialect
 from .errors import Diagnostic, Diagnostics
 from .files import read_source, write_atomic
 from .encode import EncodedKernel, encode_kernel
@@ -56,26 +57,33 @@ def _gc_paused(fn):
 @_gc_paused
 def parse(text: str, arch: str = "sm_90", filename: str = "<input>", include_dirs=(),
           kernel_name: Optional[str] = None, *, allow_exec: bool = True, auto_reuse: bool = False,
-          warnings_as_errors: bool = False, diagnostics: Optional[Diagnostics] = None) -> Program:
+          warnings_as_errors: bool = False, diagnostics: Optional[Diagnostics] = None,
+          dialect: Optional[str] = None) -> Program:
     """Preprocess and parse source into a Program: register, constant and shared-memory names
     bound, labels and parameters not yet resolved.
 
     allow_exec=False refuses inline Python (`<code>`, `{expr}`, `.include "x.py"`);
     auto_reuse sets `.reuse` flags where safe; warnings go to `diagnostics` (if given) and,
-    with warnings_as_errors, are raised as errors."""
+    with warnings_as_errors, are raised as errors. dialect ('turingas' or 'nvdisasm') forces
+    whose meaning a spelling has where the two differ; None finds it from the file
+    (:mod:`sassas.dialect`)."""
     target = get_arch(arch)
     diags = diagnostics if diagnostics is not None else Diagnostics(warnings_as_errors)
     diags.warnings_as_errors = diags.warnings_as_errors or warnings_as_errors
+    if dialect is not None and dialect not in DIALECTS:
+        raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, not {dialect!r}")
     pre = preprocess(text, filename, tuple(include_dirs), allow_exec=allow_exec)
     lines = Lines(pre.text, filename, pre.origins, pre.sources)
     return parse_program(pre.text, target.name, filename, lines, default_kernel=kernel_name,
-                         diagnostics=diags, auto_reuse=auto_reuse, listing=pre.listing)
+                         diagnostics=diags, auto_reuse=auto_reuse, listing=pre.listing,
+                         dialect=dialect or detect_dialect(text, pre.listing), dialect_forced=dialect is not None)
 
 
 @_gc_paused
 def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, include_dirs=(),
              kernel_name: Optional[str] = None, allow_exec: bool = True, auto_reuse: bool = False,
-             warnings_as_errors: bool = False, yield_strategy: Optional[str] = None) -> Cubin:
+             warnings_as_errors: bool = False, yield_strategy: Optional[str] = None,
+             dialect: Optional[str] = None) -> Cubin:
     """Assemble SASS source text into a cubin for `arch`.
 
     Instructions written without a control code are scheduled automatically
@@ -90,7 +98,7 @@ def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, inclu
     target = get_arch(arch)
     diags = Diagnostics(warnings_as_errors)
     program = parse(text, arch, filename, include_dirs, kernel_name, allow_exec=allow_exec,
-                    auto_reuse=auto_reuse, diagnostics=diags)
+                    auto_reuse=auto_reuse, diagnostics=diags, dialect=dialect)
     from .hazards import barrier_raise_warnings
 
     isa = get_isa(target.name)

@@ -108,6 +108,10 @@ _set_source, _set_col = Loc.source.__set__, Loc.col.__set__
 NO_BARRIER = 7
 
 
+# A stall written `-` (TuringAs: the opcode's default latency), until the front end puts in
+# the cycles TuringAs gives that spelling (sassas.dialect).
+DEFAULT_LATENCY = -1
+
 @dataclass(frozen=True, slots=True)
 class ControlCode:
     """The scheduling bits of one instruction.

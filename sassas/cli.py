@@ -53,7 +53,7 @@ def _cmd_asm(args) -> int:
     cubin = assemble(text, args.arch, filename=name, include_dirs=tuple(args.include),
                      kernel_name=args.kernel_name, allow_exec=not args.no_exec,
                      auto_reuse=args.auto_reuse, warnings_as_errors=args.werror,
-                     yield_strategy=args.yield_strategy)
+                     yield_strategy=args.yield_strategy, dialect=args.dialect)
     for warning in cubin.warnings:
         print(warning.render(), file=sys.stderr)
     if args.check:
@@ -158,6 +158,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--auto-reuse", action="store_true", help="set operand .reuse flags where it is safe")
     p.add_argument("-Werror", "--warnings-as-errors", dest="werror", action="store_true",
                    help="treat warnings as errors")
+    p.add_argument("--dialect", choices=("turingas", "nvdisasm"), default=None,
+                   help="whose meaning a spelling has where TuringAs and nvdisasm differ (CS2R R5, SR_CLOCKLO: "
+                        "TuringAs's CS2R.32; LDG.E on sm_80); default: found from the file")
     p.add_argument("--yield", dest="yield_strategy", metavar="STRATEGY", type=_yield_strategy,
                    help="set every yield flag: 'natural' (only where a stall needs it) or 'every:N'")
     p.add_argument("--check", action="store_true",

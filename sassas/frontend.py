@@ -25,6 +25,7 @@ from typing import Optional
 
 from .arch import CONSTANT_SLOTS, constant_slot, get_arch
 from .ast import NO_BARRIER, Instruction, Kernel, Label, Loc, Operand, Shape, SymbolRef
+from .dialect import apply_dialect
 from .errors import Diagnostics, SassError
 from .regalloc import AutoName, ThreeSource, allocate
 from .semantics import misaligned_group_message, register_groups
@@ -137,9 +138,10 @@ def _value_piece(kind: str, value_index: int) -> Optional[str]:
 # ---- the pass ---------------------------------------------------------------------------
 
 def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_reuse: bool = False,
-                  arch: Optional[str] = None) -> None:
+                  arch: Optional[str] = None, dialect: str = "nvdisasm", dialect_forced: bool = False) -> None:
     """Bind names, check, and (optionally) set reuse flags, in place. `arch`: whose names of
-    operands (HGMMA's `gsb0`) stand as they are."""
+    operands (HGMMA's `gsb0`) stand as they are, and whose TuringAs spellings are rewritten to
+    what they stand for in `dialect` (:mod:`sassas.dialect`)."""
     labels = {item.name for item in kernel.body if isinstance(item, Label)}
     params = {p.name for p in kernel.params}
     for name in sorted(set(decls.locs) & (labels | params)):
@@ -155,6 +157,7 @@ def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_
 
     instructions = kernel.instructions
     checks_of = _checks
+    said = set()            # dialect warnings: once a spelling a kernel
     for inst in instructions:
         shape = inst.shape
         if shape.symbolic:
@@ -166,6 +169,17 @@ def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_
                     diags.error(e.with_loc(inst.operand_loc(i)))
                     new_ops.append(op)
             inst.operands = tuple(new_ops)
+            shape = inst.shape
+        if arch is not None:
+            # (after binding: the table knows spellings by their operands' kinds)
+            try:
+                warning = apply_dialect(inst, arch, dialect, dialect_forced)
+            except SassError as e:
+                diags.error(e)
+                continue
+            if warning is not None and warning not in said:
+                said.add(warning)
+                diags.warn(warning, inst.loc)
             shape = inst.shape
         checks = checks_of.get(shape)
         if checks is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
+from dataclasses import replace
 from importlib import resources
 from typing import Optional
 
@@ -11,7 +12,7 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from .arch import get_arch
-from .ast import AddressOf, ControlCode, GlobalDecl, Instruction, Kernel, Label, Loc, Operand, Param, Program, Shape, SourceLine
+from .ast import DEFAULT_LATENCY, AddressOf, ControlCode, GlobalDecl, Instruction, Kernel, Label, Loc, Operand, Param, Program, Shape, SourceLine
 from .control import MAX_BARRIER, parse_control
 from .errors import Diagnostics, SassError
 from .frontend import DEFAULT_SMEM_ALIGN, Declarations, finish_kernel
@@ -30,8 +31,8 @@ def read_control(text: str, loc: Optional[Loc] = None) -> ControlCode:
     six positions (`-----1`) name one barrier each. The rest is sassas.control's."""
     wait, rest = text.split(":", 1)
     if rest.endswith(":-"):
-        raise SassError("stall '-' (TuringAs: the opcode's default latency) is not supported: "
-                        "write the stall cycles, hex 0..f", loc)
+        # TuringAs's default latency: the front end puts in the cycles (sassas.dialect)
+        return replace(read_control(f"{wait}:{rest[:-1]}1", loc), stall=DEFAULT_LATENCY)
     if _DECIMAL_WAIT.fullmatch(wait):
         mask = int(wait, 10)
         if mask >> (MAX_BARRIER + 1):
@@ -739,13 +740,15 @@ def parse_instruction(text: str, filename: str = "<input>") -> Instruction:
 
 def parse_program(text: str, arch: str, filename: str = "<input>", lines: Optional[Lines] = None,
                   default_kernel: Optional[str] = None, diagnostics: Optional[Diagnostics] = None,
-                  auto_reuse: bool = False, listing: bool = False) -> Program:
+                  auto_reuse: bool = False, listing: bool = False, dialect: str = "nvdisasm",
+                  dialect_forced: bool = False) -> Program:
     """Group the parsed items into kernels: `.kernel NAME` starts one; before any, the file's
     statements belong to a kernel named after the file (or `default_kernel`). Each kernel then
     goes through the front end's last pass (names, checks: :mod:`sassas.frontend`).
 
     Errors found after parsing are collected and raised together; warnings go to
-    `diagnostics` (a fresh one, dropped, when none is given)."""
+    `diagnostics` (a fresh one, dropped, when none is given). `dialect`: whose meaning a
+    spelling has where TuringAs and nvdisasm differ (:mod:`sassas.dialect`)."""
     diags = diagnostics if diagnostics is not None else Diagnostics()
     items = parse_items(text, filename, lines)
     program = Program(arch=arch, file=filename)
@@ -799,7 +802,8 @@ def parse_program(text: str, arch: str, filename: str = "<input>", lines: Option
     target = get_arch(arch)
     for kernel in program.kernels:
         try:
-            finish_kernel(kernel, declarations[id(kernel)], diags, auto_reuse=auto_reuse, arch=arch)
+            finish_kernel(kernel, declarations[id(kernel)], diags, auto_reuse=auto_reuse, arch=arch,
+                          dialect=dialect, dialect_forced=dialect_forced)
         except SassError as e:
             diags.error(e)
         if kernel.shared_bytes > target.max_shared_per_block:

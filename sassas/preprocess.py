@@ -7,7 +7,8 @@ and directives for the grammar.
   ``acc0..acc7``; a line of names alone (``x, y, acc<0-63>``) is allocated automatically
   -> ``.reg name [Rn]`` / ``.regs name first last``
 - ``<consts>  name, size``                      -> ``.const name size`` (constant bank 3)
-- ``<smem>    name, size [, align]``            -> ``.smem name size align`` (static shared memory)
+- ``<smem>    name, size [, align]``            -> ``.smem name size align`` (static shared memory);
+  a bare byte count (TuringAs's ``<SMEM>4096</SMEM>``, also on one line) -> ``.shared 4096``
 - ``<code> ... </code>``: Python run in the file's namespace; the lines it leaves in ``out_``
   (a string or a list of lines, as TuringAs reads it) are assembled in its place;
 - ``{expr}`` in any line: replaced by ``str(eval(expr))`` in the file's namespace;
@@ -121,6 +122,11 @@ def _expand(ctx: _Context, lines: list[str], numbers: Sequence[int], filename: s
         if m:
             _include(ctx, m.group(1), Loc(filename, lineno, line.find('"') + 1, line, origin),
                      filename, namespace, depth)
+            i += 1
+            continue
+        m = _SMEM_ONE_LINE.match(line)
+        if m:
+            _emit(ctx, f".shared {m.group(1)}", filename, lineno, origin)
             i += 1
             continue
         m = _BLOCK_OPEN.match(line)
@@ -331,6 +337,16 @@ def _name_size_line(directive: str, block: str, allow_align: bool):
     return convert
 
 
+def _smem_line(line: str, loc: Loc) -> str:
+    """`name, size [, align]`, or TuringAs's form: the kernel's shared-memory bytes alone."""
+    body = _strip_comment(line)
+    if _COUNT.fullmatch(body):
+        return f".shared {body}"
+    return _smem_named(line, loc)
+
+
+_smem_named = _name_size_line(".smem", "smem", allow_align=True)
+_SMEM_ONE_LINE = re.compile(r"^\s*<\s*smem\s*>\s*(\d+|0[xX][0-9a-fA-F]+)\s*<\s*/\s*smem\s*>\s*(?:(?:#|//).*)?$", re.I)
 _REG_INDEX = re.compile(r"R?(\d+)(?:\s*-\s*R?(\d+))?$")
 _VECTOR_NAME = re.compile(r"([A-Za-z_]\w*)<(\d+)-(\d+)>(\w*)$")
 
@@ -391,7 +407,7 @@ def _regs_line(line: str, loc: Loc) -> str:
 _BLOCK_LINE = {
     "params": _name_size_line(".param", "params", allow_align=True),
     "consts": _name_size_line(".const", "consts", allow_align=False),
-    "smem": _name_size_line(".smem", "smem", allow_align=True),
+    "smem": _smem_line,
     "regs": _regs_line,
 }
 

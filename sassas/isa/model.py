@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import itertools
 import math
 import struct
 from dataclasses import dataclass, field
@@ -579,9 +580,27 @@ class Isa:
                     word = self._with_control(word, inst, enc)
             if word is not None:
                 return word
-        raise SassError(errors[0] if len(errors) == 1 else
-                        f"cannot encode {inst.mnemonic} on {self.arch}: " + "; ".join(dict.fromkeys(errors)),
-                        inst.loc)
+        message = (errors[0] if len(errors) == 1 else
+                   f"cannot encode {inst.mnemonic} on {self.arch}: " + "; ".join(dict.fromkeys(errors)))
+        if any("modifier" in e or "needs" in e for e in errors):
+            message += self._nearest_spellings(inst, encs)
+        raise SassError(message, inst.loc)
+
+    def _nearest_spellings(self, inst: Instruction, encs: list[Encoding], n: int = 6) -> str:
+        """The valid spellings of the instruction's form closest to what was written, for an
+        error message: `; nearest on sm_75: SHF.L.U32, SHF.L.S32, ...`."""
+        spellings: set[str] = set()
+        for enc in encs:
+            choices = [[t for t in g.by_tokens if g.by_tokens[t] is not None] for g in enc.groups]
+            if math.prod(len(c) for c in choices) > 4096:
+                continue
+            for combo in itertools.product(*choices):
+                toks = enc.fixed_tokens.union(*combo)
+                mods = [t for t in enc.order if t in toks and not t.startswith("@")]
+                spellings.add(".".join((enc.opcode, *mods)))
+        written = ".".join((inst.opcode, *inst.modifiers))
+        close = difflib.get_close_matches(written, sorted(spellings), n=n, cutoff=0.0)
+        return f"; nearest on {self.arch}: {', '.join(close)}, ..." if close else ""
 
     def _encodings_for(self, inst: Instruction) -> tuple[list[Encoding], frozenset]:
         """The encodings to try for the instruction's form, in order, and its tokens."""
@@ -644,15 +663,21 @@ class Isa:
                 return self._bad_token(enc, t)
             per_group.setdefault(gi, set()).add(t)
         word = 0
+        missing = []        # groups that have no default: one of their modifiers must be written
         for gi, g in enumerate(enc.groups):
             toks = frozenset(per_group.get(gi, ()))
             v = g.by_tokens.get(toks)
             if g.by_sequence:
                 v = g.by_sequence.get(tuple(t for t in written if t in toks), v)
             if v is None:
-                return (f"modifiers {' '.join(sorted(toks)) or '(none)'} cannot be combined "
+                if not toks:
+                    missing.append("one of " + " ".join(f".{t}" for t in sorted(g.tokens) if not t.startswith("@")))
+                    continue
+                return (f"modifiers {' '.join(sorted(toks))} cannot be combined "
                         f"that way in {enc.name} on {self.arch}")
             word |= v
+        if missing:
+            return f"{enc.opcode} needs {' and '.join(missing)} in {enc.name} on {self.arch}"
         return word
 
     def _alias_tokens(self, enc: Encoding, tokens: frozenset, values: list) -> frozenset:

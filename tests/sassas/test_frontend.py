@@ -110,7 +110,6 @@ def test_wait_field_reads_as_turingas(wait, mask):
 
 @pytest.mark.parametrize("text,message", [
     ("64:-:-:Y:4 NOP;", "wait mask 64 names a barrier above 5"),
-    ("--:-:-:-:- NOP;", "stall '-'"),
     ("--:6:-:Y:4 NOP;", "read barrier 6 out of range"),
     ("--:-:-:-:c NOP;", "needs the yield flag"),
 ])

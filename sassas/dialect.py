@@ -1,0 +1,136 @@
+"""Which meaning a line has: TuringAs's dialect or nvdisasm's text.
+
+The two agree on most spellings. Where they do not, the tables say so (data, not code):
+`data/turingas.toml`, generated with TuringAs as the oracle, maps each TuringAs spelling with
+implied parts to the spelling nvdisasm prints for the word TuringAs writes (`SHF.L` ->
+`SHF.L.U32`, `IADD3.X R, R, R, R, P` -> `... P, !PT`, `LEA.HI R, R, R, I` -> `LEA.HI R, R,
+R, RZ, I`), marks the spellings that are also nvdisasm text with another meaning
+(`CS2R R5, SR_CLOCKLO`: TuringAs's 32-bit CS2R.32, nvdisasm's 64-bit pair write) and those
+where TuringAs's word means something other than what is written (`wrong`; with `refuse`
+where sassas cannot write the written spelling either); `data/spellings.toml` holds sassas's
+own explicit spellings (`CS2R.64`).
+
+A file's dialect: `nvdisasm` for a cuobjdump/nvdisasm listing and for a file that uses
+sassas's directives (`.kernel`, `.param`, ...: TuringAs reads none of them); `turingas` for
+any other file (control codes, `<params>`/`<regs>` blocks: what TuringAs reads). The caller
+may force either (`--dialect`, `dialect=`), which also silences the ambiguity warnings.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional
+
+from .ast import DEFAULT_LATENCY, ControlCode, Instruction, Operand
+from .errors import SassError
+
+DIALECTS = ("turingas", "nvdisasm")
+_DATA = Path(__file__).parent / "data"
+_DIRECTIVE = re.compile(r"^[ \t]*\.(?!include\b)[A-Za-z_]", re.M)
+
+
+def detect_dialect(text: str, listing: bool) -> str:
+    if listing or _DIRECTIVE.search(text):
+        return "nvdisasm"
+    return "turingas"
+
+
+@lru_cache(maxsize=None)
+def _tables() -> tuple[dict, dict]:
+    with open(_DATA / "turingas.toml", "rb") as f:
+        turingas = tomllib.load(f)
+    with open(_DATA / "spellings.toml", "rb") as f:
+        own = tomllib.load(f)["spellings"]
+    return turingas, own
+
+
+_FILLED_IN = re.compile(r"(!?)(U?P)([0-6]|T)$|RZ$")
+
+
+@lru_cache(maxsize=None)
+def _filled_in(text: str) -> Operand:
+    """An operand TuringAs fills in: RZ or a predicate (`!PT`, `P0`)."""
+    m = _FILLED_IN.match(text)
+    if m.group(2) is None:
+        return Operand("R", (255,))
+    return Operand(m.group(2), (7 if m.group(3) == "T" else int(m.group(3)),), frozenset("!" if m.group(1) else ()))
+
+
+def _rewrite(inst: Instruction, entry: dict) -> None:
+    opcode, *mods = entry["to"].split(".")
+    inst.opcode, inst.modifiers = opcode, tuple(mods)
+    order = entry.get("operands")
+    if order is not None:
+        inst.operands = tuple(inst.operands[int(o[1:])] if o[0] == "$" else _filled_in(o) for o in order)
+    raw = entry.get("raw")
+    if raw is not None and inst.raw is None:
+        inst.raw = (int(raw[0], 16), int(raw[1], 16))
+
+
+_VALUE_FLAGS = frozenset({"!", "-", "|", "~", "reuse"})
+# A parameter's word (`n[0]`), resolved later, is a constant-bank operand.
+_KIND_OF_NAME = {"N[I]": "C[I][I]"}
+
+
+def spelling_key(spelling: str, operands) -> str:
+    """A table's key: the spelling, its operands' kinds (`[R+I].64`: TuringAs's LDG with a 64-bit
+    address) and its special registers (TuringAs's `CS2R R, SR_CLOCKLO` is CS2R.32, its
+    `CS2R R, SRZ` the 64-bit CS2R)."""
+    kinds = [_KIND_OF_NAME.get(op.kind, op.kind) + "".join(sorted(op.flags - _VALUE_FLAGS)) for op in operands]
+    return " ".join([spelling, *kinds, *(str(op.values[0]) for op in operands if op.kind == "SR")])
+
+
+def apply_dialect(inst: Instruction, arch: str, dialect: str, forced: bool) -> Optional[str]:
+    """Rewrite `inst` in place to the spelling it stands for in `dialect`; a warning to give,
+    or None."""
+    turingas, own = _tables()
+    spelling = ".".join((inst.opcode, *inst.modifiers))
+    key = spelling_key(spelling, inst.operands)
+    entry = turingas.get(arch, {}).get(key, {})
+    if inst.control is not None and inst.control.stall == DEFAULT_LATENCY:
+        inst.control = _with_latency(inst.control, entry.get("latency", 1))
+    mine = own.get(spelling)
+    if mine is not None:
+        _rewrite(inst, mine)
+        return None
+    if "wrong" not in entry and "to" not in entry:
+        return None
+    if "wrong" in entry:
+        if entry.get("refuse"):
+            raise SassError(f"{spelling} is refused on {arch}: TuringAs's word for it is {entry['wrong']}, "
+                            f"not {spelling}, and sassas does not write that; write the instruction you mean "
+                            f"as nvdisasm spells it (`sassas isa --arch {arch} {inst.opcode}` lists them)", inst.loc)
+        if dialect == "turingas" and not forced:
+            return (f"TuringAs's word for {spelling} on {arch} is {entry['wrong']}; sassas writes "
+                    f"{spelling} as nvdisasm reads it")
+        return None
+    if entry.get("ambiguous"):
+        if dialect != "turingas":
+            return None
+        _rewrite(inst, entry)
+        if forced:
+            return None
+        return (f"{spelling} means {entry['to']} in TuringAs's dialect, which this file is read in, "
+                f"and something else in nvdisasm's text; taken as {entry['to']}: write "
+                f"{entry['to']} to say so, or choose with --dialect turingas|nvdisasm"
+                + (f" ({own_hint})" if (own_hint := _explicit_hint(spelling, own)) else ""))
+    _rewrite(inst, entry)
+    return None
+
+
+def _with_latency(control: ControlCode, latency: int) -> ControlCode:
+    """The control code with TuringAs's stall for `-`: the spelling's latency, in the stall
+    field, a bit past it falling into the yield bit as TuringAs writes it (S2UR's 20)."""
+    bits = latency | (0 if control.yield_ else 1) << 4
+    return replace(control, stall=bits & 0xF, yield_=not bits >> 4 & 1)
+
+
+def _explicit_hint(spelling: str, own: dict) -> str:
+    """sassas's explicit spelling of nvdisasm's meaning, where it has one (`CS2R.64`)."""
+    for key, e in own.items():
+        if e["to"] == spelling:
+            return f"{key} is nvdisasm's meaning"
+    return ""

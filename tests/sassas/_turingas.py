@@ -1,0 +1,410 @@
+"""TuringAs as an oracle: random programs in its dialect, run through TuringAs itself.
+
+The spellings below are what TuringAs's grammar accepts (read from its source as facts: opcodes,
+modifier alternatives, operand orders); the programs are ours. `python -m tests.sassas._turingas`
+rewrites `sassas/data/turingas.toml`, the table of what each spelling means on each arch: the
+text nvdisasm prints for the word TuringAs writes.
+
+TuringAs is found at $SASSAS_TURINGAS or ../shared/oracles/turingas from the repository root.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+ROOT = Path(__file__).resolve().parents[2]
+ARCHS = (70, 75, 80, 86)
+
+
+def turingas_dir() -> Optional[Path]:
+    env = os.environ.get("SASSAS_TURINGAS")
+    for d in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "oracles" / "turingas"]:
+        if (d / "turingas" / "main.py").is_file():
+            return d
+    return None
+
+
+def run_turingas(paths: list[Path], arch: int, outdir: Path) -> list[Path]:
+    """Assemble each file with TuringAs (one Python process for all of them)."""
+    d = turingas_dir()
+    outs = [outdir / (p.stem + f".{arch}.cubin") for p in paths]
+    # One Python process for all the files: TuringAs's start-up is most of its time.
+    script = ("import sys\nfrom turingas import main\n"
+              "arch, files = sys.argv[1], sys.stdin.read().split()\n"
+              "for i, o in zip(files[::2], files[1::2]):\n"
+              "    sys.argv = ['turingas', '-i', i, '-o', o, '-arch', arch]\n"
+              "    try:\n"
+              "        main.main()\n"
+              "    except Exception as e:\n"
+              "        print('FAILED', i, type(e).__name__, e)\n")
+    listing = "\n".join(f"{p}\n{o}" for p, o in zip(paths, outs))
+    for o in outs:
+        o.unlink(missing_ok=True)
+    subprocess.run([sys.executable, "-c", script, str(arch)], input=listing, cwd=d, check=True,
+                   capture_output=True, text=True)
+    return outs
+
+
+# ---- the spellings: opcode -> (modifier choices, operand template) -------------------------
+# A modifier choice is a tuple of alternatives ("" = left out); an operand template's fields:
+# R register, P predicate (maybe negated), I small immediate, C a constant, F a float,
+# A an address [R+imm], U uniform register, S a special register of the instruction.
+_SR = ("SR_TID.X", "SR_TID.Y", "SR_TID.Z", "SR_CTAID.X", "SR_CTAID.Y", "SR_CTAID.Z", "SR_LANEID")
+_MEM = (("", ".U8", ".S8", ".U16", ".S16", ".32", ".64", ".128"),)
+SPELLINGS: list[tuple[str, tuple, str]] = [
+    ("MOV", (), "R, R"), ("MOV", (), "R, I"), ("MOV", (), "R, C"),
+    # (TuringAs's grammar reads .EF/.LU but cannot encode them: left out)
+    ("LDG", ((".E",),) + _MEM + (("", ".CONSTANT", ".STRONG"), ("", ".CTA", ".GPU", ".SYS")), "R, A"),
+    ("LDG", ((".E",),) + _MEM + (("", ".CONSTANT", ".STRONG"), ("", ".CTA", ".GPU", ".SYS")), "R, A64"),
+    ("STG", ((".E",),) + _MEM + (("", ".CTA", ".GPU", ".SYS"), ("", ".STRONG")), "A, R"),
+    ("LDS", (("", ".U"),) + _MEM, "R, A"),
+    ("STS", _MEM, "A, R"),
+    ("LDC", (("", ".E"), ("", ".U8", ".S8", ".U16", ".S16", ".32", ".64")), "R, C"),
+    ("LDSM", ((".16",), (".M88", ".MT88"), (".1", ".2", ".4")), "R, A"),
+    ("DEPBAR", ((".LE",),), "SB0, I"),
+    ("IADD3", (), "R, R, R, R"), ("IADD3", (), "R, R, I, R"), ("IADD3", (), "R, R, C, R"),
+    ("IADD3", (), "R, D, R, R, R"), ("IADD3", (), "R, D, D, R, R, R"),
+    ("IADD3", ((".X",),), "R, R, R, R, P"), ("IADD3", ((".X",),), "R, R, R, R, P, P"),
+    ("IADD3", ((".X",),), "R, R, I, R, P"), ("IADD3", ((".X",),), "R, R, C, R, P"),
+    ("IADD3", ((".X",),), "R, R, R, I, P"), ("IADD3", ((".X",),), "R, R, I, R, P, P"),
+    ("LEA", (("", ".HI"), ("", ".X"), ("", ".SX32")), "R, R, R, I"),
+    ("LEA", (("", ".HI"), ("", ".X"), ("", ".SX32")), "R, R, C, I"),
+    ("LEA", (("", ".HI"), ("", ".X"), ("", ".SX32")), "R, R, R, R, I"),
+    ("IMAD", (("", ".MOV", ".SHL", ".IADD"), ("", ".U32", ".S32"), ("",)), "R, R, R, R"),
+    ("IMAD", (("", ".U32"),), "R, R, I, R"), ("IMAD", (("", ".U32"),), "R, R, C, R"),
+    ("IMAD", ((".X",),), "R, R, R, R, P"),
+    ("IMAD", ((".WIDE",), ("", ".U32")), "W, R, R, W"), ("IMAD", ((".WIDE",), ("", ".U32")), "W, R, I, W"),
+    ("IMAD", ((".HI",), ("", ".U32")), "R, R, R, R"),
+    ("ISETP", ((".EQ", ".NE", ".LT", ".GT", ".GE", ".LE"), ("", ".U32", ".S32"), (".AND", ".OR", ".XOR")), "D, D, R, R, P"),
+    ("ISETP", ((".LT", ".GE"), ("", ".U32"), (".AND",)), "D, D, R, I, P"),
+    ("LOP3", ((".LUT",),), "R, R, R, R, I8"), ("LOP3", ((".LUT",),), "R, R, I, R, I8, P"),
+    ("SHF", ((".L", ".R"), ("", ".S32", ".U32", ".S64", ".U64"), ("", ".HI")), "R, R, I, R"),
+    ("SHF", ((".L", ".R"), ("", ".U32")), "R, R, R, R"),
+    ("PRMT", (), "R, R, I, R"), ("SEL", (), "R, R, R, P"), ("SEL", (), "R, R, I, P"),
+    ("SGXT", (("", ".U32"),), "R, R, I"), ("IABS", (), "R, R"), ("IMNMX", (("", ".U32"),), "R, R, R, P"),
+    ("HADD2", (), "R, R, R"), ("HFMA2", (), "R, R, R, R"), ("HMUL2", (), "R, R, R"),
+    ("FFMA", (), "R, R, R, R"), ("FFMA", (), "R, R, F, R"), ("FFMA", (), "R, R, C, R"), ("FFMA", (), "R, R, R, C"),
+    ("MUFU", ((".COS", ".SIN", ".EX2", ".LG2", ".RCP", ".RSQ", ".SQRT"),), "R, R"),
+    ("FADD", (), "R, R, R"), ("FADD", (), "R, R, F"), ("FMUL", (), "R, R, R"), ("FMUL", (), "R, R, F"),
+    ("FMNMX", (), "R, R, R, P"),
+    ("HMMA", ((".1688", ".16816"), (".F16", ".F32")), "Q, W, R, Q"),
+    ("IMMA", ((".8816", ".8832"), (".U8", ".S8"), (".U8", ".S8")), "W, R.ROW, R.COL, W"),
+    ("BMMA", ((".88128",), (".POPC",)), "W, R.ROW, R.COL, W"),
+    ("CS2R", (), "R, SR_CLOCKLO"), ("CS2R", (), "R, SRZ"),
+    *[("S2R", (), f"R, {sr}") for sr in _SR], ("NOP", (), ""),
+    ("BAR", ((".SYNC",),), "I4"),
+    ("SHFL", ((".IDX", ".UP", ".DOWN", ".BFLY"),), "D, R, R, I5, I5"),
+    ("F2F", ((".F16",), (".F32",)), "R, R"),
+    ("F2I", (("", ".FTZ"), ("", ".U32", ".S32"), ("", ".TRUNC", ".FLOOR", ".CEIL")), "R, R"),
+    ("I2F", (("", ".U32", ".S32"), ("", ".RN", ".RM", ".RP", ".RZ")), "R, R"),
+    ("ATOMS", ((".ADD", ".EXCH"),), "R, A, R"),
+    ("P2R", (), "R, PR, R, I"), ("P2R", (), "R, PR, I"), ("R2P", (), "PR, R, I"),
+    # control flow (the files have a label TOP)
+    ("BRA", (), "TOP"),          # (TuringAs cannot find the label of a BRA.U) ("BSSY", (), "B0, TOP"), ("BSYNC", (), "B0"),
+    ("BMOV", ((".32",), (".CLEAR",)), "R, B0"), ("YIELD", (), ""),
+    ("BAR", ((".SYNC.DEFER_BLOCKING",),), "I4"), ("LDGDEPBAR", (), ""),
+    # uniform datapath (sm_75+)
+    ("UMOV", (), "U, U"), ("UMOV", (), "U, I"), ("UMOV", (), "U, C"), *[("S2UR", (), f"U, {sr}") for sr in _SR],
+    ("ULDC", (("", ".64"),), "UW, C"),
+    ("USHF", ((".L", ".R"), ("", ".U32", ".S32"), ("", ".HI")), "U, U, I, U"),
+    ("UIADD3", (("", ".X"),), "U, U, U, U"), ("UIADD3", (), "U, U, I, U"),
+    ("ULEA", (("", ".HI"),), "U, U, U, I5"),
+    # more operand forms
+    ("IADD3", (), "R, R, R, I"), ("IADD3", (), "R, R, U, R"),
+    ("IMAD", ((".WIDE",), ("", ".U32")), "W, R, C, W"), ("IMAD", (("", ".U32"),), "R, R, R, U"),
+    ("ISETP", ((".GE", ".NE"), ("", ".U32"), (".AND",)), "D, D, R, C, P"),
+    ("ISETP", ((".GE",), ("", ".U32"), (".AND",)), "D, D, R, U, P"),
+    ("LOP3", ((".LUT",),), "D, R, R, R, R, I8"), ("LOP3", ((".LUT",),), "R, R, C, R, I8, P"),
+    ("SHFL", ((".IDX", ".BFLY"),), "D, R, R, R, I5"),
+    ("FADD", (), "R, R, C"), ("FMUL", (), "R, R, C"), ("FFMA", (), "R, R, R, F"),
+    ("MUFU", ((".RCP64H", ".RSQ64H"),), "R, R"), ("MUFU", ((".RCP",),), "R, C"),
+    ("F2FP", (("", ".RELU"), ("", ".BF16"), (".PACK_AB",)), "R, R, R"),
+    ("HMMA", ((".884",), (".F16", ".F32"), (".F16", ".F32"), (".STEP0", ".STEP1", ".STEP2", ".STEP3")),
+     "Q, W.ROW, W.COL, Q"),
+    ("ATOMS", ((".CAS",),), "R, A, R, R"),
+    ("ATOMG", ((".EXCH",), ("", ".STRONG"), ("", ".GPU", ".SYS")), "R, A, R"),
+    ("RED", ((".E",), (".ADD", ".MIN"), (".U32", ".S32", ".F32"), ("", ".STRONG"), ("", ".GPU", ".SYS")), "A64, R"),
+    ("LDG", ((".E",), ("", ".64", ".128")), "R, AU"),
+    ("LDGSTS", ((".E",), ("", ".BYPASS"), ("", ".LTC128B"), ("", ".64", ".128")), "AS, AG"),
+]
+
+
+def mnemonics(opcode: str, choices: tuple) -> list[str]:
+    return [opcode + "".join(c) for c in itertools.product(*choices)] if choices else [opcode]
+
+
+def _operand(field: str, rng: random.Random, mnemonic: str) -> str:
+    if field[:1] in ("W", "Q") and "." in field:        # a register group with a layout
+        base, _, suffix = field.partition(".")
+        return _operand(base, rng, mnemonic) + "." + suffix
+    if field.startswith("R"):
+        # a register group as wide as the access (TuringAs does not check; sassas refuses)
+        step = 4 if ".128" in mnemonic else 2 if ".64" in mnemonic or ".2" in mnemonic else 1
+        step = 4 if mnemonic.endswith(".4") else step
+        return f"R{rng.randrange(0, 64 // step) * step}" + field[1:]
+    n = rng.randrange(0, 32) * 4
+    if field == "W":
+        return f"R{rng.randrange(0, 32) * 2}"
+    if field == "Q":
+        return f"R{rng.randrange(0, 16) * 4}"
+    if field == "P":
+        return rng.choice(("P0", "P1", "P3", "PT", "!P2"))
+    if field == "D":                      # a predicate written: never negated
+        return rng.choice(("P0", "P1", "P3", "PT"))
+    if field == "I":
+        return rng.choice((str(rng.randrange(0, 32)), hex(rng.randrange(0, 32))))
+    if field in ("I4", "I5", "I8"):
+        return hex(rng.randrange(0, {"I4": 15, "I5": 32, "I8": 256}[field]))
+    if field == "C":
+        return f"c[0x0][{hex(0x160 + n)}]"
+    if field == "F":
+        return rng.choice(("1.5", "-2.0", "0.25", "3.0"))
+    if field == "A":
+        return f"[R{rng.randrange(0, 32) * 2}+{hex(n * 4)}]"
+    if field == "U":
+        return f"UR{rng.randrange(0, 32)}"
+    if field == "UW":
+        return f"UR{rng.randrange(0, 16) * 2}"
+    if field == "AU":
+        return f"[R{rng.randrange(0, 32) * 2}.64+UR{rng.randrange(0, 32)}+{hex(n * 4)}]"
+    if field == "AS":
+        return f"[R{rng.randrange(0, 64)}+{hex(n * 4)}]"
+    if field == "AG":
+        return f"[R{rng.randrange(0, 32) * 2}.64+{hex(n * 4)}]"
+    if field == "A64":
+        return f"[R{rng.randrange(0, 32) * 2}.64+{hex(n * 4)}]"
+    if field == "S":
+        return rng.choice(_SR)
+    return field
+
+
+def instruction(opcode: str, mnemonic: str, template: str, rng: random.Random) -> str:
+    ops = ", ".join(_operand(f, rng, mnemonic) for f in template.split(", ")) if template else ""
+    return f"{mnemonic} {ops};" if ops else f"{mnemonic};"
+
+
+def all_spellings() -> list[tuple[str, str, str]]:
+    """(opcode, mnemonic, operand template) for every spelling."""
+    return [(op, m, t) for op, choices, t in SPELLINGS for m in mnemonics(op, choices)]
+
+
+# ---- the table: what each spelling means where TuringAs writes it --------------------------
+# Modifiers TuringAs leaves implied that the word spells out (a default scope or strength, a
+# type, the one BMMA operation), and modifiers it accepts that stand for the default and that
+# nvdisasm leaves out. Any other difference is TuringAs writing bits that mean something else.
+# (RED.E.ADD.F32: the float reduction is .FTZ.RN, the only one there is.)
+IMPLIED = {"SYS", "GPU", "STRONG", "U32", "32", "XOR", "FTZ", "RN"}
+# (IMAD.MOV/.SHL/.IADD: TuringAs writes a plain IMAD for them.)
+DEFAULTS = {"32", "E", "U", "1", "S32", "RN", "MOV", "SHL", "IADD"}
+# Defaults that TuringAs sets and that nvdisasm reads as the other meaning (SGXT is signed).
+WRONG_IMPLIED = {("SGXT", "U32")}
+
+
+def _kinds(inst) -> list[tuple]:
+    """An instruction's operands by kind (TuringAs cuts a value to its field and puts a negated
+    predicate's sign into the next field without a word: matters of values, which sassas
+    checks, not of the spelling)."""
+    out = []
+    for op in inst.operands:
+        out.append((op.kind, op.flags - {"!"}))
+    return out
+
+
+def _align(written: list[tuple], canon) -> Optional[list[str]]:
+    """The canonical operands as the written ones (`$i`) and the ones TuringAs fills in (RZ, a
+    predicate), in order; None where they do not line up so."""
+    from sassas.operands import format_operand
+    out, i = [], 0
+    for op in canon.operands:
+        if i < len(written) and (op.kind, op.flags - {"!"}) == written[i]:
+            out.append(f"${i}")
+            i += 1
+        elif (op.kind == "R" and op.values == (255,)) or op.kind == "P":
+            out.append(format_operand(op))
+        else:
+            return None
+    return out if i == len(written) else None
+
+
+def classify(line: str, word: int, arch: int) -> Optional[dict]:
+    """What the TuringAs spelling in `line` means on `arch`, given the word TuringAs wrote: None
+    where sassas already writes that word from the line as it stands, else an entry."""
+    import sassas
+    from sassas.elf import read_cubin
+    from sassas.isa import get_isa
+    from sassas.parse import parse_instruction
+    isa = get_isa(f"sm_{arch}")
+
+    def sassas_word(text: str) -> Optional[int]:
+        try:
+            c = sassas.assemble(f"<params>\nx, 4\n</params>\nTOP:\n--:-:-:-:2  {text}\n--:-:-:-:2  EXIT;\n",
+                                arch=f"sm_{arch}", kernel_name="kern", dialect="nvdisasm")
+        except sassas.SassError:
+            return None
+        return int.from_bytes(read_cubin(bytes(c)).kernels[0].code[:16], "little")
+
+    written = parse_instruction(line)
+    try:
+        canon = isa.decode(word)
+        text = isa.format(canon)
+    except Exception:
+        return {"wrong": "a word sassas's description does not decode",
+                **({"refuse": True} if sassas_word(line) is None else {})}
+    # The spelling as written, with the operands TuringAs wrote (it cuts values to their fields
+    # without a word, which sassas refuses: a matter of values, not of the spelling).
+    from sassas.operands import format_operand
+    spelled = ".".join((written.opcode, *written.modifiers))
+    ops = [format_operand(op) for op in canon.operands[:len(written.operands)]]
+    order = _align(_kinds(written), canon)
+    if order is None:
+        as_written = sassas_word(line)      # TuringAs dropped or moved an operand written
+    else:
+        as_written = sassas_word(f"{spelled} {', '.join(ops)};" if ops else f"{spelled};")
+    if as_written == word:
+        return None
+    mods_w, mods_c = set(written.modifiers), set(canon.modifiers)
+    dropped, added = mods_w - mods_c, mods_c - mods_w
+    name = ".".join((canon.opcode, *canon.modifiers))
+    ok = (canon.opcode == written.opcode and dropped <= DEFAULTS and added <= IMPLIED
+          and not any((written.opcode, t) in WRONG_IMPLIED for t in added) and order is not None)
+    mine = sassas_word(text.rstrip(" ;") + ";") if ok else None
+    if mine is None:
+        wrong = f"read by nvdisasm as {name}"
+        return {"wrong": wrong} if as_written is not None else {"wrong": wrong, "refuse": True}
+    if name == spelled and order == [f"${i}" for i in range(len(order))]:
+        return None     # the same text: TuringAs sets bits besides it (a divergence the test names)
+    entry = {"to": name}
+    if mine != word:
+        # bits nvdisasm does not print (sm_80's LDS with TuringAs's .U bit, the hidden memory
+        # descriptor UR0 of its LDG/STG): kept as TuringAs writes them
+        mask = mine ^ word
+        entry["raw"] = [hex(mask), hex(word & mask)]
+    if order != [f"${i}" for i in range(len(order))]:
+        entry["operands"] = order
+    if as_written is not None:
+        entry["ambiguous"] = True
+    return entry
+
+
+def build_table(rng: random.Random, tmp: Path) -> dict:
+    spellings = all_spellings()
+    lines = [instruction(op, m, t, rng) for op, m, t in spellings]
+    files, defaults = [], []
+    for i, line in enumerate(lines):
+        p = tmp / f"s{i}.sass"
+        p.write_text(f"<params>\nx, 4\n</params>\nTOP:\n--:-:-:-:2  {line}\n--:-:-:-:2  EXIT;\n")
+        files.append(p)
+        # the stall `-` stands for: TuringAs's latency of the spelling
+        p = tmp / f"d{i}.sass"
+        p.write_text(f"<params>\nx, 4\n</params>\nTOP:\n--:-:-:Y:-  {line}\n--:-:-:-:2  EXIT;\n")
+        defaults.append(p)
+    from sassas import dialect
+    from sassas.dialect import spelling_key
+    from sassas.elf import read_cubin
+    from sassas.parse import parse_instruction
+    # sassas as it reads nvdisasm's text alone, without the table being made
+    dialect._tables.cache_clear()
+    _, own = dialect._tables()
+    dialect._tables = lambda: ({}, own)
+    table: dict = {}
+    for arch in ARCHS:
+        outs = run_turingas(files, arch, tmp)
+        latency_outs = run_turingas(defaults, arch, tmp)
+        entries = table.setdefault(f"sm_{arch}", {})
+        for (op, m, t), line, out, lat in zip(spellings, lines, outs, latency_outs):
+            if not out.exists():
+                continue        # TuringAs refuses it too
+            word = int.from_bytes(read_cubin(out.read_bytes()).kernels[0].code[:16], "little")
+            key = spelling_key(m, parse_instruction(line).operands)
+            entry = classify(line, word, arch)
+            if entry is not None:
+                entries[key] = entry
+            if not lat.exists():
+                continue
+            control = int.from_bytes(read_cubin(lat.read_bytes()).kernels[0].code[:16], "little") >> 105
+            latency = control & 0x1F        # the stall field and the (Y: clear) yield bit above it
+            if latency != 1:
+                entries.setdefault(key, {})["latency"] = latency
+    return table
+
+
+def write_table(table: dict, path: Path) -> None:
+    out = ["# TuringAs's spellings and what they mean on each arch: the instruction nvdisasm reads in",
+           "# the word TuringAs writes for them (as sassas's decoder prints it). Generated by",
+           "# `python -m tests.sassas._turingas` (TuringAs and its grammar are the oracle); do not edit.",
+           "#   key: the spelling as written, its operands' kinds and its special registers",
+           "#   to: the spelling it stands for; operands: its operands, $i the i-th written, others",
+           "#   filled in by TuringAs (RZ, !PT);",
+           "#   ambiguous: the spelling is also nvdisasm text, which means something else (warned);",
+           "#   raw: [mask, bits] TuringAs sets that nvdisasm does not print, kept;",
+           "#   wrong: TuringAs's word reads as this, not as what is written: sassas writes what is",
+           "#   written (a warning in TuringAs's dialect), or, with refuse, refuses it;",
+           "#   latency: the stall a `-` stands for (1 where not given), a bit past the field",
+           "#   falling into the yield bit as TuringAs writes it", ""]
+    for arch, entries in table.items():
+        out.append(f"[{arch}]")
+        for key in sorted(entries):
+            e = entries[key]
+            fields = []
+            for k in ("to", "operands", "raw", "ambiguous", "wrong", "refuse", "latency"):
+                if k in e:
+                    v = e[k]
+                    fields.append(f"{k} = " + ("true" if v is True else str(v) if isinstance(v, int) else
+                                               "[" + ", ".join(f'"{x}"' for x in v) + "]" if isinstance(v, list)
+                                               else f'"{v}"'))
+            out.append(f'"{key}" = {{ {", ".join(fields)} }}')
+        out.append("")
+    path.write_text("\n".join(out))
+
+
+if __name__ == "__main__":
+    if turingas_dir() is None:
+        sys.exit("TuringAs not found: set SASSAS_TURINGAS")
+    with tempfile.TemporaryDirectory() as tmp:
+        write_table(build_table(random.Random(0), Path(tmp)), ROOT / "sassas" / "data" / "turingas.toml")
+
+
+# ---- random programs -----------------------------------------------------------------------
+_CONTROL_WAIT = ("--", "--", "--", "01", "02", "12")
+
+
+def control(rng: random.Random) -> str:
+    if rng.random() < 0.15:                 # the spelling's default latency
+        return f"{rng.choice(_CONTROL_WAIT)}:-:-:{rng.choice('-Y')}:-"
+    if rng.random() < 0.3:
+        return f"{rng.choice(_CONTROL_WAIT)}:-:-:Y:{rng.randrange(0, 16):x}"
+    return f"{rng.choice(_CONTROL_WAIT)}:-:-:-:{rng.randrange(1, 12):x}"
+
+
+def program(body: list[str], rng: random.Random) -> str:
+    """A TuringAs file around `body` (instruction lines without control codes): parameters
+    (8-byte ones first, so that packed and naturally aligned offsets agree), register names,
+    shared memory, maybe a <consts> table, a loop label, a parameter read and EXIT."""
+    n8, n4 = rng.randrange(0, 3), rng.randrange(1, 4)
+    params = [f"ptr{i}, 8" for i in range(n8)] + [f"val{i}, 4" for i in range(n4)]
+    smem = rng.randrange(0, 64) * 16
+    lines = ["<params>", *params, "</params>", "<regs>", "60-63 : t0, t1, t2, t3", "</regs>"]
+    if smem:
+        lines += ["<SMEM>", str(smem), "</SMEM>"]
+    if rng.random() < 0.5:
+        lines += ["<consts>", "table, 16", "</consts>"]
+        lines += [f"{control(rng)}  MOV t2, table[{rng.randrange(4)}];"]
+    lines += [f"{control(rng)}  MOV t0, val0[0];", "TOP:"]
+    lines += [f"{control(rng)}  {b}" for b in body]
+    lines += [f"{control(rng)}  IADD3 t1, t1, 0x1, RZ;", "--:-:-:-:2  BRA TOP;", "--:-:-:-:2  EXIT;"]
+    return "\n".join(lines) + "\n"
+
+
+_CONTROL_LINE = re.compile(r"^[0-9a-fA-F-]{2}:[0-5-]:[0-5-]:[-yY]:[0-9a-fA-F-]\s+(.*)$")
+
+
+def instruction_lines(text: str) -> list[str]:
+    """The instructions of a TuringAs file, in order (each line with a control code)."""
+    return [m.group(1) for m in map(_CONTROL_LINE.match, text.splitlines()) if m]
