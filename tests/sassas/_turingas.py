@@ -94,10 +94,11 @@ SPELLINGS: list[tuple[str, tuple, str]] = [
     ("MUFU", ((".COS", ".SIN", ".EX2", ".LG2", ".RCP", ".RSQ", ".SQRT"),), "R, R"),
     ("FADD", (), "R, R, R"), ("FADD", (), "R, R, F"), ("FMUL", (), "R, R, R"), ("FMUL", (), "R, R, F"),
     ("FMNMX", (), "R, R, R, P"),
-    ("HMMA", ((".1688", ".16816"), (".F16", ".F32")), "Q, W, R, Q"),
+    ("HMMA", ((".1688",), (".F16", ".F32")), "Q, W, R, Q"),
+    ("HMMA", ((".16816",), (".F16", ".F32")), "Q, Q, W, Q"),
     ("IMMA", ((".8816", ".8832"), (".U8", ".S8"), (".U8", ".S8")), "W, R.ROW, R.COL, W"),
     ("BMMA", ((".88128",), (".POPC",)), "W, R.ROW, R.COL, W"),
-    ("CS2R", (), "R, SR_CLOCKLO"), ("CS2R", (), "R, SRZ"),
+    ("CS2R", (), "R, SR_CLOCKLO"), ("CS2R", (), "W, SRZ"),
     *[("S2R", (), f"R, {sr}") for sr in _SR], ("NOP", (), ""),
     ("BAR", ((".SYNC",),), "I4"),
     ("SHFL", ((".IDX", ".UP", ".DOWN", ".BFLY"),), "D, R, R, I5, I5"),
@@ -377,7 +378,8 @@ _CONTROL_WAIT = ("--", "--", "--", "01", "02", "12")
 
 def control(rng: random.Random) -> str:
     if rng.random() < 0.15:                 # the spelling's default latency
-        return f"{rng.choice(_CONTROL_WAIT)}:-:-:{rng.choice('-Y')}:-"
+        # (with Y: some defaults (R2P's 12) are stalls that need it; sassas refuses them without)
+        return f"{rng.choice(_CONTROL_WAIT)}:-:-:Y:-"
     if rng.random() < 0.3:
         return f"{rng.choice(_CONTROL_WAIT)}:-:-:Y:{rng.randrange(0, 16):x}"
     return f"{rng.choice(_CONTROL_WAIT)}:-:-:-:{rng.randrange(1, 12):x}"
