@@ -12,8 +12,10 @@ own explicit spellings (`CS2R.64`).
 
 A file's dialect: `nvdisasm` for a cuobjdump/nvdisasm listing and for a file that uses
 sassas's directives (`.kernel`, `.param`, ...: TuringAs reads none of them); `turingas` for
-any other file (control codes, `<params>`/`<regs>` blocks: what TuringAs reads). The caller
-may force either (`--dialect`, `dialect=`), which also silences the ambiguity warnings.
+a file in TuringAs's form (control-code prefixes `--:-:1:Y:4`, `<params>`/`<regs>` blocks);
+`nvdisasm` again for bare instruction text (`/*0010*/ CS2R R6, SR_CLOCKLO ;` lines pasted from
+a listing carry neither). The caller may force either (`--dialect`, `dialect=`), which also
+silences the ambiguity warnings.
 """
 from __future__ import annotations
 
@@ -30,10 +32,13 @@ from .errors import SassError
 DIALECTS = ("turingas", "nvdisasm")
 _DATA = Path(__file__).parent / "data"
 _DIRECTIVE = re.compile(r"^[ \t]*\.(?!include\b)[A-Za-z_]", re.M)
+# What only TuringAs's form has: a control-code prefix at the start of a line, or a block.
+_TURINGAS_FORM = re.compile(r"^[ \t]*(?:[0-9A-Fa-f-]{2}:[0-7-]:[0-7-]:[Yy-]:[0-9A-Fa-f-]|"
+                            r"<(?:params|regs|consts|smem|code)>)", re.M | re.I)
 
 
 def detect_dialect(text: str, listing: bool) -> str:
-    if listing or _DIRECTIVE.search(text):
+    if listing or _DIRECTIVE.search(text) or not _TURINGAS_FORM.search(text):
         return "nvdisasm"
     return "turingas"
 

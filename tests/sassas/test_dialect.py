@@ -95,3 +95,15 @@ def test_stall_dash_is_turingas_default_latency():
         dash, _ = _word("--:-:-:Y:-  NOP;\n--:-:-:-:2  EXIT;\n", arch)
         one, _ = _word("--:-:-:Y:1  NOP;\n--:-:-:-:2  EXIT;\n", arch)
         assert dash == one
+
+
+def test_dialect_is_found_from_the_file():
+    """TuringAs's form (control-code prefixes, blocks) reads as TuringAs's dialect; sassas's
+    directives, listings and bare nvdisasm text (pasted `/*0010*/ ... ;` lines) as nvdisasm's."""
+    from sassas.dialect import detect_dialect
+    assert detect_dialect("--:-:1:Y:4  CS2R R5, SR_CLOCKLO;\n", False) == "turingas"
+    assert detect_dialect("<params>\nx, 4\n</params>\nCS2R R5, SR_CLOCKLO;\n", False) == "turingas"
+    assert detect_dialect(".kernel k\n--:-:1:Y:4  CS2R R4, SR_CLOCKLO;\n", False) == "nvdisasm"
+    assert detect_dialect("        /*0000*/   CS2R R4, SR_CLOCKLO ;  /* 0x0000000000047805 */\n", False) == "nvdisasm"
+    assert detect_dialect("CS2R R4, SR_CLOCKLO;\nEXIT;\n", False) == "nvdisasm"
+    assert detect_dialect("--:-:1:Y:4  CS2R R5, SR_CLOCKLO;\n", True) == "nvdisasm"
