@@ -94,7 +94,7 @@ def apply_dialect(inst: Instruction, arch: str, dialect: str, forced: bool) -> O
     turingas, own = _tables()
     spelling = ".".join((inst.opcode, *inst.modifiers))
     key = spelling_key(spelling, inst.operands)
-    entry = turingas.get(arch, {}).get(key, {})
+    entry = _entry(turingas, arch, key)
     if inst.control is not None and inst.control.stall == DEFAULT_LATENCY:
         inst.control = _with_latency(inst.control, entry.get("latency", 1))
     mine = own.get(spelling)
@@ -124,6 +124,21 @@ def apply_dialect(inst: Instruction, arch: str, dialect: str, forced: bool) -> O
                 + (f" ({own_hint})" if (own_hint := _explicit_hint(spelling, own)) else ""))
     _rewrite(inst, entry)
     return None
+
+
+# TuringAs writes sm_70..sm_86. A TuringAs file assembled for a newer arch keeps what its
+# spellings mean there (implied parts, CS2R's 32-bit clock read, default stalls), as on the newest
+# arch TuringAs knows; TuringAs's misencodings ("wrong") do not carry over: it wrote no word there.
+_NEWEST_TURINGAS_ARCH = "sm_86"
+
+
+def _entry(turingas: dict, arch: str, key: str) -> dict:
+    if arch in turingas:
+        return turingas[arch].get(key, {})
+    if int(arch.removeprefix("sm_").rstrip("af")) > int(_NEWEST_TURINGAS_ARCH.removeprefix("sm_")):
+        entry = turingas[_NEWEST_TURINGAS_ARCH].get(key, {})
+        return {k: v for k, v in entry.items() if k not in ("wrong", "refuse")}
+    return {}
 
 
 def _with_latency(control: ControlCode, latency: int) -> ControlCode:

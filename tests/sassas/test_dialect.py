@@ -107,3 +107,12 @@ def test_dialect_is_found_from_the_file():
     assert detect_dialect("        /*0000*/   CS2R R4, SR_CLOCKLO ;  /* 0x0000000000047805 */\n", False) == "nvdisasm"
     assert detect_dialect("CS2R R4, SR_CLOCKLO;\nEXIT;\n", False) == "nvdisasm"
     assert detect_dialect("--:-:1:Y:4  CS2R R5, SR_CLOCKLO;\n", True) == "nvdisasm"
+
+
+def test_turingas_meaning_holds_on_archs_newer_than_turingas():
+    """TuringAs writes sm_70..sm_86; its file assembled for sm_89/sm_90 keeps the 32-bit clock read."""
+    body = "--:-:-:-:2  CS2R R5, SR_CLOCKLO;\n--:-:-:-:2  EXIT;\n"
+    for arch in ("sm_89", "sm_90"):
+        ref = sassas.assemble(".kernel k\n--:-:-:-:2  CS2R.32 R5, SR_CLOCKLO;\n--:-:-:-:2  EXIT;\n", arch=arch)
+        got = sassas.assemble(body, arch=arch, kernel_name="k")
+        assert read_cubin(got.data).kernels[0].code == read_cubin(ref.data).kernels[0].code

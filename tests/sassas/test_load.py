@@ -282,3 +282,32 @@ def test_driver_errors_become_cuda_error():
     image = write_cubin(other, [KernelImage("k", bytes.fromhex("4d790000000000000000800300ea0f00"), [], 8)])
     with pytest.raises(L.CudaError, match=r"cuModuleLoadData failed: CUDA_ERROR_\w+ \(\d+\): "):
         L.load(image)
+
+
+TURINGAS_CLOCK = """\
+<params>
+out, 8
+</params>
+--:-:-:Y:4  MOV R6, 0x1234;
+--:-:-:Y:4  MOV R4, 0x5678;
+--:-:0:-:2  CS2R R5, SR_CLOCKLO;
+--:-:-:Y:4  ULDC.64 UR4, memoryDescriptor;
+--:-:1:-:1  LDC.64 R2, out[0];
+03:-:-:-:1  STG.E.STRONG.GPU desc[UR4][R2.64], R4;
+--:-:-:-:1  STG.E.STRONG.GPU desc[UR4][R2.64+0x4], R5;
+--:-:-:-:1  STG.E.STRONG.GPU desc[UR4][R2.64+0x8], R6;
+--:-:-:Y:5  EXIT;
+"""
+
+
+@gpu
+def test_turingas_clock_read_is_32_bit_on_the_gpu():
+    """A TuringAs file's `CS2R R5, SR_CLOCKLO` is the 32-bit read: it runs (the 64-bit CS2R
+    into an odd register stops the kernel with CUDA error 715) and leaves R4 and R6 alone."""
+    major, minor = L.compute_capability()
+    cubin = sassas.assemble(TURINGAS_CLOCK, arch=f"sm_{major}{minor}", kernel_name="clock")
+    out = L.zeros(3, np.uint32)
+    sassas.load(cubin)["clock"](1, 1, out)
+    L.synchronize()
+    r4, r5, r6 = out.to_numpy()
+    assert (r4, r6) == (0x5678, 0x1234) and r5 != 0
