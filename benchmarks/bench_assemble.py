@@ -123,16 +123,16 @@ GENERATORS = {"dense": dense, "barriers": barriers, "listing": None, "turingas":
 
 def run_process(path: str, arch: str, out: str) -> tuple[float, float]:
     """(wall s, CPU s) of one `python -m sassas asm` process."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "sassas", "asm", path, "--arch", arch, "-o", out],
-                            cwd=ROOT, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    err = proc.stderr.read().decode()
-    proc.stderr.close()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"sassas asm {path} failed ({proc.returncode}):\n{err[-2000:]}")
+    with tempfile.TemporaryFile() as err:     # (warnings: a pipe left unread would block the process)
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "sassas", "asm", path, "--arch", arch, "-o", out],
+                                cwd=ROOT, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            raise SystemExit(f"sassas asm {path} failed ({proc.returncode}):\n{err.read().decode()[-2000:]}")
     return wall, usage.ru_utime + usage.ru_stime
 
 
