@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import re
 from importlib import resources
@@ -12,6 +13,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from .arch import get_arch
 from .ast import AddressOf, ControlCode, GlobalDecl, Instruction, Kernel, Label, Loc, Operand, Param, Program, Shape, SourceLine
+from .cache import cache_dir
 from .control import MAX_BARRIER, parse_control
 from .errors import Diagnostics, SassError
 from .frontend import DEFAULT_SMEM_ALIGN, Declarations, finish_kernel
@@ -55,8 +57,13 @@ def _note_comment(tok: Token) -> Token:
 def _parser() -> Lark:
     grammar = resources.files("sassas").joinpath("grammar.lark").read_text()
     # LALR with the contextual lexer: one pass, and a token is only tried where it may stand.
+    # Building its tables takes a fifth to a third of a second, longer than assembling 50k
+    # instructions: Lark keeps them in the cache directory, in a file that also holds a hash
+    # of the grammar, the options and Lark's and Python's versions and is rebuilt when these
+    # differ or it cannot be read (and passed by when it cannot be written).
+    cache = cache_dir() / f"grammar-{hashlib.sha256(grammar.encode()).hexdigest()[:24]}.lark"
     return Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=False,
-                maybe_placeholders=False, cache=False, lexer_callbacks={"COMMENT": _note_comment})
+                maybe_placeholders=False, cache=str(cache), lexer_callbacks={"COMMENT": _note_comment})
 
 
 class Lines:
@@ -549,7 +556,15 @@ _NUMBER_IN_LINE = re.compile(
     r"([0-9](?:(?<=(?<![\w$.])R[0-9])[0-9]{0,2}(?![\w$])"          # R0..R999
     r"|(?<=(?<![\w$.])UR[0-9])[0-9]?(?![\w$])"                     # UR0..UR99
     r"|(?<![\w$.:*-][0-9])(?:(?<=0)[xX][0-9a-fA-F]{1,16}|[0-9]*)(?![\w$.:-])))")   # 0x1f, 12
+# The second line of an instruction in a listing: its high 64 bits alone, in a comment.
+_HIGH_WORD_LINE = re.compile(r"\s*/\*\s*0x[0-9a-fA-F]{1,16}\s*\*/\s*$")
+_LISTING_ADDRESS = re.compile(r"^(\s*/\*)([0-9a-fA-F]{4,})(?=\*/)")
 _line_plans: dict[tuple, "_LinePlan"] = {}
+
+
+def _zeroed(m: re.Match) -> str:
+    return m.group(1) + "0" * len(m.group(2))
+
 _MAX_LINE_PLANS = 100_000
 
 
@@ -683,8 +698,24 @@ def _line_items(lines: Lines) -> list:
     out = []
     plans = _line_plans
     split = _NUMBER_IN_LINE.split
+    texts = lines.lines
+    high_word = _HIGH_WORD_LINE.match
     try:
-        for lineno, line in enumerate(lines.lines, 1):
+        skip = False
+        for lineno, line in enumerate(texts, 1):
+            if skip:
+                skip = False
+                continue
+            if line.endswith("*/") and lineno < len(texts) and high_word(texts[lineno]) and "#" not in line \
+                    and "//" not in line:
+                # A listing's instruction and the high word on the next line: one statement,
+                # planned as one line (the positions of what stands on the first line are
+                # those of that line; the second holds the hex alone).
+                line += " " + texts[lineno]
+                skip = True
+                # (the address the listing prints before the instruction is not read: its
+                # digits, zeroed, do not make a shape of each line)
+                line = _LISTING_ADDRESS.sub(_zeroed, line, 1)
             parts = split(line)
             key = tuple(parts[::2])
             plan = plans.get(key)
