@@ -81,7 +81,7 @@ def turingas(n: int, seed: int = 0) -> str:
     templates = [
         "--:-:-:Y:1      FFMA acc{x}, a{y}.reuse, b{z}, acc{x};",
         "--:-:-:Y:1      FFMA acc{x}, a{y}, b{z}, acc{x};",
-        "--:-:0:-:1      LDS.128 a{q}, [addr+0x{i:x}];",
+        "--:-:0:-:2      LDS.128 a{q}, [addr+0x{i:x}];",
         "01:-:-:Y:4      IADD3 addr, addr, 0x{i:x}, RZ;",
         "--:-:-:Y:4      IMAD.WIDE base, tid, 0x4, base;",
         "--:-:-:Y:4      ISETP.GE.AND P0, PT, tid, n[0], PT;",

@@ -499,7 +499,8 @@ def barrier_raise_warnings(kernel: Kernel, arch: str) -> list[tuple[str, Optiona
         if not isinstance(item, Instruction):
             continue
         prev, previous = previous, item
-        if prev is None or prev.control is None or item.control is None or max(prev.control.stall, 1) >= delay:
+        if prev is None or prev.control is None or item.control is None or not item.control.wait_mask \
+                or max(prev.control.stall, 1) >= delay:
             continue
         # (the barriers the previous instruction set that this one waits on: almost always none,
         # and then its effects, the costly part, are not needed)
