@@ -198,16 +198,25 @@ def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_
 
     instructions = kernel.instructions
     checks_of = _checks
+    # A name alone (`acc12`: TuringAs code names most of its registers) binds to the same
+    # operand wherever it stands: bound once.
+    bound_names: dict[Operand, Operand] = {}
     for inst in instructions:
         shape = inst.shape
         if shape.symbolic:
             new_ops = []
             for i, op in enumerate(inst.operands):
-                try:
-                    new_ops.append(_bind(op, registers, consts, smem, labels, params, known, arch))
-                except SassError as e:
-                    diags.error(e.with_loc(inst.operand_loc(i)))
-                    new_ops.append(op)
+                new = bound_names.get(op) if op.kind == "N" else None
+                if new is None:
+                    try:
+                        new = _bind(op, registers, consts, smem, labels, params, known, arch)
+                    except SassError as e:
+                        diags.error(e.with_loc(inst.operand_loc(i)))
+                        new = op
+                    else:
+                        if op.kind == "N":
+                            bound_names[op] = new
+                new_ops.append(new)
             inst.operands = tuple(new_ops)
             shape = inst.shape
         checks = checks_of.get(shape)
