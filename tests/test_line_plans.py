@@ -68,10 +68,11 @@ def test_examples_parse_alike(path):
 def test_generated_lines_parse_alike():
     """Lines of many shapes with numbers at the edges of what lexes as a register or an
     integer (R999, UR99, RZ, leading zeros, long hex, floats, comments holding numbers,
-    listing hex words of 16 and 17 digits)."""
+    listing hex words of 16 and 17 digits, names that end in a number)."""
     rng = random.Random(3)
     registers = ["R0", "R7", "R12", "R254", "R255", "R999", "R1000", "RZ", "UR4", "UR63", "UR64", "UR99",
-                 "UR100", "URZ", "P0", "P6", "P7", "PT", "SR_TID.X"]
+                 "UR100", "URZ", "P0", "P6", "P7", "PT", "SR_TID.X", "acc12", "acc012", "v0", "j0Ab00", "gsb0",
+                 "x1e3", "tid"]
     numbers = ["0", "7", "012", "0x0", "0x1f", "0xFFFFFFFF", "0x123456789abcdef01", "-0x10", "1.5", "1e3",
                "-1", "4294967296", "0x8"]
     operands = ["{r}", "{r}.reuse", "-{r}", "|{r}|", "{n}", "[{r}+{n}]", "[{r}]", "[{r}-{n}]",
