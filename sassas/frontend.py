@@ -313,6 +313,8 @@ def _bind(op: Operand, registers, consts, smem, labels, params, known, arch: Opt
     the caller gives them the operand's.)"""
     if isinstance(op.symbol, SymbolRef):
         return op                  # `32@lo(name)`: resolve makes it a relocation
+    if op.symbol is None and "N" not in op.kind and "L" not in op.kind:
+        return op                  # no name in it (`RZ`, `0x10` beside a name in the instruction)
     ps = pieces(op.kind)
     if op.kind == "N[I]" and op.values[0] in consts:
         name, word = op.values
