@@ -515,7 +515,7 @@ def barrier_raise_warnings(kernel: Kernel, arch: str) -> list[tuple[str, Optiona
             pass
         for b in waited:
             out.append((f"waits on barrier {b} one cycle after {_describe(prev)} set it; a barrier needs "
-                            f"{delay} cycles to be raised: give {prev.mnemonic} a stall of {delay} or more", item.loc))
+                        f"{delay} cycles to be raised: give {prev.mnemonic} a stall of {delay} or more", item.loc))
     return out
 
 

@@ -562,8 +562,9 @@ def _syntax_error(e: UnexpectedInput, text: str, lines: Lines) -> SassError:
 #   `.`, `:`, `-`, `*` or a word character, and the number at the end of a name after a lower
 #   case letter (`acc12`, not `1e3` or `.F16x2`); and a plan is kept only when each cut number
 #   is exactly one REGISTER or NUMBER token, the end of a NAME (a name the front end binds), the
-#   number of a HEXWORD, or lies in a `#`/`//` comment, so the other terminals never see them. Lines of one shape therefore lex into the
-#   same token types, parse alike, and differ only in those values.
+#   number of a HEXWORD, or lies in a `#`/`//` comment, so the other terminals never see them.
+#   Lines of one shape therefore lex into the same token types, parse alike, and differ only in
+#   those values.
 # - Parsing line by line gives the whole text's items when each line parses alone and no line
 #   starts with what could continue the previous line's last item (a statement's HEXWORD, the
 #   optional NUMBER or REGISTER of .param, .reg, .regs, .smem). Otherwise, and on any error,
@@ -578,14 +579,15 @@ _NUMBER_IN_LINE = re.compile(
     r"|(?<=[a-z][0-9])(?<![0-9.][a-z][0-9])[0-9]*(?![\w$*])))")                # acc12: a name's number
 # The second line of an instruction in a listing: its high 64 bits alone, in a comment.
 _HIGH_WORD_LINE = re.compile(r"\s*/\*\s*0x[0-9a-fA-F]{1,16}\s*\*/\s*$")
+# The address a listing prints before an instruction (`/*0aa0*/`): never cut (it touches `*`),
+# not read; zeroed for the line's shape.
 _LISTING_ADDRESS = re.compile(r"^(\s*/\*)([0-9a-fA-F]{4,})(?=\*/)")
 _line_plans: dict[tuple, "_LinePlan"] = {}
+_MAX_LINE_PLANS = 100_000
 
 
 def _zeroed(m: re.Match) -> str:
     return m.group(1) + "0" * len(m.group(2))
-
-_MAX_LINE_PLANS = 100_000
 
 
 class _WholeText(Exception):
