@@ -1,5 +1,12 @@
+import os
 import sys
 
-from .cli import main
+from . import cli
 
-sys.exit(main())
+# What the command built is kept (cli.kept) and the process ends without freeing it: output
+# flushed, the exit status as sys.exit gives it.
+cli.kept = []
+status = cli.main()
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(status)

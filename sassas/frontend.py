@@ -158,16 +158,25 @@ def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_
     instructions = kernel.instructions
     checks_of = _checks
     said = set()            # dialect warnings: once a spelling a kernel
+    # A name alone (`acc12`: TuringAs code names most of its registers) binds to the same
+    # operand wherever it stands: bound once.
+    bound_names: dict[Operand, Operand] = {}
     for inst in instructions:
         shape = inst.shape
         if shape.symbolic:
             new_ops = []
             for i, op in enumerate(inst.operands):
-                try:
-                    new_ops.append(_bind(op, registers, consts, smem, labels, params, known, arch))
-                except SassError as e:
-                    diags.error(e.with_loc(inst.operand_loc(i)))
-                    new_ops.append(op)
+                new = bound_names.get(op) if op.kind == "N" else None
+                if new is None:
+                    try:
+                        new = _bind(op, registers, consts, smem, labels, params, known, arch)
+                    except SassError as e:
+                        diags.error(e.with_loc(inst.operand_loc(i)))
+                        new = op
+                    else:
+                        if op.kind == "N":
+                            bound_names[op] = new
+                new_ops.append(new)
             inst.operands = tuple(new_ops)
             shape = inst.shape
         if arch is not None:
@@ -278,6 +287,8 @@ def _bind(op: Operand, registers, consts, smem, labels, params, known, arch: Opt
     the caller gives them the operand's.)"""
     if isinstance(op.symbol, SymbolRef):
         return op                  # `32@lo(name)`: resolve makes it a relocation
+    if op.symbol is None and "N" not in op.kind and "L" not in op.kind:
+        return op                  # no name in it (`RZ`, `0x10` beside a name in the instruction)
     ps = pieces(op.kind)
     if op.kind == "N[I]" and op.values[0] in consts:
         name, word = op.values

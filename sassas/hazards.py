@@ -517,17 +517,23 @@ def barrier_raise_warnings(kernel: Kernel, arch: str) -> list[tuple[str, Optiona
         if not isinstance(item, Instruction):
             continue
         prev, previous = previous, item
-        if prev is None or prev.control is None or item.control is None or max(prev.control.stall, 1) >= delay:
+        if prev is None or prev.control is None or item.control is None or not item.control.wait_mask \
+                or max(prev.control.stall, 1) >= delay:
+            continue
+        # (the barriers the previous instruction set that this one waits on: almost always none,
+        # and then its effects, the costly part, are not needed)
+        waited = [b for b in sorted({prev.control.write_barrier, prev.control.read_barrier} - {NO_BARRIER})
+                  if item.control.wait_mask >> b & 1]
+        if not waited:
             continue
         try:
             if effects(prev).info.branch in ("always", "return", "exit") and prev.predicate is None:
                 continue         # (the wait is reached from elsewhere only)
         except SemanticsError:
             pass
-        for b in sorted({prev.control.write_barrier, prev.control.read_barrier} - {NO_BARRIER}):
-            if item.control.wait_mask >> b & 1:
-                out.append((f"waits on barrier {b} one cycle after {_describe(prev)} set it; a barrier needs "
-                            f"{delay} cycles to be raised: give {prev.mnemonic} a stall of {delay} or more", item.loc))
+        for b in waited:
+            out.append((f"waits on barrier {b} one cycle after {_describe(prev)} set it; a barrier needs "
+                        f"{delay} cycles to be raised: give {prev.mnemonic} a stall of {delay} or more", item.loc))
     return out
 
 

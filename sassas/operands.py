@@ -84,8 +84,8 @@ def canonical_operand(atoms: Sequence, loc: Loc | None = None, sources: dict | N
     """Build an Operand from the grammar's atoms (objects with .type and .value); `loc`, where
     the operand stands, is for the errors.
 
-    With ``sources``, records where each value that a number of the text gives comes from:
-    value index -> (atom index, negated). Those values depend on nothing else, which lets
+    With ``sources``, records where each value that a number or a name of the text gives
+    comes from: value index -> (atom index, negated). Those values depend on nothing else, which lets
     the parser rebuild the operand for other numbers (see sassas.parse)."""
     kind: list[str] = []
     values: list = []
@@ -170,6 +170,8 @@ def canonical_operand(atoms: Sequence, loc: Loc | None = None, sources: dict | N
                 continue
             else:
                 # A label, parameter or register alias: the resolver decides.
+                if sources is not None:
+                    sources[len(values)] = (i, False)
                 kind.append("N")
                 values.append(v)
                 symbol = v

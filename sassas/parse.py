@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import re
 from dataclasses import replace
@@ -13,6 +14,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from .arch import get_arch
 from .ast import DEFAULT_LATENCY, AddressOf, ControlCode, GlobalDecl, Instruction, Kernel, Label, Loc, Operand, Param, Program, Shape, SourceLine
+from .cache import cache_dir
 from .control import MAX_BARRIER, parse_control
 from .errors import Diagnostics, SassError
 from .frontend import DEFAULT_SMEM_ALIGN, Declarations, finish_kernel
@@ -56,8 +58,13 @@ def _note_comment(tok: Token) -> Token:
 def _parser() -> Lark:
     grammar = resources.files("sassas").joinpath("grammar.lark").read_text()
     # LALR with the contextual lexer: one pass, and a token is only tried where it may stand.
+    # Building its tables takes a fifth to a third of a second, longer than assembling 50k
+    # instructions: Lark keeps them in the cache directory, in a file that also holds a hash
+    # of the grammar, the options and Lark's and Python's versions and is rebuilt when these
+    # differ or it cannot be read (and passed by when it cannot be written).
+    cache = cache_dir() / f"grammar-{hashlib.sha256(grammar.encode()).hexdigest()[:24]}.lark"
     return Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=False,
-                maybe_placeholders=False, cache=False, lexer_callbacks={"COMMENT": _note_comment})
+                maybe_placeholders=False, cache=str(cache), lexer_callbacks={"COMMENT": _note_comment})
 
 
 class Lines:
@@ -270,7 +277,7 @@ class _Build(Transformer):
 # integer literals) and the columns, so that one plan serves every statement that differs from
 # the one it was made from only there (see _line_items).
 
-_FROM_REGISTER, _FROM_NUMBER, _FROM_NEGATED_NUMBER = range(3)
+_FROM_REGISTER, _FROM_NUMBER, _FROM_NEGATED_NUMBER, _FROM_NAME, _FROM_NAME_SYMBOL = range(5)
 # The numbers of R and UR registers as a line's numbers are cut out (decimal without leading
 # zeros, in range), read by one lookup.
 _REGISTER_NUMBERS = {prefix: {str(n): n for n in range(highest + 1)} for prefix, highest in MAX_REGISTER.items()}
@@ -311,14 +318,27 @@ class _StatementPlan:
             sources: dict = {}
             op = canonical_operand(atoms, loc, sources)
             fills = []
+            # A name with a number at its end (`acc12`) is the operand's symbol where it is the
+            # last name and no label follows (as canonical_operand sets it); a name of an
+            # operand where that does not hold keeps its number uncut (no plan).
+            names = [a for a, _ in sources.values() if atoms[a].type == "NAME"]
+            symbol_atom = max(names) if names else None
+            if names and (any(atom.type == "LABEL_REF" for atom in atoms[symbol_atom:])
+                          or op.symbol != atoms[symbol_atom].value):
+                names = []
             for value_index, (atom_index, negated) in sources.items():
                 atom = atoms[atom_index]
+                if atom.type == "NAME" and atom_index not in names:
+                    continue
                 number = number_of(atom)
                 if number is None:
                     continue
                 if atom.type == "REGISTER":
                     prefix = atom.value.rstrip("0123456789")
                     fills.append((value_index, number, _FROM_REGISTER, prefix))
+                elif atom.type == "NAME":
+                    fills.append((value_index, number, _FROM_NAME_SYMBOL if atom_index == symbol_atom else _FROM_NAME,
+                                  atom.value.rstrip("0123456789")))
                 else:
                     fills.append((value_index, number, _FROM_NEGATED_NUMBER if negated else _FROM_NUMBER, ""))
             # (kind, values, flags, symbol, fills, line, part, offset); fills: (value index,
@@ -406,10 +426,15 @@ def _compile_build(plan: _StatementPlan):
                         f"{const(flags)}, {const(symbol)})")
             continue
         items = [const(v) for v in values]
+        symbol_item = const(symbol)
         for value_index, number, how, prefix in fills:
             item = items[value_index] = f"v{k}_{value_index}"
             body.append(f"d = parts[{2 * number + 1}]")
-            if how == _FROM_REGISTER:
+            if how in (_FROM_NAME, _FROM_NAME_SYMBOL):
+                body.append(f"{item} = {const(prefix)} + d")
+                if how == _FROM_NAME_SYMBOL:
+                    symbol_item = item
+            elif how == _FROM_REGISTER:
                 body.append(f"{item} = {const(_REGISTER_NUMBERS[prefix])}.get(d)")
                 body.append(f"if {item} is None: {item} = parse_register({const(prefix)} + d)[1]")
             else:
@@ -418,7 +443,7 @@ def _compile_build(plan: _StatementPlan):
                             f"(int(d, 16) if d[1:2] in ('x', 'X') else int(d))")
         body.append(f"{var} = new(Operand); op_kind({var}, {const(kind)}); "
                     f"op_values({var}, ({''.join(item + ', ' for item in items)})); "
-                    f"op_flags({var}, {const(flags)}); op_symbol({var}, {const(symbol)})")
+                    f"op_flags({var}, {const(flags)}); op_symbol({var}, {symbol_item})")
     predicate = const(plan.predicate)
     control = const(plan.control)
     if plan.control_words is not None:
@@ -534,11 +559,13 @@ def _syntax_error(e: UnexpectedInput, text: str, lines: Lines) -> SassError:
 # - Lark's lexer decides on character classes: every terminal of grammar.lark reads the digits
 #   cut out here as \d, \w or [0-9a-fA-F], except where a count or a digit matters (CONTROL,
 #   PREDICATE, ADDRESS, P/UP/B/SB registers, HEXWORD's 1-16 digits). _NUMBER_IN_LINE only cuts
-#   R (1-3 digits) and UR (1-2) register numbers and integers (hex up to 16 digits) not touching
-#   `.`, `:`, `-`, `*` or a word character; and a plan is kept only when each cut number is
-#   exactly one REGISTER or NUMBER token, the number of a HEXWORD, or lies in a `#`/`//`
-#   comment, so the other terminals never see them. Lines of one shape therefore lex into the
-#   same token types, parse alike, and differ only in those values.
+#   R (1-3 digits) and UR (1-2) register numbers, integers (hex up to 16 digits) not touching
+#   `.`, `:`, `-`, `*` or a word character, and the number at the end of a name after a lower
+#   case letter (`acc12`, not `1e3` or `.F16x2`); and a plan is kept only when each cut number
+#   is exactly one REGISTER or NUMBER token, the end of a NAME (a name the front end binds), the
+#   number of a HEXWORD, or lies in a `#`/`//` comment, so the other terminals never see them.
+#   Lines of one shape therefore lex into the same token types, parse alike, and differ only in
+#   those values.
 # - Parsing line by line gives the whole text's items when each line parses alone and no line
 #   starts with what could continue the previous line's last item (a statement's HEXWORD, the
 #   optional NUMBER or REGISTER of .param, .reg, .regs, .smem). Otherwise, and on any error,
@@ -549,9 +576,19 @@ _NUMBER_IN_LINE = re.compile(
     # skips to digits quickly (this split runs on every line).
     r"([0-9](?:(?<=(?<![\w$.])R[0-9])[0-9]{0,2}(?![\w$])"          # R0..R999
     r"|(?<=(?<![\w$.])UR[0-9])[0-9]?(?![\w$])"                     # UR0..UR99
-    r"|(?<![\w$.:*-][0-9])(?:(?<=0)[xX][0-9a-fA-F]{1,16}|[0-9]*)(?![\w$.:-])))")   # 0x1f, 12
+    r"|(?<![\w$.:*-][0-9])(?:(?<=0)[xX][0-9a-fA-F]{1,16}|[0-9]*)(?![\w$.:-])"     # 0x1f, 12
+    r"|(?<=[a-z][0-9])(?<![0-9.][a-z][0-9])[0-9]*(?![\w$*])))")                # acc12: a name's number
+# The second line of an instruction in a listing: its high 64 bits alone, in a comment.
+_HIGH_WORD_LINE = re.compile(r"\s*/\*\s*0x[0-9a-fA-F]{1,16}\s*\*/\s*$")
+# The address a listing prints before an instruction (`/*0aa0*/`): never cut (it touches `*`),
+# not read; zeroed for the line's shape.
+_LISTING_ADDRESS = re.compile(r"^(\s*/\*)([0-9a-fA-F]{4,})(?=\*/)")
 _line_plans: dict[tuple, "_LinePlan"] = {}
 _MAX_LINE_PLANS = 100_000
+
+
+def _zeroed(m: re.Match) -> str:
+    return m.group(1) + "0" * len(m.group(2))
 
 
 class _WholeText(Exception):
@@ -627,7 +664,8 @@ def _plan_line(line: str, parts: list, lineno: int, lines: Lines) -> tuple[Optio
         prefix = line[tok.start_pos:a]
         if len(inside) == 1 and (
                 (b == tok.end_pos and
-                 ((tok.type == "NUMBER" and prefix == "") or (tok.type == "REGISTER" and prefix in ("R", "UR"))))
+                 ((tok.type == "NUMBER" and prefix == "") or (tok.type == "REGISTER" and prefix in ("R", "UR"))
+                  or (tok.type == "NAME" and prefix != "")))
                 or (tok.type == "HEXWORD" and line[a:b] == tok.value[2:-2].strip())):
             claimed.add(k)
             return k
@@ -684,8 +722,24 @@ def _line_items(lines: Lines) -> list:
     out = []
     plans = _line_plans
     split = _NUMBER_IN_LINE.split
+    texts = lines.lines
+    high_word = _HIGH_WORD_LINE.match
     try:
-        for lineno, line in enumerate(lines.lines, 1):
+        skip = False
+        for lineno, line in enumerate(texts, 1):
+            if skip:
+                skip = False
+                continue
+            if line.endswith("*/") and lineno < len(texts) and high_word(texts[lineno]) and "#" not in line \
+                    and "//" not in line:
+                # A listing's instruction and the high word on the next line: one statement,
+                # planned as one line (the positions of what stands on the first line are
+                # those of that line; the second holds the hex alone).
+                line += " " + texts[lineno]
+                skip = True
+                # (the address the listing prints before the instruction is not read: its
+                # digits, zeroed, do not make a shape of each line)
+                line = _LISTING_ADDRESS.sub(_zeroed, line, 1)
             parts = split(line)
             key = tuple(parts[::2])
             plan = plans.get(key)

@@ -53,6 +53,7 @@ import tomllib
 from pathlib import Path
 from typing import Optional
 
+from ..cache import cache_dir
 from ..errors import SassError
 from .model import CONTROL_MASK, Alias, DescriptorLoad, Encoding, Field, Group, Isa, MASK128, form_name
 
@@ -256,14 +257,6 @@ def _parse_const(text: str):
         return pyast.literal_eval(text[1:])
     except (ValueError, SyntaxError):
         return float(text[1:])        # inf, nan
-
-
-def cache_dir() -> Path:
-    """Where sassas keeps what it derives from its data files: $SASSAS_CACHE_DIR, else the
-    user's cache directory ($XDG_CACHE_HOME or ~/.cache) /sassas."""
-    if os.environ.get("SASSAS_CACHE_DIR"):
-        return Path(os.environ["SASSAS_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sassas"
 
 
 def load_description_cached(path: Path) -> Isa:

@@ -68,10 +68,11 @@ def test_examples_parse_alike(path):
 def test_generated_lines_parse_alike():
     """Lines of many shapes with numbers at the edges of what lexes as a register or an
     integer (R999, UR99, RZ, leading zeros, long hex, floats, comments holding numbers,
-    listing hex words of 16 and 17 digits)."""
+    listing hex words of 16 and 17 digits, names that end in a number)."""
     rng = random.Random(3)
     registers = ["R0", "R7", "R12", "R254", "R255", "R999", "R1000", "RZ", "UR4", "UR63", "UR64", "UR99",
-                 "UR100", "URZ", "P0", "P6", "P7", "PT", "SR_TID.X"]
+                 "UR100", "URZ", "P0", "P6", "P7", "PT", "SR_TID.X", "acc12", "acc012", "v0", "j0Ab00", "gsb0",
+                 "x1e3", "tid"]
     numbers = ["0", "7", "012", "0x0", "0x1f", "0xFFFFFFFF", "0x123456789abcdef01", "-0x10", "1.5", "1e3",
                "-1", "4294967296", "0x8"]
     operands = ["{r}", "{r}.reuse", "-{r}", "|{r}|", "{n}", "[{r}+{n}]", "[{r}]", "[{r}-{n}]",
@@ -105,3 +106,32 @@ def test_lines_that_continue_the_line_before():
     _same_as_whole_text("FFMA R1, R2, R3, R4;\n/* 0x0000000000000012 */\nEXIT;")
     _same_as_whole_text("FFMA R1, R2,\n R3, R4;\nEXIT;")
     _same_as_whole_text("FFMA R1, R2, R3, R4; /* a\ncomment */ EXIT;")
+
+
+def test_listing_instructions_take_the_line_plans(monkeypatch):
+    """A listing's instruction line and its high-word line are planned as one line, the
+    printed address not part of the shape: a second pass over a listing builds every
+    instruction from the plans, and gives what the whole-text parse gives (locations included),
+    also where the two lines are not such a pair."""
+    rng = random.Random(5)
+    body = []
+    for n in range(200):
+        low, high = rng.getrandbits(64), rng.getrandbits(23) << 41 | rng.getrandbits(16)
+        body.append(f"        /*{16 * n:04x}*/                   FFMA R{rng.randrange(200)}, R{rng.randrange(200)}, "
+                    f"R{rng.randrange(200)}, R{rng.randrange(200)} ;   /* 0x{low:016x} */")
+        body.append(f"                                                      /* 0x{high:016x} */")
+    listing = "\n\tcode for sm_90\n\t\tFunction : k\n" + "\n".join(body) + "\n"
+    _same_as_whole_text(listing)
+    pre = preprocess(listing, "t.sass")
+    lines = parse_module.Lines(pre.text, "t.sass", pre.origins, pre.sources)
+    planned = []
+    real_plan_line = parse_module._plan_line
+    monkeypatch.setattr(parse_module, "_plan_line", lambda *a: planned.append(a) or real_plan_line(*a))
+    assert len(parse_module.parse_items(pre.text, "t.sass", lines)) == 201     # .kernel + 200
+    assert [args[0] for args in planned] == [".kernel k"]        # (a directive is never planned)
+    # Not pairs: a high word after a label, a comment holding the first line's end, two high words.
+    _same_as_whole_text("L0: /* 0x0000000000000012 */\n/* 0x0000000000000012 */\nEXIT;")
+    _same_as_whole_text("/*0000*/ FFMA R1, R2, R3, R4 ; # /* 0x0000000000000012 */\n"
+                        "/* 0x0000000000000012 */\nEXIT;")
+    _same_as_whole_text("/*0000*/ FFMA R1, R2, R3, R4 ; /* 0x0000000000000012 */\n/* 0x0000000000000012 */\n"
+                        "/* 0x0000000000000013 */\nEXIT;")
