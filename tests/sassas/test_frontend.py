@@ -326,7 +326,7 @@ def test_python_error_points_into_the_code_block():
     ("LDG.E R2, desc[UR4][R3.64];", "LDG.E reads the register pair R3:R4"),
     ("IMAD.WIDE R3, R1, 0x4, R4;", "IMAD.WIDE writes the register pair R3:R4"),
     ("ULDC.64 UR5, c[0x0][0x208];", "ULDC.64 writes the register pair UR5:UR6"),
-    ("CS2R R5, SR_CLOCKLO;", "CS2R writes the register pair R5:R6; a pair must start at an even register"),
+    ("CS2R.64 R5, SR_CLOCKLO;", "CS2R writes the register pair R5:R6; a pair must start at an even register"),
     ("MOV R255, R1;", "R0..R254"),
     ("MOV UR63, UR1;", "UR0..UR62"),
     ("ISETP.GE.AND P7, PT, R1, R2, PT;", "P0..P6"),
