@@ -123,7 +123,9 @@ def test_load_accepts_bytes_path_and_data_objects(tmp_path):
 # ------------------------------------------------------------------------------ GPU tests
 
 _available, _reason = L.gpu_available()
-gpu = pytest.mark.skipif(not _available, reason=f"no GPU: {_reason}")
+def gpu(test):
+    """A GPU test: marked `gpu` (so `-m gpu` selects it) and skipped, with the reason, without one."""
+    return pytest.mark.gpu(pytest.mark.skipif(not _available, reason=f"no GPU: {_reason}")(test))
 
 CUDA_SOURCE = r"""
 extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
