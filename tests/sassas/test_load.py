@@ -293,9 +293,10 @@ out, 8
 --:-:-:Y:4  MOV R6, 0x1234;
 --:-:-:Y:4  MOV R4, 0x5678;
 --:-:0:-:2  CS2R R5, SR_CLOCKLO;
---:-:-:Y:4  ULDC.64 UR4, memoryDescriptor;
+--:-:-:Y:f  ULDC.64 UR4, memoryDescriptor;
 --:-:1:-:1  LDC.64 R2, out[0];
-03:-:-:-:1  STG.E.STRONG.GPU desc[UR4][R2.64], R4;
+03:-:-:Y:f  NOP;
+--:-:-:-:1  STG.E.STRONG.GPU desc[UR4][R2.64], R4;
 --:-:-:-:1  STG.E.STRONG.GPU desc[UR4][R2.64+0x4], R5;
 --:-:-:-:1  STG.E.STRONG.GPU desc[UR4][R2.64+0x8], R6;
 --:-:-:Y:5  EXIT;
