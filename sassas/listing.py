@@ -46,13 +46,15 @@ def read_listing(text: str, filename: str = "<listing>") -> tuple[list[Kernel], 
         words = f"/* {low} */" + (f" /* {high} */" if high else "")
         try:
             inst = parse_instruction(f"{body} {words}", filename)
+            if high is None and inst.control is None:
+                inst.control = control_from_notes([])      # (no annotation: all at defaults)
         except SassError as e:
             errors.append(SassError(f"cannot read instruction: {e.message}", loc))
             mnemonic = _MNEMONIC.match(body)
             parts = mnemonic.group(1).split(".") if mnemonic else ["NOP"]
             notes = [m.group(0) for m in CONTROL_NOTE.finditer(body)]
             control = (ControlCode.from_word(int(high, 16) << 64 | int(low, 16)) if high
-                       else control_from_notes(notes) if notes else None)
+                       else control_from_notes(notes))
             inst = UnreadableInstruction(opcode=parts[0], modifiers=tuple(parts[1:]), control=control)
         inst.loc = loc
         inst.address = address
