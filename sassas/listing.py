@@ -52,9 +52,12 @@ def read_listing(text: str, filename: str = "<listing>") -> tuple[list[Kernel], 
             errors.append(SassError(f"cannot read instruction: {e.message}", loc))
             mnemonic = _MNEMONIC.match(body)
             parts = mnemonic.group(1).split(".") if mnemonic else ["NOP"]
-            notes = [m.group(0) for m in CONTROL_NOTE.finditer(body)]
-            control = (ControlCode.from_word(int(high, 16) << 64 | int(low, 16)) if high
-                       else control_from_notes(notes))
+            control = ControlCode.from_word(int(high, 16) << 64 | int(low, 16)) if high else None
+            if high is None:
+                try:
+                    control = control_from_notes([m.group(0) for m in CONTROL_NOTE.finditer(body)])
+                except SassError:
+                    pass            # (the parser's error, just recorded, says what is wrong)
             inst = UnreadableInstruction(opcode=parts[0], modifiers=tuple(parts[1:]), control=control)
         inst.loc = loc
         inst.address = address

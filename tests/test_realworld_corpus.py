@@ -6,7 +6,8 @@ the fatbins found by their magic 0x50ed55ba (whatever section holds them), and
 `cuobjdump -xelf all` extracts one linked cubin per arch. Archs a corpus ships no cubin for
 but whose fatbins carry PTX (`ptx_archs`) are built from that PTX with ptxas (test extra).
 
-  - bitsandbytes 0.50.2 (MIT): libbitsandbytes_cuda128.so, CUDA 12.8, sm_70..sm_90.
+  - bitsandbytes 0.50.2 (MIT): libbitsandbytes_cuda128.so, CUDA 12.8, sm_70..sm_90, sm_100
+    and sm_120 (Blackwell: held out, the tables were learned from the PTX corpus alone).
   - torchvision 0.22.1 (BSD-3) + torchaudio 2.7.1 (BSD-2): their own kernels (NMS, ROI
     align/pool, deformable convolution in float/double/half, anti-aliased interpolation; RNN-T
     loss, forced alignment, the CUDA CTC prefix decoder with CUB), CUDA 12.6, cubins for
@@ -61,7 +62,7 @@ from sassas.errors import SassError
 from sassas.isa import oracle
 from sassas.isa.compare import format_comparisons, normal_text
 
-ARCHS = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
+ARCHS = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"]
 MAX_INSTRUCTIONS = 20000
 FATBIN_MAGIC = struct.pack("<I", 0xBA55ED50)
 # pip fetches the same x86-64 CPython 3.11 wheels whatever the interpreter or host: only the
