@@ -13,6 +13,7 @@ Text form ``wait:read:write:yield:stall``, e.g. ``--:-:1:Y:4``:
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -124,6 +125,59 @@ def format_control(code: ControlCode) -> str:
     read = "-" if code.read_barrier == NO_BARRIER else str(code.read_barrier)
     write = "-" if code.write_barrier == NO_BARRIER else str(code.write_barrier)
     return f"{wait}:{read}:{write}:{'Y' if code.yield_ else '-'}:{code.stall:x}"
+
+
+# ---- the control code as cuobjdump 12.8 prints it for sm_120 ------------------------------
+# After the operands, before the `;`: `&wr=0x1` (write barrier), `&rd=0x2` (read barrier),
+# `&req={0,3}` (the barriers waited on), `?transN` (stall N, yield bit 1) or
+# `?WAITN_END_GROUP` (stall N, yield bit 0: TuringAs `Y`); nothing for a field at its default
+# (no barrier, no wait, stall 0 with yield bit 0). Reuse shows as `.reuse` on the operands.
+CONTROL_NOTE = re.compile(r"&(wr|rd)=0x([0-7])|&req=\{([0-5](?:,[0-5])*)\}|\?trans([0-9]+)|\?WAIT([0-9]+)_END_GROUP")
+
+
+def control_from_notes(notes: list[str], loc: Optional[Loc] = None) -> ControlCode:
+    """The control code that cuobjdump's annotations (`&wr=0x1`, `?trans1`, ...) spell."""
+    write = read = NO_BARRIER
+    mask = stall = 0
+    yield_ = True
+    for note in notes:
+        m = CONTROL_NOTE.fullmatch(note)
+        if m is None:
+            raise SassError(f"unknown control annotation '{note}': expected &wr=0xN, &rd=0xN, &req={{..}}, "
+                            f"?transN or ?WAITN_END_GROUP", loc)
+        which, barrier, waits, trans, wait_stall = m.groups()
+        if barrier is not None:
+            if int(barrier) > MAX_BARRIER:
+                raise SassError(f"{note}: scoreboard barriers are 0..{MAX_BARRIER}", loc)
+            if which == "wr":
+                write = int(barrier)
+            else:
+                read = int(barrier)
+        elif waits is not None:
+            for b in waits.split(","):
+                mask |= 1 << int(b)
+        else:
+            stall = int(trans if trans is not None else wait_stall)
+            yield_ = trans is None
+            if stall > 15:
+                raise SassError(f"{note}: stall {stall} out of range 0..15", loc)
+    return ControlCode(stall=stall, yield_=yield_, write_barrier=write, read_barrier=read, wait_mask=mask)
+
+
+def format_notes(code: ControlCode) -> str:
+    """`code` as cuobjdump 12.8 annotates an sm_120 instruction (reuse left out)."""
+    notes = []
+    if code.wait_mask:
+        notes.append("&req={" + ",".join(str(b) for b in reversed(range(6)) if code.wait_mask >> b & 1) + "}")
+    if code.read_barrier != NO_BARRIER:
+        notes.append(f"&rd=0x{code.read_barrier:x}")
+    if code.write_barrier != NO_BARRIER:
+        notes.append(f"&wr=0x{code.write_barrier:x}")
+    if not code.yield_:
+        notes.append(f"?trans{code.stall}")
+    elif code.stall:
+        notes.append(f"?WAIT{code.stall}_END_GROUP")
+    return " ".join(notes)
 
 
 # ---- hazard checking and automatic scheduling (sassas.hazards, sassas.schedule) -----------
