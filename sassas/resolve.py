@@ -13,7 +13,7 @@ from typing import Optional
 from .arch import Arch
 from .ast import CodeRelocation, Instruction, Kernel, Label, Operand, SymbolRef
 from .errors import SassError
-from .operands import VALUE_PIECES, kind_pieces
+from .kinds import VALUE_PIECES, kind_pieces
 
 INSTRUCTION_BYTES = 16
 PARAM_BANK = 0
