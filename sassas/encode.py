@@ -7,7 +7,7 @@ from .arch import Arch
 from .ast import ControlCode, Instruction, Kernel
 from .errors import SassError, SassErrors
 from .isa.model import CONTROL_SHIFT
-from .operands import value_pieces
+from .kinds import value_pieces
 from .validity import control_problems, may_break_rules
 
 ALL_BITS = (1 << 128) - 1

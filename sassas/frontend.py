@@ -17,8 +17,6 @@ Errors are collected and reported together where one does not hide the others.
 from __future__ import annotations
 
 import difflib
-import functools
-import re
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Optional
@@ -27,6 +25,7 @@ from .arch import CONSTANT_SLOTS, constant_slot, get_arch
 from .ast import NO_BARRIER, Instruction, Kernel, Label, Loc, Operand, Shape, SymbolRef
 from .dialect import apply_dialect
 from .errors import Diagnostics, SassError
+from .kinds import VALUE_PIECES, kind_pieces
 from .regalloc import AutoName, ThreeSource, allocate
 from .semantics import misaligned_group_message, register_groups
 
@@ -73,17 +72,6 @@ class Declarations:
         self.locs[name] = loc
 
 
-# ---- kind pieces ------------------------------------------------------------------------
-
-_PIECE = re.compile(r"\+I|UR|UP|SB|SR|PR|gdesc|desc|tmem|\.[A-Za-z0-9_]+|[RPBILN]|.", re.S)
-_VALUE_PIECES = frozenset({"R", "UR", "P", "UP", "B", "SB", "SR", "I", "+I", "L", "N"})
-
-
-@functools.lru_cache(maxsize=4096)
-def pieces(kind: str) -> tuple[str, ...]:
-    return tuple(_PIECE.findall(kind))
-
-
 def _aligned_registers(inst: Instruction):
     """(operand, register group, (piece, value)) for every register (or register name) that
     starts a group of registers."""
@@ -127,8 +115,8 @@ def _find_aligned_slots(inst: Instruction):
 def _value_piece(kind: str, value_index: int) -> Optional[str]:
     """The kind piece that holds value `value_index` of an operand of this kind."""
     vi = 0
-    for p in pieces(kind):
-        if p in _VALUE_PIECES:
+    for p in kind_pieces(kind):
+        if p in VALUE_PIECES:
             if vi == value_index:
                 return p
             vi += 1
@@ -227,8 +215,8 @@ def _allocate(kernel: Kernel, decls: Declarations, fixed: dict, diags: Diagnosti
                 reserved.update(range(fixed[value][1], fixed[value][1] + width))
         for op in inst.operands:
             vi = 0
-            for p in pieces(op.kind):
-                if p in _VALUE_PIECES:
+            for p in kind_pieces(op.kind):
+                if p in VALUE_PIECES:
                     if p == "R" and op.values[vi] != 255:
                         reserved.add(op.values[vi])
                     vi += 1
@@ -289,7 +277,7 @@ def _bind(op: Operand, registers, consts, smem, labels, params, known, arch: Opt
         return op                  # `32@lo(name)`: resolve makes it a relocation
     if op.symbol is None and "N" not in op.kind and "L" not in op.kind:
         return op                  # no name in it (`RZ`, `0x10` beside a name in the instruction)
-    ps = pieces(op.kind)
+    ps = kind_pieces(op.kind)
     if op.kind == "N[I]" and op.values[0] in consts:
         name, word = op.values
         offset, size = consts[name]
@@ -298,7 +286,7 @@ def _bind(op: Operand, registers, consts, smem, labels, params, known, arch: Opt
         return replace(op, kind="C[I][I]", values=(CONST_BANK, offset + 4 * word), symbol=None)
     new_pieces, values, vi, remaining = [], [], 0, None
     for p in ps:
-        if p not in _VALUE_PIECES:
+        if p not in VALUE_PIECES:
             new_pieces.append(p)
             continue
         v = op.values[vi]
@@ -340,8 +328,8 @@ def _bind(op: Operand, registers, consts, smem, labels, params, known, arch: Opt
             if close:
                 msg += f"; did you mean '{close[0]}'?"
             raise SassError(msg)
-    kind_pieces, values = _fold_offsets(new_pieces, values)
-    return replace(op, kind="".join(kind_pieces), values=tuple(values), symbol=remaining)
+    folded, values = _fold_offsets(new_pieces, values)
+    return replace(op, kind="".join(folded), values=tuple(values), symbol=remaining)
 
 
 def _operand_names(arch: str) -> frozenset:
@@ -357,7 +345,7 @@ def _fold_offsets(ps: list[str], values: list) -> tuple[list[str], list]:
     i = 0
     while i < len(ps):
         if ps[i] != "[":
-            if ps[i] in _VALUE_PIECES or ps[i] == "C[I][I]":
+            if ps[i] in VALUE_PIECES or ps[i] == "C[I][I]":
                 n = 2 if ps[i] == "C[I][I]" else 1
                 out_v.extend(values[vi:vi + n])
                 vi += n
@@ -368,12 +356,12 @@ def _fold_offsets(ps: list[str], values: list) -> tuple[list[str], list]:
         group = ps[i + 1:j]
         group_values = []
         for p in group:
-            if p in _VALUE_PIECES:
+            if p in VALUE_PIECES:
                 group_values.append(values[vi])
                 vi += 1
-        regs = [(p, v) for p, v in zip([p for p in group if p in _VALUE_PIECES], group_values)
+        regs = [(p, v) for p, v in zip([p for p in group if p in VALUE_PIECES], group_values)
                 if p not in ("I", "+I")]
-        imms = [v for p, v in zip([p for p in group if p in _VALUE_PIECES], group_values) if p in ("I", "+I")]
+        imms = [v for p, v in zip([p for p in group if p in VALUE_PIECES], group_values) if p in ("I", "+I")]
         if len(imms) <= 1:
             out_p.extend(["["] + group + ["]"])
             out_v.extend(group_values)

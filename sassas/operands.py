@@ -19,6 +19,7 @@ from typing import Iterable, Sequence
 
 from .ast import Loc, Operand, SymbolRef
 from .errors import SassError
+from .kinds import REGISTER_PIECES, kind_pieces
 
 REGISTER_ZERO = {"R": 255, "UR": 63, "P": 7, "UP": 7}
 ZERO_NAMES = {("R", 255): "RZ", ("UR", 63): "URZ", ("P", 7): "PT", ("UP", 7): "UPT"}
@@ -288,22 +289,6 @@ def _join_kind(parts: list[str]) -> Iterable[str]:
 
 # ---- printing ---------------------------------------------------------------------------
 
-_KIND_TOKEN = re.compile(r"UPR|PR|UR|UP|SB|SR|\+I|desc|gdesc|tmem|\.[A-Za-z0-9_]+|[RPBILNC\[\]+@() ]|.")
-# The pieces of a kind that carry one of Operand.values each, in order.
-VALUE_PIECES = frozenset({"R", "UR", "P", "UP", "B", "SB", "SR", "I", "+I", "L", "N"})
-REGISTER_PIECES = frozenset({"R", "UR", "P", "UP", "B", "SB"})
-
-
-def kind_pieces(kind: str) -> list[str]:
-    """A kind split into its pieces: registers, values, keywords, punctuation, suffixes."""
-    return _KIND_TOKEN.findall(kind)
-
-
-def value_pieces(kind: str) -> list[str]:
-    """The pieces of `kind` that hold values, one per entry of Operand.values."""
-    return [p for p in _KIND_TOKEN.findall(kind) if p in VALUE_PIECES]
-
-
 def format_number(v) -> str:
     if isinstance(v, float):
         if math.isinf(v):
@@ -335,8 +320,8 @@ def format_operand(op: Operand, number=format_number) -> str:
     # A warpgroup MMA's descriptor takes its flags after the bracket: `gdesc[UR8].negA.tnspA`.
     descriptor = op.kind.startswith(("desc[", "gdesc[", "tmem["))
     first_reg = True
-    for tok in _KIND_TOKEN.findall(op.kind):
-        if tok in ("R", "UR", "P", "UP", "B", "SB"):
+    for tok in kind_pieces(op.kind):
+        if tok in REGISTER_PIECES:
             out.append(format_register(tok, vals.pop(0)))
             if first_reg and bracketed and not descriptor:
                 out.extend(suffixes)

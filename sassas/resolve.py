@@ -13,7 +13,8 @@ from typing import Optional
 from .arch import Arch
 from .ast import CodeRelocation, Instruction, Kernel, Label, Operand, SymbolRef
 from .errors import SassError
-from .operands import LAUNCH_NAMES, VALUE_PIECES, kind_pieces
+from .kinds import VALUE_PIECES, kind_pieces
+from .operands import LAUNCH_NAMES
 
 INSTRUCTION_BYTES = 16
 PARAM_BANK = 0

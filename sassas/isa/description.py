@@ -55,6 +55,7 @@ from typing import Optional
 
 from ..cache import cache_dir
 from ..errors import SassError
+from ..kinds import VALUE_ROLES, value_pieces
 from .model import CONTROL_MASK, Alias, DescriptorLoad, Encoding, Field, Group, Isa, MASK128, form_name
 
 # How nvdisasm prints float immediates (checked by learn.py against the corpus).
@@ -96,15 +97,12 @@ def _field_role(kind_letter: str, f: Field) -> str:
 
 def _value_kinds(e: Encoding) -> list[str]:
     """A role word for each value: guard, then per operand kind piece."""
-    from ..operands import _KIND_TOKEN
     out = ["pred"]
-    names = {"R": "reg", "UR": "ureg", "P": "pred", "UP": "upred", "B": "breg", "SB": "sb",
-             "SR": "sr", "I": "imm", "+I": "offset", "L": "target", "N": "name"}
     for kind in e.kinds:
-        toks = [t for t in _KIND_TOKEN.findall(kind) if t in names]
+        toks = value_pieces(kind)
         is_cbank = kind.startswith("C[")
         for i, t in enumerate(toks):
-            role = names[t]
+            role = VALUE_ROLES[t]
             if is_cbank and i == 0:
                 role = "cbank"
             elif is_cbank and t in ("I", "+I"):

@@ -631,9 +631,9 @@ def _guess_guard(probe: Probe) -> str:
 def _table_name(inst: Instruction, j: int) -> str:
     """The kind letter group of value j (guard = 0): 'SR' for special registers."""
     pos = 1
-    from .model import _value_count
+    from ..kinds import value_count
     for op in inst.operands:
-        n = _value_count(op.kind)
+        n = value_count(op.kind)
         if pos <= j < pos + n:
             return op.kind if op.kind.isalpha() else "SR"
         pos += n

@@ -20,12 +20,13 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from ..errors import SassError
+from ..kinds import value_count
 from . import corpus, fit, oracle
 from .description import DEFAULT_SYNTAX, load_description, write_description
 from .sweep import OPCODE_BITS
 from typing import Optional
 
-from .model import (CONTROL_MASK, DATA_DIR, Alias, Encoding, Field, Group, Isa, _value_count, flag_token,
+from .model import (CONTROL_MASK, DATA_DIR, Alias, Encoding, Field, Group, Isa, flag_token,
                     form_key, form_name, instruction_tokens, instruction_values, split_flag_token, written_tokens)
 
 
@@ -485,7 +486,7 @@ def _without_operand(e: Encoding, k: int, word: int, text: str) -> Optional[Enco
     """Encoding e with predicate operand k left out of the text and fixed to PT (7): what
     nvdisasm prints when that output predicate is PT. None where a group, alias or reuse bit
     refers to the operand."""
-    pos = 1 + sum(_value_count(kind) for kind in e.kinds[:k])
+    pos = 1 + sum(value_count(kind) for kind in e.kinds[:k])
     f = e.fields[pos]
     if not isinstance(f, Field):
         return None
@@ -554,7 +555,7 @@ def learn_register_widths(isa: Isa, arch: str, log=print) -> Isa:
     word prints the same form with that register, and decodes so with the field widened,
     widen it."""
     from dataclasses import replace
-    from ..operands import VALUE_PIECES, kind_pieces
+    from ..kinds import VALUE_PIECES, kind_pieces
     cache = oracle.DisasmCache(arch)
     plans = []                  # (encoding, value index, widened field, probe words)
     for e in isa.encodings:
@@ -617,7 +618,7 @@ def learn_optional_predicates(isa: Isa, arch: str, log=print) -> Isa:
             continue
         pos = 1
         for k, kind in enumerate(e.kinds):
-            n = _value_count(kind)
+            n = value_count(kind)
             if kind in ("P", "UP") and k > 0:
                 f = e.fields[pos]
                 if isinstance(f, Field) and f.extract(word) != 7 and f.value_bits == 3:
@@ -679,7 +680,7 @@ def learn_optional_offsets(isa: Isa, arch: str, log=print) -> Isa:
     for e in isa.encodings:
         pos = 1
         for k, kind in enumerate(e.kinds):
-            n = _value_count(kind)
+            n = value_count(kind)
             f = e.fields[pos + n - 1] if n else None
             if kind in ("R I", "UR I") and isinstance(f, Field) and f.transform in ("u", "s"):
                 word = _representative_word(isa, e)
@@ -708,8 +709,8 @@ def learn_optional_offsets(isa: Isa, arch: str, log=print) -> Isa:
 def _register_dropped(kind: str) -> Optional[tuple[str, int, str]]:
     """`C[I][R+I]` -> (`C[I][I]`, the register's value index in the operand, its class): the
     kind with its bracketed register (and the `+`) left out, or None where it has none."""
-    from ..operands import VALUE_PIECES, kind_pieces
-    pieces = kind_pieces(kind)
+    from ..kinds import VALUE_PIECES, kind_pieces
+    pieces = list(kind_pieces(kind))
     for i in range(len(pieces) - 1):
         if pieces[i] in ("R", "UR") and pieces[i + 1] == "+I" and "[" in pieces[:i]:
             index = sum(1 for p in pieces[:i] if p in VALUE_PIECES)
@@ -738,7 +739,7 @@ def learn_zero_register_defers(isa: Isa, arch: str, log=print) -> Isa:
             if dropped is None:
                 continue
             e_kind, reg_index, cls = dropped
-            s_pos = 1 + sum(_value_count(x) for x in s_enc.kinds[:k]) + reg_index
+            s_pos = 1 + sum(value_count(x) for x in s_enc.kinds[:k]) + reg_index
             reg = s_enc.fields[s_pos]
             if not isinstance(reg, Field):
                 continue
@@ -748,7 +749,7 @@ def learn_zero_register_defers(isa: Isa, arch: str, log=print) -> Isa:
                     continue
                 if e.match_mask & reg.mask != reg.mask or e.match_value & reg.mask != zero:
                     continue
-                e_pos = 1 + sum(_value_count(x) for x in e.kinds[:k]) + reg_index
+                e_pos = 1 + sum(value_count(x) for x in e.kinds[:k]) + reg_index
                 offset = e.fields[e_pos]
                 word = e.source_word or e.base
                 if isinstance(offset, Field):

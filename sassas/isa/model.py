@@ -24,6 +24,7 @@ from typing import Iterable, Optional
 
 from ..ast import ControlCode, Instruction, Operand
 from ..errors import SassError
+from ..kinds import value_count
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 CONTROL_SHIFT = 105
@@ -285,7 +286,7 @@ class Encoding:
         out = []
         pos = 1
         for kind in self.kinds:
-            n = _value_count(kind)
+            n = value_count(kind)
             f = self.fields[pos] if n == 1 and pos < len(self.fields) else None
             if kind == "I" and isinstance(f, Field) and f.transform == "pcrel":
                 kind = "L"
@@ -1028,16 +1029,6 @@ def _same_number(a, b) -> bool:
         return float(a) == float(b)
     except (TypeError, ValueError):
         return False
-
-
-def _value_count(kind: str) -> int:
-    """How many values an operand of this kind carries (its value letters)."""
-    from ..operands import _KIND_TOKEN
-    n = 0
-    for tok in _KIND_TOKEN.findall(kind):
-        if tok in ("R", "UR", "P", "UP", "B", "SB", "SR", "I", "+I", "L", "N"):
-            n += 1
-    return n
 
 
 @functools.lru_cache(maxsize=None)
