@@ -172,7 +172,8 @@ def learn(arch: str) -> dict[str, list[str]]:
     def refused(name, i):
         return seen[words[name][i]] is None
 
-    out = {field: _aggregate(examples, readable, [refused(field, i) for i in range(len(examples))])
+    left_out: list = []
+    out = {field: _aggregate(examples, readable, [refused(field, i) for i in range(len(examples))], left_out)
            for field in FIELDS}
     # Reuse: per encoding, the least refused combinations of each class.
     for (yield_, stall0), stalls in _REUSE_CLASSES.items():
@@ -189,16 +190,20 @@ def learn(arch: str) -> dict[str, list[str]]:
             if all(w for w, r in zip(which, readable) if r):
                 print(f"{arch}: {name} refused by every form (a rule of sassas.control, not listed)")
                 continue
-            names = _aggregate(examples, readable, which)
+            names = _aggregate(examples, readable, which, left_out)
             if names:
                 out[name] = names
+    if left_out:
+        print(f"{arch}: {len(left_out)} refusals left out (an encoding refuses, another of its form with the same "
+              f"modifiers does not): {sorted(set(left_out))[:4]}")
     return out
 
 
-def _aggregate(examples, readable, refused) -> list[str]:
+def _aggregate(examples, readable, refused, left_out: list) -> list[str]:
     """Opcodes all of whose encodings are refused, else forms, else forms with the modifiers of
-    a refused encoding's example that no accepted example of the opcode carries (left out where
-    there are none: the encodings differ otherwise)."""
+    a refused encoding's example that no accepted example of the form carries, fewer where the
+    opcode's accepted examples leave some (left out where there are none, their examples added
+    to `left_out`: the encodings differ otherwise)."""
     by_opcode: dict[str, set] = {}
     by_form: dict[str, set] = {}
     accepted_modifiers: dict[str, set] = {}
@@ -207,15 +212,19 @@ def _aggregate(examples, readable, refused) -> list[str]:
             by_opcode.setdefault(e.opcode, set()).add(r)
             by_form.setdefault(e.name, set()).add(r)
             if not r:
-                accepted_modifiers.setdefault(e.opcode, set()).update(_modifiers(e.example))
+                for key in (e.opcode, e.name):
+                    accepted_modifiers.setdefault(key, set()).update(_modifiers(e.example))
     names = {op for op, r in by_opcode.items() if r == {True}}
     names |= {f for f, r in by_form.items() if r == {True} and f.split()[0] not in names}
     for (e, _w), ok, r in zip(examples, readable, refused):
         if ok and r and by_form[e.name] != {True} and e.opcode not in names:
-            own = [m for m in _modifiers(e.example) if m not in accepted_modifiers.get(e.opcode, ())]
+            own = [m for m in _modifiers(e.example) if m not in accepted_modifiers[e.name]]
+            own = [m for m in own if m not in accepted_modifiers[e.opcode]] or own
             if own:
                 opcode, _, kinds = e.name.partition(" ")
                 names.add(".".join([opcode, *own]) + (f" {kinds}" if kinds else ""))
+            else:
+                left_out.append(e.example)
     return sorted(names)
 
 
