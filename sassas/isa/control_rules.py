@@ -11,10 +11,10 @@ yield flag on some. Which ones is a fact of each arch, so it is data:
     python -m sassas.isa.control_rules [--arch sm_90 ...]
 
 which takes every encoding's example from the ISA description, encodes it with a neutral
-control code and with each field set in turn (each combination of reuse slots, without and
-with the yield flag, at stalls 1 and 5, and slot D at yield and stall 0: the combinations
-sassas.control.CONTROL_RULES leaves), and asks nvdisasm about all of them in a few batched
-calls. A rule lists an opcode where every encoding that nvdisasm reads refuses it, a form
+control code and with each field set in turn (each combination of reuse slots without and
+with the yield flag at stalls 1 and 5, and with the yield flag at stall 0), and asks nvdisasm
+about all of them in a few batched calls. A reuse combination that every form refuses is a
+rule of every arch, sassas.control.CONTROL_RULES: the learner names it and lists nothing. A rule lists an opcode where every encoding that nvdisasm reads refuses it, a form
 (`BMOV B, I`) where every encoding of that form does, else the form with the modifiers
 that only the refused encodings' examples carry (`HADD2.F32 R, R, C[I][I]`). A reuse rule
 (`reuse_BC`) names the least combination refused: every combination that holds it is
@@ -84,7 +84,7 @@ class FormControlRules:
     fields: dict[str, Names]
     reuse: tuple[ReuseRule, ...]
 
-    def refuses(self, field: str, opcode: str, form: str, modifiers=()) -> bool:
+    def refuses(self, field: str, opcode: str, form: str, modifiers) -> bool:
         return self.fields[field].matches(opcode, form, modifiers)
 
     @functools.cached_property
@@ -138,7 +138,7 @@ _REUSE_CLASSES = {(False, False): (1, 5), (True, False): (1, 5), (True, True): (
 
 
 def learn(arch: str) -> dict[str, list[str]]:
-    """Rule -> sorted opcodes, forms and encodings whose words nvdisasm rejects under it."""
+    """Rule -> sorted opcodes, forms and forms with modifiers whose words nvdisasm rejects under it."""
     from dataclasses import replace
 
     from ..ast import ControlCode
