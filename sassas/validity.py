@@ -62,9 +62,8 @@ def may_break_rules(c: int, opcode: str, arch: str) -> bool:
             return True
     elif c & _REUSE_0_2:
         return True
-    rules = form_control_rules(arch)
-    if c & _REUSE and opcode in rules.opcodes_with_reuse_rules:
+    if c & _REUSE and opcode in form_control_rules(arch).opcodes_with_reuse_rules:
         return True
     if c & _NO_BARRIERS_NO_WAIT != _NO_BARRIERS_NO_WAIT or c >> 11 & 0x3F:
-        return opcode in rules.opcodes_with_rules
+        return opcode in form_control_rules(arch).opcodes_with_rules
     return False
