@@ -106,17 +106,20 @@ class ConstantSlot:
 
 
 # Offsets as ptxas 12.9 reads them (nvdisasm of small PTX kernels per arch): the memory
-# descriptor with `ULDC.64 UR4, c[0x0][0x118]` (sm_80..sm_89) or `c[0x0][0x208]` (sm_90)
-# before LDG/STG, none on sm_70/sm_75 (their LDG/STG take no descriptor); the stack pointer
-# with `MOV R1, c[0x0][0x28]` at the top of every kernel; the shared window with
+# descriptor with `ULDC.64 UR4, c[0x0][0x118]` (sm_80..sm_89), `c[0x0][0x208]` (sm_90) or
+# `LDCU.64 UR4, c[0x0][0x358]` (Blackwell) before LDG/STG, none on sm_70/sm_75 (their LDG/STG
+# take no descriptor); the stack pointer with `MOV R1, c[0x0][0x28]` (`c[0x0][0x37c]` on
+# Blackwell) at the top of every kernel; the shared window with
 # `MOV R4, c[0x0][0x18]; MOV R5, c[0x0][0x1c]` for `cvta.shared.u64` (sm_90 reads no slot
 # for it); the local window with `IADD3 R4, P0, R1, c[0x0][0x20]` for `cvta.local.u64`.
 CONSTANT_SLOTS: dict[str, ConstantSlot] = {s.name: s for s in (
     ConstantSlot("memoryDescriptor", "the 64-bit global-memory descriptor (desc[UR] of LDG, STG, ATOMG, RED)",
-                 {"sm_80": 0x118, "sm_86": 0x118, "sm_89": 0x118, "sm_90": 0x208},
+                 {"sm_80": 0x118, "sm_86": 0x118, "sm_89": 0x118, "sm_90": 0x208,
+                  **dict.fromkeys(("sm_100", "sm_103", "sm_120", "sm_121"), 0x358)},
                  "its global-memory instructions take no descriptor (ptxas: `LDG.E.SYS R0, [R2]`, no desc[UR])"),
     ConstantSlot("stackPointer", "the initial stack pointer (ptxas: `MOV R1, stackPointer` first)",
-                 dict.fromkeys(("sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"), 0x28)),
+                 {**dict.fromkeys(("sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"), 0x28),
+                  **dict.fromkeys(("sm_100", "sm_103", "sm_120", "sm_121"), 0x37c)}),
     ConstantSlot("sharedWindow", "the 64-bit generic address of shared memory's window (cvta.shared)",
                  dict.fromkeys(("sm_70", "sm_75", "sm_80", "sm_86", "sm_89"), 0x18),
                  "ptxas reads no constant for the shared window there"),
