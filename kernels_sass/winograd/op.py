@@ -9,8 +9,10 @@ api.IMPLS), algo (api.ALGOS), and the two backward switches:
 - input_grad "winograd": for a 3x3 filter, stride 1 and padding 1 the input gradient is the
   convolution of the output gradient with the filters rotated by 180 degrees, C and K swapped,
   so it runs through this same operator (and its kernels); "torch": PyTorch's
-  convolution_backward (cuDNN on the GPU).
-- weight_grad "torch": PyTorch's convolution_backward (cuDNN on the GPU). The weight gradient
+  convolution_backward (cuDNN on the GPU, TF32 off).
+- weight_grad "torch": PyTorch's convolution_backward (cuDNN on the GPU, TF32 off: in eager mode
+  the op turns torch.backends.cudnn.allow_tf32 off around it; in a torch.compile'd graph the
+  call runs later, under the caller's setting). The weight gradient
   correlates x with the HxW output gradient, a filter of the image's size: the 3x3 kernels
   cannot compute it, and no Winograd weight-gradient kernel (F(3x3, mxm) transforms) exists
   here, so "torch" is the only value today; the switch is where such a kernel would go.
@@ -24,6 +26,7 @@ output's shape without running anything.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Optional
 
@@ -118,8 +121,20 @@ def _setup_context(ctx, inputs, output):
     ctx.switches = (impl, algo, input_grad, weight_grad)
 
 
+@contextmanager
+def _fp32():
+    """cuDNN without TF32 (PyTorch's default lets cuDNN's convolutions use it): the operator is FP32."""
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32 = old
+
+
 def _convolution_backward(gy, x, w, mask):
-    return torch.ops.aten.convolution_backward(gy, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, mask)
+    with _fp32():
+        return torch.ops.aten.convolution_backward(gy, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, mask)
 
 
 def _backward(ctx, gy):
