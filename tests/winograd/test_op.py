@@ -177,6 +177,30 @@ def test_uncovered_tensors_go_through_the_operator_and_warn_once(gen):
         assert torch.autograd.gradcheck(conv, (x,))     # our formulas, the bias added by PyTorch
 
 
+def test_compile_traces_a_conv2d_model_in_one_graph(gen):
+    # covered geometry on the CPU: the layer's checks stay out of the graph, the operator is one node
+    model = nn.Sequential(Conv2d(3, 4, 3, padding=1), nn.ReLU(), Conv2d(4, 2, 3, padding=1))
+    x = torch.randn(2, 3, 6, 5, generator=gen, requires_grad=True)
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y = compiled(x)
+        want = model(x)
+    torch.testing.assert_close(y, want)
+    y.sum().backward()
+    assert model[0].weight.grad is not None and x.grad is not None
+
+
+def test_train_bench_table_renders():
+    from kernels_sass.winograd.train_bench import MODES, render
+    ms = {m: 1.0 + i for i, m in enumerate(MODES)}
+    ms["parts"] = {m: {"fwd": 0.1, "dx": 0.2, "dw": 0.3} for m in ("winograd", "torch-fp32")}
+    rows = [{"layer": f"Conv{i}", "N": 32, "ms": ms} for i in range(2, 6)]
+    out = render({"gpu": "G", "torch": "T", "cudnn": 1, "layers": rows})
+    assert "| Conv3 | 32 | 1.000 | 2.000 | 3.000 | 4.000 | 3.00 | 4.00 | 0.100/0.200/0.300 |" in out
+    assert "| resnet18 | 32 | 13.00 |" in out and "| resnet34 | 32 | 29.00 |" in out
+
+
 def test_padding_same_is_covered():
     assert Conv2d(3, 4, 3, padding="same").geometry_reason() is None
 
