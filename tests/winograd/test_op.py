@@ -225,10 +225,10 @@ def _kernels():
 
 
 def _rel(got, want):
-    return float((got.double() - want).norm() / want.norm())
+    return float((got.detach().double() - want.detach()).norm() / want.detach().norm())
 
 
-SHAPES = [(32, 64, 14, 14, 64), (8, 128, 28, 28, 128), (16, 256, 7, 7, 256), (5, 20, 9, 11, 70), (3, 3, 1, 2, 5)]
+SHAPES = [(32, 64, 14, 14, 64), (8, 128, 28, 28, 128), (16, 256, 7, 7, 256), (5, 20, 9, 11, 70), (1, 3, 5, 7, 5)]
 
 
 @pytest.mark.gpu
@@ -278,6 +278,11 @@ def _resnet(conv, c=32, classes=10):
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2 * c, classes))
 
 
+def _fp32():
+    """PyTorch's convolutions without TF32 (its default allows it in cuDNN): the FP32 yardstick."""
+    return torch.backends.cudnn.flags(enabled=True, allow_tf32=False)
+
+
 @pytest.mark.gpu
 def test_compile_a_model_with_conv2d(gen):
     _kernels()
@@ -287,42 +292,50 @@ def test_compile_a_model_with_conv2d(gen):
     ref.load_state_dict(model.state_dict())
     x = torch.randn(16, 3, 16, 16, generator=gen).cuda()
     compiled = torch.compile(model)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _fp32():
         warnings.simplefilter("ignore")                  # the stride-2 layer's notice
         y = compiled(x)
         y.square().sum().backward()
-    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
         want = ref(x)
         want.square().sum().backward()
     assert _rel(y, want.double()) <= 1e-4
-    g, e = model[0].weight.grad, ref[0].weight.grad
-    assert _rel(g, e.double()) <= 1e-4
+    for a, b in ((model[0], ref[0]), (model[3].c2, ref[3].c2)):
+        assert _rel(a.weight.grad, b.weight.grad.double()) <= 1e-4
 
 
 @pytest.mark.gpu
 def test_training_gives_pytorchs_loss_curve(gen, report):
+    # 20 SGD steps (momentum 0.9) over 4 random batches from the same weights: Conv2d, nn.Conv2d
+    # in FP32 and in float64. On the CPU, FP32 against float64 drifts to ~1e-4 of the loss by step 20.
     _kernels()
     torch.manual_seed(SEED & 0xFFFF)
-    ours, theirs = _resnet(Conv2d).cuda(), _resnet(nn.Conv2d).cuda()
-    theirs.load_state_dict(ours.state_dict())
+    nets = {"Conv2d": _resnet(Conv2d).cuda(), "nn.Conv2d": _resnet(nn.Conv2d).cuda(),
+            "float64": _resnet(nn.Conv2d).cuda().double()}
+    for m in nets.values():
+        m.load_state_dict(nets["Conv2d"].state_dict())
     data = [(torch.randn(32, 3, 16, 16, generator=gen).cuda(), torch.randint(0, 10, (32,), generator=gen).cuda())
             for _ in range(4)]
-    curves = []
-    with warnings.catch_warnings(), torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+    curves = {}
+    with warnings.catch_warnings(), _fp32():
         warnings.simplefilter("ignore")
-        for model in (ours, theirs):
-            opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        for name, model in nets.items():
+            opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+            dtype = next(model.parameters()).dtype
             losses = []
-            for step in range(30):
+            for step in range(20):
                 x, t = data[step % len(data)]
-                loss = F.cross_entropy(model(x), t)
+                loss = F.cross_entropy(model(x.to(dtype)), t)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
                 losses.append(loss.item())
-            curves.append(losses)
-    diff = max(abs(a - b) / abs(b) for a, b in zip(*curves))
-    report(f"training, 30 steps: loss {curves[0][0]:.4f} -> {curves[0][-1]:.4f} (Conv2d), "
-           f"{curves[1][0]:.4f} -> {curves[1][-1]:.4f} (nn.Conv2d), largest relative difference {diff:.2e}")
-    assert curves[1][-1] < 0.8 * curves[1][0]          # it learns (the same batches, memorised)
-    assert diff <= 1e-3, curves
+            curves[name] = losses
+
+    def gap(a, b):
+        return max(abs(p - q) for p, q in zip(curves[a], curves[b]))
+    ours, theirs = curves["Conv2d"], curves["nn.Conv2d"]
+    report(f"training, 20 steps: loss {ours[0]:.5f} -> {ours[-1]:.5f} (Conv2d), {theirs[0]:.5f} -> {theirs[-1]:.5f} "
+           f"(nn.Conv2d); largest gap Conv2d/nn.Conv2d {gap('Conv2d', 'nn.Conv2d'):.2e}, to float64: Conv2d "
+           f"{gap('Conv2d', 'float64'):.2e}, nn.Conv2d {gap('nn.Conv2d', 'float64'):.2e}")
+    assert sum(theirs[-4:]) < sum(theirs[:4])            # it learns (the same batches again and again)
+    assert gap("Conv2d", "nn.Conv2d") <= 1e-3 * theirs[0], curves
