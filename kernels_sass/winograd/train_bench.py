@@ -57,7 +57,6 @@ def measure(n: int, c: int, hw: int, k: int, reps: int) -> dict:
     """ms a step of each mode, and of each part for winograd and torch-fp32."""
     import torch
     from . import op
-    torch.backends.cudnn.benchmark = True
     x = torch.randn(n, c, hw, hw, device="cuda", requires_grad=True)
     dy = torch.randn(n, k, hw, hw, device="cuda")
     out = {}
@@ -71,15 +70,13 @@ def measure(n: int, c: int, hw: int, k: int, reps: int) -> dict:
 
     def backward(mask):
         return lambda: torch.ops.aten.convolution_backward(dy, xd, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, mask)
+    dw = _time(backward([False, True, False]), reps)          # both: the operator's weight gradient is PyTorch's
     out["parts"] = {
         "winograd": {"fwd": _time(lambda: op.conv2d3x3(xd, w), reps),
-                     "dx": _time(lambda: op.conv2d3x3(dy, op.rotated(w)), reps),
-                     "dw": _time(backward([False, True, False]), reps)},
+                     "dx": _time(lambda: op.conv2d3x3(dy, op.rotated(w)), reps), "dw": dw},
         "torch-fp32": {"fwd": _time(lambda: torch.nn.functional.conv2d(xd, w, padding=1), reps),
-                       "dx": _time(backward([True, False, False]), reps),
-                       "dw": _time(backward([False, True, False]), reps)},
+                       "dx": _time(backward([True, False, False]), reps), "dw": dw},
     }
-    torch.backends.cudnn.allow_tf32 = True           # PyTorch's default again
     return out
 
 
@@ -110,8 +107,14 @@ def render(result: dict) -> str:
 
 def cmd_train_bench(args) -> int:
     import torch
+    from . import op
     if not torch.cuda.is_available():
         raise SystemExit("train-bench: needs torch with CUDA and an NVIDIA GPU")
+    why = op.uncovered(torch.empty(1, 1, 1, 1, device="cuda"), torch.empty(1, 1, 3, 3, device="cuda"))
+    if why is not None:
+        raise SystemExit(f"train-bench: the Winograd kernels do not run here: {why}")
+    saved = torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.benchmark = True
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "cudnn": torch.backends.cudnn.version(), "reps": args.reps, "layers": []}
     for layer, (c, hw, k) in RESNET.items():
@@ -121,6 +124,7 @@ def cmd_train_bench(args) -> int:
             log(f"train-bench {layer}/N{n}")
             result["layers"].append({"layer": layer, "N": n, "C": c, "HW": hw, "K": k,
                                      "ms": measure(n, c, hw, k, args.reps)})
+    torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32 = saved
     print(render(result))
     if args.json:
         with open(args.json, "w") as f:

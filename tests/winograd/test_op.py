@@ -240,6 +240,7 @@ def test_fp32_forward_and_gradients_against_float64(gen, report, shape, algo, in
     n, c, h, w, k = shape
     x64, w64, gy64 = rand(gen, n, c, h, w, device="cuda"), rand(gen, k, c, 3, 3, device="cuda"), rand(gen, n, k, h, w, device="cuda")
     x, wt = x64.float().requires_grad_(), w64.float().requires_grad_()
+    assert op.uncovered(x, wt, "auto", algo) is None and op.uncovered(gy64.float(), op.rotated(wt), "auto", algo) is None
     y = torch.ops.sassas_winograd.conv2d3x3(x, wt, "auto", algo, input_grad, "torch")
     gx, gw = torch.autograd.grad(y, (x, wt), gy64.float())
     x64.requires_grad_(), w64.requires_grad_()
@@ -248,6 +249,20 @@ def test_fp32_forward_and_gradients_against_float64(gen, report, shape, algo, in
     errs = [_rel(y, y64), _rel(gx, gx64), _rel(gw, gw64)]
     report(f"op {shape} {algo} {input_grad}: relative error y {errs[0]:.2e} dx {errs[1]:.2e} dw {errs[2]:.2e}")
     assert max(errs) <= 1e-5, errs
+
+
+@pytest.mark.gpu
+def test_conv2d_runs_the_operator_silently_on_the_gpu(gen):
+    _kernels()
+    conv = Conv2d(16, 24, 3, padding=1).cuda()
+    x = torch.randn(4, 16, 10, 12, generator=gen).cuda()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                   # covered: no notice
+        y = conv(x)
+    want = call(x, conv.weight.detach()) + conv.bias.detach().view(1, -1, 1, 1)
+    torch.testing.assert_close(y, want, rtol=0, atol=0)
+    with _fp32():
+        assert _rel(y, F.conv2d(x.double(), conv.weight.double(), conv.bias.double(), padding=1)) <= 1e-5
 
 
 @pytest.mark.gpu
