@@ -20,7 +20,7 @@ api.IMPLS), algo (api.ALGOS), and the two backward switches:
 The forward runs api.conv2d on CUDA float32 tensors (made contiguous) that the kernels cover
 (`uncovered` says why not); everything else (CPU, float64, half, empty tensors, another GPU
 than sm_90 with impl="auto", shapes past the kernels' 32-bit offsets) runs
-torch.nn.functional.conv2d. The backward formulas are the same either way, so gradcheck in
+torch.nn.functional.conv2d (TF32 off, as in the backward). The backward formulas are the same either way, so gradcheck in
 float64 on the CPU checks them. A fake implementation gives torch.compile and meta tensors the
 output's shape without running anything.
 """
@@ -79,6 +79,8 @@ def uncovered(x: torch.Tensor, w: torch.Tensor, impl: str = "auto", algo: str = 
         return f"{x.dtype if x.dtype != torch.float32 else w.dtype} tensors (the kernels are FP32)"
     if x.device != w.device:
         return "x and w on different GPUs"
+    if x.device.index not in (None, 0):
+        return f"tensors on {x.device} (sassas.load runs the kernels on GPU 0)"
     if x.numel() == 0 or w.numel() == 0:
         return "empty tensors"
     if impl == "auto":
@@ -92,12 +94,24 @@ def uncovered(x: torch.Tensor, w: torch.Tensor, impl: str = "auto", algo: str = 
     return None
 
 
+@contextmanager
+def _fp32():
+    """cuDNN without TF32 (PyTorch's default lets cuDNN's convolutions use it): the operator is FP32."""
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32 = old
+
+
 @torch.library.custom_op(NAME, mutates_args=())
 def conv2d3x3(x: torch.Tensor, w: torch.Tensor, impl: str = "auto", algo: str = "auto",
               input_grad: str = "winograd", weight_grad: str = "torch") -> torch.Tensor:
     _check_arguments(x, w, impl, algo, input_grad, weight_grad)
     if uncovered(x, w, impl, algo) is not None:
-        return F.conv2d(x, w, padding=1).contiguous()
+        with _fp32():
+            return F.conv2d(x, w, padding=1).contiguous()
     with torch.cuda.device(x.device):
         # detach: torch gives no __cuda_array_interface__ for tensors that require grad
         return api.conv2d(x.detach().contiguous(), w.detach().contiguous(),
@@ -119,17 +133,6 @@ def _setup_context(ctx, inputs, output):
     x, w, impl, algo, input_grad, weight_grad = inputs
     ctx.save_for_backward(x, w)
     ctx.switches = (impl, algo, input_grad, weight_grad)
-
-
-@contextmanager
-def _fp32():
-    """cuDNN without TF32 (PyTorch's default lets cuDNN's convolutions use it): the operator is FP32."""
-    old = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cudnn.allow_tf32 = old
 
 
 def _convolution_backward(gy, x, w, mask):
