@@ -261,8 +261,7 @@ def test_conv2d_runs_the_operator_silently_on_the_gpu(gen):
         y = conv(x)
     want = call(x, conv.weight.detach()) + conv.bias.detach().view(1, -1, 1, 1)
     torch.testing.assert_close(y, want, rtol=0, atol=0)
-    with _fp32():
-        assert _rel(y, F.conv2d(x.double(), conv.weight.double(), conv.bias.double(), padding=1)) <= 1e-5
+    assert _rel(y, F.conv2d(x.double(), conv.weight.double(), conv.bias.double(), padding=1)) <= 1e-5
 
 
 @pytest.mark.gpu
@@ -321,7 +320,8 @@ def test_compile_a_model_with_conv2d(gen):
 @pytest.mark.gpu
 def test_training_gives_pytorchs_loss_curve(gen, report):
     # 20 SGD steps (momentum 0.9) over 4 random batches from the same weights: Conv2d, nn.Conv2d
-    # in FP32 and in float64. On the CPU, FP32 against float64 drifts to ~1e-4 of the loss by step 20.
+    # in FP32 and in float64. On the CPU nn.Conv2d in FP32 and in float64 drift 1.5e-4 apart by step 20
+    # (loss ~2.4); the bound on Conv2d against nn.Conv2d is 1e-3 of the first loss.
     _kernels()
     torch.manual_seed(SEED & 0xFFFF)
     nets = {"Conv2d": _resnet(Conv2d).cuda(), "nn.Conv2d": _resnet(nn.Conv2d).cuda(),
