@@ -265,6 +265,16 @@ def test_conv2d_runs_the_operator_silently_on_the_gpu(gen):
 
 
 @pytest.mark.gpu
+def test_opcheck_with_the_kernels(gen):
+    # the fake implementation against the kernels' real output (shape, dtype, strides), AOT dispatch
+    _kernels()
+    x = torch.randn(4, 16, 10, 12, generator=gen).cuda().requires_grad_()
+    w = torch.randn(24, 16, 3, 3, generator=gen).cuda().requires_grad_()
+    assert op.uncovered(x, w) is None
+    torch.library.opcheck(op.conv2d3x3, (x, w, "auto", "auto", "winograd", "torch"))
+
+
+@pytest.mark.gpu
 def test_gradcheck_float64_on_the_gpu(gen):
     _gpu()
     x = rand(gen, 2, 3, 5, 4, device="cuda", grad=True)
