@@ -28,7 +28,8 @@ _WARNED: set[str] = set()
 def warn_once(reason: str) -> None:
     if reason not in _WARNED:
         _WARNED.add(reason)
-        warnings.warn(f"kernels_sass.winograd.Conv2d runs PyTorch's convolution: {reason}", stacklevel=3)
+        # 5: the caller of the module (warn_once, forward, Module._call_impl, Module._wrapped_call_impl)
+        warnings.warn(f"kernels_sass.winograd.Conv2d runs PyTorch's convolution: {reason}", stacklevel=5)
 
 
 class Conv2d(nn.Conv2d):
