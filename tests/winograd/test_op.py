@@ -243,7 +243,8 @@ SHAPES = [(32, 64, 14, 14, 64), (8, 128, 28, 28, 128), (16, 256, 7, 7, 256), (5,
 def test_fp32_forward_and_gradients_against_float64(gen, report, shape, algo, input_grad):
     _kernels()
     n, c, h, w, k = shape
-    x64, w64, gy64 = rand(gen, n, c, h, w, device="cuda"), rand(gen, k, c, 3, 3, device="cuda"), rand(gen, n, k, h, w, device="cuda")
+    x64, w64 = rand(gen, n, c, h, w, device="cuda"), rand(gen, k, c, 3, 3, device="cuda")
+    gy64 = rand(gen, n, k, h, w, device="cuda")
     x, wt = x64.float().requires_grad_(), w64.float().requires_grad_()
     assert op.uncovered(x, wt, "auto", algo) is None and op.uncovered(gy64.float(), op.rotated(wt), "auto", algo) is None
     y = torch.ops.sassas_winograd.conv2d3x3(x, wt, "auto", algo, input_grad, "torch")
