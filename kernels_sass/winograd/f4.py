@@ -91,8 +91,9 @@ def modelled(p: Plan, sms: int) -> float:
     return blocks * (g.iterations + FIXED_ITERS) * speed + (g.parts - 1) * m_mb * M_ITERS_PER_MB
 
 
+@lru_cache(maxsize=None)
 def plan(s: Shape, sms: int, parts: int = 0) -> Plan:
-    """The plan for s on a GPU of `sms` multiprocessors: the GEMM variant (VARIANTS) and the
+    """(Cached: every call of conv2d asks, and each candidate builds a GEMM generator.) The plan for s on a GPU of `sms` multiprocessors: the GEMM variant (VARIANTS) and the
     split (`parts` given, > 0, or 1..MAX_PARTS) of the smallest modelled time."""
     cands = []
     for o, _ in VARIANTS:

@@ -4,6 +4,7 @@ the split-C plan (which tiles' channel loops are split, chosen by a cost model p
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 BK, BN, BC = 64, 32, 8     # a block's filters, tile columns (images) and channels an iteration
 
@@ -155,8 +156,9 @@ def split_of(s: Shape, o: Options) -> Split:
     return sp
 
 
+@lru_cache(maxsize=None)
 def split_plan(s: Shape, sms: int, parts: int = 0) -> Split:
-    """The split with the least modelled time (parts 0: any number of parts, else that one),
+    """(Cached: every call of conv2d asks, and the model walks every split.) The split with the least modelled time (parts 0: any number of parts, else that one),
     where it saves more than MIN_GAIN (with `parts` given: the best tail for it, gain or not);
     the tiles split are the last turn's and possibly whole turns before it."""
     base = Split(s.tiles, s.Cpad // BC)
