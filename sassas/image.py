@@ -16,10 +16,10 @@ from .arch import Arch, get_arch
 
 
 class STB(IntEnum):
+    """A symbol's binding (ELF st_info >> 4): LOCAL (the file's own), GLOBAL (`.visible`), WEAK."""
     LOCAL = 0
     GLOBAL = 1
     WEAK = 2
-
 
 
 class RelocType(IntEnum):

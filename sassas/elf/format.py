@@ -136,6 +136,5 @@ TkInfoDesc = Record("TkInfoDesc", [
     ("tool_branch", "I"), ("tool_options", "I")])
 
 
-
 class CubinFormatError(ValueError):
     """Not a cubin, or a damaged one: what is wrong, in words."""

@@ -15,15 +15,6 @@ from .format import (CALLGRAPH_SENTINELS, ELF_MAGIC, ELFCLASS64, ELFDATA2LSB, EM
 from .nvinfo import EICOMPAT, KParamInfo, NvInfoAttribute, ParamCbank, SymbolAttr, encode_nv_info
 
 
-def _dim3(value: Union[int, tuple[int, ...], None]) -> Optional[list[int]]:
-    if value is None:
-        return None
-    dims = [value] if isinstance(value, int) else list(value)
-    if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
-        raise ValueError(f"thread-block bound {value!r}: expected 1..3 positive numbers")
-    return dims + [1] * (3 - len(dims))
-
-
 # --------------------------------------------------------------------------------------------
 # Model
 # --------------------------------------------------------------------------------------------
@@ -110,6 +101,15 @@ def _tkinfo_desc(arch: Arch) -> bytes:
 # --------------------------------------------------------------------------------------------
 # Writer
 # --------------------------------------------------------------------------------------------
+
+def _dim3(value: Union[int, tuple[int, ...], None]) -> Optional[list[int]]:
+    if value is None:
+        return None
+    dims = [value] if isinstance(value, int) else list(value)
+    if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
+        raise ValueError(f"thread-block bound {value!r}: expected 1..3 positive numbers")
+    return dims + [1] * (3 - len(dims))
+
 
 def _check_kernel(arch: Arch, k: KernelImage) -> None:
     where = f"kernel {k.name!r}"
