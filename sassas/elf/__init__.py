@@ -39,4 +39,4 @@ from .nvinfo import (EIATTR, EIATTR_BY_CODE, EICOMPAT, EICOMPAT_BY_CODE, EIFMT, 
                      encode_nv_info)
 from .reader import (MODULE_BANK, CubinInfo, KernelInfo, RelocationInfo, SectionInfo, SymbolInfo, read_cubin,
                      read_module)
-from .writer import write_cubin
+from .writer import Layout, Section, StringTable, Symbol, write_cubin
