@@ -14,7 +14,9 @@ from typing import Optional, Sequence, Union
 
 from .ast import Instruction, Label, Operand, SymbolRef
 from .control import format_control
+from .elf import STB, code_relocation_part, read_cubin, read_module
 from .errors import SassError
+from .isa import get_isa
 from .parse import parse_instruction
 from .resolve import descriptor_registers
 
@@ -30,9 +32,6 @@ def disassemble(cubin: Union[bytes, "object"], kernel: Union[str, Sequence[str],
                 source_name: str = "") -> str:
     """Source text for every kernel and device function of the cubin, or only `kernel` (a
     name or several) and the device functions they call."""
-    from .elf import read_cubin
-    from .isa import get_isa
-
     data = cubin if isinstance(cubin, (bytes, bytearray)) else getattr(cubin, "data", cubin)
     try:
         info = read_cubin(bytes(data))
@@ -63,7 +62,6 @@ def disassemble(cubin: Union[bytes, "object"], kernel: Union[str, Sequence[str],
 def _code_relocations(by_section: dict, function: str) -> dict[int, SymbolRef]:
     """Instruction address -> the address the driver writes there, from `.rel(a).text.<f>`
     (`by_section`: _relocations_by_section's)."""
-    from .elf import code_relocation_part
     out = {}
     for r in by_section.get(f".text.{function}", ()):
         part = code_relocation_part(r.type)
@@ -107,8 +105,6 @@ def _refuse_what_cannot_be_carried(info, kernels) -> None:
     drop them. Only the chosen kernels' own sections count. Relocations of module data
     (module constant banks `.nv.constant<b>`, `.nv.global.init`) are carried (_module_source);
     `.debug_frame` is not carried at all."""
-    from .elf import code_relocation_part
-
     mine = {k.name for k in kernels}
     by_section = _relocations_by_section(info)
     for s in info.sections:
@@ -138,8 +134,6 @@ _SOURCE_NAME = re.compile(r"[A-Za-z_$][\w$]*")
 def _module_source(info, kernel_names: set[str]) -> list[str]:
     """The module's global variables, module constant banks and their relocations as
     `.global` / `.init` / `.visible` / `.weak` / `.moduleconst` lines (see sassas.module)."""
-    from .elf import STB, read_module
-
     try:
         module = read_module(info)
     except ValueError as e:

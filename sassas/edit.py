@@ -16,6 +16,8 @@ from typing import Callable, Optional, Sequence, Union
 
 from .assembler import Cubin, assemble
 from .disasm import disassemble
+from .elf import read_cubin
+from .nvrtc import compile_cuda
 
 Edit = Union[Callable[[str], str], Sequence[tuple[str, str]], None]
 
@@ -71,7 +73,6 @@ def map_instructions(fn: Callable[[int, str, str, str], Optional[tuple[str, str,
 
 
 def edit_cubin(cubin: bytes, edit: Edit, arch: Optional[str] = None, kernel: Optional[str] = None) -> EditResult:
-    from .elf import read_cubin
     arch = arch or read_cubin(cubin).arch
     source = disassemble(cubin, kernel)
     edited = apply_edit(source, edit)
@@ -82,5 +83,4 @@ def edit_cubin(cubin: bytes, edit: Edit, arch: Optional[str] = None, kernel: Opt
 def edit_cuda(cuda_source: str, edit: Edit = None, arch: str = "sm_90", options: Sequence[str] = (),
               kernel: Optional[str] = None) -> EditResult:
     """Compile `cuda_source` with NVRTC for `arch`, disassemble, apply `edit`, reassemble."""
-    from .nvrtc import compile_cuda
     return edit_cubin(compile_cuda(cuda_source, arch, options), edit, arch, kernel)

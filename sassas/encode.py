@@ -125,11 +125,11 @@ _ADDRESS_HALF_FIELD = 0xFFFFFFFF << 32
 
 
 def _relocation(inst: Instruction, isa, arch: Arch):
-    """The elf.Relocation of an instruction's SymbolRef. A `32@lo`/`32@hi` must sit in a
+    """The image.Relocation of an instruction's SymbolRef. A `32@lo`/`32@hi` must sit in a
     32-bit immediate at bits 32..63, the field R_CUDA_ABS32_LO_32/HI_32 patch: checked by
     encoding the instruction with all ones there."""
     from dataclasses import replace
-    from .elf import Relocation, code_relocation_type
+    from .image import Relocation, code_relocation_type
     r = inst.relocation
     if r.part in ("lo", "hi"):
         ones = replace(inst, operands=tuple(op if op.kind != "I" or op.values != (0,) else op.with_values(0xFFFFFFFF)

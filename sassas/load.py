@@ -26,7 +26,8 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from .elf import CubinInfo, KernelInfo, ParamInfo, read_cubin
+from .elf import CubinInfo, KernelInfo, read_cubin
+from .image import ParamInfo
 
 __all__ = [
     "CudaError", "NoGpuError", "gpu_available", "device", "synchronize", "load", "Module", "Kernel",

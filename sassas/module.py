@@ -15,7 +15,7 @@
 These directives belong to no kernel and may stand anywhere in a file; a name after `&` is a
 global variable or a kernel of the file, or a name declared `.extern`. `parse` collects them (declare_module), checks them
 once the whole file is read (check_module, errors with file:line:col), and the assembler turns
-them into an :class:`sassas.elf.ModuleImage` (build_module).
+them into an :class:`sassas.image.ModuleImage` (build_module).
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from typing import Optional, Union
 
 from .ast import AddressOf, GlobalDecl, Loc, ModuleData, Program
 from .errors import Diagnostics, SassError
+from .image import STB, GlobalObject, ModuleImage, Relocation, RelocType, place_globals
 
 MODULE_DIRECTIVES = frozenset({"global", "init", "bind", "moduleconst", "constsym", "extern"})
 WORD_BYTES, ADDRESS_BYTES = 4, 8
@@ -68,8 +69,6 @@ def _unknown(what: str, name: str, known, loc) -> SassError:
 def check_module(program: Program, diags: Diagnostics) -> None:
     """Attach `.init`/`.visible`/`.weak` to their globals and check names, sizes and places;
     every error goes to `diags`."""
-    from .elf import GlobalObject, place_globals
-
     m = program.module
     if not m:
         return
@@ -127,10 +126,8 @@ def check_module(program: Program, diags: Diagnostics) -> None:
             diags.error(_unknown(f"address '&{ref.name}'", ref.name, targets, ref.loc))
 
 
-def build_module(program: Program):
-    """The checked module data as an elf.ModuleImage (None when the file has none)."""
-    from .elf import GlobalObject, ModuleImage, Relocation, RelocType, STB, place_globals
-
+def build_module(program: Program) -> Optional[ModuleImage]:
+    """The checked module data as a ModuleImage (None when the file has none)."""
     m = program.module
     user_constants = [k for k in program.kernels if k.attributes.get("constant_bank3_bytes")]
     if not m and not user_constants:
@@ -188,8 +185,6 @@ def _add_user_constants(image, kernel, m: ModuleData) -> None:
     .nv.info attribute: neither writes one). The bank holds zeros of the declared size, or
     the words `.moduleconst 3` writes there (the initial values). Kernels of one file that
     declare constants share the bank, so they must declare the same names at the same places."""
-    from .elf import GlobalObject
-
     size = kernel.attributes["constant_bank3_bytes"]
     bank = image.constant_banks.get(USER_CONSTANT_BANK, b"")
     image.constant_banks[USER_CONSTANT_BANK] = bank + bytes(max(0, size - len(bank)))
