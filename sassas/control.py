@@ -1,59 +1,14 @@
-"""Control codes: the TuringAs text form, legality rules, and (later) hazard checking and
-automatic scheduling.
-
-Text form ``wait:read:write:yield:stall``, e.g. ``--:-:1:Y:4``:
-- wait: the scoreboard barriers to wait on, ``--`` for none, else a bit mask written as two
-  decimal digits as TuringAs reads it (``03`` = barriers 0 and 1, ``12`` = 2 and 3; a field
-  with a hex letter such as ``0c`` is read as hex); a 6-character positional form
-  (``--2-4-``) names one barrier a slot;
-- read / write: the barrier (0..5) that the instruction's operand read / result write
-  sets, ``-`` for none;
-- yield: ``Y`` to let the scheduler switch warps here, ``-`` not;
-- stall: cycles to wait before issuing the next instruction, hex ``0``..``f``.
-"""
+"""Control codes: the rules every arch shares, of the yield flag, the stall and the reuse flags:
+the codes nvdisasm rejects (an error where the source writes one, see sassas.parse.parse_control)
+or reads otherwise than written (a warning, see sassas.validity). The text form is
+sassas.parse's (reading) and ControlCode.to_text's (writing)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
 
-from .ast import NO_BARRIER, ControlCode, Loc
+from .ast import ControlCode, Loc
 from .errors import SassError
-
-MAX_BARRIER = 5
-
-
-def parse_control(text: str, loc: Optional[Loc] = None) -> ControlCode:
-    parts = text.split(":")
-    if len(parts) != 5:
-        raise SassError(f"control code '{text}' must have 5 fields wait:read:write:yield:stall", loc)
-    wait, read, write, yld, stall = parts
-
-    def barrier(field: str, what: str) -> int:
-        if field == "-":
-            return NO_BARRIER
-        b = int(field)
-        if b > MAX_BARRIER:
-            raise SassError(f"{what} barrier {b} out of range: scoreboard barriers are 0..5", loc)
-        return b
-
-    if set(wait) <= {"-"}:
-        mask = 0
-    elif len(wait) == 6 and set(wait) <= set("-012345"):
-        mask = 0
-        for ch in wait:
-            if ch != "-":
-                mask |= 1 << int(ch)
-    else:
-        try:
-            mask = int(wait.replace("-", "0"), 16)
-        except ValueError:
-            raise SassError(f"bad wait mask '{wait}' in control code", loc) from None
-    if mask >> 6:
-        raise SassError(f"wait mask 0x{mask:x} names a barrier above 5", loc)
-    code = ControlCode(stall=int(stall, 16), yield_=yld in "yY", write_barrier=barrier(write, "write"),
-                       read_barrier=barrier(read, "read"), wait_mask=mask)
-    check_legal(code, loc)
-    return code
 
 
 def check_legal(code: ControlCode, loc: Optional[Loc] = None) -> None:
@@ -116,26 +71,3 @@ CONTROL_RULES = (
                 message=".reuse with the yield flag 'Y': nvdisasm reads these bits as no reuse flag and "
                         "prints no .reuse; drop the .reuse or the 'Y'"),
 )
-
-
-def format_control(code: ControlCode) -> str:
-    # Two decimal digits, as TuringAs reads the field (see sassas.parse.read_control).
-    wait = f"{code.wait_mask:02d}" if code.wait_mask else "--"
-    read = "-" if code.read_barrier == NO_BARRIER else str(code.read_barrier)
-    write = "-" if code.write_barrier == NO_BARRIER else str(code.write_barrier)
-    return f"{wait}:{read}:{write}:{'Y' if code.yield_ else '-'}:{code.stall:x}"
-
-
-# ---- hazard checking and automatic scheduling (sassas.hazards, sassas.schedule) -----------
-
-def check(item, arch=None):
-    """Hazards in a Program, Kernel or instruction list: list of sassas.hazards.Hazard
-    (Diagnostics with a ``kind``). See :func:`sassas.hazards.check`."""
-    from .hazards import check as check_hazards
-    return check_hazards(item, arch)
-
-
-def schedule_kernel(kernel, arch):
-    """Give every instruction without a control code one. See :func:`sassas.schedule.schedule_kernel`."""
-    from .schedule import schedule_kernel as schedule
-    return schedule(kernel, arch)

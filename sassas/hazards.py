@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Union
 
-from .ast import NO_BARRIER, ControlCode, Instruction, Kernel, Label, Loc, Program
+from .ast import BARRIER_COUNT, NO_BARRIER, ControlCode, Instruction, Kernel, Label, Loc, Program
 from .errors import Diagnostic
 from .semantics import (MEMORY_ORDER, ArchTiming, Effects, Reg, SemanticsError, arch_timing, async_read_files,
                         consumer_class, drained_scoreboard, effects, misaligned_group_message, overwrite_class,
@@ -31,7 +31,6 @@ from .semantics import (MEMORY_ORDER, ArchTiming, Effects, Reg, SemanticsError, 
 # Ages (cycles since issue) are capped here: every fixed latency is far below, and capping
 # keeps the dataflow finite around loops.
 AGE_CAP = 64
-BARRIER_COUNT = 6
 
 
 @dataclass

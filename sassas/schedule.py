@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Optional, Union
 
-from .ast import NO_BARRIER, ControlCode, Instruction, Kernel
-from .hazards import BARRIER_COUNT, _instructions
+from .ast import BARRIER_COUNT, NO_BARRIER, ControlCode, Instruction, Kernel
+from .hazards import _instructions
 from .semantics import (ArchTiming, Effects, Reg, arch_timing, async_group_scoreboard, async_read_files, consumer_class,
                         drained_scoreboard, effects, overwrite_class)
 

@@ -3,9 +3,8 @@ import pytest
 
 from sassas import SassError, parse
 from sassas.ast import ControlCode
-from sassas.control import format_control, parse_control
-from sassas.operands import format_operand
-from sassas.parse import parse_instruction
+from sassas.ast import format_operand
+from sassas.parse import parse_control, parse_instruction
 
 # (nvdisasm text, [(kind, values, flags)]) -- the canonical form every stage relies on.
 OPERAND_CASES = [
@@ -70,7 +69,7 @@ def test_control_text(text, fields):
     code = parse_control(text)
     for k, v in fields.items():
         assert getattr(code, k) == v
-    assert parse_control(format_control(code)) == code
+    assert parse_control(code.to_text()) == code
 
 
 def test_control_bits_layout():
