@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .arch import Arch
-from .ast import ControlCode, Instruction, Kernel
+from .ast import Instruction, Kernel
 from .errors import SassError, SassErrors
 from .isa.model import CONTROL_SHIFT
 from .kinds import value_pieces
@@ -61,10 +61,6 @@ def _register_count(instructions: list[Instruction]) -> int:
                     if piece == "R" and value != 255:
                         top = max(top, value + w - 1)
     return min(top + 1 + RESERVED_REGISTERS, MAX_REGISTER_COUNT)
-
-
-def count_barriers(kernel: Kernel) -> int:
-    return _barrier_count(kernel.instructions)
 
 
 def _barrier_count(instructions: list[Instruction]) -> int:

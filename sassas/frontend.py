@@ -31,7 +31,6 @@ from .semantics import misaligned_group_message, register_groups
 
 # ---- opcode classes (data, not code) ----------------------------------------------------
 
-LOAD_OPCODES = frozenset({"LD", "LDG", "LDS", "LDL", "LDC", "ULDC"})
 STORE_OPCODES = frozenset({"ST", "STG", "STS", "STL", "RED"})
 BRANCH_OPCODES = frozenset({"BRA", "BRX", "JMP", "JMX", "EXIT", "RET", "CALL", "BREAK", "BSYNC", "KILL"})
 # Instructions that write no register: a write barrier on them would never be released.

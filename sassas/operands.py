@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import re
-import struct
 from typing import Iterable, Sequence
 
 from .ast import SCOREBOARD_SET, ZERO_NAMES, Loc, Operand, SymbolRef
@@ -34,8 +33,6 @@ LAUNCH_CONSTANTS = {
     ("blockDim", ".x"): 0x0, ("blockDim", ".y"): 0x4, ("blockDim", ".z"): 0x8,
     ("gridDim", ".x"): 0xC, ("gridDim", ".y"): 0x10, ("gridDim", ".z"): 0x14,
 }
-# Prefix flags in the order they are printed.
-PREFIX_FLAGS = ("!", "~", "-", "|")
 
 
 class Atom:
@@ -273,16 +270,3 @@ def _join_kind(parts: list[str]) -> Iterable[str]:
             yield " "
         yield p
         prev_value = is_value or p == "]"
-
-
-def float_to_bits(value: float, width: int) -> int:
-    """IEEE bits of an immediate: 32 -> f32, 64 -> f64, 16 -> f16."""
-    fmt = {16: "<e", 32: "<f", 64: "<d"}[width]
-    int_fmt = {16: "<H", 32: "<I", 64: "<Q"}[width]
-    return struct.unpack(int_fmt, struct.pack(fmt, value))[0]
-
-
-def bits_to_float(bits: int, width: int) -> float:
-    fmt = {16: "<e", 32: "<f", 64: "<d"}[width]
-    int_fmt = {16: "<H", 32: "<I", 64: "<Q"}[width]
-    return struct.unpack(fmt, struct.pack(int_fmt, bits))[0]

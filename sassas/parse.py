@@ -9,7 +9,7 @@ from dataclasses import replace
 from importlib import resources
 from typing import Optional
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from .arch import get_arch

@@ -6,7 +6,6 @@ its byte address in the kernel's code.
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import replace
 from typing import Optional
 
