@@ -10,7 +10,7 @@ import os
 import subprocess
 import tempfile
 
-from sassas.hazards import check_file
+from sassas.check import check_file
 from sassas.isa import oracle
 from sassas.isa.corpus import ptx as corpus_ptx
 

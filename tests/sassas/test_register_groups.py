@@ -15,7 +15,8 @@ import sassas
 from sassas.arch import ARCHS
 from sassas.ast import ControlCode
 from sassas.errors import SassError
-from sassas.hazards import misaligned_groups, run_check
+from sassas.check import run_check
+from sassas.hazards import misaligned_groups
 from sassas.isa import get_isa, oracle
 from sassas.ast import format_operand
 from sassas.parse import parse_instruction
