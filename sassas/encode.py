@@ -72,12 +72,12 @@ def _barrier_count(instructions: list[Instruction]) -> int:
 
 
 def encode_kernel(kernel: Kernel, arch: Arch, isa) -> EncodedKernel:
+    """The code of a resolved kernel whose every instruction has a control code (the assembler
+    runs sassas.schedule first)."""
     instructions = kernel.instructions
     if any(inst.control is None for inst in instructions):
-        # Instructions written without a control code get one; hand-written ones stay.
-        from .schedule import schedule_kernel
-        schedule_kernel(kernel, arch)
-        instructions = kernel.instructions
+        raise ValueError(f"kernel '{kernel.name}': instructions without a control code; "
+                         f"schedule them first (sassas.schedule.schedule_kernel)")
     words = bytearray()
     errors: list[SassError] = []
     warnings: list = []
