@@ -16,9 +16,10 @@ from .dialect import DIALECTS, detect_dialect
 from .encode import EncodedKernel, encode_kernel
 from .errors import Diagnostic, Diagnostics
 from .files import read_source, write_atomic
+from .frontend import finish_program
 from .hazards import barrier_raise_warnings
 from .isa import get_isa
-from .module import build_module
+from .module import build_module, check_module
 from .parse import Lines, parse_program
 from .preprocess import preprocess
 from .resolve import resolve_kernel
@@ -65,8 +66,9 @@ def parse(text: str, arch: str = "sm_90", filename: str = "<input>", include_dir
           kernel_name: Optional[str] = None, *, allow_exec: bool = True, auto_reuse: bool = False,
           warnings_as_errors: bool = False, diagnostics: Optional[Diagnostics] = None,
           dialect: Optional[str] = None) -> Program:
-    """Preprocess and parse source into a Program: register, constant and shared-memory names
-    bound, labels and parameters not yet resolved.
+    """Preprocess and parse source into a Program, through the front end: register, constant
+    and shared-memory names bound, the module data checked, labels and parameters not yet
+    resolved.
 
     allow_exec=False refuses inline Python (`<code>`, `{expr}`, `.include "x.py"`);
     auto_reuse sets `.reuse` flags where safe; warnings go to `diagnostics` (if given) and,
@@ -80,9 +82,13 @@ def parse(text: str, arch: str = "sm_90", filename: str = "<input>", include_dir
         raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, not {dialect!r}")
     pre = preprocess(text, filename, tuple(include_dirs), allow_exec=allow_exec)
     lines = Lines(pre.text, filename, pre.origins, pre.sources)
-    return parse_program(pre.text, target.name, filename, lines, default_kernel=kernel_name,
-                         diagnostics=diags, auto_reuse=auto_reuse, listing=pre.listing,
-                         dialect=dialect or detect_dialect(text, pre.listing), dialect_forced=dialect is not None)
+    program = parse_program(pre.text, target.name, filename, lines, default_kernel=kernel_name,
+                            diagnostics=diags, listing=pre.listing)
+    check_module(program, diags)
+    finish_program(program, diags, auto_reuse=auto_reuse, dialect=dialect or detect_dialect(text, pre.listing),
+                   dialect_forced=dialect is not None)
+    diags.raise_if_errors()
+    return program
 
 
 @_gc_paused

@@ -161,7 +161,7 @@ class ControlCode:
 
     def to_text(self) -> str:
         """TuringAs's notation ``wait:read:write:yield:stall``, e.g. ``--:-:2:Y:4``; the wait
-        mask in two decimal digits, as TuringAs reads the field (see sassas.parse.read_control)."""
+        mask in two decimal digits, as TuringAs reads the field (see sassas.control.read_control)."""
         wait = f"{self.wait_mask:02d}" if self.wait_mask else "--"
         read = "-" if self.read_barrier == NO_BARRIER else str(self.read_barrier)
         write = "-" if self.write_barrier == NO_BARRIER else str(self.write_barrier)
@@ -421,6 +421,34 @@ class Param:
     loc: Optional[Loc] = None
 
 
+# ---- what a kernel declares about names (sassas.frontend binds them) ----------------------
+
+# Alignment of a shared-memory name declared without one: enough for LDS.128/STS.128.
+DEFAULT_SMEM_ALIGN = 16
+
+
+@dataclass
+class AutoName:
+    """A register name (or a vector of names) declared without a number: the register
+    allocator (sassas.regalloc) gives it one."""
+    names: list[str]             # one for a scalar; prefix0..prefixN for a vector
+    loc: Optional[Loc]
+    align: int = 1               # the first register's alignment
+    width: int = 1               # registers a scalar covers (2/4 when used as a wide operand)
+    # per member: alignment that member's register needs (from its uses)
+    member_align: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class Declarations:
+    """What a kernel declared about names, in source order."""
+    registers: dict[str, tuple[str, int, Optional[Loc]]] = field(default_factory=dict)  # name -> (cls, n, loc)
+    autos: list[AutoName] = field(default_factory=list)
+    consts: list[tuple[str, int, Optional[Loc]]] = field(default_factory=list)
+    smem: list[tuple[str, int, int, Optional[Loc]]] = field(default_factory=list)   # name, size, align, loc
+    locs: dict[str, Optional[Loc]] = field(default_factory=dict)  # every declared name
+
+
 @dataclass(slots=True)
 class Kernel:
     name: str
@@ -435,6 +463,8 @@ class Kernel:
     attributes: dict = field(default_factory=dict)
     # False for a `.func`: a device function that kernels call, not a launchable entry.
     entry: bool = True
+    # The names the source declared (`.reg`, `.const`, `.smem`...), until the front end binds them.
+    declarations: Declarations = field(default_factory=Declarations)
 
     @property
     def instructions(self) -> list[Instruction]:

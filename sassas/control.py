@@ -1,14 +1,80 @@
-"""Control codes: the rules every arch shares, of the yield flag, the stall and the reuse flags:
-the codes nvdisasm rejects (an error where the source writes one, see sassas.parse.parse_control)
-or reads otherwise than written (a warning, see sassas.validity). The text form is
-sassas.parse's (reading) and ControlCode.to_text's (writing)."""
+"""Control codes: their text form, read (ControlCode.to_text writes it), and the rules every arch
+shares, of the yield flag, the stall and the reuse flags: the codes nvdisasm rejects (an error
+where the source writes one) or reads otherwise than written (a warning, see sassas.validity)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from typing import Optional
 
-from .ast import ControlCode, Loc
+from .ast import BARRIER_COUNT, DEFAULT_LATENCY, NO_BARRIER, ControlCode, Loc
 from .errors import SassError
+
+
+# TuringAs reads the wait field as a *decimal* number whose bits are the barriers to wait on
+# (`03` = barriers 0 and 1, `12` = barriers 2 and 3); it has two characters.
+_DECIMAL_WAIT = re.compile(r"\d\d")
+
+
+def read_control(text: str, loc: Optional[Loc] = None) -> ControlCode:
+    """A control prefix as TuringAs reads it. A two-digit wait field is decimal; a field with
+    a hex letter (`0c`, as hex-minded listings write it) cannot be decimal and is read as hex;
+    six positions (`-----1`) name one barrier each. The rest is parse_control's."""
+    wait, rest = text.split(":", 1)
+    if rest.endswith(":-"):
+        # TuringAs's default latency: the front end puts in the cycles (sassas.dialect)
+        return replace(read_control(f"{wait}:{rest[:-1]}1", loc), stall=DEFAULT_LATENCY)
+    if _DECIMAL_WAIT.fullmatch(wait):
+        mask = int(wait, 10)
+        if mask >> BARRIER_COUNT:
+            raise SassError(f"wait mask {mask} names a barrier above {BARRIER_COUNT - 1} (the field is a "
+                            f"decimal bit mask, as in TuringAs: 63 waits on all six)", loc)
+        # Hand it on in the positional form, which no reading can take for another mask.
+        wait = "".join(str(b) if mask >> b & 1 else "-" for b in range(BARRIER_COUNT))
+    return parse_control(f"{wait}:{rest}", loc)
+
+
+def parse_control(text: str, loc: Optional[Loc] = None) -> ControlCode:
+    """A control code in its text form ``wait:read:write:yield:stall``, e.g. ``--:-:1:Y:4``:
+    - wait: the scoreboard barriers to wait on, ``--`` for none, else a bit mask in hex (``03``,
+      ``0c``; read_control reads TuringAs's decimal two digits); a 6-character positional form
+      (``--2-4-``) names one barrier a slot;
+    - read / write: the barrier (0..5) that the instruction's operand read / result write
+      sets, ``-`` for none;
+    - yield: ``Y`` to let the scheduler switch warps here, ``-`` not;
+    - stall: cycles to wait before issuing the next instruction, hex ``0``..``f``.
+    Codes that break a rule (check_legal) are errors."""
+    parts = text.split(":")
+    if len(parts) != 5:
+        raise SassError(f"control code '{text}' must have 5 fields wait:read:write:yield:stall", loc)
+    wait, read, write, yld, stall = parts
+
+    def barrier(field: str, what: str) -> int:
+        if field == "-":
+            return NO_BARRIER
+        b = int(field)
+        if b >= BARRIER_COUNT:
+            raise SassError(f"{what} barrier {b} out of range: scoreboard barriers are 0..{BARRIER_COUNT - 1}", loc)
+        return b
+
+    if set(wait) <= {"-"}:
+        mask = 0
+    elif len(wait) == BARRIER_COUNT and set(wait) <= set("-012345"):
+        mask = 0
+        for ch in wait:
+            if ch != "-":
+                mask |= 1 << int(ch)
+    else:
+        try:
+            mask = int(wait.replace("-", "0"), 16)
+        except ValueError:
+            raise SassError(f"bad wait mask '{wait}' in control code", loc) from None
+    if mask >> BARRIER_COUNT:
+        raise SassError(f"wait mask 0x{mask:x} names a barrier above {BARRIER_COUNT - 1}", loc)
+    code = ControlCode(stall=int(stall, 16), yield_=yld in "yY", write_barrier=barrier(write, "write"),
+                       read_barrier=barrier(read, "read"), wait_mask=mask)
+    check_legal(code, loc)
+    return code
 
 
 def check_legal(code: ControlCode, loc: Optional[Loc] = None) -> None:

@@ -5,88 +5,18 @@ import functools
 import hashlib
 import itertools
 import re
-from dataclasses import replace
 from importlib import resources
 from typing import Optional
 
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
-from .arch import get_arch
-from .ast import BARRIER_COUNT, DEFAULT_LATENCY, NO_BARRIER, AddressOf, ControlCode, GlobalDecl, Instruction, Kernel, Label, Loc, Operand, Param, Program, Shape, SourceLine
+from .ast import (DEFAULT_SMEM_ALIGN, AddressOf, AutoName, ControlCode, Declarations, GlobalDecl, Instruction, Kernel, Label,
+                  Loc, ModuleData, Operand, Param, Program, Shape, SourceLine)
 from .cache import cache_dir
-from .control import check_legal
+from .control import read_control
 from .errors import Diagnostics, SassError
-from .frontend import DEFAULT_SMEM_ALIGN, Declarations, finish_kernel
-from .module import MODULE_DIRECTIVES, check_module, declare_module
 from .operands import MAX_REGISTER, canonical_operand, parse_number, parse_register
-from .regalloc import AutoName
-
-# TuringAs reads the wait field as a *decimal* number whose bits are the barriers to wait on
-# (`03` = barriers 0 and 1, `12` = barriers 2 and 3); it has two characters.
-_DECIMAL_WAIT = re.compile(r"\d\d")
-
-
-def read_control(text: str, loc: Optional[Loc] = None) -> ControlCode:
-    """A control prefix as TuringAs reads it. A two-digit wait field is decimal; a field with
-    a hex letter (`0c`, as hex-minded listings write it) cannot be decimal and is read as hex;
-    six positions (`-----1`) name one barrier each. The rest is parse_control's."""
-    wait, rest = text.split(":", 1)
-    if rest.endswith(":-"):
-        # TuringAs's default latency: the front end puts in the cycles (sassas.dialect)
-        return replace(read_control(f"{wait}:{rest[:-1]}1", loc), stall=DEFAULT_LATENCY)
-    if _DECIMAL_WAIT.fullmatch(wait):
-        mask = int(wait, 10)
-        if mask >> BARRIER_COUNT:
-            raise SassError(f"wait mask {mask} names a barrier above {BARRIER_COUNT - 1} (the field is a "
-                            f"decimal bit mask, as in TuringAs: 63 waits on all six)", loc)
-        # Hand it on in the positional form, which no reading can take for another mask.
-        wait = "".join(str(b) if mask >> b & 1 else "-" for b in range(BARRIER_COUNT))
-    return parse_control(f"{wait}:{rest}", loc)
-
-
-def parse_control(text: str, loc: Optional[Loc] = None) -> ControlCode:
-    """A control code in its text form ``wait:read:write:yield:stall``, e.g. ``--:-:1:Y:4``:
-    - wait: the scoreboard barriers to wait on, ``--`` for none, else a bit mask in hex (``03``,
-      ``0c``; read_control reads TuringAs's decimal two digits); a 6-character positional form
-      (``--2-4-``) names one barrier a slot;
-    - read / write: the barrier (0..5) that the instruction's operand read / result write
-      sets, ``-`` for none;
-    - yield: ``Y`` to let the scheduler switch warps here, ``-`` not;
-    - stall: cycles to wait before issuing the next instruction, hex ``0``..``f``.
-    Codes that break a rule of sassas.control are errors."""
-    parts = text.split(":")
-    if len(parts) != 5:
-        raise SassError(f"control code '{text}' must have 5 fields wait:read:write:yield:stall", loc)
-    wait, read, write, yld, stall = parts
-
-    def barrier(field: str, what: str) -> int:
-        if field == "-":
-            return NO_BARRIER
-        b = int(field)
-        if b >= BARRIER_COUNT:
-            raise SassError(f"{what} barrier {b} out of range: scoreboard barriers are 0..{BARRIER_COUNT - 1}", loc)
-        return b
-
-    if set(wait) <= {"-"}:
-        mask = 0
-    elif len(wait) == BARRIER_COUNT and set(wait) <= set("-012345"):
-        mask = 0
-        for ch in wait:
-            if ch != "-":
-                mask |= 1 << int(ch)
-    else:
-        try:
-            mask = int(wait.replace("-", "0"), 16)
-        except ValueError:
-            raise SassError(f"bad wait mask '{wait}' in control code", loc) from None
-    if mask >> BARRIER_COUNT:
-        raise SassError(f"wait mask 0x{mask:x} names a barrier above {BARRIER_COUNT - 1}", loc)
-    code = ControlCode(stall=int(stall, 16), yield_=yld in "yY", write_barrier=barrier(write, "write"),
-                       read_barrier=barrier(read, "read"), wait_mask=mask)
-    check_legal(code, loc)
-    return code
-
 
 # Spans of the `#`/`//` comments of the text being parsed (the line parser needs them).
 _comment_spans: list[tuple[int, int]] = []
@@ -837,26 +767,23 @@ def parse_instruction(text: str, filename: str = "<input>") -> Instruction:
 
 def parse_program(text: str, arch: str, filename: str = "<input>", lines: Optional[Lines] = None,
                   default_kernel: Optional[str] = None, diagnostics: Optional[Diagnostics] = None,
-                  auto_reuse: bool = False, listing: bool = False, dialect: str = "nvdisasm",
-                  dialect_forced: bool = False) -> Program:
+                  listing: bool = False) -> Program:
     """Group the parsed items into kernels: `.kernel NAME` starts one; before any, the file's
-    statements belong to a kernel named after the file (or `default_kernel`). Each kernel then
-    goes through the front end's last pass (names, checks: :mod:`sassas.frontend`).
+    statements belong to a kernel named after the file (or `default_kernel`). Directives go to
+    their kernel's declarations (Kernel.declarations) or to the module's data (Program.module):
+    the front end binds the names (:mod:`sassas.frontend`), sassas.module checks the data.
 
-    Errors found after parsing are collected and raised together; warnings go to
-    `diagnostics` (a fresh one, dropped, when none is given). `dialect`: whose meaning a
-    spelling has where TuringAs and nvdisasm differ (:mod:`sassas.dialect`)."""
+    A syntax error is raised at once; the errors found after it (a name declared twice...) go
+    to `diagnostics`, or are raised together at the end when none is given."""
     diags = diagnostics if diagnostics is not None else Diagnostics()
     items = parse_items(text, filename, lines)
     program = Program(arch=arch, file=filename)
-    declarations: dict[int, Declarations] = {}
     current: Optional[Kernel] = None
 
     def start_kernel(name: str, loc) -> Kernel:
         nonlocal current
         current = Kernel(name=name, loc=loc)
         program.kernels.append(current)
-        declarations[id(current)] = Declarations()
         return current
 
     def kernel_here(loc) -> Kernel:
@@ -888,34 +815,60 @@ def parse_program(text: str, arch: str, filename: str = "<input>", lines: Option
             elif kind in MODULE_DIRECTIVES:
                 declare_module(program, kind, value, loc)
             else:
-                _declare(kernel_here(loc), declarations, kind, value, loc)
+                _declare(kernel_here(loc), kind, value, loc)
         except SassError as e:
             diags.error(e)
     # (an NVIDIA listing of a module without code, headers only, is an empty module)
     if not program.kernels and not listing:
         first = lines.loc(1, 1) if lines is not None else Loc(filename, 1, 1, text.split("\n", 1)[0])
         diags.error(SassError("nothing to assemble: the input has no instructions", first))
-    check_module(program, diags)
-    target = get_arch(arch)
-    for kernel in program.kernels:
-        try:
-            finish_kernel(kernel, declarations[id(kernel)], diags, auto_reuse=auto_reuse, arch=arch,
-                          dialect=dialect, dialect_forced=dialect_forced)
-        except SassError as e:
-            diags.error(e)
-        if kernel.shared_bytes > target.max_shared_per_block:
-            diags.error(SassError(f"kernel '{kernel.name}' has {kernel.shared_bytes} bytes of shared memory; "
-                                  f"{target.name} allows {target.max_shared_per_block}", kernel.loc))
-        if kernel.registers is not None and not 1 <= kernel.registers <= target.max_registers:
-            diags.error(SassError(f"kernel '{kernel.name}': .registers {kernel.registers} out of range "
-                                  f"1..{target.max_registers}", kernel.loc))
-    diags.raise_if_errors()
+    if diagnostics is None:
+        diags.raise_if_errors()
     return program
 
 
-def _declare(k: Kernel, declarations: dict, kind: str, value, loc) -> None:
+# Directives of the module's data (sassas.module), which belong to no kernel.
+MODULE_DIRECTIVES = frozenset({"global", "init", "bind", "moduleconst", "constsym", "extern"})
+
+
+def declare_module(program: Program, kind: str, value, loc: Optional[Loc]) -> None:
+    """A directive of the module's data, into Program.module."""
+    m: ModuleData = program.module
+    if kind == "constsym":
+        bank, name, offset, size = value
+        value = GlobalDecl(name, size, 1, offset, loc=loc)
+        if name not in m.globals and name not in m.constsyms:
+            m.constsyms[name] = (bank, value)
+            return
+        kind = "global"
+    if kind == "global":
+        decl: GlobalDecl = value
+        if decl.name in m.globals or decl.name in m.constsyms:
+            first = (m.globals[decl.name] if decl.name in m.globals else m.constsyms[decl.name][1]).loc
+            raise SassError(f"global '{decl.name}' defined twice"
+                            + (f" (first at line {first.line})" if first else ""), loc)
+        m.globals[decl.name] = decl
+    elif kind == "init":
+        m.inits.append((*value, loc))
+    elif kind == "bind":
+        m.binds.append((*value, loc))
+    elif kind == "moduleconst":
+        bank, offset, word = value
+        m.banks.setdefault(bank, []).append((offset, word, loc))
+    elif kind == "extern":
+        m.externs.setdefault(value, loc)
+
+
+def _declare_name(decls: Declarations, name: str, loc: Optional[Loc]) -> None:
+    if name in decls.locs:
+        first = decls.locs[name]
+        raise SassError(f"'{name}' declared twice" + (f" (first at {first})" if first else ""), loc)
+    decls.locs[name] = loc
+
+
+def _declare(k: Kernel, kind: str, value, loc) -> None:
     """A directive that declares something of kernel `k`."""
-    decls: Declarations = declarations[id(k)]
+    decls = k.declarations
     if kind == "param":
         if any(p.name == value.name for p in k.params):
             raise SassError(f"parameter '{value.name}' declared twice", loc)
@@ -936,7 +889,7 @@ def _declare(k: Kernel, declarations: dict, kind: str, value, loc) -> None:
         data[offset:offset + 4] = word.to_bytes(4, "little")
     elif kind == "reg":
         name, reg = value
-        decls.declare(name, loc)
+        _declare_name(decls, name, loc)
         if reg is None:
             decls.autos.append(AutoName([name], loc))
         else:
@@ -945,7 +898,7 @@ def _declare(k: Kernel, declarations: dict, kind: str, value, loc) -> None:
         prefix, first, last, base = value
         names = [f"{prefix}{i}" for i in range(first, last + 1)]
         for name in names:
-            decls.declare(name, loc)
+            _declare_name(decls, name, loc)
         if base is None:
             decls.autos.append(AutoName(names, loc))
         else:
@@ -956,11 +909,11 @@ def _declare(k: Kernel, declarations: dict, kind: str, value, loc) -> None:
                 decls.registers[name] = (cls, n + i, loc)
     elif kind == "const":
         name, size = value
-        decls.declare(name, loc)
+        _declare_name(decls, name, loc)
         decls.consts.append((name, size, loc))
     elif kind == "smem":
         name, size, align = value
-        decls.declare(name, loc)
+        _declare_name(decls, name, loc)
         decls.smem.append((name, size, align if align is not None else DEFAULT_SMEM_ALIGN, loc))
 
 

@@ -4,7 +4,8 @@ import pytest
 from sassas import SassError, parse
 from sassas.ast import ControlCode
 from sassas.ast import format_operand
-from sassas.parse import parse_control, parse_instruction
+from sassas.control import parse_control
+from sassas.parse import parse_instruction
 
 # (nvdisasm text, [(kind, values, flags)]) -- the canonical form every stage relies on.
 OPERAND_CASES = [

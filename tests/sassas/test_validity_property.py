@@ -24,7 +24,8 @@ from sassas.ast import ControlCode
 from sassas.errors import SassError, SassErrors
 from sassas.isa import get_isa
 from sassas.isa.model import CONTROL_SHIFT
-from sassas.parse import parse_instruction, read_control
+from sassas.control import read_control
+from sassas.parse import parse_instruction
 
 from _fuzz import SEED_ENV, fuzz_seed
 
