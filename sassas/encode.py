@@ -8,6 +8,7 @@ from .ast import Instruction, Kernel
 from .errors import SassError, SassErrors
 from .isa.model import CONTROL_SHIFT
 from .kinds import value_pieces
+from .semantics import SemanticsError, highest_register
 from .validity import control_problems, may_break_rules
 
 ALL_BITS = (1 << 128) - 1
@@ -45,7 +46,6 @@ def count_registers(kernel: Kernel) -> int:
 
 
 def _register_count(instructions: list[Instruction]) -> int:
-    from .semantics import SemanticsError, highest_register
     top = -1
     for inst in instructions:
         try:

@@ -25,6 +25,7 @@ from .arch import CONSTANT_SLOTS, constant_slot, get_arch
 from .ast import NO_BARRIER, Declarations, Instruction, Kernel, Label, Operand, Program, Shape, SymbolRef
 from .dialect import apply_dialect
 from .errors import Diagnostics, SassError
+from .isa import get_isa
 from .kinds import VALUE_PIECES, kind_pieces
 from .regalloc import ThreeSource, allocate
 from .semantics import misaligned_group_message, register_groups
@@ -334,7 +335,6 @@ def _bind(op: Operand, registers, consts, smem, labels, params, known, arch: Opt
 
 
 def _operand_names(arch: str) -> frozenset:
-    from .isa import get_isa
     return get_isa(arch).operand_names
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Union
 
+from .arch import get_arch
 from .ast import BARRIER_COUNT, NO_BARRIER, ControlCode, Instruction, Kernel, Label, Loc, Program
 from .errors import Diagnostic
 from .semantics import (MEMORY_ORDER, ArchTiming, Effects, Reg, SemanticsError, arch_timing, async_read_files,
@@ -475,7 +476,6 @@ def check(item: Union[Program, Kernel, Iterable], arch: Optional[str] = None) ->
         return out
     if arch is None:
         raise ValueError("check() needs an arch for a kernel or instruction list")
-    from .arch import get_arch
     arch = get_arch(arch).name
     insts, labels = instruction_list(item)
     for n, inst in enumerate(insts):

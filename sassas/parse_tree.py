@@ -15,7 +15,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from .ast import AddressOf, ControlCode, GlobalDecl, Instruction, Label, Loc, Operand, Param, Shape, SourceLine
 from .control import read_control
 from .errors import SassError
-from .operands import MAX_REGISTER, canonical_operand, parse_number, parse_register
+from .operands import MAX_REGISTER, Atom, canonical_operand, parse_number, parse_register
 
 
 # The numbers a line plan cuts out of a line (its register numbers and integer literals): a line's
@@ -430,7 +430,6 @@ _build_code: dict[str, object] = {}
 
 
 def _predicate(text: str, loc: Loc):
-    from .operands import Atom
     neg = text[1] == "!"
     reg = text[2:] if neg else text[1:]
     atoms = ([Atom("BANG", "!")] if neg else []) + [Atom("REGISTER", reg)]
