@@ -115,8 +115,8 @@ def finish_program(program: Program, diags: Diagnostics, auto_reuse: bool = Fals
     target = get_arch(program.arch)
     for kernel in program.kernels:
         try:
-            finish_kernel(kernel, kernel.declarations, diags, auto_reuse=auto_reuse, arch=program.arch,
-                          dialect=dialect, dialect_forced=dialect_forced)
+            finish_kernel(kernel, diags, auto_reuse=auto_reuse, arch=program.arch, dialect=dialect,
+                          dialect_forced=dialect_forced)
         except SassError as e:
             diags.error(e)
         if kernel.shared_bytes > target.max_shared_per_block:
@@ -127,11 +127,13 @@ def finish_program(program: Program, diags: Diagnostics, auto_reuse: bool = Fals
                                   f"1..{target.max_registers}", kernel.loc))
 
 
-def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_reuse: bool = False,
-                  arch: Optional[str] = None, dialect: str = "nvdisasm", dialect_forced: bool = False) -> None:
-    """Bind names, check, and (optionally) set reuse flags, in place. `arch`: whose names of
-    operands (HGMMA's `gsb0`) stand as they are, and whose TuringAs spellings are rewritten to
-    what they stand for in `dialect` (:mod:`sassas.dialect`)."""
+def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, arch: Optional[str] = None,
+                  dialect: str = "nvdisasm", dialect_forced: bool = False) -> None:
+    """Bind the names the kernel declared (Kernel.declarations), check, and (optionally) set
+    reuse flags, in place. `arch`: whose names of operands (HGMMA's `gsb0`) stand as they are,
+    and whose TuringAs spellings are rewritten to what they stand for in `dialect`
+    (:mod:`sassas.dialect`)."""
+    decls = kernel.declarations
     labels = {item.name for item in kernel.body if isinstance(item, Label)}
     params = {p.name for p in kernel.params}
     for name in sorted(set(decls.locs) & (labels | params)):
