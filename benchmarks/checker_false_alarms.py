@@ -7,6 +7,7 @@ listed with cuobjdump -sass, checked; prints errors and warnings by kind (all sh
 import argparse
 import collections
 import os
+import re
 import subprocess
 import tempfile
 
@@ -19,7 +20,8 @@ def check_arch(arch: str) -> tuple[int, collections.Counter, dict]:
     cuobjdump = str(oracle.find_tool("cuobjdump", arch))
     counts, examples, kernels = collections.Counter(), {}, 0
     for name, ptx in corpus_ptx.kernels(arch):
-        cubin = oracle.compile_ptx(ptx, arch)
+        target = re.search(r"^\.target (\S+)", ptx, re.M)      # (sm_100a for its own families)
+        cubin = oracle.compile_ptx(ptx, target.group(1) if target else arch)
         if cubin is None:
             continue
         kernels += 1
@@ -39,7 +41,7 @@ def check_arch(arch: str) -> tuple[int, collections.Counter, dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--arch", action="append", default=None)
-    archs = ap.parse_args().arch or ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
+    archs = ap.parse_args().arch or ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"]
     print(f"{'arch':6} {'kernels':>8} {'false alarms':>13}  by kind (first example)")
     for arch in archs:
         kernels, counts, examples = check_arch(arch)

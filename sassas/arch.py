@@ -43,6 +43,16 @@ class Arch:
     # The relocation type of a CALL.ABS target (cuobjdump: R_CUDA_ABS47_34 before Hopper,
     # R_CUDA_ABS55_16_34 on sm_90), as ptxas writes it for calls to its helper functions.
     call_relocation: int = 0x3A
+    # e_flags bits that replace the dialect's own (Blackwell: 0x6000002 where sm_75..sm_90
+    # have 0x6000004, from ptxas 12.9 and 13.0 alike); None: the dialect's.
+    flag_bits: Optional[int] = None
+    # Where blockDim.x sits in constant bank 0 (gridDim.x 12 bytes on): 0 on sm_70..sm_90,
+    # 0x360 on Blackwell (`mov.u32 %r, %ntid.x` -> `LDC R, c[0x0][0x360]`, ptxas 12.9).
+    launch_base: int = 0
+    # The dialects a cubin for this arch can be written in (ptxas 12.9 already writes Blackwell
+    # cubins with the CUDA 13 header, OSABI 0x41 and ABI version 8; the CUDA 12 header of the
+    # older archs is not one that any tool writes for them).
+    abis: tuple[str, ...] = ("cuda12", "cuda13")
 
     @property
     def sm_name(self) -> str:
@@ -67,6 +77,20 @@ ARCHS: dict[str, Arch] = {a.name: a for a in (
         ("EICOMPAT_ATTR_ENABLE_OPPORTUNISTIC_FINALIZATION", 1),
         ("EICOMPAT_ATTR_CAN_FASTPATH_FINALIZE", [0, 0]),
     )),
+    # Blackwell, as ptxas 12.9 and 13.0 write it: parameters at c[0x0][0x380], 1 KiB of shared
+    # memory reserved like sm_90, SW_WAR 0x8 on sm_100/sm_103 and 0x0 on sm_120/sm_121, the
+    # `.nv.compat` attributes of nvcc 13.0 (CAN_FASTPATH_FINALIZE's first value is 9 there).
+    *(Arch(name, sm, 0x380, 32764, 255, 65536, smem * 1024, True, False, war, reserved_shared=1024, rela=True,
+           call_relocation=0x4B, flag_bits=0x6000002, launch_base=0x360, abis=("cuda13",), compat=(
+        ("EICOMPAT_ATTR_CUDA_ACCELERATOR_TARGET", 0),
+        ("EICOMPAT_ATTR_ISA_CLASS", 1),
+        ("EICOMPAT_ATTR_INST_TCGEN05_MMA", 5),
+        ("EICOMPAT_ATTR_0x07", 0x101),
+        ("EICOMPAT_ATTR_INST_TENSORMAP_V1", 0),
+        ("EICOMPAT_ATTR_ENABLE_OPPORTUNISTIC_FINALIZATION", 1),
+        ("EICOMPAT_ATTR_CAN_FASTPATH_FINALIZE", [9, 0]),
+    )) for name, sm, smem, war in (("sm_100", 100, 227, 0x8), ("sm_103", 103, 227, 0x8),
+                                   ("sm_120", 120, 99, 0x0), ("sm_121", 121, 99, 0x0))),
 )}
 # sm_70 defaults to the CUDA 12 dialect: CUDA 13 tools (and nvdisasm 13.5) dropped Volta.
 
@@ -82,17 +106,20 @@ class ConstantSlot:
 
 
 # Offsets as ptxas 12.9 reads them (nvdisasm of small PTX kernels per arch): the memory
-# descriptor with `ULDC.64 UR4, c[0x0][0x118]` (sm_80..sm_89) or `c[0x0][0x208]` (sm_90)
-# before LDG/STG, none on sm_70/sm_75 (their LDG/STG take no descriptor); the stack pointer
-# with `MOV R1, c[0x0][0x28]` at the top of every kernel; the shared window with
+# descriptor with `ULDC.64 UR4, c[0x0][0x118]` (sm_80..sm_89), `c[0x0][0x208]` (sm_90) or
+# `LDCU.64 UR4, c[0x0][0x358]` (Blackwell) before LDG/STG, none on sm_70/sm_75 (their LDG/STG
+# take no descriptor); the stack pointer with `MOV R1, c[0x0][0x28]` (`c[0x0][0x37c]` on
+# Blackwell) at the top of every kernel; the shared window with
 # `MOV R4, c[0x0][0x18]; MOV R5, c[0x0][0x1c]` for `cvta.shared.u64` (sm_90 reads no slot
 # for it); the local window with `IADD3 R4, P0, R1, c[0x0][0x20]` for `cvta.local.u64`.
 CONSTANT_SLOTS: dict[str, ConstantSlot] = {s.name: s for s in (
     ConstantSlot("memoryDescriptor", "the 64-bit global-memory descriptor (desc[UR] of LDG, STG, ATOMG, RED)",
-                 {"sm_80": 0x118, "sm_86": 0x118, "sm_89": 0x118, "sm_90": 0x208},
+                 {"sm_80": 0x118, "sm_86": 0x118, "sm_89": 0x118, "sm_90": 0x208,
+                  **dict.fromkeys(("sm_100", "sm_103", "sm_120", "sm_121"), 0x358)},
                  "its global-memory instructions take no descriptor (ptxas: `LDG.E.SYS R0, [R2]`, no desc[UR])"),
     ConstantSlot("stackPointer", "the initial stack pointer (ptxas: `MOV R1, stackPointer` first)",
-                 dict.fromkeys(("sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"), 0x28)),
+                 {**dict.fromkeys(("sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"), 0x28),
+                  **dict.fromkeys(("sm_100", "sm_103", "sm_120", "sm_121"), 0x37c)}),
     ConstantSlot("sharedWindow", "the 64-bit generic address of shared memory's window (cvta.shared)",
                  dict.fromkeys(("sm_70", "sm_75", "sm_80", "sm_86", "sm_89"), 0x18),
                  "ptxas reads no constant for the shared window there"),

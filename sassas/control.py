@@ -1,6 +1,7 @@
-"""Control codes: their text form, read (ControlCode.to_text writes it), and the rules every arch
-shares, of the yield flag, the stall and the reuse flags: the codes nvdisasm rejects (an error
-where the source writes one) or reads otherwise than written (a warning, see sassas.validity)."""
+"""Control codes: their text forms, read (the TuringAs prefix; ControlCode.to_text writes it) and
+the annotations cuobjdump prints for sm_120 (read and written), and the rules every arch shares,
+of the yield flag, the stall and the reuse flags: the codes nvdisasm rejects (an error where the
+source writes one) or reads otherwise than written (a warning, see sassas.validity)."""
 from __future__ import annotations
 
 import re
@@ -137,3 +138,56 @@ CONTROL_RULES = (
                 message=".reuse with the yield flag 'Y': nvdisasm reads these bits as no reuse flag and "
                         "prints no .reuse; drop the .reuse or the 'Y'"),
 )
+
+
+# ---- the control code as cuobjdump 12.8 prints it for sm_120 ------------------------------
+# After the operands, before the `;`: `&wr=0x1` (write barrier), `&rd=0x2` (read barrier),
+# `&req={0,3}` (the barriers waited on), `?transN` (stall N, yield bit 1) or
+# `?WAITN_END_GROUP` (stall N, yield bit 0: TuringAs `Y`); nothing for a field at its default
+# (no barrier, no wait, stall 0 with yield bit 0). Reuse shows as `.reuse` on the operands.
+CONTROL_NOTE = re.compile(r"&(wr|rd)=0x([0-7])|&req=\{([0-5](?:,[0-5])*)\}|\?trans([0-9]+)|\?WAIT([0-9]+)_END_GROUP")
+
+
+def control_from_notes(notes: list[str], loc: Optional[Loc] = None) -> ControlCode:
+    """The control code that cuobjdump's annotations (`&wr=0x1`, `?trans1`, ...) spell."""
+    write = read = NO_BARRIER
+    mask = stall = 0
+    yield_ = True
+    for note in notes:
+        m = CONTROL_NOTE.fullmatch(note)
+        if m is None:
+            raise SassError(f"unknown control annotation '{note}': expected &wr=0xN, &rd=0xN, &req={{..}}, "
+                            f"?transN or ?WAITN_END_GROUP", loc)
+        which, barrier, waits, trans, wait_stall = m.groups()
+        if barrier is not None:
+            if int(barrier) >= BARRIER_COUNT:
+                raise SassError(f"{note}: scoreboard barriers are 0..{BARRIER_COUNT - 1}", loc)
+            if which == "wr":
+                write = int(barrier)
+            else:
+                read = int(barrier)
+        elif waits is not None:
+            for b in waits.split(","):
+                mask |= 1 << int(b)
+        else:
+            stall = int(trans if trans is not None else wait_stall)
+            yield_ = trans is None
+            if stall > 15:
+                raise SassError(f"{note}: stall {stall} out of range 0..15", loc)
+    return ControlCode(stall=stall, yield_=yield_, write_barrier=write, read_barrier=read, wait_mask=mask)
+
+
+def format_notes(code: ControlCode) -> str:
+    """`code` as cuobjdump 12.8 annotates an sm_120 instruction (reuse left out)."""
+    notes = []
+    if code.wait_mask:
+        notes.append("&req={" + ",".join(str(b) for b in reversed(range(BARRIER_COUNT)) if code.wait_mask >> b & 1) + "}")
+    if code.read_barrier != NO_BARRIER:
+        notes.append(f"&rd=0x{code.read_barrier:x}")
+    if code.write_barrier != NO_BARRIER:
+        notes.append(f"&wr=0x{code.write_barrier:x}")
+    if not code.yield_:
+        notes.append(f"?trans{code.stall}")
+    elif code.stall:
+        notes.append(f"?WAIT{code.stall}_END_GROUP")
+    return " ".join(notes)

@@ -660,7 +660,7 @@ def _max_registers(arch: Arch, k: KernelImage) -> int:
 def write_cubin(arch: Union[str, Arch], kernels: Sequence[KernelImage],
                 constants: Union[bytes, ConstantBank, None] = None, *, abi: Optional[str] = None,
                 module: Optional[ModuleImage] = None) -> bytes:
-    """Build a cubin for `arch` ('sm_70'..'sm_90') holding `kernels`, and `module`'s global
+    """Build a cubin for `arch` ('sm_70'..'sm_121') holding `kernels`, and `module`'s global
     variables, module constant banks and their relocations.
 
     `abi` picks the ELF dialect ('cuda12': ptxas 12.x, loads on CUDA 12 and 13 drivers;
@@ -669,6 +669,9 @@ def write_cubin(arch: Union[str, Arch], kernels: Sequence[KernelImage],
     """
     arch = get_arch(arch) if isinstance(arch, str) else arch
     elf_abi = get_abi(abi or arch.default_abi)
+    if elf_abi.name not in arch.abis:
+        raise ValueError(f"{arch.name} cubins are written in the {' or '.join(arch.abis)} dialect, "
+                         f"not {elf_abi.name}")
     names = [k.name for k in kernels]
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate kernel names: {names}")
@@ -1074,7 +1077,7 @@ def _serialise(sections: list[Section], symbols: list[Symbol], *, arch: Arch, ab
 
     out = bytearray()
     ident = ELF_MAGIC + bytes([ELFCLASS64, ELFDATA2LSB, EV_CURRENT, abi.osabi, abi.abi_version])
-    e_flags = abi.flag_bits
+    e_flags = abi.flag_bits if arch.flag_bits is None else arch.flag_bits
     for shift in abi.sm_shifts:
         e_flags |= arch.sm << shift
     out += Elf64_Ehdr.pack(

@@ -1,7 +1,9 @@
 """Read `cuobjdump -sass` / `nvdisasm -hex` listings into kernels, control codes included.
 
 Each instruction line carries its low 64 bits as a hex comment and the next line its high
-64 bits; :func:`sassas.parse.parse_instruction` takes the control code from them.
+64 bits; :func:`sassas.parse.parse_instruction` takes the control code from them. cuobjdump
+12.8 prints sm_120 code with the low word only and the control code as annotations
+(`&wr=0x1 &req={3} ?trans1`), which then give it.
 """
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import re
 from typing import Optional
 
 from .ast import ControlCode, Instruction, Kernel, Loc
+from .control import CONTROL_NOTE, control_from_notes
 from .errors import SassError
 from .parse import parse_instruction
 
@@ -33,7 +36,44 @@ def read_listing(text: str, filename: str = "<listing>") -> tuple[list[Kernel], 
     errors: list[SassError] = []
     current: Optional[Kernel] = None
     pending: Optional[tuple[int, str, str, int, str]] = None
+
+    def add(address: int, body: str, low: str, high: Optional[str], line_no: int, source: str) -> None:
+        nonlocal current
+        if current is None:
+            current = Kernel(name="kernel", loc=Loc(filename, 1, 1))
+            kernels.append(current)
+        loc = Loc(filename, line_no, source.find(body) + 1, source)
+        words = f"/* {low} */" + (f" /* {high} */" if high else "")
+        try:
+            inst = parse_instruction(f"{body} {words}", filename)
+            if high is None and inst.control is None:
+                inst.control = control_from_notes([])      # (no annotation: all at defaults)
+        except SassError as e:
+            errors.append(SassError(f"cannot read instruction: {e.message}", loc))
+            mnemonic = _MNEMONIC.match(body)
+            parts = mnemonic.group(1).split(".") if mnemonic else ["NOP"]
+            control = ControlCode.from_word(int(high, 16) << 64 | int(low, 16)) if high else None
+            if high is None:
+                try:
+                    control = control_from_notes([m.group(0) for m in CONTROL_NOTE.finditer(body)])
+                except SassError:
+                    pass            # (the parser's error, just recorded, says what is wrong)
+            inst = UnreadableInstruction(opcode=parts[0], modifiers=tuple(parts[1:]), control=control)
+        inst.loc = loc
+        inst.address = address
+        current.body.append(inst)
+
     for number, line in enumerate(text.splitlines(), 1):
+        m = _HIGH_WORD.match(line)
+        if m and pending is not None:
+            add(*pending[:3], m.group(1), *pending[3:])
+            pending = None
+            continue
+        if pending is not None:
+            # cuobjdump 12.8 prints sm_120 code with its low word only, the control code as
+            # annotations (`&wr=0x1 ?trans1`) before the `;`.
+            add(*pending[:3], None, *pending[3:])
+            pending = None
         m = _FUNCTION.match(line) or _NVDISASM_FUNCTION.match(line)
         if m:
             current = Kernel(name=m.group(1), loc=Loc(filename, number, 1, line))
@@ -42,25 +82,6 @@ def read_listing(text: str, filename: str = "<listing>") -> tuple[list[Kernel], 
         m = _INSTRUCTION.search(line)
         if m:
             pending = (int(m.group(1), 16), m.group(2), m.group(3), number, line)
-            continue
-        m = _HIGH_WORD.match(line)
-        if m and pending is not None:
-            address, body, low, line_no, source = pending
-            pending = None
-            if current is None:
-                current = Kernel(name="kernel", loc=Loc(filename, 1, 1))
-                kernels.append(current)
-            loc = Loc(filename, line_no, source.find(body) + 1, source)
-            try:
-                inst = parse_instruction(f"{body} /* {low} */ /* {m.group(1)} */", filename)
-            except SassError as e:
-                errors.append(SassError(f"cannot read instruction: {e.message}", loc))
-                word = int(m.group(1), 16) << 64 | int(low, 16)
-                mnemonic = _MNEMONIC.match(body)
-                parts = mnemonic.group(1).split(".") if mnemonic else ["NOP"]
-                inst = UnreadableInstruction(opcode=parts[0], modifiers=tuple(parts[1:]),
-                                             control=ControlCode.from_word(word))
-            inst.loc = loc
-            inst.address = address
-            current.body.append(inst)
+    if pending is not None:
+        add(*pending[:3], None, *pending[3:])
     return kernels, errors

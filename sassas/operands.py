@@ -28,11 +28,13 @@ OPERAND_KEYWORDS = frozenset({"PR", "UPR"})
 # The highest register a program may name, per class; the one above is the zero/true register
 # (RZ, URZ, PT, UPT), written by name.
 MAX_REGISTER = {"R": 254, "UR": 62, "P": 6, "UP": 6, "B": 15, "SB": 7}
-# CUDA's launch dimensions, at the same place of constant bank 0 on sm_70..sm_90 (TuringAs names).
+# CUDA's launch dimensions (TuringAs names): their offsets from the arch's launch_base in
+# constant bank 0 (0 on sm_70..sm_90, 0x360 on Blackwell); the resolver adds the base.
 LAUNCH_CONSTANTS = {
     ("blockDim", ".x"): 0x0, ("blockDim", ".y"): 0x4, ("blockDim", ".z"): 0x8,
     ("gridDim", ".x"): 0xC, ("gridDim", ".y"): 0x10, ("gridDim", ".z"): 0x14,
 }
+LAUNCH_NAMES = frozenset(name + suffix for name, suffix in LAUNCH_CONSTANTS)
 
 
 class Atom:
@@ -160,6 +162,7 @@ def canonical_operand(atoms: Sequence, loc: Loc | None = None, sources: dict | N
             elif i + 1 < n and atoms[i + 1].type == "SUFFIX" and (v, atoms[i + 1].value) in LAUNCH_CONSTANTS:
                 kind.append("C[I][I]")
                 values.extend((0, LAUNCH_CONSTANTS[(v, atoms[i + 1].value)]))
+                symbol = v + atoms[i + 1].value
                 i += 2
                 continue
             else:

@@ -175,6 +175,8 @@ def _plan_line(line: str, parts: list, lineno: int, lines: Lines) -> tuple[Optio
             atom_lists = [list(op.children) for op in ops.children] if ops is not None else []
             for tok in tokens:
                 number_of(tok)          # numbers must not stand in the statement's own tokens
+                if tok.type == "CONTROL_NOTE":
+                    cacheable = False   # (its control code read from the hex words themselves)
             plan = StatementPlan(tokens, atom_lists, place, number_of)
             plan_items.append(("statement", plan))
         elif item.data == "label":

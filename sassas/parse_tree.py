@@ -13,7 +13,7 @@ from lark import Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from .ast import AddressOf, ControlCode, GlobalDecl, Instruction, Label, Loc, Operand, Param, Shape, SourceLine
-from .control import read_control
+from .control import control_from_notes, format_notes, read_control
 from .errors import SassError
 from .operands import MAX_REGISTER, Atom, canonical_operand, parse_number, parse_register
 
@@ -308,8 +308,11 @@ class StatementPlan:
             operands.append((op.kind, op.values, op.flags, op.symbol, tuple(fills), *where))
         control = predicate = None
         hexwords = []
+        notes = []
         for tok in tokens:
-            if tok.type == "CONTROL":
+            if tok.type == "CONTROL_NOTE":
+                notes.append(tok)
+            elif tok.type == "CONTROL":
                 control = read_control(tok.value, place(tok)[1])
             elif tok.type == "PREDICATE":
                 predicate = _predicate(tok.value, place(tok)[1])      # (an Operand every build shares)
@@ -321,7 +324,13 @@ class StatementPlan:
         # Listings print the control bits only inside the instruction's hex: take them from
         # bits 105..127 (and nothing else from the hex); from open numbers when built.
         self.control_words = None
-        if control is None and len(hexwords) >= 2:
+        if notes:
+            control = _noted_control(control, notes, tokens, place)
+        elif control is None and len(hexwords) == 1 and tokens[0].type == "ADDRESS":
+            # A listing line with its low word alone (cuobjdump 12.8, sm_120): no annotation
+            # is the control code at its defaults.
+            control = control_from_notes([])
+        elif control is None and len(hexwords) >= 2:
             (low_number, low), (high_number, high) = hexwords[:2]
             if low_number is None and high_number is None:
                 control = ControlCode.from_word(high << 64 | low)
@@ -346,6 +355,24 @@ class StatementPlan:
         def loc(line, part, offset):
             return Loc.on(lines.info(lineno + line), starts[part] + offset + 1)
         return loc(*self.where), tuple(loc(line, part, offset) for *_, line, part, offset in self.operands)
+
+
+def _noted_control(control: Optional[ControlCode], notes: list, tokens: list, place) -> ControlCode:
+    """The control code of a statement annotated as cuobjdump 12.8 prints sm_120 code
+    (`&wr=0x1 ?trans1`), checked against its control prefix and its hex words where it has
+    them. (Such a line is never planned: its hex words are read here, not built.)"""
+    noted = control_from_notes([t.value for t in notes], place(notes[0])[1])
+    fields = lambda c: (c.stall, c.yield_, c.write_barrier, c.read_barrier, c.wait_mask)
+    hexwords = [t for t in tokens if t.type == "HEXWORD"]
+    if control is None and len(hexwords) >= 2:
+        low, high = (int(t.value[2:-2].strip(), 16) for t in hexwords[:2])
+        control, given = ControlCode.from_word(high << 64 | low), "the hex words"
+    else:
+        given = "the control prefix"
+    if control is not None and fields(control) != fields(noted):
+        raise SassError(f"control annotations '{' '.join(t.value for t in notes)}' disagree with {given}, "
+                        f"which say '{format_notes(control) or '(none)'}'", place(notes[0])[1])
+    return control or noted
 
 
 def _compile_build(plan: StatementPlan):

@@ -15,6 +15,7 @@ from .errors import SassError
 from .isa import get_isa
 from .isa.model import form_key
 from .kinds import VALUE_PIECES, kind_pieces
+from .operands import LAUNCH_NAMES
 
 INSTRUCTION_BYTES = 16
 PARAM_BANK = 0
@@ -190,6 +191,8 @@ def _resolve_operand(op: Operand, labels, params, registers, arch: Arch) -> Oper
     if op.symbol is None:
         return op
     name = op.symbol
+    if op.kind == "C[I][I]" and name in LAUNCH_NAMES:
+        return replace(op, values=(op.values[0], arch.launch_base + op.values[1]), symbol=None)
     if op.kind == _PARAM_WORD:
         return _param_word(op, params, arch, name, op.values[1])
     if op.kind == "N":

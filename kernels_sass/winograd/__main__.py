@@ -11,6 +11,8 @@
   report  re-render a bench JSON (here, no GPU): table, cuDNN anchors (data/, measured on an H200), plot.
   sass    print the generated SASS of one shape.
   sim     run the generated SASS in the CPU simulator on one shape and compare with NumPy.
+  train-bench  training-step time (forward + both gradients) of ResNet-18/34's 3x3 layers:
+          the Conv2d layer against nn.Conv2d in FP32 and with TF32 (train_bench.py).
 
 Progress goes to stderr; tables to stdout.
 """
@@ -25,6 +27,7 @@ from .ncu import cmd_loop, cmd_profile
 from .plan import Options
 from .prebuild import cmd_prebuild, cmd_sass
 from .report import cmd_report
+from .train_bench import cmd_train_bench
 from .workloads import EIGHT_BY_EIGHT
 
 
@@ -126,6 +129,12 @@ def main(argv=None) -> int:
     q.add_argument("--gemm-options", nargs="*", default=["", EIGHT_BY_EIGHT],
                    help="the F(4x4,3x3) GEMM variants (gemm --options)")
     q.set_defaults(func=cmd_prebuild)
+    q = sub.add_parser("train-bench", help="training step of ResNet-18/34's 3x3 layers: Conv2d against nn.Conv2d")
+    q.add_argument("--batch", nargs="*", type=int, default=[32, 64, 128])
+    q.add_argument("--configs", nargs="*", help="prefixes, e.g. Conv2 Conv5/N128")
+    q.add_argument("--reps", type=int, default=20)
+    q.add_argument("--json")
+    q.set_defaults(func=cmd_train_bench)
     args = p.parse_args(argv)
     try:
         return args.func(args)

@@ -20,7 +20,7 @@ _STORE = (".visible .entry k(.param .u64 p){{ .reg .b64 %a<3>; .reg .b32 %v; {de
 # are 64-bit addresses read a word at a time, the descriptor a pair at once)
 PROBES = {
     "memoryDescriptor": (_STORE.format(decl="", body="ld.global.u32 %v,[%a0]; add.u32 %v,%v,1; st.global.u32 [%a0],%v;"),
-                         r"ULDC\.64 UR\d+, c\[0x0\]\[(0x[0-9a-f]+)\]", 1),
+                         r"(?:ULDC|LDCU)\.64 UR\d+, c\[0x0\]\[(0x[0-9a-f]+)\]", 1),
     "stackPointer": (_STORE.format(decl="", body="st.global.u32 [%a0],1;"),
                      r"(?:MOV|IMAD\.MOV\.U32|LDC) R1, (?:RZ, RZ, )?c\[0x0\]\[(0x[0-9a-f]+)\]", 1),
     "sharedWindow": (_STORE.format(decl=".shared .align 4 .b32 s[64];",

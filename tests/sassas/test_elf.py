@@ -138,7 +138,10 @@ def _ptxas_cubin(arch: str, workdir: Path) -> bytes:
     src = workdir / f"ref_{arch}.ptx"
     out = workdir / f"ref_{arch}.cubin"
     if not out.exists():
-        src.write_text(PTX.format(target=arch))
+        text = PTX.format(target=arch)
+        if get_arch(arch).sm >= 100:          # (Blackwell targets need PTX 8.6+)
+            text = text.replace(".version 7.8", ".version 8.8", 1)
+        src.write_text(text)
         proc = _run([ptxas, "-arch", arch, "-o", out, src])
         if proc.returncode:
             pytest.skip(f"ptxas cannot compile for {arch}: {proc.stderr.strip()}")
@@ -193,7 +196,7 @@ def _clean_stderr(stderr: str, abi: str) -> list[str]:
 
 
 def _abis(arch: str) -> list[str]:
-    return ["cuda12"] if arch == "sm_70" else ["cuda12", "cuda13"]
+    return ["cuda12"] if arch == "sm_70" else list(get_arch(arch).abis)
 
 
 def _images_from(cubin: bytes, arch: str) -> list[KernelImage]:
@@ -213,7 +216,7 @@ def _images_from(cubin: bytes, arch: str) -> list[KernelImage]:
 @pytest.mark.parametrize("arch", ARCH_NAMES)
 def test_reader_sees_ptxas_kernels(arch, workdir):
     info = read_cubin(_ptxas_cubin(arch, workdir))
-    assert info.arch == arch and info.abi == "cuda12"
+    assert info.arch == arch and info.abi == ("cuda13" if get_arch(arch).sm >= 100 else "cuda12")
     assert sorted(k.name for k in info.kernels) == ["frame", "noparams", "reverse", "saxpy"]
     saxpy, reverse = info.kernel("saxpy"), info.kernel("reverse")
     assert saxpy.params == [ParamInfo(0, 4), ParamInfo(8, 8), ParamInfo(16, 8), ParamInfo(24, 4)]
@@ -348,7 +351,7 @@ def test_written_cubin_matches_nvcc(arch, workdir):
 
 def test_cuda12_dialect_header_matches_ptxas(workdir):
     """Same ELF header fields and per-kernel section flags/info as ptxas 12.9."""
-    for arch in ARCH_NAMES:
+    for arch in [a for a in ARCH_NAMES if "cuda12" in get_arch(a).abis]:
         reference = _ptxas_cubin(arch, workdir)
         ref, ours = read_cubin(reference), read_cubin(write_cubin(arch, _images_from(reference, arch), abi="cuda12"))
         assert ours.e_flags == ref.e_flags
@@ -357,6 +360,30 @@ def test_cuda12_dialect_header_matches_ptxas(workdir):
             a, b = ref.section(f".text.{k.name}"), ours.section(f".text.{k.name}")
             assert a.flags == b.flags, k.name                      # barrier count bits
             assert a.info >> 24 == b.info >> 24, k.name            # register count (pre-sm_90)
+
+
+BLACKWELL = [a for a in ARCH_NAMES if get_arch(a).sm >= 100]
+
+
+@pytest.mark.parametrize("arch", BLACKWELL)
+def test_blackwell_header_and_attributes_match_ptxas(arch, workdir):
+    """ptxas 12.9 writes Blackwell cubins with the CUDA 13 header (OSABI 0x41, ABI 8, e_flags
+    0x6000002 | SM << 8); sassas writes the same header, and every kernel attribute ptxas
+    writes with the same value, but for those the writer leaves out (SPARSE_MMA_MASK and the
+    two unnamed ones, as on sm_90) and the toolkit's own version."""
+    reference = _ptxas_cubin(arch, workdir)
+    written = write_cubin(arch, _images_from(reference, arch))
+    assert written[:16] == reference[:16]
+    ref, ours = read_cubin(reference), read_cubin(written)
+    assert (ours.e_flags, ours.abi) == (ref.e_flags, "cuda13") and ref.e_flags >> 8 & 0xFF == get_arch(arch).sm
+    skipped = {"EIATTR_SPARSE_MMA_MASK", "EIATTR_CUDA_API_VERSION", "EIATTR_0x4a", "EIATTR_0x5f"}
+    for k in ref.kernels:
+        mine = ours.kernel(k.name)
+        assert mine.param_base == k.param_base == 0x380
+        assert ([(a.name, a.value) for a in mine.attributes if a.name not in skipped]
+                == [(a.name, a.value) for a in k.attributes if a.name not in skipped]), k.name
+    with pytest.raises(ValueError, match="cuda13"):
+        write_cubin(arch, _images_from(reference, arch), abi="cuda12")
 
 
 def test_attribute_names_match_cuobjdump(workdir):

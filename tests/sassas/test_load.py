@@ -123,7 +123,9 @@ def test_load_accepts_bytes_path_and_data_objects(tmp_path):
 # ------------------------------------------------------------------------------ GPU tests
 
 _available, _reason = L.gpu_available()
-gpu = pytest.mark.skipif(not _available, reason=f"no GPU: {_reason}")
+def gpu(test):
+    """A GPU test: marked `gpu` (so `-m gpu` selects it) and skipped, with the reason, without one."""
+    return pytest.mark.gpu(pytest.mark.skipif(not _available, reason=f"no GPU: {_reason}")(test))
 
 CUDA_SOURCE = r"""
 extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
@@ -291,9 +293,10 @@ out, 8
 --:-:-:Y:4  MOV R6, 0x1234;
 --:-:-:Y:4  MOV R4, 0x5678;
 --:-:0:-:2  CS2R R5, SR_CLOCKLO;
---:-:-:Y:4  ULDC.64 UR4, memoryDescriptor;
+--:-:-:Y:f  ULDC.64 UR4, memoryDescriptor;
 --:-:1:-:1  LDC.64 R2, out[0];
-03:-:-:-:1  STG.E.STRONG.GPU desc[UR4][R2.64], R4;
+03:-:-:Y:f  NOP;
+--:-:-:-:1  STG.E.STRONG.GPU desc[UR4][R2.64], R4;
 --:-:-:-:1  STG.E.STRONG.GPU desc[UR4][R2.64+0x4], R5;
 --:-:-:-:1  STG.E.STRONG.GPU desc[UR4][R2.64+0x8], R6;
 --:-:-:Y:5  EXIT;

@@ -26,6 +26,7 @@ def test_cluster_dims_must_divide_the_grid():
         L._cluster_dims((1, 2), (4, 3, 1))
 
 
+@pytest.mark.gpu
 def test_cluster_launch_gives_every_cta_its_rank():
     ok, why = L.gpu_available()
     if not ok:

