@@ -181,7 +181,8 @@ def format_notes(code: ControlCode) -> str:
     """`code` as cuobjdump 12.8 annotates an sm_120 instruction (reuse left out)."""
     notes = []
     if code.wait_mask:
-        notes.append("&req={" + ",".join(str(b) for b in reversed(range(BARRIER_COUNT)) if code.wait_mask >> b & 1) + "}")
+        waited = [str(b) for b in reversed(range(BARRIER_COUNT)) if code.wait_mask >> b & 1]
+        notes.append("&req={" + ",".join(waited) + "}")
     if code.read_barrier != NO_BARRIER:
         notes.append(f"&rd=0x{code.read_barrier:x}")
     if code.write_barrier != NO_BARRIER:
