@@ -143,8 +143,8 @@ def run_process(path: str, arch: str, out: str) -> tuple[float, float]:
 
 
 def stage_seconds(text: str, arch: str) -> tuple[float, ...]:
-    """In-process wall seconds of parse (with preprocess and front end), resolve, encode with the
-    barrier-warning pass, ELF (garbage collector paused, as sassas.assemble pauses it)."""
+    """In-process wall seconds of parse (with preprocess and front end), resolve, schedule and
+    encode with the barrier-warning pass, ELF (garbage collector paused, as sassas.assemble pauses it)."""
     import gc
     import sassas
     from sassas import elf
@@ -154,6 +154,7 @@ def stage_seconds(text: str, arch: str) -> tuple[float, ...]:
     from sassas.hazards import barrier_raise_warnings
     from sassas.isa import get_isa
     from sassas.resolve import resolve_kernel
+    from sassas.schedule import schedule_kernel
     target = get_arch(arch)
     isa = get_isa(target.name)
     gc.disable()
@@ -164,6 +165,8 @@ def stage_seconds(text: str, arch: str) -> tuple[float, ...]:
         for k in prog.kernels:
             resolve_kernel(k, target)
         t2 = time.perf_counter()
+        for k in prog.kernels:
+            schedule_kernel(k, target)
         encoded = [encode_kernel(k, target, isa) for k in prog.kernels]
         for k in prog.kernels:
             list(barrier_raise_warnings(k, target.name))

@@ -11,7 +11,7 @@ import re
 import subprocess
 import tempfile
 
-from sassas.hazards import check_file
+from sassas.check import check_file
 from sassas.isa import oracle
 from sassas.isa.corpus import ptx as corpus_ptx
 

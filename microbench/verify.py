@@ -72,7 +72,7 @@ def compare(text: str, cubin: bytes, arch: str = "sm_90") -> list[str]:
     """Differences between the source and what nvdisasm reads in the cubin (empty: none)."""
     from sassas.ast import ControlCode
     from sassas.isa import oracle
-    from sassas.parse import read_control
+    from sassas.control import read_control
     want = intended(text)
     got_sections = {name.split(".text.", 1)[-1]: code for name, code in oracle.text_sections(cubin)}
     problems = []

@@ -1,4 +1,5 @@
-"""The pipeline, stage by stage: preprocess -> parse -> resolve -> control -> encode -> ELF."""
+"""The pipeline, stage by stage: preprocess -> parse -> front end (and the module data's check) ->
+resolve -> schedule (the control codes the source leaves out) -> yield strategy -> encode -> ELF."""
 from __future__ import annotations
 
 import contextlib
@@ -8,15 +9,21 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
+from . import elf
 from .arch import get_arch
 from .ast import Program
 from .dialect import DIALECTS, detect_dialect
+from .encode import EncodedKernel, encode_kernel
 from .errors import Diagnostic, Diagnostics
 from .files import read_source, write_atomic
-from .encode import EncodedKernel, encode_kernel
+from .frontend import finish_program
+from .hazards import barrier_raise_warnings
+from .isa import get_isa
+from .module import build_module, check_module
 from .parse import Lines, parse_program
 from .preprocess import preprocess
 from .resolve import resolve_kernel
+from .schedule import apply_yield_strategy, schedule_kernel
 
 
 @dataclass
@@ -59,8 +66,9 @@ def parse(text: str, arch: str = "sm_90", filename: str = "<input>", include_dir
           kernel_name: Optional[str] = None, *, allow_exec: bool = True, auto_reuse: bool = False,
           warnings_as_errors: bool = False, diagnostics: Optional[Diagnostics] = None,
           dialect: Optional[str] = None) -> Program:
-    """Preprocess and parse source into a Program: register, constant and shared-memory names
-    bound, labels and parameters not yet resolved.
+    """Preprocess and parse source into a Program, through the front end: register, constant
+    and shared-memory names bound, the module data checked, labels and parameters not yet
+    resolved.
 
     allow_exec=False refuses inline Python (`<code>`, `{expr}`, `.include "x.py"`);
     auto_reuse sets `.reuse` flags where safe; warnings go to `diagnostics` (if given) and,
@@ -74,9 +82,13 @@ def parse(text: str, arch: str = "sm_90", filename: str = "<input>", include_dir
         raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, not {dialect!r}")
     pre = preprocess(text, filename, tuple(include_dirs), allow_exec=allow_exec)
     lines = Lines(pre.text, filename, pre.origins, pre.sources)
-    return parse_program(pre.text, target.name, filename, lines, default_kernel=kernel_name,
-                         diagnostics=diags, auto_reuse=auto_reuse, listing=pre.listing,
-                         dialect=dialect or detect_dialect(text, pre.listing), dialect_forced=dialect is not None)
+    program = parse_program(pre.text, target.name, filename, lines, default_kernel=kernel_name,
+                            diagnostics=diags, listing=pre.listing)
+    check_module(program, diags)
+    finish_program(program, diags, auto_reuse=auto_reuse, dialect=dialect or detect_dialect(text, pre.listing),
+                   dialect_forced=dialect is not None)
+    diags.raise_if_errors()
+    return program
 
 
 @_gc_paused
@@ -92,22 +104,16 @@ def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, inclu
     Raises :class:`sassas.SassError` (with file:line:col) for any error in the input; the
     warnings are in ``Cubin.warnings``. See :func:`parse` for the options.
     """
-    from . import elf
-    from .isa import get_isa
-
     target = get_arch(arch)
     diags = Diagnostics(warnings_as_errors)
     program = parse(text, arch, filename, include_dirs, kernel_name, allow_exec=allow_exec,
                     auto_reuse=auto_reuse, diagnostics=diags, dialect=dialect)
-    from .hazards import barrier_raise_warnings
-
     isa = get_isa(target.name)
     images = []
     for kernel in program.kernels:
         resolve_kernel(kernel, target)
+        schedule_kernel(kernel, target)        # (instructions without a control code get one)
         if yield_strategy is not None:
-            from .schedule import apply_yield_strategy, schedule_kernel
-            schedule_kernel(kernel, target)
             apply_yield_strategy(kernel, yield_strategy)
         encoded = encode_kernel(kernel, target, isa)
         for message, loc in encoded.warnings:
@@ -116,7 +122,6 @@ def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, inclu
             diags.warn(message, loc)
         images.append(_image(encoded))
     diags.raise_if_errors()
-    from .module import build_module
     data = elf.write_cubin(target.name, images, module=build_module(program))
     return Cubin(data=data, arch=target.name, kernel_names=[k.name for k in program.kernels], program=program,
                  warnings=diags.warnings)
@@ -127,7 +132,6 @@ def assemble_file(path: Union[str, os.PathLike], arch: str = "sm_90", **kw) -> C
 
 
 def _image(enc: EncodedKernel):
-    from . import elf
     k = enc.kernel
     return elf.KernelImage(
         name=k.name, code=enc.code,

@@ -32,8 +32,11 @@ offset inside brackets is an explicit ``+0`` so ``[R2]`` and ``[R2+0x8]`` share 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import FrozenInstanceError, dataclass, field, replace
 from typing import NamedTuple, Optional, Union
+
+from .kinds import REGISTER_PIECES, kind_pieces
 
 Number = Union[int, float]
 Value = Union[int, float, str]
@@ -106,6 +109,8 @@ _set_source, _set_col = Loc.source.__set__, Loc.col.__set__
 # With c = high64 >> 41:  stall c[0:4], yield c[4], write barrier c[5:8], read barrier c[8:11],
 # wait mask c[11:17], reuse c[17:21].
 NO_BARRIER = 7
+# Scoreboard barriers 0..5: a wait mask has a bit for each.
+BARRIER_COUNT = 6
 
 
 # A stall written `-` (TuringAs: the opcode's default latency), until the front end puts in
@@ -155,11 +160,12 @@ class ControlCode:
         return cls.from_bits(word >> 105)
 
     def to_text(self) -> str:
-        """TuringAs notation ``wait:read:write:yield:stall``, e.g. ``B-1----:R-:W2:Y:S04``
-        is maxas's; we print TuringAs's ``--:-:2:Y:4`` style: wait mask as 6 hex... see
-        :func:`sassas.control.format_control`."""
-        from .control import format_control
-        return format_control(self)
+        """TuringAs's notation ``wait:read:write:yield:stall``, e.g. ``--:-:2:Y:4``; the wait
+        mask in two decimal digits, as TuringAs reads the field (see sassas.control.read_control)."""
+        wait = f"{self.wait_mask:02d}" if self.wait_mask else "--"
+        read = "-" if self.read_barrier == NO_BARRIER else str(self.read_barrier)
+        write = "-" if self.write_barrier == NO_BARRIER else str(self.write_barrier)
+        return f"{wait}:{read}:{write}:{'Y' if self.yield_ else '-'}:{self.stall:x}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,8 +221,90 @@ class Operand:
         return flag in self.flags
 
     def __str__(self) -> str:
-        from .operands import format_operand
         return format_operand(self)
+
+
+# ---- operands as text ------------------------------------------------------------------
+
+# The zero/true register of each file is written by name.
+ZERO_NAMES = {("R", 255): "RZ", ("UR", 63): "URZ", ("P", 7): "PT", ("UP", 7): "UPT"}
+# The kind of a set of scoreboards (`{4,3,2,1}`); its one value is the mask.
+SCOREBOARD_SET = "{I}"
+
+
+def format_number(v) -> str:
+    if isinstance(v, float):
+        if math.isinf(v):
+            return "+INF" if v > 0 else "-INF"
+        if math.isnan(v):
+            return "+QNAN"
+        return repr(v)
+    return f"-0x{-v:x}" if v < 0 else f"0x{v:x}"
+
+
+def format_register(cls: str, num: int) -> str:
+    return ZERO_NAMES.get((cls, num), f"{cls}{num}")
+
+
+def format_operand(op: Operand, number=format_number) -> str:
+    """Text of an operand in nvdisasm's style; ``number`` formats immediates.
+
+    nvdisasm writes a plain operand as ``-|R3|.reuse.H0_H0``: the bars around the value,
+    then ``.reuse``, then the suffixes; inside brackets a suffix stays on its register
+    (``[R2.64+UR4]``); a constant ends with them (``c[0x0] [0x178].H0_H0``)."""
+    if isinstance(op.symbol, SymbolRef):
+        return str(op.symbol)          # an address the driver fills in
+    if op.kind == SCOREBOARD_SET:
+        return format_scoreboard_set(op.values[0])
+    out: list[str] = []
+    vals = list(op.values)
+    suffixes = [f for f in sorted(op.flags) if f.startswith(".")]
+    bracketed = "[" in op.kind
+    # A warpgroup MMA's descriptor takes its flags after the bracket: `gdesc[UR8].negA.tnspA`.
+    descriptor = op.kind.startswith(("desc[", "gdesc[", "tmem["))
+    first_reg = True
+    for tok in kind_pieces(op.kind):
+        if tok in REGISTER_PIECES:
+            out.append(format_register(tok, vals.pop(0)))
+            if first_reg and bracketed and not descriptor:
+                out.extend(suffixes)
+            first_reg = False
+        elif tok == "SR":
+            out.append(str(vals.pop(0)))
+        elif tok == "I":
+            out.append(number(vals.pop(0)))
+        elif tok == "+I":
+            v = vals.pop(0)
+            if v != 0:
+                out.append("+" + number(v))
+        elif tok == "L":
+            out.append(f"`({vals.pop(0)})")
+        elif tok == "N":
+            out.append(str(vals.pop(0)))
+        elif tok == "C":
+            out.append("c")
+        else:
+            out.append(tok)
+    body = "".join(out)
+    if "|" in op.flags:
+        body = f"|{body}|"
+    for f in ("-", "~", "!"):
+        if f in op.flags:
+            body = f + body
+    if "reuse" in op.flags:
+        body += ".reuse"
+    if not bracketed or descriptor:
+        body += "".join(suffixes)
+    elif first_reg and suffixes:
+        # A constant with a suffix (only the packed-half ops give one: a swizzle) ends with
+        # it, and nvdisasm leaves a space before the offset: `c[0x0] [0x178].H0_H0`.
+        body = body.replace("][", "] [", 1) + "".join(suffixes)
+    return body
+
+
+def format_scoreboard_set(mask: int) -> str:
+    """nvdisasm's text of a scoreboard set: highest first, `{4,3,2,1}`."""
+    return "{" + ",".join(str(n) for n in range(mask.bit_length() - 1, -1, -1) if mask >> n & 1) + "}"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -333,6 +421,34 @@ class Param:
     loc: Optional[Loc] = None
 
 
+# ---- what a kernel declares about names (sassas.frontend binds them) ----------------------
+
+# Alignment of a shared-memory name declared without one: enough for LDS.128/STS.128.
+DEFAULT_SMEM_ALIGN = 16
+
+
+@dataclass
+class AutoName:
+    """A register name (or a vector of names) declared without a number: the register
+    allocator (sassas.regalloc) gives it one."""
+    names: list[str]             # one for a scalar; prefix0..prefixN for a vector
+    loc: Optional[Loc]
+    align: int = 1               # the first register's alignment
+    width: int = 1               # registers a scalar covers (2/4 when used as a wide operand)
+    # per member: alignment that member's register needs (from its uses)
+    member_align: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class Declarations:
+    """What a kernel declared about names, in source order."""
+    registers: dict[str, tuple[str, int, Optional[Loc]]] = field(default_factory=dict)  # name -> (cls, n, loc)
+    autos: list[AutoName] = field(default_factory=list)
+    consts: list[tuple[str, int, Optional[Loc]]] = field(default_factory=list)
+    smem: list[tuple[str, int, int, Optional[Loc]]] = field(default_factory=list)   # name, size, align, loc
+    locs: dict[str, Optional[Loc]] = field(default_factory=dict)  # every declared name
+
+
 @dataclass(slots=True)
 class Kernel:
     name: str
@@ -347,6 +463,8 @@ class Kernel:
     attributes: dict = field(default_factory=dict)
     # False for a `.func`: a device function that kernels call, not a launchable entry.
     entry: bool = True
+    # The names the source declared (`.reg`, `.const`, `.smem`...), until the front end binds them.
+    declarations: Declarations = field(default_factory=Declarations)
 
     @property
     def instructions(self) -> list[Instruction]:

@@ -81,7 +81,7 @@ def _cmd_asm(args) -> int:
 
 
 def _cmd_check(args) -> int:
-    from .hazards import run_check
+    from .check import run_check
     return run_check(args.files, args.arch, args.notes)
 
 

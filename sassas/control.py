@@ -1,29 +1,50 @@
-"""Control codes: the TuringAs text form, legality rules, and (later) hazard checking and
-automatic scheduling.
-
-Text form ``wait:read:write:yield:stall``, e.g. ``--:-:1:Y:4``:
-- wait: the scoreboard barriers to wait on, ``--`` for none, else a bit mask written as two
-  decimal digits as TuringAs reads it (``03`` = barriers 0 and 1, ``12`` = 2 and 3; a field
-  with a hex letter such as ``0c`` is read as hex); a 6-character positional form
-  (``--2-4-``) names one barrier a slot;
-- read / write: the barrier (0..5) that the instruction's operand read / result write
-  sets, ``-`` for none;
-- yield: ``Y`` to let the scheduler switch warps here, ``-`` not;
-- stall: cycles to wait before issuing the next instruction, hex ``0``..``f``.
-"""
+"""Control codes: their text forms, read (the TuringAs prefix; ControlCode.to_text writes it) and
+the annotations cuobjdump prints for sm_120 (read and written), and the rules every arch shares,
+of the yield flag, the stall and the reuse flags: the codes nvdisasm rejects (an error where the
+source writes one) or reads otherwise than written (a warning, see sassas.validity)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
-from .ast import NO_BARRIER, ControlCode, Loc
+from .ast import BARRIER_COUNT, DEFAULT_LATENCY, NO_BARRIER, ControlCode, Loc
 from .errors import SassError
 
-MAX_BARRIER = 5
+
+# TuringAs reads the wait field as a *decimal* number whose bits are the barriers to wait on
+# (`03` = barriers 0 and 1, `12` = barriers 2 and 3); it has two characters.
+_DECIMAL_WAIT = re.compile(r"\d\d")
+
+
+def read_control(text: str, loc: Optional[Loc] = None) -> ControlCode:
+    """A control prefix as TuringAs reads it. A two-digit wait field is decimal; a field with
+    a hex letter (`0c`, as hex-minded listings write it) cannot be decimal and is read as hex;
+    six positions (`-----1`) name one barrier each. The rest is parse_control's."""
+    wait, rest = text.split(":", 1)
+    if rest.endswith(":-"):
+        # TuringAs's default latency: the front end puts in the cycles (sassas.dialect)
+        return replace(read_control(f"{wait}:{rest[:-1]}1", loc), stall=DEFAULT_LATENCY)
+    if _DECIMAL_WAIT.fullmatch(wait):
+        mask = int(wait, 10)
+        if mask >> BARRIER_COUNT:
+            raise SassError(f"wait mask {mask} names a barrier above {BARRIER_COUNT - 1} (the field is a "
+                            f"decimal bit mask, as in TuringAs: 63 waits on all six)", loc)
+        # Hand it on in the positional form, which no reading can take for another mask.
+        wait = "".join(str(b) if mask >> b & 1 else "-" for b in range(BARRIER_COUNT))
+    return parse_control(f"{wait}:{rest}", loc)
 
 
 def parse_control(text: str, loc: Optional[Loc] = None) -> ControlCode:
+    """A control code in its text form ``wait:read:write:yield:stall``, e.g. ``--:-:1:Y:4``:
+    - wait: the scoreboard barriers to wait on, ``--`` for none, else a bit mask in hex (``03``,
+      ``0c``; read_control reads TuringAs's decimal two digits); a 6-character positional form
+      (``--2-4-``) names one barrier a slot;
+    - read / write: the barrier (0..5) that the instruction's operand read / result write
+      sets, ``-`` for none;
+    - yield: ``Y`` to let the scheduler switch warps here, ``-`` not;
+    - stall: cycles to wait before issuing the next instruction, hex ``0``..``f``.
+    Codes that break a rule (check_legal) are errors."""
     parts = text.split(":")
     if len(parts) != 5:
         raise SassError(f"control code '{text}' must have 5 fields wait:read:write:yield:stall", loc)
@@ -33,13 +54,13 @@ def parse_control(text: str, loc: Optional[Loc] = None) -> ControlCode:
         if field == "-":
             return NO_BARRIER
         b = int(field)
-        if b > MAX_BARRIER:
-            raise SassError(f"{what} barrier {b} out of range: scoreboard barriers are 0..5", loc)
+        if b >= BARRIER_COUNT:
+            raise SassError(f"{what} barrier {b} out of range: scoreboard barriers are 0..{BARRIER_COUNT - 1}", loc)
         return b
 
     if set(wait) <= {"-"}:
         mask = 0
-    elif len(wait) == 6 and set(wait) <= set("-012345"):
+    elif len(wait) == BARRIER_COUNT and set(wait) <= set("-012345"):
         mask = 0
         for ch in wait:
             if ch != "-":
@@ -49,8 +70,8 @@ def parse_control(text: str, loc: Optional[Loc] = None) -> ControlCode:
             mask = int(wait.replace("-", "0"), 16)
         except ValueError:
             raise SassError(f"bad wait mask '{wait}' in control code", loc) from None
-    if mask >> 6:
-        raise SassError(f"wait mask 0x{mask:x} names a barrier above 5", loc)
+    if mask >> BARRIER_COUNT:
+        raise SassError(f"wait mask 0x{mask:x} names a barrier above {BARRIER_COUNT - 1}", loc)
     code = ControlCode(stall=int(stall, 16), yield_=yld in "yY", write_barrier=barrier(write, "write"),
                        read_barrier=barrier(read, "read"), wait_mask=mask)
     check_legal(code, loc)
@@ -119,14 +140,6 @@ CONTROL_RULES = (
 )
 
 
-def format_control(code: ControlCode) -> str:
-    # Two decimal digits, as TuringAs reads the field (see sassas.parse.read_control).
-    wait = f"{code.wait_mask:02d}" if code.wait_mask else "--"
-    read = "-" if code.read_barrier == NO_BARRIER else str(code.read_barrier)
-    write = "-" if code.write_barrier == NO_BARRIER else str(code.write_barrier)
-    return f"{wait}:{read}:{write}:{'Y' if code.yield_ else '-'}:{code.stall:x}"
-
-
 # ---- the control code as cuobjdump 12.8 prints it for sm_120 ------------------------------
 # After the operands, before the `;`: `&wr=0x1` (write barrier), `&rd=0x2` (read barrier),
 # `&req={0,3}` (the barriers waited on), `?transN` (stall N, yield bit 1) or
@@ -147,8 +160,8 @@ def control_from_notes(notes: list[str], loc: Optional[Loc] = None) -> ControlCo
                             f"?transN or ?WAITN_END_GROUP", loc)
         which, barrier, waits, trans, wait_stall = m.groups()
         if barrier is not None:
-            if int(barrier) > MAX_BARRIER:
-                raise SassError(f"{note}: scoreboard barriers are 0..{MAX_BARRIER}", loc)
+            if int(barrier) >= BARRIER_COUNT:
+                raise SassError(f"{note}: scoreboard barriers are 0..{BARRIER_COUNT - 1}", loc)
             if which == "wr":
                 write = int(barrier)
             else:
@@ -168,7 +181,8 @@ def format_notes(code: ControlCode) -> str:
     """`code` as cuobjdump 12.8 annotates an sm_120 instruction (reuse left out)."""
     notes = []
     if code.wait_mask:
-        notes.append("&req={" + ",".join(str(b) for b in reversed(range(6)) if code.wait_mask >> b & 1) + "}")
+        waited = [str(b) for b in reversed(range(BARRIER_COUNT)) if code.wait_mask >> b & 1]
+        notes.append("&req={" + ",".join(waited) + "}")
     if code.read_barrier != NO_BARRIER:
         notes.append(f"&rd=0x{code.read_barrier:x}")
     if code.write_barrier != NO_BARRIER:
@@ -178,18 +192,3 @@ def format_notes(code: ControlCode) -> str:
     elif code.stall:
         notes.append(f"?WAIT{code.stall}_END_GROUP")
     return " ".join(notes)
-
-
-# ---- hazard checking and automatic scheduling (sassas.hazards, sassas.schedule) -----------
-
-def check(item, arch=None):
-    """Hazards in a Program, Kernel or instruction list: list of sassas.hazards.Hazard
-    (Diagnostics with a ``kind``). See :func:`sassas.hazards.check`."""
-    from .hazards import check as check_hazards
-    return check_hazards(item, arch)
-
-
-def schedule_kernel(kernel, arch):
-    """Give every instruction without a control code one. See :func:`sassas.schedule.schedule_kernel`."""
-    from .schedule import schedule_kernel as schedule
-    return schedule(kernel, arch)

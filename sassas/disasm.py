@@ -13,7 +13,6 @@ from dataclasses import replace
 from typing import Optional, Sequence, Union
 
 from .ast import Instruction, Label, Operand, SymbolRef
-from .control import format_control
 from .elf import STB, code_relocation_part, read_cubin, read_module
 from .errors import SassError
 from .isa import get_isa
@@ -317,7 +316,7 @@ def _kernel_source(k, isa, relocations: dict[int, SymbolRef]) -> list[str]:
             ops = _relocated_operands(ops, ref, k.name, labels)
         text = isa.format(replace(inst, operands=tuple(ops)))
         pred, _, rest = text.partition(" ") if text.startswith("@") else ("", "", text)
-        lines.append(f"{format_control(inst.control)}  {pred:>5} {rest};")
+        lines.append(f"{inst.control.to_text()}  {pred:>5} {rest};")
     end = len(k.code)
     if end in labels:
         lines.append(f"{_label(end)}:")

@@ -4,10 +4,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .arch import Arch
-from .ast import ControlCode, Instruction, Kernel
+from .ast import Instruction, Kernel
 from .errors import SassError, SassErrors
 from .isa.model import CONTROL_SHIFT
 from .kinds import value_pieces
+from .semantics import SemanticsError, highest_register
 from .validity import control_problems, may_break_rules
 
 ALL_BITS = (1 << 128) - 1
@@ -45,7 +46,6 @@ def count_registers(kernel: Kernel) -> int:
 
 
 def _register_count(instructions: list[Instruction]) -> int:
-    from .semantics import SemanticsError, highest_register
     top = -1
     for inst in instructions:
         try:
@@ -63,10 +63,6 @@ def _register_count(instructions: list[Instruction]) -> int:
     return min(top + 1 + RESERVED_REGISTERS, MAX_REGISTER_COUNT)
 
 
-def count_barriers(kernel: Kernel) -> int:
-    return _barrier_count(kernel.instructions)
-
-
 def _barrier_count(instructions: list[Instruction]) -> int:
     n = 0
     for inst in instructions:
@@ -76,12 +72,12 @@ def _barrier_count(instructions: list[Instruction]) -> int:
 
 
 def encode_kernel(kernel: Kernel, arch: Arch, isa) -> EncodedKernel:
+    """The code of a resolved kernel whose every instruction has a control code (the assembler
+    runs sassas.schedule first)."""
     instructions = kernel.instructions
     if any(inst.control is None for inst in instructions):
-        # Instructions written without a control code get one; hand-written ones stay.
-        from .schedule import schedule_kernel
-        schedule_kernel(kernel, arch)
-        instructions = kernel.instructions
+        raise ValueError(f"kernel '{kernel.name}': instructions without a control code; "
+                         f"schedule them first (sassas.schedule.schedule_kernel)")
     words = bytearray()
     errors: list[SassError] = []
     warnings: list = []

@@ -17,21 +17,21 @@ Errors are collected and reported together where one does not hide the others.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from operator import attrgetter
 from typing import Optional
 
 from .arch import CONSTANT_SLOTS, constant_slot, get_arch
-from .ast import NO_BARRIER, Instruction, Kernel, Label, Loc, Operand, Shape, SymbolRef
+from .ast import NO_BARRIER, Declarations, Instruction, Kernel, Label, Operand, Program, Shape, SymbolRef
 from .dialect import apply_dialect
 from .errors import Diagnostics, SassError
+from .isa import get_isa
 from .kinds import VALUE_PIECES, kind_pieces
-from .regalloc import AutoName, ThreeSource, allocate
+from .regalloc import ThreeSource, allocate
 from .semantics import misaligned_group_message, register_groups
 
 # ---- opcode classes (data, not code) ----------------------------------------------------
 
-LOAD_OPCODES = frozenset({"LD", "LDG", "LDS", "LDL", "LDC", "ULDC"})
 STORE_OPCODES = frozenset({"ST", "STG", "STS", "STL", "RED"})
 BRANCH_OPCODES = frozenset({"BRA", "BRX", "JMP", "JMX", "EXIT", "RET", "CALL", "BREAK", "BSYNC", "KILL"})
 # Instructions that write no register: a write barrier on them would never be released.
@@ -53,23 +53,6 @@ THREE_SOURCE_OPCODES = frozenset({"FFMA", "IMAD", "IADD3", "LOP3", "HFMA2", "PRM
 INT_MIN, UINT_MAX = -(1 << 31), (1 << 32) - 1
 MAX_CONSTANT_BANK, MAX_CONSTANT_OFFSET = 17, 0xFFFF
 CONST_BANK = 3                 # TuringAs's <consts>: constant bank 3, from offset 0
-DEFAULT_SMEM_ALIGN = 16        # enough for LDS.128/STS.128
-
-
-@dataclass
-class Declarations:
-    """What a kernel declared about names, in source order."""
-    registers: dict[str, tuple[str, int, Optional[Loc]]] = field(default_factory=dict)  # name -> (cls, n, loc)
-    autos: list[AutoName] = field(default_factory=list)
-    consts: list[tuple[str, int, Optional[Loc]]] = field(default_factory=list)
-    smem: list[tuple[str, int, int, Optional[Loc]]] = field(default_factory=list)
-    locs: dict[str, Optional[Loc]] = field(default_factory=dict)  # every declared name
-
-    def declare(self, name: str, loc: Optional[Loc]):
-        if name in self.locs:
-            first = self.locs[name]
-            raise SassError(f"'{name}' declared twice" + (f" (first at {first})" if first else ""), loc)
-        self.locs[name] = loc
 
 
 def _aligned_registers(inst: Instruction):
@@ -125,11 +108,32 @@ def _value_piece(kind: str, value_index: int) -> Optional[str]:
 
 # ---- the pass ---------------------------------------------------------------------------
 
-def finish_kernel(kernel: Kernel, decls: Declarations, diags: Diagnostics, auto_reuse: bool = False,
-                  arch: Optional[str] = None, dialect: str = "nvdisasm", dialect_forced: bool = False) -> None:
-    """Bind names, check, and (optionally) set reuse flags, in place. `arch`: whose names of
-    operands (HGMMA's `gsb0`) stand as they are, and whose TuringAs spellings are rewritten to
-    what they stand for in `dialect` (:mod:`sassas.dialect`)."""
+def finish_program(program: Program, diags: Diagnostics, auto_reuse: bool = False, dialect: str = "nvdisasm",
+                   dialect_forced: bool = False) -> None:
+    """The front end over every kernel of a parsed program (finish_kernel, for the program's
+    arch), and the limits of the arch on what a kernel declares; every error goes to `diags`."""
+    target = get_arch(program.arch)
+    for kernel in program.kernels:
+        try:
+            finish_kernel(kernel, diags, auto_reuse=auto_reuse, arch=program.arch, dialect=dialect,
+                          dialect_forced=dialect_forced)
+        except SassError as e:
+            diags.error(e)
+        if kernel.shared_bytes > target.max_shared_per_block:
+            diags.error(SassError(f"kernel '{kernel.name}' has {kernel.shared_bytes} bytes of shared memory; "
+                                  f"{target.name} allows {target.max_shared_per_block}", kernel.loc))
+        if kernel.registers is not None and not 1 <= kernel.registers <= target.max_registers:
+            diags.error(SassError(f"kernel '{kernel.name}': .registers {kernel.registers} out of range "
+                                  f"1..{target.max_registers}", kernel.loc))
+
+
+def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, arch: Optional[str] = None,
+                  dialect: str = "nvdisasm", dialect_forced: bool = False) -> None:
+    """Bind the names the kernel declared (Kernel.declarations), check, and (optionally) set
+    reuse flags, in place. `arch`: whose names of operands (HGMMA's `gsb0`) stand as they are,
+    and whose TuringAs spellings are rewritten to what they stand for in `dialect`
+    (:mod:`sassas.dialect`)."""
+    decls = kernel.declarations
     labels = {item.name for item in kernel.body if isinstance(item, Label)}
     params = {p.name for p in kernel.params}
     for name in sorted(set(decls.locs) & (labels | params)):
@@ -333,7 +337,6 @@ def _bind(op: Operand, registers, consts, smem, labels, params, known, arch: Opt
 
 
 def _operand_names(arch: str) -> frozenset:
-    from .isa import get_isa
     return get_isa(arch).operand_names
 
 

@@ -18,11 +18,11 @@ Opcode facts come from sassas.semantics (data/semantics.toml, data/latency.toml)
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Union
 
-from .ast import NO_BARRIER, ControlCode, Instruction, Kernel, Label, Loc, Program
+from .arch import get_arch
+from .ast import BARRIER_COUNT, NO_BARRIER, ControlCode, Instruction, Kernel, Label, Loc, Program
 from .errors import Diagnostic
 from .semantics import (MEMORY_ORDER, ArchTiming, Effects, Reg, SemanticsError, arch_timing, async_read_files,
                         consumer_class, drained_scoreboard, effects, misaligned_group_message, overwrite_class,
@@ -31,7 +31,6 @@ from .semantics import (MEMORY_ORDER, ArchTiming, Effects, Reg, SemanticsError, 
 # Ages (cycles since issue) are capped here: every fixed latency is far below, and capping
 # keeps the dataflow finite around loops.
 AGE_CAP = 64
-BARRIER_COUNT = 6
 
 
 @dataclass
@@ -142,7 +141,7 @@ class Block:
     successors: list[int] = field(default_factory=list)
 
 
-def _instructions(item: Union[Program, Kernel, list]) -> tuple[list[Instruction], dict[str, int]]:
+def instruction_list(item: Union[Program, Kernel, list]) -> tuple[list[Instruction], dict[str, int]]:
     """The instructions of a kernel in order, and its labels -> instruction index."""
     body = item.body if isinstance(item, Kernel) else list(item)
     insts: list[Instruction] = []
@@ -477,9 +476,8 @@ def check(item: Union[Program, Kernel, Iterable], arch: Optional[str] = None) ->
         return out
     if arch is None:
         raise ValueError("check() needs an arch for a kernel or instruction list")
-    from .arch import get_arch
     arch = get_arch(arch).name
-    insts, labels = _instructions(item)
+    insts, labels = instruction_list(item)
     for n, inst in enumerate(insts):
         if inst.address < 0:
             inst.address = 16 * n
@@ -546,7 +544,7 @@ def calibrate(kernels: Iterable[Kernel], arch: str) -> dict[tuple[str, str], tup
     figure above it makes the checker flag that code."""
     found: dict[tuple[str, str], tuple[int, str, str]] = {}
     for kernel in kernels:
-        insts, labels = _instructions(kernel)
+        insts, labels = instruction_list(kernel)
         checker = Checker(insts, labels, arch)
         checker.run()
         for producer, consumer, age in checker.observed:
@@ -554,111 +552,3 @@ def calibrate(kernels: Iterable[Kernel], arch: str) -> dict[tuple[str, str], tup
             if key not in found or age < found[key][0]:
                 found[key] = (age, insts[producer].mnemonic, insts[consumer].mnemonic)
     return found
-
-
-ELF_MAGIC = b"\x7fELF"
-
-
-def check_file(path: str, arch: str, text: Optional[str] = None) -> list[Hazard]:
-    """Check a sassas source file, a `cuobjdump -sass` / `nvdisasm -hex` listing, or a cubin
-    (for the arch it was built for)."""
-    kernels, hazards, arch = _checked_kernels(path, arch, text)
-    for kernel in kernels:
-        hazards += check(kernel, arch)
-    return hazards
-
-
-def _checked_kernels(path: str, arch: str, text: Optional[str] = None) -> tuple[list[Kernel], list[Hazard], str]:
-    """The kernels of a source file, listing or cubin as `sassas asm` would build them, the
-    listing's lines that could not be read (as warnings), and the arch to check them for (a
-    cubin's own)."""
-    from .arch import get_arch
-    from .assembler import parse
-    from .errors import SassError
-    from .listing import read_listing
-    from .preprocess import is_listing
-    from .resolve import resolve_kernel
-    from .schedule import schedule_kernel
-    if text is None:
-        from .files import decode_source
-        with open(path, "rb") as f:
-            data = f.read()
-        if data.startswith(ELF_MAGIC):
-            # A cubin: its code as sassas source (control codes and all), for its own arch.
-            from .disasm import disassemble
-            from .elf import read_cubin
-            try:
-                arch = read_cubin(data).arch
-            except ValueError as e:
-                raise SassError(f"{path}: not a cubin sassas can read: {e}") from None
-            text = disassemble(data, source_name=path)
-        else:
-            text = decode_source(data, path)
-    if is_listing(text):
-        kernels, errors = read_listing(text, path)
-        return kernels, [Hazard("warning", e.message, e.loc, kind="unreadable") for e in errors], arch
-    program = parse(text, arch, path)
-    target = get_arch(arch)
-    for kernel in program.kernels:
-        resolve_kernel(kernel, target)
-        # What `sassas asm` would build: instructions without a control code get one.
-        if any(inst.control is None for inst in kernel.instructions):
-            schedule_kernel(kernel, target)
-    return program.kernels, [], arch
-
-
-def run_check(paths: list[str], arch: str, notes: bool = False, out=None) -> int:
-    """The `sassas check` command: print hazards like compiler diagnostics, and for a file
-    without any, what was checked; exit status 1 if any error or warning."""
-    out = out or sys.stdout
-    from .errors import SassError
-    bad = 0
-    for path in paths:
-        try:
-            kernels, hazards, kernel_arch = _checked_kernels(path, arch)
-            for kernel in kernels:
-                hazards += check(kernel, kernel_arch)
-        except SassError as e:
-            print(str(e), file=out)
-            bad += 1
-            continue
-        shown = [h for h in hazards if h.severity != "note" or notes]
-        for h in shown:
-            print(h.render(), file=out)
-        found = sum(h.severity != "note" for h in hazards)
-        bad += found
-        if not found:
-            count = sum(len(k.instructions) for k in kernels)
-            print(f"{path}: {len(kernels)} kernel{'s' * (len(kernels) != 1)}, {count} instruction"
-                  f"{'s' * (count != 1)} checked for stalls, scoreboard barriers, reuse: no hazards", file=out)
-    return 1 if bad else 0
-
-
-def main(argv: Optional[list[str]] = None) -> int:
-    """python -m sassas.hazards check FILE --arch sm_90 [--notes]
-    python -m sassas.hazards calibrate --arch sm_90 LISTING..."""
-    import argparse
-    from .listing import read_listing
-    parser = argparse.ArgumentParser(prog="python -m sassas.hazards")
-    parser.add_argument("command", choices=["check", "calibrate"])
-    parser.add_argument("--arch", required=True)
-    parser.add_argument("--notes", action="store_true", help="also print notes (re-armed barriers, reuse misses)")
-    parser.add_argument("files", nargs="+", help="source or listing (check); cuobjdump -sass output of "
-                        "compiler-built cubins (calibrate)")
-    args = parser.parse_args(argv)
-    if args.command == "check":
-        return run_check(args.files, args.arch, notes=args.notes)
-    kernels = []
-    for path in args.files:
-        with open(path) as f:
-            kernels += read_listing(f.read(), path)[0]
-    timing = arch_timing(args.arch)
-    for (producer, consumer), (cycles, p, c) in sorted(calibrate(kernels, args.arch).items()):
-        table = timing.fixed_latency(producer, consumer)
-        flag = "  <-- table above the observed minimum" if table > cycles else ""
-        print(f"{producer:>12} -> {consumer:<12} min {cycles:2d}  table {table:2d}  ({p} -> {c}){flag}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

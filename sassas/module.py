@@ -20,42 +20,13 @@ them into an :class:`sassas.image.ModuleImage` (build_module).
 from __future__ import annotations
 
 import difflib
-from typing import Optional, Union
 
-from .ast import AddressOf, GlobalDecl, Loc, ModuleData, Program
+from .ast import AddressOf, ModuleData, Program
 from .errors import Diagnostics, SassError
 from .image import STB, GlobalObject, ModuleImage, Relocation, RelocType, place_globals
 
-MODULE_DIRECTIVES = frozenset({"global", "init", "bind", "moduleconst", "constsym", "extern"})
 WORD_BYTES, ADDRESS_BYTES = 4, 8
 USER_CONSTANT_BANK = 3          # TuringAs's <consts>: `.nv.constant3`, read as c[0x3][...]
-
-
-def declare_module(program: Program, kind: str, value, loc: Optional[Loc]) -> None:
-    m: ModuleData = program.module
-    if kind == "constsym":
-        bank, name, offset, size = value
-        value = GlobalDecl(name, size, 1, offset, loc=loc)
-        if name not in m.globals and name not in m.constsyms:
-            m.constsyms[name] = (bank, value)
-            return
-        kind = "global"
-    if kind == "global":
-        decl: GlobalDecl = value
-        if decl.name in m.globals or decl.name in m.constsyms:
-            first = (m.globals[decl.name] if decl.name in m.globals else m.constsyms[decl.name][1]).loc
-            raise SassError(f"global '{decl.name}' defined twice"
-                            + (f" (first at line {first.line})" if first else ""), loc)
-        m.globals[decl.name] = decl
-    elif kind == "init":
-        m.inits.append((*value, loc))
-    elif kind == "bind":
-        m.binds.append((*value, loc))
-    elif kind == "moduleconst":
-        bank, offset, word = value
-        m.banks.setdefault(bank, []).append((offset, word, loc))
-    elif kind == "extern":
-        m.externs.setdefault(value, loc)
 
 
 def _unknown(what: str, name: str, known, loc) -> SassError:

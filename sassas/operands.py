@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import math
 import re
-import struct
 from typing import Iterable, Sequence
 
-from .ast import Loc, Operand, SymbolRef
+from .ast import SCOREBOARD_SET, ZERO_NAMES, Loc, Operand, SymbolRef
 from .errors import SassError
-from .kinds import REGISTER_PIECES, kind_pieces
 
 REGISTER_ZERO = {"R": 255, "UR": 63, "P": 7, "UP": 7}
-ZERO_NAMES = {("R", 255): "RZ", ("UR", 63): "URZ", ("P", 7): "PT", ("UP", 7): "UPT"}
 _REGISTER = re.compile(r"(UR|UP|SB|R|P|B)(\d+|Z|T)$")
 
 # Bare words that are operands in their own right: the predicate register files that P2R/R2P
@@ -38,10 +35,6 @@ LAUNCH_CONSTANTS = {
     ("gridDim", ".x"): 0xC, ("gridDim", ".y"): 0x10, ("gridDim", ".z"): 0x14,
 }
 LAUNCH_NAMES = frozenset(name + suffix for name, suffix in LAUNCH_CONSTANTS)
-# The kind of a set of scoreboards (`{4,3,2,1}`); its one value is the mask.
-SCOREBOARD_SET = "{I}"
-# Prefix flags in the order they are printed.
-PREFIX_FLAGS = ("!", "~", "-", "|")
 
 
 class Atom:
@@ -270,11 +263,6 @@ def _scoreboard_set(atoms: Sequence, fail) -> Operand:
     return Operand(kind=SCOREBOARD_SET, values=(mask,))
 
 
-def format_scoreboard_set(mask: int) -> str:
-    """nvdisasm's text of a scoreboard set: highest first, `{4,3,2,1}`."""
-    return "{" + ",".join(str(n) for n in range(mask.bit_length() - 1, -1, -1) if mask >> n & 1) + "}"
-
-
 def _join_kind(parts: list[str]) -> Iterable[str]:
     # Kind pieces are concatenated except that two value pieces side by side
     # (`RET.REL.NODEC R20 `(fn)``) are kept apart by a space.
@@ -285,88 +273,3 @@ def _join_kind(parts: list[str]) -> Iterable[str]:
             yield " "
         yield p
         prev_value = is_value or p == "]"
-
-
-# ---- printing ---------------------------------------------------------------------------
-
-def format_number(v) -> str:
-    if isinstance(v, float):
-        if math.isinf(v):
-            return "+INF" if v > 0 else "-INF"
-        if math.isnan(v):
-            return "+QNAN"
-        return repr(v)
-    return f"-0x{-v:x}" if v < 0 else f"0x{v:x}"
-
-
-def format_register(cls: str, num: int) -> str:
-    return ZERO_NAMES.get((cls, num), f"{cls}{num}")
-
-
-def format_operand(op: Operand, number=format_number) -> str:
-    """Text of an operand in nvdisasm's style; ``number`` formats immediates.
-
-    nvdisasm writes a plain operand as ``-|R3|.reuse.H0_H0``: the bars around the value,
-    then ``.reuse``, then the suffixes; inside brackets a suffix stays on its register
-    (``[R2.64+UR4]``); a constant ends with them (``c[0x0] [0x178].H0_H0``)."""
-    if isinstance(op.symbol, SymbolRef):
-        return str(op.symbol)          # an address the driver fills in
-    if op.kind == SCOREBOARD_SET:
-        return format_scoreboard_set(op.values[0])
-    out: list[str] = []
-    vals = list(op.values)
-    suffixes = [f for f in sorted(op.flags) if f.startswith(".")]
-    bracketed = "[" in op.kind
-    # A warpgroup MMA's descriptor takes its flags after the bracket: `gdesc[UR8].negA.tnspA`.
-    descriptor = op.kind.startswith(("desc[", "gdesc[", "tmem["))
-    first_reg = True
-    for tok in kind_pieces(op.kind):
-        if tok in REGISTER_PIECES:
-            out.append(format_register(tok, vals.pop(0)))
-            if first_reg and bracketed and not descriptor:
-                out.extend(suffixes)
-            first_reg = False
-        elif tok == "SR":
-            out.append(str(vals.pop(0)))
-        elif tok == "I":
-            out.append(number(vals.pop(0)))
-        elif tok == "+I":
-            v = vals.pop(0)
-            if v != 0:
-                out.append("+" + number(v))
-        elif tok == "L":
-            out.append(f"`({vals.pop(0)})")
-        elif tok == "N":
-            out.append(str(vals.pop(0)))
-        elif tok == "C":
-            out.append("c")
-        else:
-            out.append(tok)
-    body = "".join(out)
-    if "|" in op.flags:
-        body = f"|{body}|"
-    for f in ("-", "~", "!"):
-        if f in op.flags:
-            body = f + body
-    if "reuse" in op.flags:
-        body += ".reuse"
-    if not bracketed or descriptor:
-        body += "".join(suffixes)
-    elif first_reg and suffixes:
-        # A constant with a suffix (only the packed-half ops give one: a swizzle) ends with
-        # it, and nvdisasm leaves a space before the offset: `c[0x0] [0x178].H0_H0`.
-        body = body.replace("][", "] [", 1) + "".join(suffixes)
-    return body
-
-
-def float_to_bits(value: float, width: int) -> int:
-    """IEEE bits of an immediate: 32 -> f32, 64 -> f64, 16 -> f16."""
-    fmt = {16: "<e", 32: "<f", 64: "<d"}[width]
-    int_fmt = {16: "<H", 32: "<I", 64: "<Q"}[width]
-    return struct.unpack(int_fmt, struct.pack(fmt, value))[0]
-
-
-def bits_to_float(bits: int, width: int) -> float:
-    fmt = {16: "<e", 32: "<f", 64: "<d"}[width]
-    int_fmt = {16: "<H", 32: "<I", 64: "<Q"}[width]
-    return struct.unpack(fmt, struct.pack(int_fmt, bits))[0]

@@ -422,8 +422,6 @@ _LISTING_MARK = re.compile(r"^\s*(code for sm_\d+|Function\s*:|\.section\s+\.tex
 _CUOBJDUMP_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)\s*$")
 _SECTION = re.compile(r"^\s*\.section\s+([^\s,]+)")
 _TEXT_LABEL = re.compile(r"^\s*\.text\.\S+:\s*$")
-_LISTING_DIRECTIVE = re.compile(r"^\s*\.(global|weak|type|size|other|align|sectionflags|sectioninfo|"
-                                r"headerflags|elftype|target|zero|byte|short|word|dword|string)\b")
 _ENTRY = re.compile(r'^\s*\.other\s+\S+?,\s*@"STO_CUDA_ENTRY\b')
 _INSTRUCTION_LINE = re.compile(r"^\s*(/\*[0-9a-fA-F]{4,}\*/|/\*\s*0x[0-9a-fA-F]+\s*\*/\s*$)")
 # nvdisasm (ELF mode) notes what the cubin's attributes say of an instruction between the

@@ -21,10 +21,9 @@ computes, only how fast three-source instructions issue.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional
+from dataclasses import dataclass
 
-from .ast import Loc
+from .ast import AutoName
 from .errors import SassError
 
 NUM_BANKS = 2
@@ -33,17 +32,6 @@ MAX_R = 254          # R255 is RZ
 
 def bank(register: int) -> int:
     return register % NUM_BANKS
-
-
-@dataclass
-class AutoName:
-    """A name (or a vector of names) waiting for registers."""
-    names: list[str]             # one for a scalar; prefix0..prefixN for a vector
-    loc: Optional[Loc]
-    align: int = 1               # the first register's alignment
-    width: int = 1               # registers a scalar covers (2/4 when used as a wide operand)
-    # per member: alignment that member's register needs (from its uses)
-    member_align: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass

@@ -6,13 +6,14 @@ its byte address in the kernel's code.
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import replace
 from typing import Optional
 
 from .arch import Arch
 from .ast import CodeRelocation, Instruction, Kernel, Label, Operand, SymbolRef
 from .errors import SassError
+from .isa import get_isa
+from .isa.model import form_key
 from .kinds import VALUE_PIECES, kind_pieces
 from .operands import LAUNCH_NAMES
 
@@ -79,7 +80,6 @@ def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Ope
                 except SassError as e:
                     raise e.with_loc(inst.operand_loc(i))
             inst.operands = tuple(operands)
-    from .isa import get_isa
     infer_descriptors(kernel.body, get_isa(arch.name))
 
 
@@ -142,7 +142,6 @@ def infer_descriptors(body, isa) -> None:
     register that descriptor_registers gives it."""
     if not isa.descriptor_opcodes:
         return
-    from .isa.model import form_key
     instructions = [item for item in body if isinstance(item, Instruction)]
     targets = set()
     for inst in instructions:

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Optional, Union
 
-from .ast import NO_BARRIER, ControlCode, Instruction, Kernel
-from .hazards import BARRIER_COUNT, _instructions
+from .ast import BARRIER_COUNT, NO_BARRIER, ControlCode, Instruction, Kernel
+from .hazards import instruction_list
 from .semantics import (ArchTiming, Effects, Reg, arch_timing, async_group_scoreboard, async_read_files, consumer_class,
                         drained_scoreboard, effects, overwrite_class)
 
@@ -245,7 +245,7 @@ def schedule_kernel(kernel: Kernel, arch) -> Kernel:
     """Fill in the control code of every instruction of `kernel` that has none (in place;
     returns the kernel). `kernel` is resolved (sassas.resolve); `arch` an Arch or a name."""
     name = arch if isinstance(arch, str) else arch.name
-    insts, labels = _instructions(kernel)
+    insts, labels = instruction_list(kernel)
     if not any(i.control is None for i in insts):
         return kernel
     for n, inst in enumerate(insts):
@@ -276,7 +276,7 @@ def apply_yield_strategy(item: Union[Kernel, list], strategy: Union[str, int], *
         every = int(strategy.split(":", 1)[1])
     if every is not None and every < 1:
         raise ValueError("yield every N instructions needs N >= 1")
-    insts, _ = _instructions(item)
+    insts, _ = instruction_list(item)
     for n, inst in enumerate(insts):
         if inst.control is None or (only is not None and n not in only):
             continue

@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Optional
 
 from .ast import Instruction, Operand, Shape
+from .kinds import value_pieces
 
 Reg = tuple[str, int]
 
@@ -24,8 +25,6 @@ Reg = tuple[str, int]
 ZERO_REGISTER = {"R": 255, "UR": 63, "P": 7, "UP": 7}
 PREDICATE_FILES = ("P", "UP")
 PREDICATE_COUNT = 7   # P0..P6 (PT is 7)
-# Kind pieces that carry a value, in the order Operand.values holds them (see sassas.ast).
-_VALUE_PIECE = re.compile(r"UR|UP|SB|SR|R|P|B|I|L|N")
 # A register that carries a width suffix inside a larger operand: `desc[UR4][R2.64]` -> 'R.64'.
 _WIDE_SUFFIX = {".64": 2, ".128": 4}
 # A memory descriptor `desc[UR4]` is a 64-bit value in a uniform register pair.
@@ -262,7 +261,7 @@ def _register_layout(kind: str, flags: frozenset) -> tuple[tuple[int, str, int],
     """(value index, file, width) of every register piece of an operand kind: the part of
     _registers that does not depend on the numbers (operands of one kind are many)."""
     out = []
-    pieces = _VALUE_PIECE.findall(kind.replace("+I", "I"))
+    pieces = value_pieces(kind)
     # Suffixes written inside the kind (`R.64` of `desc[UR][R.64+I]`) widen that register.
     suffixes = re.findall(r"(?<![S\w])(UR|UP|R|P)(\.\w+)?", kind.replace("[", "[ ").replace("+", "+ "))
     widened = [(_WIDE_SUFFIX.get(s, 1)) for _, s in suffixes]

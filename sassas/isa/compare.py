@@ -29,13 +29,11 @@ def listing_encodings(listing: str, arch: str, original: bytes
                       ) -> Iterator[tuple[Instruction, int, Optional[int], Optional[SassError]]]:
     """(instruction, the cubin's word, our encoding or None, the error or None) for each
     instruction of `listing`, a listing of the cubin `original`."""
-    from ..parse import Lines, parse_program
-    from ..preprocess import preprocess
+    from ..assembler import parse
     from ..resolve import resolve_kernel
     target = get_arch(arch)
     isa = get_isa(arch)
-    pre = preprocess(listing, "listing")
-    program = parse_program(pre.text, target.name, "listing", Lines(pre.text, "listing", pre.origins, pre.sources))
+    program = parse(listing, target.name, "listing")
     info = read_cubin(original)
     for kernel in program.kernels:
         resolve_kernel(kernel, target)

@@ -1003,7 +1003,7 @@ class Isa:
         return "".join(parts) + text
 
     def _format_operand(self, op: Operand) -> str:
-        from ..operands import format_operand
+        from ..ast import format_operand
         if op.kind == "L" and op.symbol is None:
             return self._format_number(int(op.values[0]))
         return format_operand(op, number=self._format_number)

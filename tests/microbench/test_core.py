@@ -423,7 +423,7 @@ def test_control_and_wait_fields():
         control(stall=0)
     with pytest.raises(ValueError):
         control(write=6)
-    from sassas.parse import read_control
+    from sassas.control import read_control
     for mask in range(1, 64):
         assert read_control(f"{wait_field(mask)}:-:-:Y:1").wait_mask == mask
     assert expand_params("LDC R9, p1[0]; LDC.64 R4, out[0]") == "LDC R9, c[0x0][0x22c]; LDC.64 R4, c[0x0][0x210]"

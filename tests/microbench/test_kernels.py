@@ -100,7 +100,7 @@ def test_sass_decodes_as_written(item, sass_cubins):
 def test_sass_passes_the_hazard_checker(item):
     """sassas's own hazard checker finds nothing, except in the inst.latency chains run on
     purpose with stalls shorter than the latency (reads too early: 'raw-fixed')."""
-    hazards_mod = pytest.importorskip("sassas.hazards")
+    hazards_mod = pytest.importorskip("sassas.check")
     src, cases = item
     found = [h for h in hazards_mod.check_file(src.filename, ARCH, src.text)
              if h.severity in ("error", "warning")]

@@ -221,7 +221,7 @@ def _kinds(inst) -> list[tuple]:
 def _align(written: list[tuple], canon) -> Optional[list[str]]:
     """The canonical operands as the written ones (`$i`) and the ones TuringAs fills in (RZ, a
     predicate), in order; None where they do not line up so."""
-    from sassas.operands import format_operand
+    from sassas.ast import format_operand
     out, i = [], 0
     for op in canon.operands:
         if i < len(written) and (op.kind, op.flags - {"!"}) == written[i]:
@@ -260,7 +260,7 @@ def classify(line: str, word: int, arch: int) -> Optional[dict]:
                 **({"refuse": True} if sassas_word(line) is None else {})}
     # The spelling as written, with the operands TuringAs wrote (it cuts values to their fields
     # without a word, which sassas refuses: a matter of values, not of the spelling).
-    from sassas.operands import format_operand
+    from sassas.ast import format_operand
     spelled = ".".join((written.opcode, *written.modifiers))
     ops = [format_operand(op) for op in canon.operands[:len(written.operands)]]
     order = _align(_kinds(written), canon)

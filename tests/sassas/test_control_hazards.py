@@ -19,7 +19,8 @@ import pytest
 from sassas.assembler import parse
 from sassas.arch import get_arch
 from sassas.ast import NO_BARRIER
-from sassas.control import check, schedule_kernel
+from sassas.hazards import check
+from sassas.schedule import schedule_kernel
 from sassas.hazards import KINDS
 from sassas.listing import read_listing
 from sassas.resolve import resolve_kernel

@@ -12,7 +12,7 @@ import sassas
 from sassas import SassError, parse
 from sassas.errors import Diagnostics
 from sassas.frontend import set_reuse_flags
-from sassas.operands import format_operand
+from sassas.ast import format_operand
 from sassas.regalloc import bank
 
 

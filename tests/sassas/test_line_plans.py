@@ -12,6 +12,7 @@ import pytest
 from lark.exceptions import UnexpectedInput, VisitError
 
 from sassas.errors import SassError
+from sassas.parse_tree import ItemBuilder, syntax_error
 from sassas.preprocess import preprocess
 
 parse_module = importlib.import_module("sassas.parse")
@@ -21,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _whole_text(text: str, lines):
     """Items as the whole-text parse builds them (what parse_items falls back to)."""
     tree = parse_module._parser().parse(text)
-    return parse_module._Build(lines).transform(tree)
+    return ItemBuilder(lines).transform(tree)
 
 
 def _described(items) -> list:
@@ -47,7 +48,7 @@ def _same_as_whole_text(text: str, name: str = "t.sass") -> None:
     try:
         expected = _described(_whole_text(pre.text, lines))
     except (UnexpectedInput, VisitError) as e:
-        error = parse_module._syntax_error(e, pre.text, lines) if isinstance(e, UnexpectedInput) else e.orig_exc
+        error = syntax_error(e, pre.text, lines) if isinstance(e, UnexpectedInput) else e.orig_exc
         with pytest.raises(SassError) as info:
             parse_module.parse_items(pre.text, name, lines)
         assert str(info.value) == str(error)

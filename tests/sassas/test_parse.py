@@ -3,8 +3,8 @@ import pytest
 
 from sassas import SassError, parse
 from sassas.ast import ControlCode
-from sassas.control import format_control, parse_control
-from sassas.operands import format_operand
+from sassas.ast import format_operand
+from sassas.control import parse_control
 from sassas.parse import parse_instruction
 
 # (nvdisasm text, [(kind, values, flags)]) -- the canonical form every stage relies on.
@@ -70,7 +70,7 @@ def test_control_text(text, fields):
     code = parse_control(text)
     for k, v in fields.items():
         assert getattr(code, k) == v
-    assert parse_control(format_control(code)) == code
+    assert parse_control(code.to_text()) == code
 
 
 def test_control_bits_layout():
@@ -171,3 +171,42 @@ def test_shape_follows_the_instruction():
     a.opcode = "FMUL"
     assert (a.shape.opcode, a.shape.modifiers) == ("FMUL", ("FTZ",))
     assert a.shape is replace(a).shape        # (a copy finds it afresh)
+
+
+def test_parse_program_builds_syntax_only():
+    """parse_program gives the tree as written: names unbound, declarations on the kernel, the
+    module's data unchecked; the assembler's front end (sassas.assembler.parse) binds them."""
+    from sassas.errors import Diagnostics
+    from sassas.frontend import finish_program
+    from sassas.parse import parse_program
+    src = (".reg x R5\n.smem buf 64\n.global g 4\n--:-:-:Y:4 MOV x, RZ;\n--:-:-:Y:4 STS [buf+0x4], x;\n"
+           "--:-:-:Y:5 EXIT;\n")
+    prog = parse_program(src, "sm_90", "k.sass")
+    kernel = prog.kernels[0]
+    mov, sts = kernel.instructions[:2]
+    assert (mov.operands[0].kind, mov.operands[0].values) == ("N", ("x",))
+    assert kernel.declarations.registers["x"][:2] == ("R", 5)
+    assert [s[:3] for s in kernel.declarations.smem] == [("buf", 64, 16)]
+    assert list(prog.module.globals) == ["g"]
+    bound = parse(src, "sm_90", "k.sass").kernels[0].instructions
+    assert [format_operand(o) for o in bound[0].operands] == ["R5", "RZ"]
+    assert [format_operand(o) for o in bound[1].operands] == ["[0x4]", "R5"]
+    diags = Diagnostics()
+    finish_program(prog, diags)
+    assert not diags.errors and [format_operand(o) for o in mov.operands] == ["R5", "RZ"]
+
+
+def test_encode_encodes_only():
+    """encode_kernel refuses an instruction without a control code (the assembler schedules
+    first); assemble gives such instructions one."""
+    import sassas
+    from sassas.arch import get_arch
+    from sassas.encode import encode_kernel
+    from sassas.isa import get_isa
+    from sassas.resolve import resolve_kernel
+    src = "MOV R1, RZ;\nEXIT;\n"
+    kernel = parse(src, "sm_90", "k.sass").kernels[0]
+    resolve_kernel(kernel, get_arch("sm_90"))
+    with pytest.raises(ValueError, match="without a control code"):
+        encode_kernel(kernel, get_arch("sm_90"), get_isa("sm_90"))
+    assert len(sassas.assemble(src, "sm_90", "k.sass").data) > 0

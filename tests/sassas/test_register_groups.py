@@ -16,9 +16,10 @@ from sassas.arch import ARCHS
 from sassas.isa.model import DATA_DIR as ISA_DATA
 from sassas.ast import ControlCode
 from sassas.errors import SassError
-from sassas.hazards import misaligned_groups, run_check
+from sassas.check import run_check
+from sassas.hazards import misaligned_groups
 from sassas.isa import get_isa, oracle
-from sassas.operands import format_operand
+from sassas.ast import format_operand
 from sassas.parse import parse_instruction
 from sassas.semantics import register_groups
 

@@ -21,11 +21,11 @@ import pytest
 
 import sassas
 from sassas.ast import ControlCode
-from sassas.control import format_control
 from sassas.errors import SassError, SassErrors
 from sassas.isa import get_isa
 from sassas.isa.model import CONTROL_SHIFT
-from sassas.parse import parse_instruction, read_control
+from sassas.control import read_control
+from sassas.parse import parse_instruction
 
 from _fuzz import SEED_ENV, fuzz_seed
 
@@ -72,7 +72,7 @@ def random_lines(arch: str, rng: random.Random, n: int) -> tuple[list[str], int]
             if m:
                 text = text[:m.end(1)] + ".reuse.reuse" + text[m.end():]
                 duplicates += 1
-        lines.append(f"{format_control(inst.control)}  {text};")
+        lines.append(f"{inst.control.to_text()}  {text};")
     return lines, duplicates
 
 
@@ -136,7 +136,7 @@ def test_accepted_words_are_valid(arch, report):
     assert not any(".reuse.reuse" in line for line in kept), f"{SEED_ENV}={seed}: a duplicate flag was accepted"
     rejected = [(line, f"{w:032x}") for line, w in zip(kept, words) if seen[w] is None]
     assert not rejected, f"{SEED_ENV}={seed}: nvdisasm rejects {len(rejected)} accepted words: {rejected[:5]}"
-    differ = [(line, format_control(ControlCode.from_word(w))) for line, w in zip(kept, words)
+    differ = [(line, ControlCode.from_word(w).to_text()) for line, w in zip(kept, words)
               if _control_fields(ControlCode.from_word(w)) != _control_fields(read_control(line.split("  ", 1)[0]))]
     assert not differ, f"{SEED_ENV}={seed}: control fields other than written: {differ[:5]}"
 

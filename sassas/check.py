@@ -1,0 +1,119 @@
+"""The file checker, `sassas check`: a source file, an NVIDIA listing or a cubin, built as `sassas
+asm` would build it (sassas.assembler), then the hazard checker (sassas.hazards) over its kernels.
+
+    python -m sassas.check check FILE --arch sm_90 [--notes]
+    python -m sassas.check calibrate --arch sm_90 LISTING...     # latency table vs compiler code
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional
+
+from .arch import get_arch
+from .assembler import parse
+from .ast import Kernel
+from .disasm import disassemble
+from .elf import read_cubin
+from .errors import SassError
+from .files import decode_source
+from .hazards import Hazard, calibrate, check
+from .listing import read_listing
+from .preprocess import is_listing
+from .resolve import resolve_kernel
+from .schedule import schedule_kernel
+from .semantics import arch_timing
+
+ELF_MAGIC = b"\x7fELF"
+
+
+def check_file(path: str, arch: str, text: Optional[str] = None) -> list[Hazard]:
+    """Check a sassas source file, a `cuobjdump -sass` / `nvdisasm -hex` listing, or a cubin
+    (for the arch it was built for)."""
+    kernels, hazards, arch = _checked_kernels(path, arch, text)
+    for kernel in kernels:
+        hazards += check(kernel, arch)
+    return hazards
+
+
+def _checked_kernels(path: str, arch: str, text: Optional[str] = None) -> tuple[list[Kernel], list[Hazard], str]:
+    """The kernels of a source file, listing or cubin as `sassas asm` would build them, the
+    listing's lines that could not be read (as warnings), and the arch to check them for (a
+    cubin's own)."""
+    if text is None:
+        with open(path, "rb") as f:
+            data = f.read()
+        if data.startswith(ELF_MAGIC):
+            # A cubin: its code as sassas source (control codes and all), for its own arch.
+            try:
+                arch = read_cubin(data).arch
+            except ValueError as e:
+                raise SassError(f"{path}: not a cubin sassas can read: {e}") from None
+            text = disassemble(data, source_name=path)
+        else:
+            text = decode_source(data, path)
+    if is_listing(text):
+        kernels, errors = read_listing(text, path)
+        return kernels, [Hazard("warning", e.message, e.loc, kind="unreadable") for e in errors], arch
+    program = parse(text, arch, path)
+    target = get_arch(arch)
+    for kernel in program.kernels:
+        resolve_kernel(kernel, target)
+        # What `sassas asm` would build: instructions without a control code get one.
+        if any(inst.control is None for inst in kernel.instructions):
+            schedule_kernel(kernel, target)
+    return program.kernels, [], arch
+
+
+def run_check(paths: list[str], arch: str, notes: bool = False, out=None) -> int:
+    """The `sassas check` command: print hazards like compiler diagnostics, and for a file
+    without any, what was checked; exit status 1 if any error or warning."""
+    out = out or sys.stdout
+    bad = 0
+    for path in paths:
+        try:
+            kernels, hazards, kernel_arch = _checked_kernels(path, arch)
+            for kernel in kernels:
+                hazards += check(kernel, kernel_arch)
+        except SassError as e:
+            print(str(e), file=out)
+            bad += 1
+            continue
+        shown = [h for h in hazards if h.severity != "note" or notes]
+        for h in shown:
+            print(h.render(), file=out)
+        found = sum(h.severity != "note" for h in hazards)
+        bad += found
+        if not found:
+            count = sum(len(k.instructions) for k in kernels)
+            print(f"{path}: {len(kernels)} kernel{'s' * (len(kernels) != 1)}, {count} instruction"
+                  f"{'s' * (count != 1)} checked for stalls, scoreboard barriers, reuse: no hazards", file=out)
+    return 1 if bad else 0
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """python -m sassas.check check FILE --arch sm_90 [--notes]
+    python -m sassas.check calibrate --arch sm_90 LISTING..."""
+    parser = argparse.ArgumentParser(prog="python -m sassas.check")
+    parser.add_argument("command", choices=["check", "calibrate"])
+    parser.add_argument("--arch", required=True)
+    parser.add_argument("--notes", action="store_true", help="also print notes (re-armed barriers, reuse misses)")
+    parser.add_argument("files", nargs="+", help="source or listing (check); cuobjdump -sass output of "
+                        "compiler-built cubins (calibrate)")
+    args = parser.parse_args(argv)
+    if args.command == "check":
+        return run_check(args.files, args.arch, notes=args.notes)
+    kernels = []
+    for path in args.files:
+        with open(path) as f:
+            kernels += read_listing(f.read(), path)[0]
+    timing = arch_timing(args.arch)
+    for (producer, consumer), (cycles, p, c) in sorted(calibrate(kernels, args.arch).items()):
+        table = timing.fixed_latency(producer, consumer)
+        flag = "  <-- table above the observed minimum" if table > cycles else ""
+        print(f"{producer:>12} -> {consumer:<12} min {cycles:2d}  table {table:2d}  ({p} -> {c}){flag}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
