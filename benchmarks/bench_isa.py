@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sassas.ast import ControlCode
 from sassas.errors import SassError
 from sassas.isa import corpus, get_isa, oracle
-from sassas.isa.text import parse_instruction
+from sassas.parse import parse_instruction
 
 
 def workload(arch: str, n: int):

@@ -142,7 +142,7 @@ def infer_descriptors(body, isa) -> None:
     register that descriptor_registers gives it."""
     if not isa.descriptor_opcodes:
         return
-    from .isa.model import form_key
+    from .isa.forms import form_key
     instructions = [item for item in body if isinstance(item, Instruction)]
     targets = set()
     for inst in instructions:

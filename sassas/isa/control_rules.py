@@ -71,7 +71,7 @@ def learn(arch: str) -> dict[str, list[str]]:
     from ..ast import ControlCode
     from ..parse import parse_instruction
     from . import get_isa, oracle
-    from .model import CONTROL_SHIFT
+    from .forms import CONTROL_SHIFT
 
     isa = get_isa(arch)
     control_mask = ((1 << 23) - 1) << CONTROL_SHIFT

@@ -1,5 +1,5 @@
 """The ISA description file (sassas/isa/data/sm_XX.toml): writing it diff-friendly, reading and
-validating it.
+validating it; :func:`get_isa`, the description of an arch.
 
 Layout (numbers in hex strings where they exceed TOML's 64-bit integers):
 
@@ -43,6 +43,7 @@ Layout (numbers in hex strings where they exceed TOML's 64-bit integers):
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -56,7 +57,10 @@ from typing import Optional
 from ..cache import cache_dir
 from ..errors import SassError
 from ..kinds import VALUE_ROLES, value_pieces
-from .model import CONTROL_MASK, Alias, DescriptorLoad, Encoding, Field, Group, Isa, MASK128, form_name
+from .engine import Isa
+from .forms import CONTROL_MASK, MASK128, Alias, DescriptorLoad, Encoding, Field, Group, form_name
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
 
 # How nvdisasm prints float immediates (checked by learn.py against the corpus).
 DEFAULT_SYNTAX = {"float_format": "%.20g", "float_format_large": "%.20e", "float_large_exponent": "9",
@@ -264,7 +268,7 @@ def load_description_cached(path: Path) -> Isa:
     sassas) is read afresh. A cache that cannot be read or written is passed by."""
     text = path.read_bytes()
     digest = hashlib.sha256(text)
-    for code in (Path(__file__), Path(__file__).with_name("model.py")):
+    for code in (Path(__file__), Path(__file__).with_name("forms.py"), Path(__file__).with_name("engine.py")):
         digest.update(code.read_bytes())
     cached = cache_dir() / f"isa-{path.stem}-{digest.hexdigest()[:24]}.pickle"
     try:
@@ -373,3 +377,13 @@ def validate_encoding(e: Encoding, where: str = "") -> None:
         raise SassError(f"{where}: the descriptor field overlaps printed bits")
     if e.match_value & ~e.match_mask or e.base & claimed & ~CONTROL_MASK:
         raise SassError(f"{where}: match value or base has bits outside their mask")
+
+
+@functools.lru_cache(maxsize=None)
+def get_isa(arch: str) -> Isa:
+    path = DATA_DIR / f"{arch}.toml"
+    if not path.exists():
+        known = sorted(p.stem for p in DATA_DIR.glob("sm_*.toml"))
+        raise SassError(f"no ISA description for {arch} (have: {', '.join(known) or 'none'}); "
+                        f"run python -m sassas.learn --arch {arch}")
+    return load_description_cached(path)

@@ -25,9 +25,9 @@ from typing import Callable, Optional
 from ..ast import ControlCode, Instruction
 from ..errors import SassError
 from . import oracle
-from .model import (CONTROL_MASK, CONTROL_SHIFT, Encoding, Field, Group, form_key, form_name, value_meets,
+from .forms import (CONTROL_MASK, CONTROL_SHIFT, Encoding, Field, Group, form_key, form_name, value_meets,
                     instruction_tokens, instruction_values, numbered_modifiers)
-from .text import parse_instruction
+from ..parse import parse_instruction
 
 # Bits of the word that carry the reuse flags (the rest of the control bits are never probed).
 REUSE_BITS = {ControlCode(reuse=1 << i).bits.bit_length() - 1 + CONTROL_SHIFT: i for i in range(4)}
@@ -720,7 +720,7 @@ def learn_aliases(encodings: list[Encoding], arch: str, cache: oracle.DisasmCach
     prints an alias (a probe or a corpus word), special values are probed around it too, and
     the same word with each other value of each modifier group: what keeps the alias from
     printing nearby (IMAD.IADD needs an addend other than RZ, IMAD.SHL never has .WIDE)."""
-    from .model import Isa
+    from .engine import Isa
     isa = Isa("", [], tables, {})
 
     def disasm(words):
@@ -920,7 +920,8 @@ def induce_aliases(enc: Encoding, observations: list[Sample], tables: dict) -> l
     that prints otherwise. An exact immediate may give way to exceptions (`3!=65536`) where
     at most MAX_EXCEPTIONS other values print otherwise."""
     from .description import _value_kinds
-    from .model import Alias, Isa
+    from .engine import Isa
+    from .forms import Alias
     isa = Isa("", [], tables, {})
     roles = _value_kinds(enc)
     universe = {t for g in enc.groups for t in g.tokens if t != "@g!"}

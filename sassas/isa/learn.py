@@ -26,7 +26,9 @@ from .description import DEFAULT_SYNTAX, load_description, write_description
 from .sweep import OPCODE_BITS
 from typing import Optional
 
-from .model import (CONTROL_MASK, DATA_DIR, Alias, Encoding, Field, Group, Isa, flag_token,
+from .description import DATA_DIR
+from .engine import Isa
+from .forms import (CONTROL_MASK, Alias, Encoding, Field, Group, flag_token,
                     form_key, form_name, instruction_tokens, instruction_values, split_flag_token, written_tokens)
 
 
@@ -38,7 +40,7 @@ def refine(encodings, by_key, corpus_words=frozenset()) -> None:
     encodings, order modifiers as the corpus prints them, and set hidden bits (ones nvdisasm
     does not print) to what ptxas writes most often (in its own words where it wrote any:
     probed neighbours carry the representative's bits or random ones)."""
-    from .model import CONTROL_MASK
+    from .forms import CONTROL_MASK
     from .fit import modifier_order
     reuse_by_key = choose_reuse_bits(encodings, by_key)
     # nvdisasm prints an opcode's modifiers in one order whatever the operands: pool the
@@ -327,7 +329,7 @@ def learn_descriptors(isa: Isa, arch: str, log=print) -> Isa:
     opcode without samples take the field where it is hidden in them too. Returns the new Isa."""
     from collections import Counter as _Counter
     from .description import _value_kinds
-    from .model import DescriptorLoad, Field
+    from .forms import DescriptorLoad, Field
     from ..resolve import descriptor_registers
     kernels = []
     for name, ptx in corpus.descriptor_kernels(arch):

@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 from ..ast import ControlCode
 from . import fit, oracle
-from .model import CONTROL_SHIFT, instruction_tokens
+from .forms import CONTROL_SHIFT, instruction_tokens
 
 OPCODE_BITS = 12
 GUARD_PT = 7 << 12

@@ -12,7 +12,7 @@ import sassas
 from sassas.disasm import disassemble
 from sassas.elf import read_cubin
 from sassas.isa import get_isa
-from sassas.isa.model import CONTROL_MASK
+from sassas.isa.forms import CONTROL_MASK
 from sassas.parse import parse_instruction
 
 ARCHS = ["sm_80", "sm_86", "sm_89"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from sassas.isa import oracle
-from sassas.isa.model import DATA_DIR
+from sassas.isa.description import DATA_DIR
 
 ARCHS = sorted(p.stem for p in DATA_DIR.glob("sm_*.toml"))
 

@@ -8,8 +8,8 @@ import pytest
 from sassas.ast import ControlCode, Operand
 from sassas.errors import SassError
 from sassas.isa import get_isa, oracle
-from sassas.isa.model import Field, instruction_values
-from sassas.isa.text import parse_instruction
+from sassas.isa.forms import Field, instruction_values
+from sassas.parse import parse_instruction
 
 ARCH = "sm_90"
 

@@ -24,7 +24,7 @@ from sassas.ast import ControlCode
 from sassas.control import format_control
 from sassas.errors import SassError, SassErrors
 from sassas.isa import get_isa
-from sassas.isa.model import CONTROL_SHIFT
+from sassas.isa.forms import CONTROL_SHIFT
 from sassas.parse import parse_instruction, read_control
 
 from _fuzz import SEED_ENV, fuzz_seed
