@@ -18,7 +18,7 @@ from sassas.parse import parse_instruction
 ARCHS = ["sm_80", "sm_86", "sm_89"]
 
 # ptxas 12.9 words (control bits cleared) of the descriptor corpus kernel desc_red_4
-# (sassas/isa/corpus/ptx.py): the descriptor lands in UR8; the same on sm_80, sm_86, sm_89.
+# (sassas/learn/corpus/ptx.py): the descriptor lands in UR8; the same on sm_80, sm_86, sm_89.
 UR8_KERNEL = [
     (0x0000000000000a000000460000087ab9, "ULDC.64 UR8, c[0x0][0x118]"),
     (0x00000000078e000700005a0004027625, "IMAD.WIDE.U32 R2, R4, R7, c[0x0][0x168]"),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from sassas.isa import oracle
+from sassas.learn import oracle
 from sassas.isa.description import DATA_DIR
 
 ARCHS = sorted(p.stem for p in DATA_DIR.glob("sm_*.toml"))

@@ -9,7 +9,7 @@ import pytest
 
 from sassas.ast import ControlCode
 from sassas.isa import get_isa
-from sassas.isa.compare import normal_text
+from sassas.learn.compare import normal_text
 from sassas.isa.description import load_description, write_description
 from sassas.isa.forms import Alias
 from sassas.parse import parse_instruction

@@ -7,7 +7,8 @@ import pytest
 
 from sassas.ast import ControlCode, Operand
 from sassas.errors import SassError
-from sassas.isa import get_isa, oracle
+from sassas.isa import get_isa
+from sassas.learn import oracle
 from sassas.isa.forms import Field, instruction_values
 from sassas.parse import parse_instruction
 

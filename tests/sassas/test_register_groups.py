@@ -16,7 +16,8 @@ from sassas.arch import ARCHS
 from sassas.ast import ControlCode
 from sassas.errors import SassError
 from sassas.hazards import misaligned_groups, run_check
-from sassas.isa import get_isa, oracle
+from sassas.isa import get_isa
+from sassas.learn import oracle
 from sassas.operands import format_operand
 from sassas.parse import parse_instruction
 from sassas.semantics import register_groups

@@ -110,7 +110,7 @@ def _control_fields(code: ControlCode):
 @functools.lru_cache(maxsize=None)
 def _run(arch: str):
     """One arch's random lines through sassas and nvdisasm (shared by the tests below)."""
-    oracle = pytest.importorskip("sassas.isa.oracle")
+    oracle = pytest.importorskip("sassas.learn.oracle")
     why = oracle.missing_tools(arch, ("nvdisasm",))
     if why:
         pytest.skip(why)
@@ -166,7 +166,7 @@ def test_accepted_words_print_as_written(arch):
 def test_ptxas_words_break_no_rule(arch, report):
     """The rules refuse nothing ptxas writes: every word of the learning corpus (ptxas 12.9's
     code for the PTX corpus) that nvdisasm reads passes the encoder's check."""
-    from sassas.isa import corpus, oracle
+    from sassas.learn import corpus, oracle
     from sassas.validity import control_problems, may_break_rules
     why = oracle.missing_tools(arch)
     if why:

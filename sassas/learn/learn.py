@@ -1,8 +1,8 @@
 """Learn and verify ISA descriptions from NVIDIA's tools.
 
-    python -m sassas.isa.learn --arch sm_90 [--arch sm_80 ...] [--out DIR] [--rounds N]
+    python -m sassas.learn.learn --arch sm_90 [--arch sm_80 ...] [--out DIR] [--rounds N]
 
-Steps, per arch: compile the PTX corpus (sassas/isa/corpus) with ptxas, disassemble every
+Steps, per arch: compile the PTX corpus (sassas/learn/corpus) with ptxas, disassemble every
 distinct word with nvdisasm, group the samples by form (opcode + operand kinds), probe one
 representative per form by bit flips (sassas/isa/fit.py), then verify: every corpus sample
 must re-encode from its text to the same 128-bit word (control bits included) and decode
@@ -22,13 +22,13 @@ from pathlib import Path
 from ..errors import SassError
 from ..kinds import value_count
 from . import corpus, fit, oracle
-from .description import DEFAULT_SYNTAX, load_description, write_description
+from ..isa.description import DEFAULT_SYNTAX, load_description, write_description
 from .sweep import OPCODE_BITS
 from typing import Optional
 
-from .description import DATA_DIR
-from .engine import Isa
-from .forms import (CONTROL_MASK, Alias, Encoding, Field, Group, flag_token,
+from ..isa.description import DATA_DIR
+from ..isa.engine import Isa
+from ..isa.forms import (CONTROL_MASK, Alias, Encoding, Field, Group, flag_token,
                     form_key, form_name, instruction_tokens, instruction_values, split_flag_token, written_tokens)
 
 
@@ -40,7 +40,7 @@ def refine(encodings, by_key, corpus_words=frozenset()) -> None:
     encodings, order modifiers as the corpus prints them, and set hidden bits (ones nvdisasm
     does not print) to what ptxas writes most often (in its own words where it wrote any:
     probed neighbours carry the representative's bits or random ones)."""
-    from .forms import CONTROL_MASK
+    from ..isa.forms import CONTROL_MASK
     from .fit import modifier_order
     reuse_by_key = choose_reuse_bits(encodings, by_key)
     # nvdisasm prints an opcode's modifiers in one order whatever the operands: pool the
@@ -328,8 +328,8 @@ def learn_descriptors(isa: Isa, arch: str, log=print) -> Isa:
     (uniform register <- constant) load that explains the most samples. Encodings of the same
     opcode without samples take the field where it is hidden in them too. Returns the new Isa."""
     from collections import Counter as _Counter
-    from .description import _value_kinds
-    from .forms import DescriptorLoad, Field
+    from ..isa.description import value_kinds
+    from ..isa.forms import DescriptorLoad, Field
     from ..resolve import descriptor_registers
     kernels = []
     for name, ptx in corpus.descriptor_kernels(arch):
@@ -345,7 +345,7 @@ def learn_descriptors(isa: Isa, arch: str, log=print) -> Isa:
              if [op.kind for op in inst.operands] == ["UR", "C[I][I]"]}
     ureg_fields: dict = defaultdict(set)
     for e in isa.encodings:
-        for f, role in zip(e.fields, _value_kinds(e)):
+        for f, role in zip(e.fields, value_kinds(e)):
             if role == "ureg" and isinstance(f, Field):
                 ureg_fields[e.opcode].add(f)
     best = (0, None, {})
@@ -983,7 +983,7 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool
         kept = []
         for e in new:
             try:
-                from .description import validate_encoding
+                from ..isa.description import validate_encoding
                 validate_encoding(e)
             except SassError as err:
                 log(f"  dropped {e.name}: {err.message}")
@@ -1112,7 +1112,7 @@ POST_PASSES = {
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sassas.isa.learn", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m sassas.learn.learn", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", action="append", required=True, help="e.g. sm_90 (repeatable)")
     ap.add_argument("--out", type=Path, default=DATA_DIR, help="where to write sm_XX.toml")

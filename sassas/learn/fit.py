@@ -25,7 +25,7 @@ from typing import Callable, Optional
 from ..ast import ControlCode, Instruction
 from ..errors import SassError
 from . import oracle
-from .forms import (CONTROL_MASK, CONTROL_SHIFT, Encoding, Field, Group, form_key, form_name, value_meets,
+from ..isa.forms import (CONTROL_MASK, CONTROL_SHIFT, Encoding, Field, Group, form_key, form_name, value_meets,
                     instruction_tokens, instruction_values, numbered_modifiers)
 from ..parse import parse_instruction
 
@@ -536,8 +536,8 @@ def build_encoding(probe: Probe, groups: list[Group], name_tables: dict[int, tup
     rep = probe.rep
     vals = instruction_values(rep.inst)
     from types import SimpleNamespace
-    from .description import _value_kinds
-    roles = _value_kinds(SimpleNamespace(kinds=rep.key[1]))
+    from ..isa.description import value_kinds
+    roles = value_kinds(SimpleNamespace(kinds=rep.key[1]))
     fields: list = []
     used = 0
     for j, v in enumerate(vals):
@@ -720,7 +720,7 @@ def learn_aliases(encodings: list[Encoding], arch: str, cache: oracle.DisasmCach
     prints an alias (a probe or a corpus word), special values are probed around it too, and
     the same word with each other value of each modifier group: what keeps the alias from
     printing nearby (IMAD.IADD needs an addend other than RZ, IMAD.SHL never has .WIDE)."""
-    from .engine import Isa
+    from ..isa.engine import Isa
     isa = Isa("", [], tables, {})
 
     def disasm(words):
@@ -794,8 +794,8 @@ def _put(word: int, f: Field, v) -> Optional[int]:
 
 def plain_word(enc: Encoding, rep_word: int) -> int:
     """The word with no zero register and no special immediate among its values."""
-    from .description import _value_kinds
-    roles = _value_kinds(enc)
+    from ..isa.description import value_kinds
+    roles = value_kinds(enc)
     plain = rep_word
     for j, f in enumerate(enc.fields):
         if j > 0 and isinstance(f, Field) and j < len(roles) and roles[j] in ALIAS_SPECIALS:
@@ -845,8 +845,8 @@ def alias_probe_words(enc: Encoding, rep_word: int) -> list[int]:
     """Words of this encoding whose values are 'special' (zero registers, small and
     power-of-two immediates) alone, in pairs, and zero registers in threes, over a word
     whose values are all plain: what nvdisasm prints for them shows its value aliases."""
-    from .description import _value_kinds
-    roles = _value_kinds(enc)
+    from ..isa.description import value_kinds
+    roles = value_kinds(enc)
     slots = [(j, f, roles[j]) for j, f in enumerate(enc.fields)
              if j > 0 and isinstance(f, Field) and j < len(roles) and roles[j] in ALIAS_SPECIALS]
     if not slots:
@@ -919,11 +919,11 @@ def induce_aliases(enc: Encoding, observations: list[Sample], tables: dict) -> l
     modifiers); conditions are dropped one at a time while the rule still covers no word
     that prints otherwise. An exact immediate may give way to exceptions (`3!=65536`) where
     at most MAX_EXCEPTIONS other values print otherwise."""
-    from .description import _value_kinds
-    from .engine import Isa
-    from .forms import Alias
+    from ..isa.description import value_kinds
+    from ..isa.engine import Isa
+    from ..isa.forms import Alias
     isa = Isa("", [], tables, {})
-    roles = _value_kinds(enc)
+    roles = value_kinds(enc)
     universe = {t for g in enc.groups for t in g.tokens if t != "@g!"}
     saved, enc.aliases = enc.aliases, []
     obs = []

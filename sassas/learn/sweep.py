@@ -6,7 +6,7 @@ which include the form-select bits 9..11) we build a few words from templates (o
 fields zero, register fields RZ, predicate fields PT, some random fillings), disassemble
 them all in a few batched nvdisasm calls, and keep one word per form (opcode + operand
 kinds + guard kind) and modifier set. Those words seed the bit-flip learner
-(:func:`sassas.isa.fit.learn_encodings`) exactly as corpus words do.
+(:func:`sassas.learn.fit.learn_encodings`) exactly as corpus words do.
 
 Nothing here knows any instruction: the templates only use the public field layout of
 ORACLE.md (registers in bytes 2, 3, 4 and 8; predicates as 3-bit fields with 7 = PT).
@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 from ..ast import ControlCode
 from . import fit, oracle
-from .forms import CONTROL_SHIFT, instruction_tokens
+from ..isa.forms import CONTROL_SHIFT, instruction_tokens
 
 OPCODE_BITS = 12
 GUARD_PT = 7 << 12

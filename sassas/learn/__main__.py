@@ -1,0 +1,3 @@
+from .learn import main
+
+raise SystemExit(main())
