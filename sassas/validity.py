@@ -6,7 +6,7 @@ branch: sassas.isa.control_rules, learned per arch from nvdisasm)."""
 from __future__ import annotations
 
 from .control import REUSE_SLOTS_0_2, CONTROL_RULES
-from .learn.control_rules import FIELDS, form_control_rules
+from .isa.control_rules import FIELDS, form_control_rules
 from .isa.forms import form_key, form_name
 
 # Control fields that decide whether a word needs a closer look (CONTROL_RULES, per-form rules).
