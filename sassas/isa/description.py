@@ -62,7 +62,7 @@ from .forms import CONTROL_MASK, MASK128, Alias, DescriptorLoad, Encoding, Field
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
-# How nvdisasm prints float immediates (checked by learn.py against the corpus).
+# How nvdisasm prints float immediates (the learner checks it against the corpus).
 DEFAULT_SYNTAX = {"float_format": "%.20g", "float_format_large": "%.20e", "float_large_exponent": "9",
                   "negative_zero": "-0.0"}
 

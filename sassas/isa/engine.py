@@ -13,7 +13,7 @@ from typing import Optional
 from ..ast import ControlCode, Instruction, Operand
 from ..errors import SassError
 from ..operands import format_operand
-from .forms import (CONTROL_SHIFT, GUARD_NEGATED, MASK128, DescriptorLoad, Encoding, Field, flag_token, form_key,
+from .forms import (CONTROL_SHIFT, GUARD_NEGATED, MASK128, DescriptorLoad, Encoding, Field, form_key,
                     form_name, instruction_tokens, instruction_values, numbered_modifiers, split_flag_token,
                     value_meets, written_tokens)
 

@@ -1,3 +1,3 @@
-from .learn import main
+from .driver import main
 
 raise SystemExit(main())

@@ -21,6 +21,7 @@ from __future__ import annotations
 import tomllib
 
 from ..isa.control_rules import DATA_FILE, FIELDS
+from ..isa.description import DATA_DIR
 
 
 def learn(arch: str) -> dict[str, list[str]]:
@@ -80,13 +81,12 @@ def write_data(results: dict[str, dict[str, list[str]]], path) -> None:
 
 def main(argv=None) -> int:
     import argparse
-    from pathlib import Path
 
     from ..arch import ARCHS
     ap = argparse.ArgumentParser(prog="python -m sassas.learn.control_rules", description=__doc__.split("\n\n")[0])
     ap.add_argument("--arch", action="append", help="only this arch (repeatable); default all")
     args = ap.parse_args(argv)
-    path = Path(__file__).resolve().parent.parent / "isa" / "data" / DATA_FILE
+    path = DATA_DIR / DATA_FILE
     results = {}
     if path.exists():
         results = {a: {f: list(v) for f, v in e.items()} for a, e in tomllib.loads(path.read_text()).items()}

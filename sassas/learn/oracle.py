@@ -1,6 +1,6 @@
 """NVIDIA's tools as an oracle: find ptxas / nvdisasm / cuobjdump, compile PTX, disassemble words.
 
-Used by the learner (``sassas.learn.learn``) and the tests only, never when assembling.
+Used by the learner (``sassas.learn``) and the tests only, never when assembling.
 Results are cached on disk under ``<repo>/.cache/oracle`` so that learning can resume and
 tests stay fast.
 """

@@ -2,7 +2,7 @@
 
 nvdisasm prints `LDG.E R2, [R2.64]` for a word whose bits 32..37 name the uniform pair that
 `ULDC.64 UR6, c[0x0][0x118]` loaded; STG/RED/ATOMG keep it in bits 64..69. The description
-holds that field (learned by sassas.isa.learn.learn_descriptors); the resolve stage fills it
+holds that field (learned by sassas.learn.passes.learn_descriptors); the resolve stage fills it
 from the descriptor load (the latest one in the same basic block, else the kernel's first:
 resolve.descriptor_registers); `sassas disasm` keeps any other register with `.raw`.
 """
