@@ -12,7 +12,6 @@ from typing import Optional
 
 from ..ast import ControlCode, Instruction, Operand
 from ..errors import SassError
-from ..operands import format_operand
 from .forms import (CONTROL_SHIFT, GUARD_NEGATED, MASK128, DescriptorLoad, Encoding, Field, form_key,
                     form_name, instruction_tokens, instruction_values, numbered_modifiers, split_flag_token,
                     value_meets, written_tokens)
@@ -572,6 +571,7 @@ class Isa:
         return "".join(parts) + text
 
     def _format_operand(self, op: Operand) -> str:
+        from ..operands import format_operand
         if op.kind == "L" and op.symbol is None:
             return self._format_number(int(op.values[0]))
         return format_operand(op, number=self._format_number)
