@@ -1,8 +1,9 @@
 """The validity model: every word the assembler writes is one nvdisasm accepts and prints as
 the source says. The encoder asks, for each word, whether its control code breaks a rule:
-those of the yield flag (sassas.control.CONTROL_RULES, the same on every arch) and the control
+those of the yield flag (sassas.control.CONTROL_RULES, the same on every arch), the control
 fields an instruction form does not take (a write barrier on a store, a read barrier on a
-branch: sassas.isa.control_rules, learned per arch from nvdisasm)."""
+branch) and the reuse slots it does not take (sassas.isa.control_rules, learned per arch
+from nvdisasm)."""
 from __future__ import annotations
 
 from .control import REUSE_SLOTS_0_2, CONTROL_RULES
@@ -12,22 +13,44 @@ from .isa.forms import form_key, form_name
 # Control fields that decide whether a word needs a closer look (CONTROL_RULES, per-form rules).
 _YIELD_BIT, _REUSE_0_2 = 1 << 4, REUSE_SLOTS_0_2 << 17
 _NO_BARRIERS_NO_WAIT = 0x3F << 5
+_REUSE = 0xF << 17
+
+# (arch, Shape) -> the instruction's form name and the reuse rules that name it: found once a shape.
+_form_of_shape: dict = {}
+
+
+def _form_and_reuse_rules(inst, arch: str):
+    key = (arch, inst.shape)
+    known = _form_of_shape.get(key)
+    if known is None:
+        form = form_name(*form_key(inst))
+        known = _form_of_shape[key] = (form, form_control_rules(arch).reuse_rules_for(inst.opcode, form,
+                                                                                       inst.modifiers))
+    return known
 
 
 def control_problems(inst, c: int, arch: str) -> list[tuple[str, str]]:
     """(severity, message) for each rule that the control code `c` (word >> 105) of the
-    encoded instruction `inst` breaks: CONTROL_RULES, and the fields its form does not take
-    (sassas.isa.control_rules, learned per arch)."""
+    encoded instruction `inst` breaks: CONTROL_RULES, and the fields and reuse slots its form
+    does not take (sassas.isa.control_rules, learned per arch)."""
     out = [(r.severity, r.describe(c)) for r in CONTROL_RULES if r.holds(c)]
     rules = form_control_rules(arch)
+    form, reuse_rules = _form_and_reuse_rules(inst, arch)
     if inst.opcode in rules.opcodes_with_rules:
-        form = form_name(*form_key(inst))
         for field, (shift, mask, none) in FIELDS.items():
-            if c >> shift & mask != none and rules.refuses(field, inst.opcode, form):
+            if c >> shift & mask != none and rules.refuses(field, inst.opcode, form, inst.modifiers):
                 what = field.replace("_", " ")
                 out.append(("error", f"{form} takes no {what} on {arch} (nvdisasm rejects the word); "
                                      f"write {'--' if field == 'wait_mask' else '-'} in the control code's "
-                                     f"{what} field"))
+                                     f"{what} field [{field}]"))
+    reuse, yield_, stall0 = c >> 17 & 0xF, not c & _YIELD_BIT, c & 0xF == 0
+    for r in reuse_rules:
+        if reuse & r.mask == r.mask and r.yield_ == yield_ and r.stall0 == (stall0 and yield_):
+            together = " together" if r.mask & (r.mask - 1) else ""
+            when = " with the yield flag 'Y'" + (" and stall 0" if r.stall0 else "") if r.yield_ else ""
+            out.append(("error", f"{form} takes no .reuse on reuse slot{'s' if together else ''} {r.slots()}"
+                                 f"{together}{when} on {arch} (nvdisasm: undefined value for table opex); "
+                                 f"drop the .reuse [{r.name}]"))
     return out
 
 
@@ -38,6 +61,8 @@ def may_break_rules(c: int, opcode: str, arch: str) -> bool:
         if stall == 0 or stall >= 12:
             return True
     elif c & _REUSE_0_2:
+        return True
+    if c & _REUSE and opcode in form_control_rules(arch).opcodes_with_reuse_rules:
         return True
     if c & _NO_BARRIERS_NO_WAIT != _NO_BARRIERS_NO_WAIT or c >> 11 & 0x3F:
         return opcode in form_control_rules(arch).opcodes_with_rules

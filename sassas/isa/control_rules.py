@@ -1,17 +1,24 @@
-"""Which instruction forms take which control fields, as nvdisasm decides: the rules, per arch.
+"""Which instruction forms take which control fields and reuse slots, as nvdisasm decides: the
+rules, per arch.
 
 nvdisasm rejects a word whose control code sets a field the instruction has no use for: a
 write barrier on a store, a branch or a fence, a read barrier on a branch, a wait mask on
-`WARPGROUP.ARRIVE` (sm_90). Which ones is a fact of each arch, so it is data:
-`sassas/isa/data/control.toml`, learned by `python -m sassas.learn.control_rules`. An opcode
-is listed where every form that nvdisasm reads rejects the field, a form (`BMOV B, I`) where
-only some forms do.
+`WARPGROUP.ARRIVE` (sm_90). It also rejects reuse flags that the instruction's opex table
+does not define: a slot without a register to cache (`CS2R R, SR`), slots B and C together
+on most forms, slot A on `HADD2.F32 R, R, c[..]` (sm_90), slots A and B together with the
+yield flag on some. Which ones is a fact of each arch, so it is data:
+`sassas/isa/data/control.toml`, learned by `python -m sassas.learn.control_rules`. A rule lists
+an opcode where every encoding that nvdisasm reads refuses it, a form (`BMOV B, I`) where every
+encoding of that form does, else the form with the modifiers that only the refused encodings'
+examples carry (`HADD2.F32 R, R, C[I][I]`). A reuse rule (`reuse_BC`) names the least
+combination refused: every combination that holds it is refused too.
 
 Used by :mod:`sassas.validity` (the encoder's check of every word); never needs the oracle.
 """
 from __future__ import annotations
 
 import functools
+import re
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -23,34 +30,94 @@ FIELDS = {
     "wait_mask": (11, 0x3F, 0),
 }
 DATA_FILE = "control.toml"
+REUSE_SLOTS = "ABCD"                     # reuse bit 0..3 (c >> 17)
+_REUSE_RULE = re.compile(r"(yield_)?(stall0_)?reuse_([A-D]+)$")
+
+
+def reuse_rule_name(yield_: bool, stall0: bool, mask: int) -> str:
+    """`reuse_BC`, `yield_reuse_AB`, `yield_stall0_reuse_D`."""
+    slots = "".join(s for i, s in enumerate(REUSE_SLOTS) if mask >> i & 1)
+    return f"{'yield_' if yield_ else ''}{'stall0_' if stall0 else ''}reuse_{slots}"
+
+
+@dataclass(frozen=True)
+class Names:
+    """What a rule applies to: opcodes, forms (`BMOV B, I`), and forms with modifiers
+    (`HADD2.F32 R, R, C[I][I]`: its instructions that carry these) where a form's encodings
+    disagree."""
+    opcodes: frozenset = frozenset()
+    forms: frozenset = frozenset()
+    forms_with: tuple = ()               # (form, frozenset of modifiers)
+
+    def matches(self, opcode: str, form: str, modifiers) -> bool:
+        if opcode in self.opcodes or form in self.forms:
+            return True
+        return any(f == form and needed <= set(modifiers) for f, needed in self.forms_with)
+
+    def named_opcodes(self) -> set:
+        return set(self.opcodes) | {f.split()[0] for f in self.forms} | {f.split()[0] for f, _m in self.forms_with}
+
+
+@dataclass(frozen=True)
+class ReuseRule:
+    """Words with the yield flag and stall-0 state given whose reuse bits hold all of `mask`."""
+    name: str
+    yield_: bool
+    stall0: bool
+    mask: int
+    names: Names
+
+    def slots(self) -> str:
+        return " and ".join(s for i, s in enumerate(REUSE_SLOTS) if self.mask >> i & 1)
 
 
 @dataclass(frozen=True)
 class FormControlRules:
-    """Per field: opcodes of which no form takes it, and single forms (`BMOV B, I`) that do not."""
-    opcodes: dict[str, frozenset]
-    forms: dict[str, frozenset]
+    """Per field, what does not take it; the reuse rules."""
+    fields: dict[str, Names]
+    reuse: tuple[ReuseRule, ...]
 
-    def refuses(self, field: str, opcode: str, form: str) -> bool:
-        return opcode in self.opcodes.get(field, ()) or form in self.forms.get(field, ())
+    def refuses(self, field: str, opcode: str, form: str, modifiers) -> bool:
+        return self.fields[field].matches(opcode, form, modifiers)
 
     @functools.cached_property
     def opcodes_with_rules(self) -> frozenset:
-        """Every opcode some rule names (the encoder looks closer at those only)."""
-        out = set()
-        for field in FIELDS:
-            out |= self.opcodes.get(field, frozenset())
-            out |= {f.split()[0] for f in self.forms.get(field, ())}
-        return frozenset(out)
+        """Every opcode some field rule names (the encoder looks closer at those only)."""
+        return frozenset(set().union(*(n.named_opcodes() for n in self.fields.values())))
+
+    @functools.cached_property
+    def opcodes_with_reuse_rules(self) -> frozenset:
+        return frozenset(set().union(*(r.names.named_opcodes() for r in self.reuse)))
+
+    def reuse_rules_for(self, opcode: str, form: str, modifiers) -> tuple[ReuseRule, ...]:
+        """The reuse rules of an instruction (sassas.validity keeps them a shape)."""
+        return tuple(r for r in self.reuse if r.names.matches(opcode, form, modifiers))
+
+
+def _names(entries) -> Names:
+    opcodes, forms, forms_with = set(), set(), []
+    for n in entries:
+        head, _, kinds = n.partition(" ")
+        opcode, *modifiers = head.split(".")
+        form = f"{opcode} {kinds}" if kinds else opcode
+        if modifiers:
+            forms_with.append((form, frozenset(modifiers)))
+        elif kinds:
+            forms.add(n)
+        else:
+            opcodes.add(n)
+    return Names(frozenset(opcodes), frozenset(forms), tuple(forms_with))
 
 
 @functools.lru_cache(maxsize=None)
 def form_control_rules(arch: str) -> FormControlRules:
     data = tomllib.loads(resources.files("sassas.isa").joinpath("data", DATA_FILE).read_text())
     entry = data.get(arch, {})
-    opcodes, forms = {}, {}
-    for field in FIELDS:
-        names = entry.get(field, [])
-        opcodes[field] = frozenset(n for n in names if " " not in n)
-        forms[field] = frozenset(n for n in names if " " in n)
-    return FormControlRules(opcodes, forms)
+    fields = {field: _names(entry.get(field, [])) for field in FIELDS}
+    reuse = []
+    for name, entries in entry.items():
+        m = _REUSE_RULE.match(name)
+        if m and entries:
+            mask = sum(1 << REUSE_SLOTS.index(s) for s in m[3])
+            reuse.append(ReuseRule(name, bool(m[1]), bool(m[2]), mask, _names(entries)))
+    return FormControlRules(fields, tuple(reuse))

@@ -49,6 +49,18 @@ def test_words_nvdisasm_rejects_are_refused(arch, line, message):
     assert message in str(e.value) and "k.sass:2:" in str(e.value)
 
 
+def test_reuse_slots_a_form_does_not_take_are_refused():
+    # sm_90's nvdisasm on this word: "Opclass 'hadd2_F32__RC', undefined value 0x31 for table
+    # 'TABLES_opex_1'"; the same line without .F32 (another opex table) is a word it reads.
+    line = "--:-:-:-:1  HADD2.F32 R79, R25.reuse, c[0x0][0x160];"
+    with pytest.raises(SassError) as e:
+        sassas.assemble(KERNEL.format(line=line), "sm_90", "k.sass")
+    assert "k.sass:2:1:" in str(e.value) and "takes no .reuse on reuse slot A" in str(e.value)
+    assert e.value.message.endswith("[reuse_A]")
+    sassas.assemble(KERNEL.format(line=line.replace(".reuse", "")), "sm_90", "k.sass")
+    sassas.assemble(KERNEL.format(line=line.replace("HADD2.F32", "HADD2")), "sm_90", "k.sass")
+
+
 def test_reuse_on_a_yielding_instruction_warns():
     cubin = sassas.assemble(KERNEL.format(line="--:-:-:Y:4  FFMA R2, R1.reuse, R3, R0;"), "sm_90", "k.sass")
     assert [w.loc.line for w in cubin.warnings] == [2]

@@ -221,7 +221,7 @@ def _main(argv, capsys):
 def test_unknown_archs_one_line(tmp_path, capsys):
     src = tmp_path / "k.sass"
     src.write_text(SAXPY)
-    for arch in ("sm_91", "sm_100", "sm_120", "sm_60", "x"):
+    for arch in ("sm_91", "sm_110", "sm_130", "sm_60", "x"):
         for argv in (["asm", str(src), "--arch", arch], ["check", str(src), "--arch", arch],
                      ["isa", "--arch", arch]):
             code, err = _main(argv, capsys)
@@ -264,7 +264,7 @@ def _command_lines(tmp_path, cubin: bytes, rng):
         if out is not None and cmd in ("asm", "disasm"):
             argv += ["-o", str(out)]
         if cmd in ("asm", "check", "isa") and rng.random() < 0.9:
-            argv += ["--arch", rng.choice(ARCHS[1:] + ["sm_91", "sm_100", "sm_120", "90", "SM75"])]
+            argv += ["--arch", rng.choice(ARCHS[1:] + ["sm_91", "sm_110", "sm_130", "90", "SM75"])]
         argv += rng.choice(extras)
         if cmd == "isa" and rng.random() < 0.5:
             argv.append(rng.choice(["FFMA", "ffma", "FFMX", "LDS", "?"]))
@@ -300,7 +300,7 @@ def test_command_line_subprocess(case, tmp_path, cubins):
     src = tmp_path / "k.sass"
     src.write_text(SAXPY)
     out = tmp_path / "k.cubin"
-    argv = {"unknown-arch": ["asm", str(src), "--arch", "sm_120", "-o", str(out)],
+    argv = {"unknown-arch": ["asm", str(src), "--arch", "sm_110", "-o", str(out)],
             "unknown-option": ["asm", str(src), "--arch", "sm_90", "--frobnicate", "-o", str(out)],
             "missing": ["asm", str(tmp_path / "none.sass"), "--arch", "sm_90", "-o", str(out)],
             "binary": ["asm", sys.executable, "--arch", "sm_90", "-o", str(out)],

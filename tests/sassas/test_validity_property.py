@@ -160,6 +160,21 @@ def test_accepted_words_print_as_written(arch):
     assert not differ, f"{SEED_ENV}={seed}: {len(differ)} words print otherwise than written: {differ[:5]}"
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_form_rules_name_forms_of_the_isa(arch):
+    """Every opcode, form and form with modifiers that control.toml names is one of the arch's
+    ISA description (the data is learned from it: a stale name would check nothing)."""
+    from sassas.isa.control_rules import form_control_rules
+    isa = get_isa(arch)
+    opcodes, forms = {e.opcode for e in isa.encodings}, {e.name for e in isa.encodings}
+    rules = form_control_rules(arch)
+    every = list(rules.fields.values()) + [r.names for r in rules.reuse]
+    assert rules.reuse and all(r.mask for r in rules.reuse)
+    for names in every:
+        assert names.opcodes <= opcodes and names.forms <= forms
+        assert {f for f, _modifiers in names.forms_with} <= forms
+
+
 @pytest.mark.oracle
 @pytest.mark.corpus
 @pytest.mark.parametrize("arch", ARCHS)
