@@ -106,7 +106,7 @@ def auto(n: int, seed: int = 0) -> str:
 
 def listing(n: int, arch: str, workdir: str) -> str | None:
     """`cuobjdump -sass` of the barriers file's cubin, or None without cuobjdump."""
-    from sassas.isa.oracle import OracleMissing, find_tool
+    from sassas.learn.oracle import OracleMissing, find_tool
     try:
         tool = find_tool("cuobjdump", arch)
     except OracleMissing:

@@ -17,8 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sassas.ast import ControlCode
 from sassas.errors import SassError
-from sassas.isa import corpus, get_isa, oracle
-from sassas.isa.text import parse_instruction
+from sassas.isa import get_isa
+from sassas.learn import corpus, oracle
+from sassas.parse import parse_instruction
 
 
 def workload(arch: str, n: int):

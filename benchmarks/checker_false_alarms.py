@@ -1,5 +1,5 @@
 """False alarms of `sassas check` on ptxas-compiled code (hazard-free by construction): every
-kernel of the learning corpus (sassas.isa.corpus.ptx) compiled by ptxas 12.9 for each arch,
+kernel of the learning corpus (sassas.learn.corpus.ptx) compiled by ptxas 12.9 for each arch,
 listed with cuobjdump -sass, checked; prints errors and warnings by kind (all should be 0).
 
     python benchmarks/checker_false_alarms.py [--arch sm_90 ...]
@@ -12,8 +12,8 @@ import subprocess
 import tempfile
 
 from sassas.check import check_file
-from sassas.isa import oracle
-from sassas.isa.corpus import ptx as corpus_ptx
+from sassas.learn import oracle
+from sassas.learn.corpus import ptx as corpus_ptx
 
 
 def check_arch(arch: str) -> tuple[int, collections.Counter, dict]:

@@ -24,8 +24,8 @@ from collections import Counter, defaultdict
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "sassas"))
 
 from sassas.errors import SassError                                 # noqa: E402
-from sassas.isa import oracle                                       # noqa: E402
-from sassas.isa.compare import format_comparisons, listing_encodings, normal_text  # noqa: E402
+from sassas.learn import oracle                                     # noqa: E402
+from sassas.learn.compare import format_comparisons, listing_encodings, normal_text  # noqa: E402
 
 ARCHS = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
 

@@ -2,7 +2,7 @@
 every instruction must decode to the text and the control code that were written.
 
 Used by the CPU tests and by `python -m microbench build --verify`; needs nvdisasm and
-pyelftools (sassas.isa.oracle finds them), never needed to run benchmarks.
+pyelftools (sassas.learn.oracle finds them), never needed to run benchmarks.
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def _listing(code: bytes, arch: str):
     """nvdisasm's reading of one code section (memoized: tests ask twice)."""
     key = (arch, code)
     if key not in _LISTINGS:
-        from sassas.isa import oracle
+        from sassas.learn import oracle
         _LISTINGS[key] = oracle.disassemble_code(code, arch)
     return _LISTINGS[key]
 
@@ -71,7 +71,7 @@ def _norm(text: str) -> str:
 def compare(text: str, cubin: bytes, arch: str = "sm_90") -> list[str]:
     """Differences between the source and what nvdisasm reads in the cubin (empty: none)."""
     from sassas.ast import ControlCode
-    from sassas.isa import oracle
+    from sassas.learn import oracle
     from sassas.control import read_control
     want = intended(text)
     got_sections = {name.split(".text.", 1)[-1]: code for name, code in oracle.text_sections(cubin)}
@@ -103,7 +103,7 @@ def opcode_counts(cubin: bytes, arch: str = "sm_90", kernel: Optional[str] = Non
     timed_only: count only between the first and the last clock read (CS2R/S2UR/S2R of
     SR_CLOCKLO), i.e. inside the timed region.
     """
-    from sassas.isa import oracle
+    from sassas.learn import oracle
     counts: dict[str, int] = {}
     for name, code in oracle.text_sections(cubin):
         if kernel is not None and name.split(".text.", 1)[-1] != kernel:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from .arch import Arch
 from .ast import Instruction, Kernel
 from .errors import SassError, SassErrors
-from .isa.model import CONTROL_SHIFT
+from .isa.forms import CONTROL_SHIFT
 from .kinds import value_pieces
 from .semantics import SemanticsError, highest_register
 from .validity import control_problems, may_break_rules

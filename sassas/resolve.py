@@ -13,7 +13,7 @@ from .arch import Arch
 from .ast import CodeRelocation, Instruction, Kernel, Label, Operand, SymbolRef
 from .errors import SassError
 from .isa import get_isa
-from .isa.model import form_key
+from .isa.forms import form_key
 from .kinds import VALUE_PIECES, kind_pieces
 from .operands import LAUNCH_NAMES
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .control import REUSE_SLOTS_0_2, CONTROL_RULES
 from .isa.control_rules import FIELDS, form_control_rules
-from .isa.model import form_key, form_name
+from .isa.forms import form_key, form_name
 
 # Control fields that decide whether a word needs a closer look (CONTROL_RULES, per-form rules).
 _YIELD_BIT, _REUSE_0_2 = 1 << 4, REUSE_SLOTS_0_2 << 17

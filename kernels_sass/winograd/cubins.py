@@ -92,9 +92,9 @@ def hazards(program) -> list:
 def disasm_mismatches(text: str, cubin: bytes) -> list[str]:
     """Instructions where NVIDIA's disassembler reads the cubin differently from the source
     (operand reuse flags and branch targets aside): the encoder check of the tests.
-    Needs nvdisasm (sassas.isa.oracle)."""
+    Needs nvdisasm (sassas.learn.oracle)."""
     import re
-    from sassas.isa import oracle
+    from sassas.learn import oracle
     from sassas.parse import parse_instruction
     (_, code), = oracle.text_sections(cubin)[:1]
     dis = oracle.disassemble_code(code, ARCH)

@@ -1,4 +1,5 @@
-"""Which instruction forms take which control fields, as nvdisasm decides: learned, per arch.
+"""Which instruction forms take which control fields and reuse slots, as nvdisasm decides: the
+rules, per arch.
 
 nvdisasm rejects a word whose control code sets a field the instruction has no use for: a
 write barrier on a store, a branch or a fence, a read barrier on a branch, a wait mask on
@@ -6,19 +7,11 @@ write barrier on a store, a branch or a fence, a read barrier on a branch, a wai
 does not define: a slot without a register to cache (`CS2R R, SR`), slots B and C together
 on most forms, slot A on `HADD2.F32 R, R, c[..]` (sm_90), slots A and B together with the
 yield flag on some. Which ones is a fact of each arch, so it is data:
-`sassas/isa/data/control.toml`, written by
-
-    python -m sassas.isa.control_rules [--arch sm_90 ...]
-
-which takes every encoding's example from the ISA description, encodes it with a neutral
-control code and with each field set in turn (each combination of reuse slots without and
-with the yield flag at stalls 1 and 5, and with the yield flag at stall 0), and asks nvdisasm
-about all of them in a few batched calls. A reuse combination that every form refuses is a
-rule of every arch, sassas.control.CONTROL_RULES: the learner names it and lists nothing. A rule lists an opcode where every encoding that nvdisasm reads refuses it, a form
-(`BMOV B, I`) where every encoding of that form does, else the form with the modifiers
-that only the refused encodings' examples carry (`HADD2.F32 R, R, C[I][I]`). A reuse rule
-(`reuse_BC`) names the least combination refused: every combination that holds it is
-refused too (the learner says where that is not so).
+`sassas/isa/data/control.toml`, learned by `python -m sassas.learn.control_rules`. A rule lists
+an opcode where every encoding that nvdisasm reads refuses it, a form (`BMOV B, I`) where every
+encoding of that form does, else the form with the modifiers that only the refused encodings'
+examples carry (`HADD2.F32 R, R, C[I][I]`). A reuse rule (`reuse_BC`) names the least
+combination refused: every combination that holds it is refused too.
 
 Used by :mod:`sassas.validity` (the encoder's check of every word); never needs the oracle.
 """
@@ -128,145 +121,3 @@ def form_control_rules(arch: str) -> FormControlRules:
             mask = sum(1 << REUSE_SLOTS.index(s) for s in m[3])
             reuse.append(ReuseRule(name, bool(m[1]), bool(m[2]), mask, _names(entries)))
     return FormControlRules(fields, tuple(reuse))
-
-
-# ---- learning (needs nvdisasm) --------------------------------------------------------------
-
-# Reuse classes: (yield flag, stall 0) -> the stalls tried; a combination refused at any of them
-# is refused (they agree wherever measured).
-_REUSE_CLASSES = {(False, False): (1, 5), (True, False): (1, 5), (True, True): (0,)}
-
-
-def learn(arch: str) -> dict[str, list[str]]:
-    """Rule -> sorted opcodes, forms and forms with modifiers whose words nvdisasm rejects under it."""
-    from dataclasses import replace
-
-    from ..ast import ControlCode
-    from ..parse import parse_instruction
-    from . import get_isa, oracle
-    from .model import CONTROL_SHIFT
-
-    isa = get_isa(arch)
-    control_mask = ((1 << 23) - 1) << CONTROL_SHIFT
-    neutral = ControlCode(stall=1).bits
-    examples = []
-    for e in isa.encodings:
-        if not e.example:
-            continue
-        try:
-            word = isa.encode(replace(parse_instruction(e.example), control=ControlCode(stall=1)))
-        except Exception:      # an example whose text does not encode alone (a branch target)
-            continue
-        examples.append((e, word & ~control_mask))
-    variants = {"neutral": neutral}
-    for field, (shift, mask, none) in FIELDS.items():
-        variants[field] = neutral & ~(mask << shift) | (1 if none != 1 else 0) << shift
-    for (yield_, stall0), stalls in _REUSE_CLASSES.items():
-        for stall in stalls:
-            for mask in range(1, 16):
-                variants[(yield_, stall0, stall, mask)] = ControlCode(stall=stall, yield_=yield_, reuse=mask).bits
-    words = {name: [w | c << CONTROL_SHIFT for _e, w in examples] for name, c in variants.items()}
-    seen = oracle.disassemble([w for ws in words.values() for w in ws], arch)
-    readable = [seen[w] is not None for w in words["neutral"]]
-
-    def refused(name, i):
-        return seen[words[name][i]] is None
-
-    left_out: list = []
-    out = {field: _aggregate(examples, readable, [refused(field, i) for i in range(len(examples))], left_out)
-           for field in FIELDS}
-    # Reuse: per encoding, the least refused combinations of each class.
-    for (yield_, stall0), stalls in _REUSE_CLASSES.items():
-        refused_masks = [{m for m in range(1, 16) if any(refused((yield_, stall0, s, m), i) for s in stalls)}
-                         if readable[i] else set() for i in range(len(examples))]
-        least = [{m for m in ms if not any(m0 != m and m0 & m == m0 for m0 in ms)} for ms in refused_masks]
-        unclosed = [examples[i][0].example for i, ms in enumerate(refused_masks)
-                    if ms != {m for m in range(1, 16) if any(m0 & m == m0 for m0 in least[i])}]
-        if unclosed:
-            print(f"{arch}: refused reuse combinations not closed upward (rules over-refuse) in {unclosed[:5]}")
-        for mask in range(1, 16):
-            which = [mask in least[i] for i in range(len(examples))]
-            name = reuse_rule_name(yield_, stall0, mask)
-            if all(w for w, r in zip(which, readable) if r):
-                print(f"{arch}: {name} refused by every form (a rule of sassas.control, not listed)")
-                continue
-            names = _aggregate(examples, readable, which, left_out)
-            if names:
-                out[name] = names
-    if left_out:
-        print(f"{arch}: {len(left_out)} refusals left out (an encoding refuses, another of its form with the same "
-              f"modifiers does not): {sorted(set(left_out))[:4]}")
-    return out
-
-
-def _aggregate(examples, readable, refused, left_out: list) -> list[str]:
-    """Opcodes all of whose encodings are refused, else forms, else forms with the modifiers of
-    a refused encoding's example that no accepted example of the form carries, fewer where the
-    opcode's accepted examples leave some (left out where there are none, their examples added
-    to `left_out`: the encodings differ otherwise)."""
-    by_opcode: dict[str, set] = {}
-    by_form: dict[str, set] = {}
-    accepted_modifiers: dict[str, set] = {}
-    for (e, _w), ok, r in zip(examples, readable, refused):
-        if ok:                  # else not a word nvdisasm reads at all
-            by_opcode.setdefault(e.opcode, set()).add(r)
-            by_form.setdefault(e.name, set()).add(r)
-            if not r:
-                for key in (e.opcode, e.name):
-                    accepted_modifiers.setdefault(key, set()).update(_modifiers(e.example))
-    names = {op for op, r in by_opcode.items() if r == {True}}
-    names |= {f for f, r in by_form.items() if r == {True} and f.split()[0] not in names}
-    for (e, _w), ok, r in zip(examples, readable, refused):
-        if ok and r and by_form[e.name] != {True} and e.opcode not in names:
-            own = [m for m in _modifiers(e.example) if m not in accepted_modifiers[e.name]]
-            own = [m for m in own if m not in accepted_modifiers[e.opcode]] or own
-            if own:
-                opcode, _, kinds = e.name.partition(" ")
-                names.add(".".join([opcode, *own]) + (f" {kinds}" if kinds else ""))
-            else:
-                left_out.append(e.example)
-    return sorted(names)
-
-
-def _modifiers(example: str) -> tuple[str, ...]:
-    from ..parse import parse_instruction
-    return parse_instruction(example).modifiers
-
-
-def write_data(results: dict[str, dict[str, list[str]]], path) -> None:
-    lines = ["# Control fields and reuse slots that instruction forms do not take: nvdisasm rejects the word.",
-             "# Generated by `python -m sassas.isa.control_rules` (see that module); do not edit.", ""]
-    for arch in sorted(results):
-        lines.append(f"[{arch}]")
-        for field, names in results[arch].items():
-            lines.append(f"{field} = [" + ", ".join(_toml_string(n) for n in names) + "]")
-        lines.append("")
-    from ..files import write_atomic
-    write_atomic(path, "\n".join(lines))
-
-
-def _toml_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def main(argv=None) -> int:
-    import argparse
-    from pathlib import Path
-
-    from ..arch import ARCHS
-    ap = argparse.ArgumentParser(prog="python -m sassas.isa.control_rules", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--arch", action="append", help="only this arch (repeatable); default all")
-    args = ap.parse_args(argv)
-    path = Path(__file__).resolve().parent / "data" / DATA_FILE
-    results = {}
-    if path.exists():
-        results = {a: {f: list(v) for f, v in e.items()} for a, e in tomllib.loads(path.read_text()).items()}
-    for arch in args.arch or list(ARCHS):
-        results[arch] = learn(arch)
-        print(arch, {f: len(v) for f, v in results[arch].items()})
-    write_data(results, path)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -49,7 +49,7 @@ def sass_cubins():
 def _oracle_or_skip():
     if importlib.util.find_spec("elftools") is None:
         pytest.skip("pyelftools is not installed (test extra)")
-    from sassas.isa import oracle
+    from sassas.learn import oracle
     try:
         oracle.find_tool("nvdisasm", ARCH)
     except oracle.OracleMissing as e:
@@ -143,7 +143,7 @@ def test_cuda_reference_compiles_with_nvrtc(item, nvrtc_ok):
         assert [p.size for p in k.params] == [8, 8, 4, 4, 4, 4], k.name
     if importlib.util.find_spec("elftools") is None:
         return
-    from sassas.isa import oracle
+    from sassas.learn import oracle
     try:
         oracle.find_tool("nvdisasm", ARCH)
     except oracle.OracleMissing:

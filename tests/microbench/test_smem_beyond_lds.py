@@ -34,7 +34,7 @@ def _cases(name, quick=True):
 def _timed_counts(cubin: bytes) -> dict:
     if importlib.util.find_spec("elftools") is None:
         pytest.skip("pyelftools is not installed (test extra)")
-    from sassas.isa import oracle
+    from sassas.learn import oracle
     try:
         oracle.find_tool("nvdisasm", ARCH)
     except oracle.OracleMissing as e:

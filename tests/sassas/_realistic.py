@@ -34,7 +34,7 @@ def _compile(arch: str, options: list) -> bytes:
         source = f.read()
     if arch not in VIA_PTX:
         return nvrtc.compile_cuda(source, arch, options=options, filename="realistic_kernels.cu")
-    from sassas.isa import oracle
+    from sassas.learn import oracle
     try:
         ptxas = oracle.find_tool("ptxas", arch)
     except oracle.OracleMissing as e:

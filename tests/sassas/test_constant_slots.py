@@ -11,8 +11,8 @@ import pytest
 import sassas
 from sassas.arch import ARCHS, CONSTANT_SLOTS
 from sassas.errors import SassError
-from sassas.isa import oracle
-from sassas.isa.corpus import ptx
+from sassas.learn import oracle
+from sassas.learn.corpus import ptx
 
 _STORE = (".visible .entry k(.param .u64 p){{ .reg .b64 %a<3>; .reg .b32 %v; {decl} ld.param.u64 %a0,[p]; "
           "cvta.to.global.u64 %a0,%a0; {body} ret;}}")

@@ -290,12 +290,12 @@ def test_scheduler_on_ptxas_code(arch):
 
 @functools.lru_cache(maxsize=None)
 def learning_corpus_listing(arch: str) -> tuple[str, int]:
-    """cuobjdump -sass of the learning corpus's multi-snippet kernels (sassas.isa.corpus.ptx:
+    """cuobjdump -sass of the learning corpus's multi-snippet kernels (sassas.learn.corpus.ptx:
     every instruction family of the ISA learner, ~60 kernels an arch) that ptxas 12.9
     accepts, compiled as one module; and how many kernels it holds."""
     import tempfile
-    from sassas.isa import oracle
-    from sassas.isa.corpus import ptx
+    from sassas.learn import oracle
+    from sassas.learn.corpus import ptx
     try:
         cuobjdump = oracle.find_tool("cuobjdump", arch)
     except oracle.OracleMissing as e:

@@ -19,7 +19,7 @@ from sassas.listing import read_listing
 from sassas.parse import parse_items
 
 try:
-    from sassas.isa.oracle import OracleMissing, compile_ptx, find_tool, legacy_dir
+    from sassas.learn.oracle import OracleMissing, compile_ptx, find_tool, legacy_dir
 except ImportError:
     OracleMissing = RuntimeError
     compile_ptx = find_tool = legacy_dir = None
@@ -104,14 +104,14 @@ ret;
 
 def test_cuobjdump_12_8_notes_equal_13_5_hex(tmp_path):
     if find_tool is None:
-        pytest.skip("sassas.isa.oracle not importable")
+        pytest.skip("sassas.learn.oracle not importable")
     try:
         new = find_tool("cuobjdump", "sm_120")
     except OracleMissing as e:
         pytest.skip(f"cuobjdump 13 not found: {e}")
     old = legacy_dir() / "cuobjdump"
     if not old.exists():
-        pytest.skip(f"cuobjdump 12.8 not found in {legacy_dir()} (python -m sassas.isa.oracle --help)")
+        pytest.skip(f"cuobjdump 12.8 not found in {legacy_dir()} (python -m sassas.learn.oracle --help)")
     cubin = compile_ptx(PTX, "sm_120")
     if cubin is None:
         pytest.skip("ptxas 12.9 cannot compile for sm_120")

@@ -2,7 +2,7 @@
 
 nvdisasm prints `LDG.E R2, [R2.64]` for a word whose bits 32..37 name the uniform pair that
 `ULDC.64 UR6, c[0x0][0x118]` loaded; STG/RED/ATOMG keep it in bits 64..69. The description
-holds that field (learned by sassas.isa.learn.learn_descriptors); the resolve stage fills it
+holds that field (learned by sassas.learn.passes.learn_descriptors); the resolve stage fills it
 from the descriptor load (the latest one in the same basic block, else the kernel's first:
 resolve.descriptor_registers); `sassas disasm` keeps any other register with `.raw`.
 """
@@ -12,13 +12,13 @@ import sassas
 from sassas.disasm import disassemble
 from sassas.elf import read_cubin
 from sassas.isa import get_isa
-from sassas.isa.model import CONTROL_MASK
+from sassas.isa.forms import CONTROL_MASK
 from sassas.parse import parse_instruction
 
 ARCHS = ["sm_80", "sm_86", "sm_89"]
 
 # ptxas 12.9 words (control bits cleared) of the descriptor corpus kernel desc_red_4
-# (sassas/isa/corpus/ptx.py): the descriptor lands in UR8; the same on sm_80, sm_86, sm_89.
+# (sassas/learn/corpus/ptx.py): the descriptor lands in UR8; the same on sm_80, sm_86, sm_89.
 UR8_KERNEL = [
     (0x0000000000000a000000460000087ab9, "ULDC.64 UR8, c[0x0][0x118]"),
     (0x00000000078e000700005a0004027625, "IMAD.WIDE.U32 R2, R4, R7, c[0x0][0x168]"),

@@ -20,7 +20,7 @@ from sassas.elf import (EIATTR, EM_CUDA, STO_CUDA_ENTRY, ConstantBank, KernelIma
                         SymbolAttr, find_exit_offsets, read_cubin, write_cubin)
 
 try:
-    from sassas.isa.oracle import OracleMissing, find_tool
+    from sassas.learn.oracle import OracleMissing, find_tool
 except ImportError:  # the oracle module is optional for these tests
     OracleMissing, find_tool = RuntimeError, None
 

@@ -11,7 +11,8 @@ import pytest
 
 import sassas
 from sassas.arch import ARCHS, constant_slot, get_arch
-from sassas.isa import get_isa, oracle
+from sassas.isa import get_isa
+from sassas.learn import oracle
 from sassas.parse import parse_instruction
 from sassas.resolve import resolve_kernel
 from sassas.schedule import schedule_kernel

@@ -448,7 +448,7 @@ out_ = [f'--:{i}:-:Y:{2 + i}    STS [addr+buf+{4 * i}], value;' for i in range(N
 
 @pytest.mark.parametrize("arch", ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"])
 def test_turingas_program_through_nvdisasm(arch):
-    oracle = pytest.importorskip("sassas.isa.oracle")
+    oracle = pytest.importorskip("sassas.learn.oracle")
     why = oracle.missing_tools(arch, ("nvdisasm",))
     if why:
         pytest.skip(why)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from sassas.isa import oracle
-from sassas.isa.model import DATA_DIR
+from sassas.learn import oracle
+from sassas.isa.description import DATA_DIR
 
 ARCHS = sorted(p.stem for p in DATA_DIR.glob("sm_*.toml"))
 
@@ -16,10 +16,10 @@ def test_description_loads(arch):
     assert isa.encodings and isa.forms()
 
 
-# Share of the learning corpus's distinct words that round-trip (learn.check_corpus: decode +
-# format equal to nvdisasm's text, and re-encoded bit-exactly from the text of the corpus
-# kernels' listings, where the kernel gives the hidden memory descriptor). What the tables
-# reach; it may only go up.
+# Share of the learning corpus's distinct words that round-trip (sassas.learn.verify.check_corpus:
+# decode + format equal to nvdisasm's text, and re-encoded bit-exactly from the text of the
+# corpus kernels' listings, where the kernel gives the hidden memory descriptor). What the
+# tables reach; it may only go up.
 CORPUS_FLOORS = {"sm_70": 100.0, "sm_75": 100.0, "sm_80": 100.0, "sm_86": 100.0, "sm_89": 100.0,
                  "sm_90": 100.0, "sm_100": 99.86, "sm_120": 99.89}
 
@@ -32,11 +32,12 @@ def test_corpus_round_trip(arch, report):
             oracle.find_tool(tool, arch)
         except oracle.OracleMissing as e:
             pytest.skip(f"{tool} for {arch} not installed: {e}")
-    from sassas.isa import corpus, fit, get_isa
-    from sassas.isa.learn import check_corpus
+    from sassas.isa import get_isa
+    from sassas.learn import corpus, probe
+    from sassas.learn.verify import check_corpus
     isa = get_isa(arch)
     words = corpus.build(arch)
-    samples = [s for s in fit.to_samples(oracle.disassemble(words, arch, oracle.DisasmCache(arch))).values() if s]
+    samples = [s for s in probe.to_samples(oracle.disassemble(words, arch, oracle.DisasmCache(arch))).values() if s]
     failures = check_corpus(isa, arch, samples)
     by_word = {s.word: s for s in samples}
     bad = [f"{by_word[w].text}: {why}" for w, why in failures.items()]

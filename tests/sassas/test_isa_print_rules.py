@@ -9,10 +9,10 @@ import pytest
 
 from sassas.ast import ControlCode
 from sassas.isa import get_isa
-from sassas.isa.compare import normal_text
+from sassas.learn.compare import normal_text
 from sassas.isa.description import load_description, write_description
-from sassas.isa.model import Alias
-from sassas.isa.text import parse_instruction
+from sassas.isa.forms import Alias
+from sassas.parse import parse_instruction
 
 SM90 = [
     (0x000fe400078e00ff000000010d537824, "IMAD.MOV.U32 R83, R13, 0x1, RZ"),

@@ -7,9 +7,10 @@ import pytest
 
 from sassas.ast import ControlCode, Operand
 from sassas.errors import SassError
-from sassas.isa import get_isa, oracle
-from sassas.isa.model import Field, instruction_values
-from sassas.isa.text import parse_instruction
+from sassas.isa import get_isa
+from sassas.learn import oracle
+from sassas.isa.forms import Field, instruction_values
+from sassas.parse import parse_instruction
 
 ARCH = "sm_90"
 
@@ -149,10 +150,10 @@ def _with_values(inst, vals):
 @pytest.mark.skipif(oracle.missing_tools(ARCH) is not None, reason=str(oracle.missing_tools(ARCH)))
 def test_corpus_round_trip(isa):
     """Every corpus word re-encodes from nvdisasm's text bit-exactly and prints back."""
-    from sassas.isa import corpus, fit
-    from sassas.isa.learn import check_sample
+    from sassas.learn import corpus, probe
+    from sassas.learn.verify import check_sample
     words = corpus.build(ARCH)
-    samples = [s for s in fit.to_samples(oracle.disassemble(words, ARCH, oracle.DisasmCache(ARCH))).values() if s]
+    samples = [s for s in probe.to_samples(oracle.disassemble(words, ARCH, oracle.DisasmCache(ARCH))).values() if s]
     bad = {s.text: why for s in samples if (why := check_sample(isa, s))}
     rate = 1 - len(bad) / len(samples)
     print(f"{ARCH}: {len(samples) - len(bad)}/{len(samples)} corpus samples bit-exact ({rate:.1%})")

@@ -17,8 +17,8 @@ import sassas
 from sassas import nvrtc
 from sassas.elf import read_cubin
 from sassas.errors import SassError
-from sassas.isa import oracle
-from sassas.isa.compare import listing_encodings
+from sassas.learn import oracle
+from sassas.learn.compare import listing_encodings
 from _realistic import compile_realistic
 
 ARCHS = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]

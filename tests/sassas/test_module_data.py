@@ -29,7 +29,7 @@ import sassas
 from sassas.disasm import UnsupportedCubin, disassemble
 from sassas.elf import STB, STT, ModuleImage, RelocType, read_cubin, read_module, write_cubin
 from sassas.errors import SassError
-from sassas.isa import oracle
+from sassas.learn import oracle
 
 ARCHS = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
 

@@ -92,7 +92,7 @@ def _canonical(inst):
 @pytest.mark.oracle
 @pytest.mark.parametrize("arch", ARCHS)
 def test_random_programs_decode_as_written(arch):
-    oracle = pytest.importorskip("sassas.isa.oracle")
+    oracle = pytest.importorskip("sassas.learn.oracle")
     why = oracle.missing_tools(arch, ("nvdisasm",))
     if why:
         pytest.skip(why)

@@ -59,8 +59,8 @@ import sassas
 from sassas.disasm import UnsupportedCubin, disassemble
 from sassas.elf import ModuleImage, read_cubin, read_module
 from sassas.errors import SassError
-from sassas.isa import oracle
-from sassas.isa.compare import format_comparisons, normal_text
+from sassas.learn import oracle
+from sassas.learn.compare import format_comparisons, normal_text
 
 ARCHS = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"]
 pytestmark = pytest.mark.corpus

@@ -13,12 +13,13 @@ import pytest
 
 import sassas
 from sassas.arch import ARCHS
-from sassas.isa.model import DATA_DIR as ISA_DATA
+from sassas.isa.description import DATA_DIR as ISA_DATA
 from sassas.ast import ControlCode
 from sassas.errors import SassError
 from sassas.check import run_check
 from sassas.hazards import misaligned_groups
-from sassas.isa import get_isa, oracle
+from sassas.isa import get_isa
+from sassas.learn import oracle
 from sassas.ast import format_operand
 from sassas.parse import parse_instruction
 from sassas.semantics import register_groups

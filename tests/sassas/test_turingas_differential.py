@@ -21,10 +21,8 @@ import pytest
 import sassas
 from sassas.dialect import _tables, spelling_key
 from sassas.elf import read_cubin
+from sassas.learn.turingas import ARCHS, all_spellings, instruction, run_turingas, turingas_dir
 from sassas.parse import parse_instruction
-
-from _turingas import (ARCHS, all_spellings, instruction, instruction_lines, program, run_turingas,
-                        turingas_dir)
 
 pytestmark = pytest.mark.skipif(turingas_dir() is None, reason="TuringAs not found: set SASSAS_TURINGAS "
                                 "or put it at ../shared/oracles/turingas (python -m turingas.main)")
@@ -32,6 +30,47 @@ pytestmark = pytest.mark.skipif(turingas_dir() is None, reason="TuringAs not fou
 SEED = int(os.environ.get("SASSAS_TURINGAS_SEED", random.SystemRandom().randrange(1 << 32)))
 DATA = Path(__file__).parent / "data" / "turingas"
 PROGRAM_LENGTH = 120
+
+
+# ---- random programs in TuringAs's dialect -----------------------------------------------
+_CONTROL_WAIT = ("--", "--", "--", "01", "02", "12")
+
+
+def control(rng: random.Random) -> str:
+    if rng.random() < 0.15:                 # the spelling's default latency
+        # (with Y: some defaults (R2P's 12) are stalls that need it; sassas refuses them without)
+        return f"{rng.choice(_CONTROL_WAIT)}:-:-:Y:-"
+    if rng.random() < 0.3:
+        return f"{rng.choice(_CONTROL_WAIT)}:-:-:Y:{rng.randrange(0, 16):x}"
+    return f"{rng.choice(_CONTROL_WAIT)}:-:-:-:{rng.randrange(1, 12):x}"
+
+
+def program(body: list[str], rng: random.Random) -> str:
+    """A TuringAs file around `body` (instruction lines without control codes): parameters
+    (8-byte ones first, so that packed and naturally aligned offsets agree), register names,
+    shared memory, maybe a <consts> table, a loop label, a parameter read and EXIT."""
+    n8, n4 = rng.randrange(0, 3), rng.randrange(1, 4)
+    params = [f"ptr{i}, 8" for i in range(n8)] + [f"val{i}, 4" for i in range(n4)]
+    smem = rng.randrange(0, 64) * 16
+    lines = ["<params>", *params, "</params>", "<regs>", "60-63 : t0, t1, t2, t3", "</regs>"]
+    if smem:
+        lines += ["<SMEM>", str(smem), "</SMEM>"]
+    if rng.random() < 0.5:
+        lines += ["<consts>", "table, 16", "</consts>"]
+        lines += [f"{control(rng)}  MOV t2, table[{rng.randrange(4)}];"]
+    lines += [f"{control(rng)}  MOV t0, val0[0];", "TOP:"]
+    lines += [f"{control(rng)}  {b}" for b in body]
+    lines += [f"{control(rng)}  IADD3 t1, t1, 0x1, RZ;", "--:-:-:-:2  BRA TOP;", "--:-:-:-:2  EXIT;"]
+    return "\n".join(lines) + "\n"
+
+
+_CONTROL_LINE = re.compile(r"^[0-9a-fA-F-]{2}:[0-5-]:[0-5-]:[-yY]:[0-9a-fA-F-]\s+(.*)$")
+
+
+def instruction_lines(text: str) -> list[str]:
+    """The instructions of a TuringAs file, in order (each line with a control code)."""
+    return [m.group(1) for m in map(_CONTROL_LINE.match, text.splitlines()) if m]
+
 
 # Where sassas writes other bits than TuringAs, on purpose. Each class: what decides that an
 # instruction is in it, and why (README: "TuringAs compatibility").

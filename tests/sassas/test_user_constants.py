@@ -13,7 +13,7 @@ from elftools.elf.elffile import ELFFile
 
 import sassas
 from sassas.errors import SassError
-from sassas.isa import oracle
+from sassas.learn import oracle
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TURINGAS = os.environ.get("SASSAS_TURINGAS", os.path.join(ROOT, "..", "shared", "oracles", "turingas"))

@@ -23,7 +23,7 @@ import sassas
 from sassas.ast import ControlCode
 from sassas.errors import SassError, SassErrors
 from sassas.isa import get_isa
-from sassas.isa.model import CONTROL_SHIFT
+from sassas.isa.forms import CONTROL_SHIFT
 from sassas.control import read_control
 from sassas.parse import parse_instruction
 
@@ -110,7 +110,7 @@ def _control_fields(code: ControlCode):
 @functools.lru_cache(maxsize=None)
 def _run(arch: str):
     """One arch's random lines through sassas and nvdisasm (shared by the tests below)."""
-    oracle = pytest.importorskip("sassas.isa.oracle")
+    oracle = pytest.importorskip("sassas.learn.oracle")
     why = oracle.missing_tools(arch, ("nvdisasm",))
     if why:
         pytest.skip(why)
@@ -181,7 +181,7 @@ def test_form_rules_name_forms_of_the_isa(arch):
 def test_ptxas_words_break_no_rule(arch, report):
     """The rules refuse nothing ptxas writes: every word of the learning corpus (ptxas 12.9's
     code for the PTX corpus) that nvdisasm reads passes the encoder's check."""
-    from sassas.isa import corpus, oracle
+    from sassas.learn import corpus, oracle
     from sassas.validity import control_problems, may_break_rules
     why = oracle.missing_tools(arch)
     if why:

@@ -115,7 +115,7 @@ def test_transform_fadds_read_both_register_banks():
 
 
 def test_nvdisasm_reads_the_sass_as_written():
-    from sassas.isa import oracle
+    from sassas.learn import oracle
     why = oracle.missing_tools("sm_90", ("nvdisasm",))
     if why:
         pytest.skip(why)

@@ -90,7 +90,7 @@ def test_gemm_copies_are_spaced_as_ptxas_spaces_them(o):
 
 
 def test_nvdisasm_reads_the_gemm_as_written():
-    from sassas.isa import oracle
+    from sassas.learn import oracle
     why = oracle.missing_tools("sm_90", ("nvdisasm",))
     if why:
         pytest.skip(why)

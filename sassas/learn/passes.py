@@ -1,318 +1,22 @@
-"""Learn and verify ISA descriptions from NVIDIA's tools.
-
-    python -m sassas.isa.learn --arch sm_90 [--arch sm_80 ...] [--out DIR] [--rounds N]
-
-Steps, per arch: compile the PTX corpus (sassas/isa/corpus) with ptxas, disassemble every
-distinct word with nvdisasm, group the samples by form (opcode + operand kinds), probe one
-representative per form by bit flips (sassas/isa/fit.py), then verify: every corpus sample
-must re-encode from its text to the same 128-bit word (control bits included) and decode
-back to nvdisasm's text. Samples not yet reproduced become representatives of the next
-round. The description is written after every round; oracle results are cached under
-.cache/oracle, so an interrupted run resumes cheaply.
+"""The passes over a learned description, each one fact of the arch measured with the oracle:
+descriptors, new forms by transplanting bits, register widths, optional predicates and
+offsets, zero-register defers, alias exceptions, contradicted group values.
 """
 from __future__ import annotations
 
-import argparse
 import itertools
-import sys
-import time
 from collections import Counter, defaultdict
-from pathlib import Path
-
-from ..errors import SassError
-from ..kinds import value_count
-from . import corpus, fit, oracle
-from .description import DEFAULT_SYNTAX, load_description, write_description
-from .sweep import OPCODE_BITS
 from typing import Optional
 
-from .model import (CONTROL_MASK, DATA_DIR, Alias, Encoding, Field, Group, Isa, flag_token,
-                    form_key, form_name, instruction_tokens, instruction_values, split_flag_token, written_tokens)
-
-
-REPS_PER_ROUND = 4
-
-
-def refine(encodings, by_key, corpus_words=frozenset()) -> None:
-    """Use the corpus where single probes cannot see: share reuse bits among a form's
-    encodings, order modifiers as the corpus prints them, and set hidden bits (ones nvdisasm
-    does not print) to what ptxas writes most often (in its own words where it wrote any:
-    probed neighbours carry the representative's bits or random ones)."""
-    from .model import CONTROL_MASK
-    from .fit import modifier_order
-    reuse_by_key = choose_reuse_bits(encodings, by_key)
-    # nvdisasm prints an opcode's modifiers in one order whatever the operands: pool the
-    # sequences of all its forms (one form rarely shows every pair of modifiers together);
-    # an encoding's own sequences decide the pairs its opcode prints both ways.
-    sequences: dict = defaultdict(list)
-    for e in encodings:
-        sequences[e.opcode] += e.evidence
-    for key, samples in by_key.items():
-        sequences[key[0]] += [tuple(s.inst.modifiers) for s in samples]
-    for e in encodings:
-        key = (e.opcode, e.kinds)
-        e.reuse, e.reuse_decode_only = (dict(d) for d in reuse_by_key[_reuse_key(e)])
-        samples = by_key.get(key, [])
-        mine = [s for s in samples if s.word & e.match_mask == e.match_value
-                and instruction_tokens(s.inst) >= e.fixed_tokens]
-        e.order = modifier_order(sequences[e.opcode], e.evidence + [tuple(s.inst.modifiers) for s in mine])
-        for cached in ("order_index", "print_cache", "reuse_masks", "unprinted_reuse", "printed_fixed_tokens"):
-            e.__dict__.pop(cached, None)
-        claimed = e.match_mask | CONTROL_MASK
-        for f in e.fields:
-            if not isinstance(f, tuple):
-                claimed |= f.mask
-        for g in e.groups:
-            claimed |= g.mask
-        hidden = ~claimed & ((1 << 128) - 1)
-        if not mine:
-            continue
-        mine = [s for s in mine if s.word in corpus_words] or mine
-        for b in range(128):
-            if hidden >> b & 1:
-                ones = sum(s.word >> b & 1 for s in mine)
-                if 2 * ones > len(mine):
-                    e.base |= 1 << b
-                elif 2 * ones < len(mine):
-                    e.base &= ~(1 << b)
-
-
-ZERO_REGISTER = {"R": 255, "UR": 63}
-
-
-def choose_reuse_bits(encodings, by_key) -> dict:
-    """Per form: ({operand: the reuse bit to encode}, {operand: other bits printing .reuse on
-    it}). Probes may show two bits printing .reuse on one operand (sm_70's nvdisasm shows the
-    B and C bits alike on the one register of `FSEL R, R, R, P`); ptxas sets the bit of the
-    register's slot. The corpus decides where it shows .reuse on the operand; else the bit
-    that the opcode's other forms give an operand after the same operand kinds, else the one
-    the arch's other forms pair with the same register field, counting forms where one bit
-    alone prints .reuse on the operand (`FFMA R, R, R, c` keeps its third register in the C
-    field, and takes B's bit like `FFMA R, R, R, R`). A form's encodings are pooled only where
-    their operands sit in the same fields (_reuse_key): sm_86's `F2FP.MERGE_C R2, R0.reuse, RZ`
-    keeps its sources in the B and C fields, `F2FP.PACK_AB` in A and B."""
-    seen: dict = defaultdict(lambda: defaultdict(set))
-    field_of: dict = {}
-    matches: dict = defaultdict(list)
-    for e in encodings:
-        key = _reuse_key(e)
-        per_op = seen[key]
-        for i, b in e.reuse.items():
-            per_op[i] |= {b, *e.reuse_decode_only.get(i, ())}
-        field_of.setdefault(key, operand_fields(e))
-        matches[key].append((e.match_mask, e.match_value))
-    bit_of_field: dict = defaultdict(Counter)
-    bit_of_operand: dict = defaultdict(Counter)
-    for key, per_op in seen.items():
-        for i, bits in per_op.items():
-            if len(bits) == 1:
-                bit_of_operand[(key[0], key[1][:i])][next(iter(bits))] += 1
-                if i in field_of[key]:
-                    bit_of_field[field_of[key][i]][next(iter(bits))] += 1
-    out = {}
-    for key, per_op in seen.items():
-        samples = [s for s in by_key.get(key[:2], []) if any(s.word & m == v for m, v in matches[key])]
-        decided = reuse_from_samples(samples, per_op)
-        reuse, decode_only = {}, {}
-        for i in sorted(set(per_op) | set(decided)):
-            bits = per_op.get(i, set())
-            if i in decided:
-                pick = decided[i]
-            else:
-                same_operand = bit_of_operand.get((key[0], key[1][:i]), Counter())
-                same_field = bit_of_field.get(field_of[key].get(i), Counter())
-                pick = max(sorted(bits), key=lambda b: (same_operand[b], same_field[b]))
-            reuse[i] = pick
-            if bits - {pick}:
-                decode_only[i] = tuple(sorted(bits - {pick}))
-        out[key] = (reuse, decode_only)
-    return out
-
-
-def _reuse_key(e) -> tuple:
-    """Encodings that share reuse bits: one form, its operands in the same fields."""
-    return e.opcode, e.kinds, tuple(sorted(operand_fields(e).items()))
-
-
-def operand_fields(e) -> dict:
-    """Operand index -> the word position of its first value's field."""
-    out, pos = {}, 1
-    for i, (_kind, n) in enumerate(e.operand_shape):
-        f = e.fields[pos] if pos < len(e.fields) else None
-        if f is not None and not isinstance(f, tuple):
-            out[i] = f.segments[0][0]
-        pos += n
-    return out
-
-
-def reuse_from_samples(samples, seen=None) -> dict[int, int]:
-    """{operand index: reuse bit} where the words decide it: the bit is set in every word
-    whose text shows .reuse on the operand and clear in every word showing none on it
-    (nvdisasm hides .reuse on RZ, so those words say nothing), and is one of the bits that
-    probes `seen` print .reuse on it, where they saw any."""
-    from ..ast import ControlCode
-    candidates: dict[int, set] = {}
-    excluded: dict[int, set] = defaultdict(set)
-    for s in samples:
-        bits = {b for b in range(4) if ControlCode.from_word(s.word).reuse >> b & 1}
-        for i, op in enumerate(s.inst.operands):
-            if "reuse" in op.flags:
-                candidates[i] = candidates.get(i, bits) & bits
-            elif op.kind in ZERO_REGISTER and op.values[0] != ZERO_REGISTER[op.kind]:
-                excluded[i] |= bits
-    out = {}
-    for i, bits in candidates.items():
-        left = bits - excluded[i]
-        if seen and seen.get(i):
-            left &= seen[i]
-        if len(left) == 1:
-            out[i] = left.pop()
-    return out
-
-
-def check_sample(isa: Isa, s: fit.Sample, strict: bool = True, descriptor=None) -> str:
-    """'' when the sample round-trips bit-exactly both ways; else what went wrong.
-    Not strict (words of the opcode sweep, whose hidden bits are random): the word decodes
-    to nvdisasm's text, and that text encodes to a word that prints the same."""
-    if not strict:
-        try:
-            text = isa.format(isa.decode(s.word, s.address))
-            if text != s.text:
-                return f"format: {text!r} != {s.text!r}"
-            inst = fit.parse_instruction(s.text)
-            inst.address = s.address
-            again = isa.format(isa.decode(isa.encode(inst), s.address))
-        except SassError as e:
-            return f"text round trip: {e.message}"
-        return "" if again == s.text else f"text round trip: {again!r} != {s.text!r}"
-    try:
-        inst = fit.parse_instruction(s.text)
-        inst.address = s.address
-        from ..ast import ControlCode
-        inst.control = ControlCode.from_word(s.word)
-        if descriptor is not None and inst.opcode in isa.descriptor_opcodes:
-            inst.descriptor = descriptor      # what the kernel around it gives (check_corpus)
-        word = isa.encode(inst)
-    except SassError as e:
-        return f"encode: {e.message}"
-    if word != s.word:
-        return f"encode: 0x{word:032x} != 0x{s.word:032x} (diff 0x{word ^ s.word:x})"
-    return check_format(isa, s)
-
-
-def check_format(isa: Isa, s: fit.Sample) -> str:
-    """'' when the word decodes and prints as nvdisasm's text; else what went wrong."""
-    try:
-        text = isa.format(isa.decode(s.word, s.address))
-    except SassError as e:
-        return f"decode: {e.message}"
-    if text != s.text:
-        return f"format: {text!r} != {s.text!r}"
-    return ""
-
-
-def check_corpus(isa: Isa, arch: str, samples: list, log=None) -> dict[int, str]:
-    """The corpus samples that do not round-trip (word -> why), measured as `sassas asm` gets
-    them from a listing: each word must decode and print as nvdisasm's text, and re-encode
-    bit-exactly from that text (control bits from the word) in every kernel it occurs in,
-    with what the kernel around it tells: the hidden memory descriptor (sm_80..sm_89), which
-    resolve gives a memory instruction from the kernel's descriptor loads
-    (resolve.descriptor_registers; a label, at every branch target as in nvdisasm's listing,
-    starts a basic block). One word alone cannot say which pair ptxas loaded the descriptor
-    into. Words without a hidden descriptor are checked once (check_sample)."""
-    from ..ast import Label
-    from ..resolve import descriptor_registers
-    by_word = {s.word: s for s in samples}
-    failures: dict[int, str] = {}
-    context: dict[int, set] = defaultdict(set)          # word -> descriptor registers given
-    if isa.descriptor_opcodes:
-        for cubin in corpus.cubins(arch):
-            for _section, code in oracle.text_sections(cubin):
-                words = oracle.words_of(code)
-                decoded = [isa.decode_match(w, 16 * i) if w in by_word else None for i, w in enumerate(words)]
-                if not any(m is not None and m[1].opcode in isa.descriptor_opcodes for m in decoded):
-                    continue
-                targets = {op.values[0] for m in decoded if m is not None
-                           for op in m[1].operands if op.kind == "L"}
-                body = []
-                for i, m in enumerate(decoded):
-                    if 16 * i in targets:
-                        body.append(Label(f".L_{i}"))
-                    body.append(m[1] if m is not None else fit.parse_instruction("NOP"))
-                registers = descriptor_registers(body, isa.descriptor_load)
-                for w, m, register in zip(words, decoded, registers):
-                    if m is not None and m[1].opcode in isa.descriptor_opcodes:
-                        context[w].add(register)
-    for s in samples:
-        why = check_sample(isa, s)
-        if s.word in context and (not why or why.startswith("encode:")):
-            why = ""
-            for register in sorted(context[s.word], key=lambda r: -1 if r is None else r):
-                why = check_sample(isa, s, descriptor=register)
-                if why:
-                    break
-        if why:
-            failures[s.word] = why
-    return failures
-
-
-def _claimed(e) -> int:
-    m = 0
-    for f in e.fields:
-        if not isinstance(f, tuple):
-            m |= f.mask
-    for g in e.groups:
-        m |= g.mask
-    return m
-
-
-def rank(encodings: list, samples: list, tables: dict) -> None:
-    """Order each form's encodings by how many corpus words each reproduces exactly (the
-    encoder tries them in this order, like LLVM's alias priorities): stored as `support`;
-    and record in `reproduces` the token sets of the words each encoding reproduces (where
-    several do, the encoder prefers one that reproduced the instruction's set)."""
-    by_key = defaultdict(list)
-    for e in encodings:
-        by_key[(e.opcode, e.kinds)].append(e)
-    samples_by_key = defaultdict(list)
-    for s in samples:
-        samples_by_key[s.key].append(s)
-    from ..ast import ControlCode
-    for key, encs in by_key.items():
-        isa = Isa("", encs, tables, dict(DEFAULT_SYNTAX))
-        reproduces = defaultdict(set)
-        for e in encs:
-            e.support = 0
-        for s in samples_by_key.get(key, []):
-            inst = fit.parse_instruction(s.text)
-            inst.address, inst.control = s.address, ControlCode.from_word(s.word)
-            toks, vals = instruction_tokens(inst), fit.instruction_values(inst)
-            first = True
-            for e in encs:
-                if isa._try_encode(e, inst, toks, vals, []) == s.word:
-                    e.support += first
-                    first = False
-                    reproduces[id(e)].add(written_tokens(inst))
-        for e in encs:
-            e.reproduces = frozenset(reproduces[id(e)])
-
-
-def _signature(e) -> tuple:
-    """What makes two encodings interchangeable (duplicates are dropped)."""
-    return (e.opcode, e.kinds, e.guard_kind, e.match_mask, e.match_value,
-            tuple(f if isinstance(f, tuple) else (f.segments, f.transform) for f in e.fields),
-            tuple((g.mask, tuple(sorted((v, tuple(sorted(t))) for v, t in g.values.items()))) for g in e.groups),
-            e.fixed_tokens)
-
-
-def dedupe(encodings: list) -> list:
-    seen, out = set(), []
-    for e in encodings:
-        sig = _signature(e)
-        if sig not in seen:
-            seen.add(sig)
-            out.append(e)
-    return out
+from ..errors import SassError
+from ..isa.engine import Isa
+from ..isa.forms import (CONTROL_MASK, Alias, Encoding, Field, Group, flag_token, form_key, form_name,
+                         instruction_tokens, instruction_values, split_flag_token, written_tokens)
+from ..kinds import value_count
+from ..parse import parse_instruction
+from . import corpus, oracle, probe
+from .sweep import OPCODE_BITS
+from .verify import check_corpus, check_format, check_sample, claimed_bits
 
 
 def learn_descriptors(isa: Isa, arch: str, log=print) -> Isa:
@@ -326,8 +30,8 @@ def learn_descriptors(isa: Isa, arch: str, log=print) -> Isa:
     (uniform register <- constant) load that explains the most samples. Encodings of the same
     opcode without samples take the field where it is hidden in them too. Returns the new Isa."""
     from collections import Counter as _Counter
-    from .description import _value_kinds
-    from .model import DescriptorLoad, Field
+    from ..isa.description import value_kinds
+    from ..isa.forms import DescriptorLoad, Field
     from ..resolve import descriptor_registers
     kernels = []
     for name, ptx in corpus.descriptor_kernels(arch):
@@ -343,7 +47,7 @@ def learn_descriptors(isa: Isa, arch: str, log=print) -> Isa:
              if [op.kind for op in inst.operands] == ["UR", "C[I][I]"]}
     ureg_fields: dict = defaultdict(set)
     for e in isa.encodings:
-        for f, role in zip(e.fields, _value_kinds(e)):
+        for f, role in zip(e.fields, value_kinds(e)):
             if role == "ureg" and isinstance(f, Field):
                 ureg_fields[e.opcode].add(f)
     best = (0, None, {})
@@ -438,7 +142,7 @@ def transplant_samples(new: list, encodings: list, by_key: dict, arch: str, cach
     if not candidates:
         return []
     known = {s.word for lst in by_key.values() for s in lst}
-    found = fit.to_samples(oracle.disassemble([w for w in candidates if w not in known], arch, cache),
+    found = probe.to_samples(oracle.disassemble([w for w in candidates if w not in known], arch, cache),
                            parse_failures)
     out = []
     added: Counter = Counter()
@@ -530,7 +234,7 @@ def _representative_word(isa: Isa, e: Encoding) -> int:
     if not e.example:
         return 0
     try:
-        inst = fit.parse_instruction(e.example)
+        inst = parse_instruction(e.example)
         if form_key(inst) != (e.opcode, e.kinds):
             return 0
         word = isa._try_encode(e, inst, instruction_tokens(inst), instruction_values(inst), []) or 0
@@ -559,7 +263,7 @@ def learn_register_widths(isa: Isa, arch: str, log=print) -> Isa:
     cache = oracle.DisasmCache(arch)
     plans = []                  # (encoding, value index, widened field, probe words)
     for e in isa.encodings:
-        claimed = _claimed(e)
+        claimed = claimed_bits(e)
         pos = 1
         for kind in e.kinds:
             for piece in [p for p in kind_pieces(kind) if p in VALUE_PIECES]:
@@ -581,7 +285,7 @@ def learn_register_widths(isa: Isa, arch: str, log=print) -> Isa:
                 words = [(word & ~widened.mask) | widened.insert(1 << b)
                          for b in range(width) if widened.insert(1 << b) & missing]
                 plans.append((e, pos - 1, widened, words))
-    samples = fit.to_samples(oracle.disassemble([w for *_x, ws in plans for w in ws], arch, cache))
+    samples = probe.to_samples(oracle.disassemble([w for *_x, ws in plans for w in ws], arch, cache))
     widened_encodings = {}
     for e, j, widened, words in plans:
         current = widened_encodings.get(id(e), e)
@@ -625,7 +329,7 @@ def learn_optional_predicates(isa: Isa, arch: str, log=print) -> Isa:
                     kinds = e.kinds[:k] + e.kinds[k + 1:]
                     probes.append((e, k, (word & ~f.mask) | f.insert(7), kinds))
             pos += n
-    samples = fit.to_samples(oracle.disassemble([w for *_x, w, _k in probes], arch, cache))
+    samples = probe.to_samples(oracle.disassemble([w for *_x, w, _k in probes], arch, cache))
     added = []
     seen = set()
     for e, k, word, kinds in probes:
@@ -688,7 +392,7 @@ def learn_optional_offsets(isa: Isa, arch: str, log=print) -> Isa:
                     kinds = e.kinds[:k] + (kind[:-len(" I")],) + e.kinds[k + 1:]
                     probes.append((e, k, pos + n - 1, word & ~f.mask, kinds))
             pos += n
-    samples = fit.to_samples(oracle.disassemble([w for *_x, w, _k in probes], arch, cache))
+    samples = probe.to_samples(oracle.disassemble([w for *_x, w, _k in probes], arch, cache))
     added = []
     for e, k, pos, word, kinds in probes:
         s = samples.get(word)
@@ -755,7 +459,7 @@ def learn_zero_register_defers(isa: Isa, arch: str, log=print) -> Isa:
                 if isinstance(offset, Field):
                     probes.append((e, s_enc, e_pos, (word & ~offset.mask & ~CONTROL_MASK)
                                    | (_USUAL_CONTROL & CONTROL_MASK)))
-    samples = fit.to_samples(oracle.disassemble([w for *_x, w in probes], arch, cache))
+    samples = probe.to_samples(oracle.disassemble([w for *_x, w in probes], arch, cache))
     deferring = {}
     for e, s_enc, e_pos, word in probes:
         s = samples.get(word)
@@ -837,7 +541,7 @@ def learn_alias_exceptions(isa: Isa, arch: str, samples: list, log=print) -> Isa
             tokens = isa._decode_tokens(e, word) if word else None
             if tokens is not None and a.allows(tokens):
                 starts.append((e, k, word))
-    base_texts = fit.to_samples(oracle.disassemble([w for *_x, w in starts], arch, cache))
+    base_texts = probe.to_samples(oracle.disassemble([w for *_x, w in starts], arch, cache))
     probes, seen = [], set()
     for e, k, word in starts:
         a = e.aliases[k]
@@ -852,7 +556,7 @@ def learn_alias_exceptions(isa: Isa, arch: str, samples: list, log=print) -> Isa
                     continue
                 seen.add((id(e), k, probe))
                 probes.append((e, k, mods, probe))
-    texts = fit.to_samples(oracle.disassemble([w for *_x, w in probes], arch, cache))
+    texts = probe.to_samples(oracle.disassemble([w for *_x, w in probes], arch, cache))
     extra: dict = defaultdict(set)
     for e, k, mods, word in probes:
         t = texts.get(word)
@@ -916,231 +620,3 @@ def drop_contradicted_group_values(isa: Isa, samples: list, log=print) -> Isa:
     log(f"[{isa.arch}] contradicted group values dropped from {dropped} encodings "
         f"({len(before) - len(after)} corpus words fixed)")
     return current
-
-
-def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool = True) -> dict:
-    from . import sweep as sweep_mod
-    t0 = time.time()
-    log(f"[{arch}] building corpus")
-    words = corpus.build(arch, progress=log)
-    cache = oracle.DisasmCache(arch)
-    parse_failures: dict[str, str] = {}
-    samples_by_word = fit.to_samples(oracle.disassemble(words, arch, cache), parse_failures)
-    samples = [s for s in samples_by_word.values() if s is not None]
-    illegal = sum(1 for w in words if samples_by_word.get(w) is None)
-    log(f"[{arch}] {len(words)} distinct words, {len(samples)} parsed, {illegal} unusable, "
-        f"{len(parse_failures)} texts the parser refused ({time.time() - t0:.1f}s)")
-    corpus_words = {s.word for s in samples}
-    # The pool: corpus samples, then words of forms the corpus lacks (opcode sweep, and
-    # neighbours of representatives found while probing). Only the corpus is reported as
-    # "bit-exact"; the others are learned and checked alike.
-    pool = list(samples)
-    if sweep:
-        extra = [s for s in sweep_mod.discover(arch, cache, parse_failures, log) if s.word not in corpus_words]
-        pool += extra
-        log(f"[{arch}] sweep adds {len(extra)} samples of {len({s.key for s in extra} - {s.key for s in samples})} new forms")
-    by_key: dict[tuple, list[fit.Sample]] = defaultdict(list)
-    for s in pool:
-        by_key[s.key].append(s)
-
-    tables: dict[str, dict[str, int]] = {}
-    name_windows: dict[str, tuple[int, int]] = {}
-    encodings = []
-    probed: set[int] = set()
-    pending = {k: list(v) for k, v in by_key.items()}
-    isa = Isa(arch, [], tables, dict(DEFAULT_SYNTAX))
-    failures: dict[int, str] = {}
-    for rnd in range(rounds):
-        reps = []
-        for key, lst in pending.items():
-            # A few new representatives per form and round, each with a modifier set not
-            # probed yet where possible.
-            tried = {instruction_tokens(s.inst) for s in by_key[key] if s.word in probed}
-            n = 0
-            for s in lst:
-                if n >= REPS_PER_ROUND:
-                    break
-                toks = instruction_tokens(s.inst)
-                if s.word not in probed and toks not in tried:
-                    reps.append(s)
-                    probed.add(s.word)
-                    tried.add(toks)
-                    n += 1
-            if not n:
-                for s in lst:
-                    if s.word not in probed:
-                        reps.append(s)
-                        probed.add(s.word)
-                        break
-        if not reps:
-            break
-        log(f"[{arch}] round {rnd + 1}: {len(reps)} representatives")
-        neighbours: list[fit.Sample] = []
-        new = fit.learn_encodings(reps, arch, cache, tables, log=log, parse_failures=parse_failures,
-                                  neighbours=neighbours, name_windows=name_windows)
-        kept = []
-        for e in new:
-            try:
-                from .description import validate_encoding
-                validate_encoding(e)
-            except SassError as err:
-                log(f"  dropped {e.name}: {err.message}")
-                continue
-            kept.append(e)
-        # Forms seen only as neighbours join the pool (bounded per round). A form here is
-        # also its opcode value (bits 0..11): one mnemonic and operand kinds may be two
-        # machine opcodes (I2F of a 32-bit source, 0xb06, and of a 64-bit one, 0xb12), and
-        # corpus words of one say nothing about the other.
-        added = 0
-        for s in neighbours:
-            same_opcode = [x for x in by_key.get(s.key, ()) if x.word & OPCODE_MASK == s.word & OPCODE_MASK]
-            if not same_opcode and added < MAX_NEW_FORMS_PER_ROUND:
-                added += 1
-            if same_opcode and (len(same_opcode) >= SAMPLES_PER_NEW_FORM
-                                or s.word in {x.word for x in same_opcode}
-                                or same_opcode[0].word in corpus_words):
-                continue
-            by_key[s.key].append(s)
-            pool.append(s)
-        if added:
-            log(f"  {added} new forms found next to representatives")
-        moved = transplant_samples(encodings + kept, encodings + kept, by_key, arch, cache, parse_failures)
-        for s in moved:
-            by_key[s.key].append(s)
-            pool.append(s)
-        if moved:
-            log(f"  {len(moved)} modifier sets carried over from sibling forms")
-        fit.learn_aliases(kept, arch, cache, tables, by_key, log=log, parse_failures=parse_failures)
-        fit.learn_reuse(kept, arch, cache, parse_failures=parse_failures)
-        for e in kept:
-            if e.source_word not in corpus_words:
-                # Swept words carry random bits that nvdisasm does not print: clear them.
-                e.base &= e.match_mask | CONTROL_MASK | _claimed(e)
-        encodings = dedupe(encodings + kept)
-        refine(encodings, by_key, corpus_words)
-        rank(encodings, samples, tables)
-        isa = Isa(arch, encodings, tables, dict(DEFAULT_SYNTAX))
-        failures = {}
-        pending = defaultdict(list)
-        for s in pool:
-            why = check_sample(isa, s, s.word in corpus_words)
-            if why:
-                failures[s.word] = why
-                pending[s.key].append(s)
-        ok = sum(1 for s in samples if s.word not in failures)
-        ok_extra = sum(1 for s in pool if s.word not in failures) - ok
-        log(f"[{arch}] round {rnd + 1}: {len(encodings)} encodings, {ok}/{len(samples)} corpus samples "
-            f"bit-exact ({100 * ok / max(len(samples), 1):.1f}%), other forms {ok_extra}/{len(pool) - len(samples)} "
-            f"({time.time() - t0:.1f}s)")
-        write_description(isa, out_dir / f"{arch}.toml")
-    isa = learn_optional_predicates(isa, arch, log)
-    isa = learn_optional_offsets(isa, arch, log)
-    isa = learn_register_widths(isa, arch, log)
-    isa = learn_zero_register_defers(isa, arch, log)
-    isa = learn_descriptors(isa, arch, log)
-    isa = learn_alias_exceptions(isa, arch, samples, log)
-    write_description(drop_contradicted_group_values(isa, samples, log), out_dir / f"{arch}.toml")
-    # Reload what was written, so the report is about the file, not the objects in memory.
-    isa = load_description(out_dir / f"{arch}.toml")
-    # The corpus as `sassas asm` gets it (whole-kernel listings: check_corpus), the rest alone.
-    failures = check_corpus(isa, arch, samples, log)
-    for s in pool:
-        if s.word not in corpus_words:
-            why = check_sample(isa, s, False)
-            if why:
-                failures[s.word] = why
-    ok = sum(1 for s in samples if s.word not in failures)
-    corpus_keys = {s.key for s in samples}
-    forms_ok = sum(1 for k in corpus_keys if all(s.word not in failures for s in by_key[k]))
-    other_ok = sum(1 for k in by_key if k not in corpus_keys and all(s.word not in failures for s in by_key[k]))
-    report = {"arch": arch, "samples": len(samples), "bit_exact": ok, "forms": len(corpus_keys),
-              "forms_ok": forms_ok, "other_forms": len(by_key) - len(corpus_keys), "other_forms_ok": other_ok,
-              "encodings": len(isa.encodings),
-              "parse_failures": parse_failures, "seconds": round(time.time() - t0, 1)}
-    log(f"[{arch}] {forms_ok}/{len(corpus_keys)} corpus forms fully reproduced, {ok}/{len(samples)} samples "
-        f"bit-exact ({100 * ok / max(len(samples), 1):.1f}%); other forms {other_ok}/{len(by_key) - len(corpus_keys)}; "
-        f"{len(isa.encodings)} encodings")
-    bad_forms = Counter()
-    for s in pool:
-        if s.word in failures:
-            bad_forms[form_name(*s.key)] += 1
-    if bad_forms:
-        log(f"[{arch}] not resolved ({len(bad_forms)} forms):")
-        shown = set()
-        for s in pool:
-            name = form_name(*s.key)
-            if s.word in failures and name not in shown and len(shown) < 60:
-                shown.add(name)
-                log(f"  {name} ({bad_forms[name]}){'' if s.word in corpus_words else ' [sweep]'}: "
-                    f"{s.text}  -- {failures[s.word]}")
-    if parse_failures:
-        log(f"[{arch}] parser refused {len(parse_failures)} texts, e.g.:")
-        for text, err in list(parse_failures.items())[:10]:
-            log(f"  {text!r}: {err}")
-    return report
-
-
-def _rank_pass(isa: Isa, arch: str, samples: list) -> Isa:
-    rank(isa.encodings, samples, isa.tables)
-    return Isa(arch, isa.encodings, isa.tables, isa.syntax, isa.descriptor_load)
-
-
-def _descriptors_pass(isa: Isa, arch: str, samples: list) -> Isa:
-    for e in isa.encodings:
-        e.descriptor = None
-    return learn_descriptors(Isa(arch, isa.encodings, isa.tables, isa.syntax), arch)
-
-
-# The passes that `--only` runs over a description already written: (function of isa, arch
-# and the corpus samples, what it does).
-POST_PASSES = {
-    "rank": (_rank_pass, "which encoding the encoder tries first, from the corpus (support, reproduces)"),
-    "descriptors": (_descriptors_pass, "the hidden memory-descriptor field (sm_80..sm_89)"),
-    "optional-predicates": (lambda isa, arch, _s: learn_optional_predicates(isa, arch),
-                            "encodings where nvdisasm leaves out a PT output predicate"),
-    "optional-offsets": (lambda isa, arch, _s: learn_optional_offsets(isa, arch),
-                         "encodings where nvdisasm leaves out a zero offset after a register target"),
-    "alias-exceptions": (lambda isa, arch, s: learn_alias_exceptions(isa, arch, s),
-                         "modifiers with which nvdisasm does not print a learned alias"),
-    "register-widths": (lambda isa, arch, _s: learn_register_widths(isa, arch),
-                        "register fields learned narrower than their register file"),
-    "zero-registers": (lambda isa, arch, _s: learn_zero_register_defers(isa, arch),
-                       "where nvdisasm prints a bracketed zero register at offset 0"),
-}
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sassas.isa.learn", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--arch", action="append", required=True, help="e.g. sm_90 (repeatable)")
-    ap.add_argument("--out", type=Path, default=DATA_DIR, help="where to write sm_XX.toml")
-    ap.add_argument("--rounds", type=int, default=6, help="probing rounds per arch")
-    ap.add_argument("--no-sweep", action="store_true", help="learn from the corpus only")
-    ap.add_argument("--only", choices=sorted(POST_PASSES), action="append", default=[],
-                    help="only run this pass (repeatable) over the description in --out, in seconds, "
-                         "and check the corpus after: " + "; ".join(f"{k}: {v[1]}" for k, v in sorted(POST_PASSES.items())))
-    for name in POST_PASSES:          # the older spellings: --rank-only, --descriptors-only, ...
-        ap.add_argument(f"--{name}-only", dest="only", action="append_const", const=name, help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    for arch in args.arch:
-        if not oracle.have_tools(arch):
-            print(f"[{arch}] skipped: ptxas/nvdisasm for {arch} not found", file=sys.stderr)
-            continue
-        if args.only:
-            path = args.out / f"{arch}.toml"
-            isa = load_description(path)
-            samples = [s for s in fit.to_samples(oracle.disassemble(corpus.build(arch), arch,
-                                                                    oracle.DisasmCache(arch))).values() if s]
-            for name in dict.fromkeys(args.only):
-                isa = POST_PASSES[name][0](isa, arch, samples)
-            write_description(isa, path)
-            bad = check_corpus(load_description(path), arch, samples)
-            print(f"[{arch}] {', '.join(dict.fromkeys(args.only))}: {len(samples) - len(bad)}/{len(samples)} "
-                  f"corpus words round-trip")
-            continue
-        learn_arch(arch, args.out, args.rounds, sweep=not args.no_sweep)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,7 +13,8 @@ from ..arch import get_arch
 from ..ast import Instruction
 from ..elf import read_cubin
 from ..errors import SassError
-from . import get_isa, oracle
+from ..isa import get_isa
+from . import oracle
 
 # nvdisasm's raw-mode batches: large enough to amortise its start-up, small enough that one
 # word it rejects costs little.

@@ -1,6 +1,6 @@
 """NVIDIA's tools as an oracle: find ptxas / nvdisasm / cuobjdump, compile PTX, disassemble words.
 
-Used by the learner (``sassas.isa.learn``) and the tests only, never when assembling.
+Used by the learner (``sassas.learn``) and the tests only, never when assembling.
 Results are cached on disk under ``<repo>/.cache/oracle`` so that learning can resume and
 tests stay fast.
 """
@@ -30,7 +30,7 @@ _WHEEL_DIRS = {
 # Disassemblers that still know the archs newer tools call deprecated (sm_70): nvdisasm and
 # cuobjdump 12.8 unpacked from the Triton wheel into one folder (cuobjdump -sass runs the
 # nvdisasm beside it). The folder is $SASSAS_LEGACY_TOOLS, else <cache>/nvdisasm-12.8;
-# `python -m sassas.isa.oracle --fetch-legacy` fills it (pip download + unzip of two files).
+# `python -m sassas.learn.oracle --fetch-legacy` fills it (pip download + unzip of two files).
 LEGACY_ENV = "SASSAS_LEGACY_TOOLS"
 _LEGACY_ARCHS = {"sm_70", "sm_72"}
 _LEGACY_TOOLS = ("nvdisasm", "cuobjdump")
@@ -80,7 +80,7 @@ def find_tool(name: str, arch: Optional[str] = None) -> Path:
     found = shutil.which(name)
     if found and not legacy:
         return Path(found)
-    hint = (f"; run `python -m sassas.isa.oracle --fetch-legacy` (unpacks nvdisasm/cuobjdump 12.8 "
+    hint = (f"; run `python -m sassas.learn.oracle --fetch-legacy` (unpacks nvdisasm/cuobjdump 12.8 "
             f"from the Triton wheel into {legacy_dir()}) or set {LEGACY_ENV}" if legacy else "")
     raise OracleMissing(f"{name} not found for {arch or 'any arch'} "
                         f"(set SASSAS_{name.upper()}{'_LEGACY' if legacy else ''}{hint})")
@@ -326,7 +326,7 @@ def disassemble_code(code: bytes, arch: str) -> list[Disassembled]:
 
 
 def _run_tool(argv: list[str]) -> int:
-    """`python -m sassas.isa.oracle nvdisasm FILE.cubin ...`: run the tool able to read FILE's
+    """`python -m sassas.learn.oracle nvdisasm FILE.cubin ...`: run the tool able to read FILE's
     arch (nvdisasm 12.8 for sm_70 cubins)."""
     arch = None
     for a in argv[1:]:
@@ -345,9 +345,9 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in _WHEEL_DIRS:
         return _run_tool(argv)
-    ap = argparse.ArgumentParser(prog="python -m sassas.isa.oracle",
+    ap = argparse.ArgumentParser(prog="python -m sassas.learn.oracle",
                                  description="Locate (or fetch) the oracle tools; never needed to assemble. "
-                                 "`python -m sassas.isa.oracle nvdisasm|cuobjdump|ptxas ARGS...` runs one.")
+                                 "`python -m sassas.learn.oracle nvdisasm|cuobjdump|ptxas ARGS...` runs one.")
     ap.add_argument("--fetch-legacy", action="store_true",
                     help=f"unpack nvdisasm/cuobjdump 12.8 (sm_70) from the Triton wheel into {legacy_dir()}")
     ap.add_argument("--arch", action="append", default=[], help="print the tools found for this arch")

@@ -6,7 +6,7 @@ which include the form-select bits 9..11) we build a few words from templates (o
 fields zero, register fields RZ, predicate fields PT, some random fillings), disassemble
 them all in a few batched nvdisasm calls, and keep one word per form (opcode + operand
 kinds + guard kind) and modifier set. Those words seed the bit-flip learner
-(:func:`sassas.isa.fit.learn_encodings`) exactly as corpus words do.
+(:func:`sassas.learn.induce.learn_encodings`) exactly as corpus words do.
 
 Nothing here knows any instruction: the templates only use the public field layout of
 ORACLE.md (registers in bytes 2, 3, 4 and 8; predicates as 3-bit fields with 7 = PT).
@@ -18,8 +18,8 @@ from collections import defaultdict
 from typing import Callable, Optional
 
 from ..ast import ControlCode
-from . import fit, oracle
-from .model import CONTROL_SHIFT, instruction_tokens
+from ..isa.forms import CONTROL_SHIFT, instruction_tokens
+from . import oracle, probe
 
 OPCODE_BITS = 12
 GUARD_PT = 7 << 12
@@ -55,12 +55,12 @@ def sweep_words(seed: int = 0) -> list[int]:
 
 def discover(arch: str, cache: Optional[oracle.DisasmCache] = None,
              parse_failures: Optional[dict[str, str]] = None,
-             log: Callable[[str], None] = print) -> list[fit.Sample]:
+             log: Callable[[str], None] = print) -> list[probe.Sample]:
     """Samples of every form the sweep reaches: up to SAMPLES_PER_FORM a form, each with a
     different modifier set, templates first (their words are the plainest)."""
     words = sweep_words()
-    samples = fit.to_samples(oracle.disassemble(words, arch, cache), parse_failures)
-    by_form: dict[tuple, dict[frozenset, fit.Sample]] = defaultdict(dict)
+    samples = probe.to_samples(oracle.disassemble(words, arch, cache), parse_failures)
+    by_form: dict[tuple, dict[frozenset, probe.Sample]] = defaultdict(dict)
     for w in words:
         s = samples.get(w)
         if s is None:
