@@ -296,7 +296,7 @@ out, 8
 --:-:-:Y:f  ULDC.64 UR4, memoryDescriptor;
 --:-:1:-:1  LDC.64 R2, out[0];
 03:-:-:Y:f  NOP;
---:-:-:-:1  STG.E.STRONG.GPU desc[UR4][R2.64], R4;
+03:-:-:-:1  STG.E.STRONG.GPU desc[UR4][R2.64], R4;
 --:-:-:-:1  STG.E.STRONG.GPU desc[UR4][R2.64+0x4], R5;
 --:-:-:-:1  STG.E.STRONG.GPU desc[UR4][R2.64+0x8], R6;
 --:-:-:Y:5  EXIT;
