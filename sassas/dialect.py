@@ -92,9 +92,7 @@ def apply_dialect(inst: Instruction, arch: str, dialect: str, forced: bool) -> O
     """Rewrite `inst` in place to the spelling it stands for in `dialect`; a warning to give,
     or None."""
     turingas, own = _tables()
-    spelling = ".".join((inst.opcode, *inst.modifiers))
-    key = spelling_key(spelling, inst.operands)
-    entry = _entry(turingas, arch, key)
+    spelling, entry = _spelling_and_entry(inst, arch, turingas)
     if inst.control is not None and inst.control.stall == DEFAULT_LATENCY:
         inst.control = _with_latency(inst.control, entry.get("latency", 1))
     mine = own.get(spelling)
@@ -130,6 +128,20 @@ def apply_dialect(inst: Instruction, arch: str, dialect: str, forced: bool) -> O
 # spellings mean there (implied parts, CS2R's 32-bit clock read, default stalls), as on the newest
 # arch TuringAs knows; TuringAs's misencodings ("wrong") do not carry over: it wrote no word there.
 _NEWEST_TURINGAS_ARCH = "sm_86"
+
+
+# (arch, shape, special registers) -> (spelling, table entry): looked up once a shape, not once
+# an instruction (a file repeats few shapes).
+_entry_of_shape: dict = {}
+
+
+def _spelling_and_entry(inst: Instruction, arch: str, turingas: dict) -> tuple[str, dict]:
+    key = (arch, inst.shape, tuple(op.values[0] for op in inst.operands if op.kind == "SR"))
+    known = _entry_of_shape.get(key)
+    if known is None:
+        spelling = ".".join((inst.opcode, *inst.modifiers))
+        known = _entry_of_shape[key] = (spelling, _entry(turingas, arch, spelling_key(spelling, inst.operands)))
+    return known
 
 
 def _entry(turingas: dict, arch: str, key: str) -> dict:

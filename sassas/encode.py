@@ -9,7 +9,7 @@ from .errors import SassError, SassErrors
 from .isa.forms import CONTROL_SHIFT
 from .kinds import value_pieces
 from .semantics import SemanticsError, highest_register
-from .validity import control_problems, may_break_rules
+from .validity import control_problems, may_break_rules, may_refuse_zero_register, zero_register_problems
 
 ALL_BITS = (1 << 128) - 1
 
@@ -18,6 +18,12 @@ EXIT_OPCODES = frozenset({"EXIT"})
 BARRIER_OPCODES = frozenset({"BAR"})
 # Register-width hints from modifiers, for the register count the driver allocates.
 WIDE_MODIFIERS = {"128": 4, "64": 2, "WIDE": 2, "F64": 2, "U64": 2, "S64": 2}
+
+
+# The same warning is given for the first few instructions of a kernel, then counted: a file
+# that writes `.reuse` under every yield flag gets 20 lines, not 100 000 (and finding where
+# each of the others was written would cost as much as assembling it).
+WARNINGS_PER_MESSAGE = 20
 
 
 @dataclass
@@ -81,6 +87,7 @@ def encode_kernel(kernel: Kernel, arch: Arch, isa) -> EncodedKernel:
     words = bytearray()
     errors: list[SassError] = []
     warnings: list = []
+    warned: dict[str, int] = {}           # message -> instructions it was found in
     relocations = []
     for inst in instructions:
         if inst.raw is not None and inst.raw[0] == ALL_BITS:
@@ -104,11 +111,21 @@ def encode_kernel(kernel: Kernel, arch: Arch, isa) -> EncodedKernel:
                 for severity, message in control_problems(inst, c, arch.name):
                     if severity == "error":
                         errors.append(SassError(f"{inst.mnemonic}: {message}", inst.loc))
-                    else:
+                    elif warned.setdefault(message, 0) < WARNINGS_PER_MESSAGE:
+                        warned[message] += 1
                         warnings.append((f"{inst.mnemonic}: {message}", inst.loc))
+                    else:
+                        warned[message] += 1
+            if may_refuse_zero_register(inst.opcode, arch.name):
+                errors.extend(SassError(f"{inst.mnemonic}: {message}", inst.loc)
+                              for message in zero_register_problems(inst, arch.name))
         words += word.to_bytes(16, "little")
     if errors:
         raise errors[0] if len(errors) == 1 else SassErrors(errors)
+    for message, n in warned.items():
+        if n > WARNINGS_PER_MESSAGE:
+            warnings.append((f"{n - WARNINGS_PER_MESSAGE} more instructions of kernel '{kernel.name}' with: "
+                             f"{message}", None))
     return EncodedKernel(
         kernel=kernel, code=bytes(words),
         registers=kernel.registers if kernel.registers is not None else _register_count(instructions),

@@ -2,10 +2,11 @@
 the source says. The encoder asks, for each word, whether its control code breaks a rule:
 those of the yield flag (sassas.control.CONTROL_RULES, the same on every arch), the control
 fields an instruction form does not take (a write barrier on a store, a read barrier on a
-branch) and the reuse slots it does not take (sassas.isa.control_rules, learned per arch
-from nvdisasm)."""
+branch), the reuse slots it does not take and the places where it refuses the zero register
+(sassas.isa.control_rules, learned per arch from nvdisasm)."""
 from __future__ import annotations
 
+from .ast import ZERO_NAMES
 from .control import REUSE_SLOTS_0_2, CONTROL_RULES
 from .isa.control_rules import FIELDS, form_control_rules
 from .isa.forms import form_key, form_name
@@ -43,9 +44,8 @@ def control_problems(inst, c: int, arch: str) -> list[tuple[str, str]]:
                 out.append(("error", f"{form} takes no {what} on {arch} (nvdisasm rejects the word); "
                                      f"write {'--' if field == 'wait_mask' else '-'} in the control code's "
                                      f"{what} field [{field}]"))
-    reuse, yield_, stall0 = c >> 17 & 0xF, not c & _YIELD_BIT, c & 0xF == 0
     for r in reuse_rules:
-        if reuse & r.mask == r.mask and r.yield_ == yield_ and r.stall0 == (stall0 and yield_):
+        if r.refuses(c):
             together = " together" if r.mask & (r.mask - 1) else ""
             when = " with the yield flag 'Y'" + (" and stall 0" if r.stall0 else "") if r.yield_ else ""
             out.append(("error", f"{form} takes no .reuse on reuse slot{'s' if together else ''} {r.slots()}"
@@ -67,3 +67,21 @@ def may_break_rules(c: int, opcode: str, arch: str) -> bool:
     if c & _NO_BARRIERS_NO_WAIT != _NO_BARRIERS_NO_WAIT or c >> 11 & 0x3F:
         return opcode in form_control_rules(arch).opcodes_with_rules
     return False
+
+
+def may_refuse_zero_register(opcode: str, arch: str) -> bool:
+    """Cheap test, for every encoded word, whether zero_register_problems can find anything."""
+    return opcode in form_control_rules(arch).opcodes_with_zero_register_rules
+
+
+def zero_register_problems(inst, arch: str) -> list[str]:
+    """Messages for each register operand of `inst` that holds the zero register where its
+    form refuses it (nvdisasm rejects the word)."""
+    form = form_name(*form_key(inst))
+    out = []
+    for rule in form_control_rules(arch).zero_register_rules_for(inst.opcode, form, inst.modifiers):
+        zero = rule.zero_register(inst)
+        if zero is not None:
+            out.append(f"{form} takes no {ZERO_NAMES[zero]} in operand {rule.operand + 1} on {arch} (nvdisasm "
+                       f"rejects the word); use another {zero[0]} register [zero_register]")
+    return out

@@ -6,7 +6,8 @@ write barrier on a store, a branch or a fence, a read barrier on a branch, a wai
 `WARPGROUP.ARRIVE` (sm_90). It also rejects reuse flags that the instruction's opex table
 does not define: a slot without a register to cache (`CS2R R, SR`), slots B and C together
 on most forms, slot A on `HADD2.F32 R, R, c[..]` (sm_90), slots A and B together with the
-yield flag on some. Which ones is a fact of each arch, so it is data:
+yield flag on some. And it rejects a few forms with the zero register in one place (`[RZ.64+..]`
+in sm_89's 256-bit `LDG`). Which ones is a fact of each arch, so it is data:
 `sassas/isa/data/control.toml`, learned by `python -m sassas.learn.control_rules`. A rule lists
 an opcode where every encoding that nvdisasm reads refuses it, a form (`BMOV B, I`) where every
 encoding of that form does, else the form with the modifiers that only the refused encodings'
@@ -23,6 +24,9 @@ import tomllib
 from dataclasses import dataclass
 from importlib import resources
 
+from ..ast import ZERO_NAMES
+from ..kinds import value_pieces
+
 # Control fields (bits of the 23-bit control code c = word >> 105), by their name in the data.
 FIELDS = {
     "write_barrier": (5, 0x7, 7),        # (shift, mask, value meaning "none")
@@ -32,6 +36,15 @@ FIELDS = {
 DATA_FILE = "control.toml"
 REUSE_SLOTS = "ABCD"                     # reuse bit 0..3 (c >> 17)
 _REUSE_RULE = re.compile(r"(yield_)?(stall0_)?reuse_([A-D]+)$")
+_YIELD_BIT = 1 << 4                      # clear where the yield flag 'Y' is written
+_ZERO_REGISTER_RULE = re.compile(r"zero_register_(\d+)_(\d+)$")
+# The zero register of each register file whose operands may refuse it (RZ, URZ).
+ZERO_REGISTERS = {kind: value for (kind, value) in ZERO_NAMES if kind in ("R", "UR")}
+
+
+def zero_register_rule_name(operand: int, piece: int) -> str:
+    """`zero_register_2_0`: the first register (piece 0) of operand 2 (counted from 0)."""
+    return f"zero_register_{operand}_{piece}"
 
 
 def reuse_rule_name(yield_: bool, stall0: bool, mask: int) -> str:
@@ -70,12 +83,37 @@ class ReuseRule:
     def slots(self) -> str:
         return " and ".join(s for i, s in enumerate(REUSE_SLOTS) if self.mask >> i & 1)
 
+    def refuses(self, c: int) -> bool:
+        """Whether the control code `c` (word >> 105) breaks the rule."""
+        yield_, stall0 = not c & _YIELD_BIT, c & 0xF == 0
+        return c >> 17 & self.mask == self.mask and self.yield_ == yield_ and self.stall0 == (stall0 and yield_)
+
+
+@dataclass(frozen=True)
+class ZeroRegisterRule:
+    """Instructions whose operand `operand` may not hold the zero register as its register
+    `piece` (counted among the operand's values)."""
+    operand: int
+    piece: int
+    names: Names
+
+    def zero_register(self, inst):
+        """(register file, value) of the zero register where `inst` holds it against the rule, else None."""
+        if self.operand >= len(inst.operands):
+            return None
+        op = inst.operands[self.operand]
+        pieces = value_pieces(op.kind)
+        if self.piece < min(len(pieces), len(op.values)) and ZERO_REGISTERS.get(pieces[self.piece]) == op.values[self.piece]:
+            return pieces[self.piece], op.values[self.piece]
+        return None
+
 
 @dataclass(frozen=True)
 class FormControlRules:
-    """Per field, what does not take it; the reuse rules."""
+    """Per field, what does not take it; the reuse rules; where the zero register is refused."""
     fields: dict[str, Names]
     reuse: tuple[ReuseRule, ...]
+    zero_register: tuple[ZeroRegisterRule, ...] = ()
 
     def refuses(self, field: str, opcode: str, form: str, modifiers) -> bool:
         return self.fields[field].matches(opcode, form, modifiers)
@@ -88,6 +126,13 @@ class FormControlRules:
     @functools.cached_property
     def opcodes_with_reuse_rules(self) -> frozenset:
         return frozenset(set().union(*(r.names.named_opcodes() for r in self.reuse)))
+
+    @functools.cached_property
+    def opcodes_with_zero_register_rules(self) -> frozenset:
+        return frozenset(set().union(*(r.names.named_opcodes() for r in self.zero_register)))
+
+    def zero_register_rules_for(self, opcode: str, form: str, modifiers) -> tuple[ZeroRegisterRule, ...]:
+        return tuple(r for r in self.zero_register if r.names.matches(opcode, form, modifiers))
 
     def reuse_rules_for(self, opcode: str, form: str, modifiers) -> tuple[ReuseRule, ...]:
         """The reuse rules of an instruction (sassas.validity keeps them a shape)."""
@@ -114,10 +159,29 @@ def form_control_rules(arch: str) -> FormControlRules:
     data = tomllib.loads(resources.files("sassas.isa").joinpath("data", DATA_FILE).read_text())
     entry = data.get(arch, {})
     fields = {field: _names(entry.get(field, [])) for field in FIELDS}
-    reuse = []
+    reuse, zero_register = [], []
     for name, entries in entry.items():
         m = _REUSE_RULE.match(name)
         if m and entries:
             mask = sum(1 << REUSE_SLOTS.index(s) for s in m[3])
             reuse.append(ReuseRule(name, bool(m[1]), bool(m[2]), mask, _names(entries)))
-    return FormControlRules(fields, tuple(reuse))
+        m = _ZERO_REGISTER_RULE.match(name)
+        if m and entries:
+            zero_register.append(ZeroRegisterRule(int(m[1]), int(m[2]), _names(entries)))
+    return FormControlRules(fields, tuple(reuse), tuple(zero_register))
+
+
+def rule_refuses(rule: str, name: str, inst, form: str, c: int) -> bool:
+    """Whether one entry `name` of the rule `rule` refuses the instruction `inst` of form `form`
+    with control code `c` (the learner checks its rules against ptxas' words with it)."""
+    names = _names([name])
+    if not names.matches(inst.opcode, form, inst.modifiers):
+        return False
+    if rule in FIELDS:
+        shift, mask, none = FIELDS[rule]
+        return c >> shift & mask != none
+    m = _REUSE_RULE.match(rule)
+    if m:
+        return ReuseRule(rule, bool(m[1]), bool(m[2]), sum(1 << REUSE_SLOTS.index(s) for s in m[3]), names).refuses(c)
+    m = _ZERO_REGISTER_RULE.match(rule)
+    return bool(m) and ZeroRegisterRule(int(m[1]), int(m[2]), names).zero_register(inst) is not None

@@ -30,6 +30,7 @@ from sassas.parse import parse_instruction
 from _fuzz import SEED_ENV, fuzz_seed
 
 ARCHS = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
+DESCRIBED = ARCHS + ["sm_100", "sm_120"]          # every arch with an ISA description
 SAMPLES = 600              # random lines an arch (about 6 s an arch on the 2-core machine)
 DUPLICATE_FLAG_RATE = 0.04
 CONTROL_MASK = ((1 << 23) - 1) << CONTROL_SHIFT
@@ -82,17 +83,20 @@ def _program(lines: list[str]) -> str:
 
 def assemble_accepted(lines: list[str], arch: str, name: str):
     """Each line alone through the assembler, then the accepted ones together.
-    Returns (cubin, the accepted lines, how many were refused)."""
-    kept = []
+    Returns (cubin, the accepted lines, the indices among them of those warned about alone,
+    how many were refused)."""
+    kept, warned = [], set()
     for line in lines:
         try:
-            sassas.assemble(_program([line]), arch, name, allow_exec=False)
+            alone = sassas.assemble(_program([line]), arch, name, allow_exec=False)
         except SassError as e:
             errors = e.errors if isinstance(e, SassErrors) else [e]
             assert all(err.loc is not None for err in errors), f"an error without a place: {e}"
             continue
+        if alone.warnings:
+            warned.add(len(kept))
         kept.append(line)
-    return sassas.assemble(_program(kept), arch, name, allow_exec=False), kept, len(lines) - len(kept)
+    return sassas.assemble(_program(kept), arch, name, allow_exec=False), kept, warned, len(lines) - len(kept)
 
 
 def _canonical(inst):
@@ -117,8 +121,7 @@ def _run(arch: str):
     seed = fuzz_seed()
     rng = random.Random(f"{seed}-{arch}")
     lines, duplicates = random_lines(arch, rng, SAMPLES)
-    cubin, kept, refused = assemble_accepted(lines, arch, f"validity-{seed}.sass")
-    warned = {w.loc.line - 2 for w in cubin.warnings if w.loc is not None}
+    cubin, kept, warned, refused = assemble_accepted(lines, arch, f"validity-{seed}.sass")
     (_, code), = oracle.text_sections(cubin.data)
     words = oracle.words_of(code)[:len(kept)]
     seen = oracle.disassemble(words, arch)
@@ -160,7 +163,7 @@ def test_accepted_words_print_as_written(arch):
     assert not differ, f"{SEED_ENV}={seed}: {len(differ)} words print otherwise than written: {differ[:5]}"
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", DESCRIBED)
 def test_form_rules_name_forms_of_the_isa(arch):
     """Every opcode, form and form with modifiers that control.toml names is one of the arch's
     ISA description (the data is learned from it: a stale name would check nothing)."""
@@ -168,7 +171,7 @@ def test_form_rules_name_forms_of_the_isa(arch):
     isa = get_isa(arch)
     opcodes, forms = {e.opcode for e in isa.encodings}, {e.name for e in isa.encodings}
     rules = form_control_rules(arch)
-    every = list(rules.fields.values()) + [r.names for r in rules.reuse]
+    every = list(rules.fields.values()) + [r.names for r in rules.reuse] + [r.names for r in rules.zero_register]
     assert rules.reuse and all(r.mask for r in rules.reuse)
     for names in every:
         assert names.opcodes <= opcodes and names.forms <= forms
@@ -177,12 +180,12 @@ def test_form_rules_name_forms_of_the_isa(arch):
 
 @pytest.mark.oracle
 @pytest.mark.corpus
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", DESCRIBED)
 def test_ptxas_words_break_no_rule(arch, report):
     """The rules refuse nothing ptxas writes: every word of the learning corpus (ptxas 12.9's
     code for the PTX corpus) that nvdisasm reads passes the encoder's check."""
     from sassas.learn import corpus, oracle
-    from sassas.validity import control_problems, may_break_rules
+    from sassas.validity import control_problems, may_break_rules, may_refuse_zero_register, zero_register_problems
     why = oracle.missing_tools(arch)
     if why:
         pytest.skip(why)
@@ -197,5 +200,21 @@ def test_ptxas_words_break_no_rule(arch, report):
         c = word >> CONTROL_SHIFT
         if may_break_rules(c, inst.opcode, arch):
             flagged += [(d.text, message) for _severity, message in control_problems(inst, c, arch)]
+        if may_refuse_zero_register(inst.opcode, arch):
+            flagged += [(d.text, message) for message in zero_register_problems(inst, arch)]
     report(f"validity {arch}: {checked} ptxas words of the learning corpus, {len(flagged)} flagged")
     assert checked and not flagged, flagged[:5]
+
+
+@pytest.mark.parametrize("register, refused", [("RZ", True), ("R2", False)])
+def test_zero_register_where_the_form_refuses_it(register, refused):
+    """nvdisasm rejects sm_89's 256-bit LDG with RZ as its 64-bit address (learned into
+    control.toml as zero_register_2_0): the assembler says so, at the line, and takes R2."""
+    source = (".kernel k\n--:-:-:Y:5  LDG.E.LU.EFL2.256.STRONG.GPU RZ, RZ, "
+              f"[{register}.64+0x5e8980], !P5;\n--:-:-:Y:5  EXIT;\n")
+    if not refused:
+        assert sassas.assemble(source, "sm_89", "z.sass", allow_exec=False).data
+        return
+    with pytest.raises(SassError) as e:
+        sassas.assemble(source, "sm_89", "z.sass", allow_exec=False)
+    assert e.value.loc.line == 2 and "takes no RZ in operand 3 on sm_89" in str(e.value)
