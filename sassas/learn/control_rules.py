@@ -33,6 +33,7 @@ nvdisasm.
 from __future__ import annotations
 
 import tomllib
+from typing import Optional
 
 from ..isa.control_rules import DATA_FILE, FIELDS, ZERO_REGISTERS, reuse_rule_name, zero_register_rule_name
 from ..isa.description import DATA_DIR
@@ -117,28 +118,47 @@ def learn(arch: str) -> dict[str, list[str]]:
 def _drop_contradicted(arch: str, isa, out: dict[str, list[str]]) -> None:
     """A rule refuses nothing ptxas writes: a name that a word of the learning corpus breaks is
     dropped (its example's word differs from ptxas' in a bit the text does not show, as URZ on
-    sm_100 does)."""
-    from ..isa.control_rules import rule_refuses
+    sm_100 does). An opcode so broken is narrowed to its forms, and those checked again."""
     from ..isa.forms import CONTROL_SHIFT, form_key, form_name
     from . import corpus, oracle
 
     seen = oracle.disassemble(corpus.build(arch), arch, oracle.DisasmCache(arch))
-    by_opcode: dict[str, list] = {}
-    for rule, names in out.items():
-        for n in names:
-            by_opcode.setdefault(n.split(" ")[0].split(".")[0], []).append((rule, n))
-    dropped = set()
+    words = []
     for word, d in seen.items():
         inst = isa.decode(word, d.address) if d is not None else None
-        if inst is None or inst.opcode not in by_opcode:
-            continue
-        form = form_name(*form_key(inst))
-        for rule, n in by_opcode[inst.opcode]:
-            if (rule, n) not in dropped and rule_refuses(rule, n, inst, form, word >> CONTROL_SHIFT):
-                dropped.add((rule, n))
-                print(f"{arch}: {rule} does not list {n!r}: ptxas writes {d.text!r} with it")
-    for rule, n in dropped:
-        out[rule].remove(n)
+        if inst is not None:
+            words.append((inst, form_name(*form_key(inst)), word >> CONTROL_SHIFT, d.text))
+    # An opcode's forms; a form without operands (its name is the opcode's) by its modifiers.
+    forms_of: dict[str, set] = {}
+    for e in isa.encodings:
+        if e.name != e.opcode:
+            forms_of.setdefault(e.opcode, set()).add(e.name)
+        elif e.example and _modifiers(e.example):
+            forms_of.setdefault(e.opcode, set()).add(".".join([e.opcode, *_modifiers(e.example)]))
+    for rule, names in out.items():
+        pending = list(names)
+        kept = []
+        while pending:
+            n = pending.pop()
+            broken = _first_breaking(rule, n, words)
+            if broken is None:
+                kept.append(n)
+                continue
+            narrower = sorted(forms_of.get(n, ())) if " " not in n and "." not in n else []
+            print(f"{arch}: {rule} does not list {n!r}" + (" but its forms" if narrower else "")
+                  + f": ptxas writes {broken!r} with it")
+            pending += narrower
+        out[rule] = sorted(kept)
+
+
+def _first_breaking(rule: str, name: str, words) -> Optional[str]:
+    """The text of the first ptxas word that the rule's entry `name` refuses, else None."""
+    from ..isa.control_rules import rule_refuses
+    opcode = name.split(" ")[0].split(".")[0]
+    for inst, form, c, text in words:
+        if inst.opcode == opcode and rule_refuses(rule, name, inst, form, c):
+            return text
+    return None
 
 
 def _zero_register_words(isa, examples, control: int) -> list[dict[tuple[int, int], int]]:
