@@ -1,10 +1,8 @@
 """kernels_sass.winograd's bench table (report.render) on results with the PyTorch and cuDNN
-reference cases, and the helpers that run those cases (baselines.py); CPU only."""
+reference cases, and on results written before them; CPU only."""
 from __future__ import annotations
 
-import pytest
-
-from kernels_sass.winograd import baselines, report
+from kernels_sass.winograd import report
 
 GFLOP = 10.0      # 10 GFLOP in 0.1 ms = 100 TFLOPS
 
@@ -98,37 +96,3 @@ def test_table_has_every_reference_ratios_and_errors(capsys):
     gm = [l for l in lines if l.startswith("geometric mean of sass/cudnn")][0]
     assert "NCHW (with the layout transposes) 1.118" in gm       # sqrt(1.0 * 1.25)
     assert "NCHW against PyTorch's default (TF32) 0.500" in gm
-
-
-def test_torch_conv_leaves_benchmark_and_tf32_off():
-    torch = pytest.importorskip("torch")
-    x, w = torch.randn(2, 3, 5, 6), torch.randn(4, 3, 3, 3)
-    flags = torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32
-    try:
-        got = baselines.torch_conv(x, w, True, True)
-        assert (torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32) == (False, False)
-        assert torch.equal(got, torch.nn.functional.conv2d(x, w, padding=1))
-        torch.backends.cudnn.allow_tf32 = True
-        with pytest.raises(RuntimeError):
-            baselines.torch_conv(x, w[:, :2], False, True)           # channels mismatch
-        assert torch.backends.cudnn.allow_tf32 is False
-        cases = baselines.torch_cases([x], [w], [x.contiguous(memory_format=torch.channels_last)],
-                                      [w.contiguous(memory_format=torch.channels_last)])
-        assert list(cases) == list(baselines.TORCH_CASES)
-        assert cases["torch default (TF32) channels_last"](0).is_contiguous(memory_format=torch.channels_last)
-    finally:
-        torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32 = flags
-
-
-def test_fresh_thread_returns_the_result_and_raises_the_error():
-    import threading
-    assert baselines.in_fresh_thread(lambda a, b: (a + b, threading.current_thread().name), 2, 3) == (5, "bench-case")
-    with pytest.raises(ZeroDivisionError):
-        baselines.in_fresh_thread(lambda: 1 / 0)
-
-
-def test_cudnn_layout_of_case_names():
-    assert baselines.cudnn_layout("cudnn FFT_TILING") == "NCHW"
-    assert baselines.cudnn_layout("cudnn NHWC IMPLICIT_GEMM") == "NHWC"
-    for name in ("cudnn (benchmark)", "cudnn best", "cudnn best NHWC", "torch default (TF32)", "sass NCHW"):
-        assert baselines.cudnn_layout(name) is None
