@@ -4,10 +4,12 @@
           fresh random data, outputs poisoned with NaN before each run, relative error
           ||y - ref|| / ||ref|| against a float64 reference (torch float64 conv2d on the GPU),
           limit 1e-5.
-  bench   in one process: the SASS kernel, the CUDA-C reference, cuDNN FP32 (torch,
-          allow_tf32=False, benchmark=True: cuDNN's own choice of its fastest algorithm),
-          PyTorch's default conv2d; effective TFLOPS = 2*N*C*H*W*K*9 / time, ratio to cuDNN;
-          JSON (--json) and a plot (--plot).
+  bench   in one process: the SASS kernel, the CUDA-C reference, torch conv2d FP32 (allow_tf32
+          off; cudnn.benchmark on and off; NCHW and channels_last), PyTorch's default conv2d
+          (TF32 convolutions, benchmark off; NCHW and channels_last), every cuDNN FP32
+          algorithm run directly in NCHW and NHWC; effective TFLOPS = 2*N*C*H*W*K*9 / time,
+          ratios to the best cuDNN algorithm and to PyTorch's default, each case's relative
+          error against float64; JSON (--json) and a plot (--plot).
   report  re-render a bench JSON (here, no GPU): table, cuDNN anchors (data/, measured on an H200), plot.
   sass    print the generated SASS of one shape.
   sim     run the generated SASS in the CPU simulator on one shape and compare with NumPy.

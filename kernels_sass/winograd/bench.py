@@ -6,6 +6,7 @@ import json
 import statistics
 import time
 
+from . import baselines
 from .plan import Options, Shape
 from .report import render, render_ablation
 from .workloads import ablation_variants, flops, gemm_options, log, options_from_args, resnet_configs
@@ -97,7 +98,11 @@ def cmd_bench(args) -> int:
     info = {"device": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
             "cudnn": torch.backends.cudnn.version(), "time": time.strftime("%Y-%m-%d %H:%M:%S"),
             "method": "median of 5 rounds of a CUDA graph of 30 calls cycling through 3 input sets; "
-                      "effective TFLOPS = 2*N*C*H*W*K*9/time"}
+                      "effective TFLOPS = 2*N*C*H*W*K*9/time; rel_err: ||y - y64|| / ||y64|| on input set 0 against "
+                      "torch's float64 conv2d",
+            "torch_cases": "conv2d with (cudnn.benchmark, allow_tf32, channels_last) = " + "; ".join(
+                f"{k}: {v}" for k, v in baselines.TORCH_CASES.items()) + "; each in a thread of its own "
+                "(PyTorch's cuDNN plan cache is per thread)"}
     try:
         import subprocess
         q = subprocess.run(["nvidia-smi", "--query-gpu=clocks.max.sm,clocks.sm", "--format=csv,noheader,nounits"],
@@ -164,17 +169,15 @@ def cmd_bench(args) -> int:
             cases["cuda main"] = lambda i: api.main_kernel("cuda", xcs[i], us[i], yks[i], s, opts, stream())
             cases["cuda NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "cuda", out=ys[i], workspace=wss[i], algo="f2")
         cases["filter transform"] = lambda i: api.filter_transform(wcs[i], us[i], s, "CHWN", stream())
-
-        def cudnn(i):
-            torch.backends.cudnn.benchmark = True
-            return torch.nn.functional.conv2d(xs[i], wts[i], padding=1)
-
-        def torch_default(i):
-            torch.backends.cudnn.benchmark = False
-            return torch.nn.functional.conv2d(xs[i], wts[i], padding=1)
-        cases["cudnn (benchmark)"] = cudnn
-        cases["torch default"] = torch_default
+        # what PyTorch users get: conv2d under its flags, each in a thread of its own (in_fresh_thread)
+        xls = [x.contiguous(memory_format=torch.channels_last) for x in xs]
+        wls = [w.contiguous(memory_format=torch.channels_last) for w in wts]
+        yls = [torch.empty((s.N, s.K, s.H, s.W), device=dev, memory_format=torch.channels_last) for _ in range(sets)]
+        torch_cases = baselines.torch_cases(xs, wts, xls, wls)
+        cases.update(torch_cases)
+        want = torch.nn.functional.conv2d(xs[0].double(), wts[0].double(), padding=1)
         row["cudnn_algos"] = {}
+        row["rel_err"] = {}
         if not args.no_cudnn_algos:
             try:
                 global _CUDNN
@@ -182,46 +185,60 @@ def cmd_bench(args) -> int:
                     from .cudnn import Cudnn
                     torch.nn.functional.conv2d(xs[0], wts[0], padding=1)     # torch loads libcudnn
                     _CUDNN = Cudnn()
-                    info["cudnn_direct"] = f"cuDNN {_CUDNN.version} through its C API (ctypes), FMA math"
-                conv = _CUDNN.conv(s.N, s.C, s.H, s.W, s.K)
-                want = torch.nn.functional.conv2d(xs[0].double(), wts[0].double(), padding=1)
-                from .cudnn import ALGOS
-                for algo, aname in enumerate(ALGOS):
-                    size, status = conv.workspace(algo)
-                    if size is None:
-                        row["cudnn_algos"][aname] = status
-                        continue
-                    wsb = torch.empty(max(size, 16), dtype=torch.uint8, device=dev)
-
-                    def fa(i, algo=algo, wsb=wsb, size=size):
-                        conv.forward(algo, xs[i].data_ptr(), wts[i].data_ptr(), ys[i].data_ptr(), wsb.data_ptr(),
-                                     size, torch.cuda.current_stream().cuda_stream)
+                    info["cudnn_direct"] = f"cuDNN {_CUDNN.version} through its C API (ctypes), FMA math, NCHW and NHWC"
+                for layout, x4, w4, y4 in (("NCHW", xs, wts, ys), ("NHWC", xls, wls, yls)):
                     try:
-                        ys[0].fill_(float("nan"))
-                        fa(0)
-                        torch.cuda.synchronize()
-                        err = float(torch.linalg.vector_norm(ys[0].double() - want) / torch.linalg.vector_norm(want))
-                        if not err <= 1e-4:
-                            row["cudnn_algos"][aname] = f"wrong result (rel err {err:.1e})"
-                            continue
-                        cases[f"cudnn {aname}"] = fa
+                        found, refused = baselines.cudnn_algorithm_cases(_CUDNN, s, layout, x4, w4, y4, want, dev)
                     except Exception as e:
-                        row["cudnn_algos"][aname] = f"{type(e).__name__}: {e}"
+                        log(f"[bench] cuDNN {layout} algorithms unavailable: {type(e).__name__}: {e}")
+                        refused = {f"{layout} error": f"{type(e).__name__}: {e}"}
+                        found = {}
+                    cases.update(found)
+                    row["cudnn_algos"].update(refused)
             except Exception as e:
                 log(f"[bench] per-algorithm cuDNN unavailable: {type(e).__name__}: {e}")
                 row["cudnn_algos"]["error"] = f"{type(e).__name__}: {e}"
+        # the output of each case that computes the whole convolution, from its return value after
+        # a call on input set 0, as an NCHW view (torch's and cuDNN's cases return it)
+        def chwn(_):
+            return yks[0].permute(3, 0, 1, 2)
+
+        def nchw(_):
+            return ys[0]
+        outputs = {"sass main": chwn, "sass CHWN": chwn, "sass NCHW": nchw, "sass4 CHWN": chwn, "sass4 NCHW": nchw,
+                   "cuda main": chwn, "cuda NCHW": nchw}
+        outputs.update({c: (lambda got: got) for c in cases if c in torch_cases or baselines.cudnn_layout(c)})
+
+        def measure(cname, fn):
+            """(ms, how, relative error against float64 or None)"""
+            err = None
+            if cname in outputs:
+                for t in (ys[0], yks[0], yls[0]):      # poisoned: an output left unwritten is NaN
+                    t.fill_(float("nan"))
+                got = fn(0)
+                torch.cuda.synchronize()
+                err = baselines.rel_err(outputs[cname](got), want)
+            ms, how = timeit(fn, sets, reps=args.reps, graph=not args.no_graph)
+            return ms, how, err
+
         for cname, fn in cases.items():
             try:
-                ms, how = timeit(fn, sets, reps=args.reps, graph=not args.no_graph)
+                if cname in torch_cases:
+                    ms, how, err = baselines.in_fresh_thread(measure, cname, fn)
+                else:
+                    ms, how, err = measure(cname, fn)
             except Exception as e:
                 log(f"[bench] {name} {cname}: {type(e).__name__}: {e}")
-                ms, how = float("nan"), f"error: {e}"
-            torch.backends.cudnn.benchmark = False
+                ms, how, err = float("nan"), f"error: {e}", None
+            torch.backends.cudnn.benchmark = torch.backends.cudnn.allow_tf32 = False
             row["ms"][cname] = ms
             row["how"][cname] = how
-            log(f"[bench] {name:<10} {cname:<18} {ms:8.4f} ms  {flops(s) / ms / 1e9:7.2f} TFLOPS ({how})")
+            if err is not None:
+                row["rel_err"][cname] = err
+            log(f"[bench] {name:<10} {cname:<36} {ms:8.4f} ms  {flops(s) / ms / 1e9:7.2f} TFLOPS ({how})"
+                + (f"  rel err {err:.1e}" if err is not None else ""))
         results.append(row)
-        del xs, wts, xcs, wcs, us, yks, ys, wss
+        del xs, wts, xcs, wcs, us, yks, ys, wss, xls, wls, yls, want, cases, torch_cases, outputs
         torch.cuda.empty_cache()
     info["gpu_state_at_end"] = gpu_state()
     out = {"info": info, "options": opts.__dict__, "results": results}

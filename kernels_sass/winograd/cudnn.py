@@ -2,9 +2,11 @@
 cuDNN's legacy C API with ctypes: torch only exposes its own choice (benchmark=True).
 
     runner = Cudnn()                             # after torch has loaded libcudnn
-    conv = runner.conv(n, c, h, w, k)            # descriptors for one shape, pad 1, stride 1
-    for algo, status, ws in conv.algorithms():   # name, "ok" or why not, workspace bytes
-        conv.forward(algo, x, w, y, workspace, stream)
+    conv = runner.conv(n, c, h, w, k)            # descriptors for one shape, pad 1, stride 1;
+                                                 # layout="NHWC": x, y NHWC and the filter KRSC
+    for algo, name in enumerate(ALGOS):
+        size, status = conv.workspace(algo)      # workspace bytes and "ok", or None and why not
+        conv.forward(algo, x, w, y, workspace, size, stream)
 
 Pointers are device addresses (ints). Raises CudnnError with cuDNN's status name.
 """
@@ -16,7 +18,9 @@ from typing import Optional
 
 ALGOS = ["IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING", "WINOGRAD",
          "WINOGRAD_NONFUSED"]
-TENSOR_NCHW, DATA_FLOAT, CROSS_CORRELATION, FMA_MATH = 0, 0, 1, 3
+TENSOR_NCHW, TENSOR_NHWC, DATA_FLOAT, CROSS_CORRELATION, FMA_MATH = 0, 1, 0, 1, 3
+# cudnnTensorFormat_t of each layout; for a filter, NHWC means KRSC (channels innermost)
+FORMATS = {"NCHW": TENSOR_NCHW, "NHWC": TENSOR_NHWC}
 
 
 class CudnnError(RuntimeError):
@@ -60,21 +64,24 @@ class Cudnn:
     def status_name(self, status: int) -> str:
         return self.lib.cudnnGetErrorString(status).decode()
 
-    def conv(self, n: int, c: int, h: int, w: int, k: int) -> "Conv":
-        return Conv(self, n, c, h, w, k)
+    def conv(self, n: int, c: int, h: int, w: int, k: int, layout: str = "NCHW") -> "Conv":
+        return Conv(self, n, c, h, w, k, layout)
 
 
 class Conv:
-    def __init__(self, cd: Cudnn, n, c, h, w, k):
-        self.cd, lib = cd, cd.lib
+    def __init__(self, cd: Cudnn, n, c, h, w, k, layout: str = "NCHW"):
+        if layout not in FORMATS:
+            raise ValueError(f"layout {layout!r}: one of {list(FORMATS)}")
+        fmt = FORMATS[layout]
+        self.cd, lib, self.layout = cd, cd.lib, layout
         self.x, self.y, self.w, self.conv = (ctypes.c_void_p() for _ in range(4))
         cd._check(lib.cudnnCreateTensorDescriptor(ctypes.byref(self.x)), "cudnnCreateTensorDescriptor")
         cd._check(lib.cudnnCreateTensorDescriptor(ctypes.byref(self.y)), "cudnnCreateTensorDescriptor")
         cd._check(lib.cudnnCreateFilterDescriptor(ctypes.byref(self.w)), "cudnnCreateFilterDescriptor")
         cd._check(lib.cudnnCreateConvolutionDescriptor(ctypes.byref(self.conv)), "cudnnCreateConvolutionDescriptor")
-        cd._check(lib.cudnnSetTensor4dDescriptor(self.x, TENSOR_NCHW, DATA_FLOAT, n, c, h, w), "x descriptor")
-        cd._check(lib.cudnnSetTensor4dDescriptor(self.y, TENSOR_NCHW, DATA_FLOAT, n, k, h, w), "y descriptor")
-        cd._check(lib.cudnnSetFilter4dDescriptor(self.w, DATA_FLOAT, TENSOR_NCHW, k, c, 3, 3), "w descriptor")
+        cd._check(lib.cudnnSetTensor4dDescriptor(self.x, fmt, DATA_FLOAT, n, c, h, w), "x descriptor")
+        cd._check(lib.cudnnSetTensor4dDescriptor(self.y, fmt, DATA_FLOAT, n, k, h, w), "y descriptor")
+        cd._check(lib.cudnnSetFilter4dDescriptor(self.w, DATA_FLOAT, fmt, k, c, 3, 3), "w descriptor")
         cd._check(lib.cudnnSetConvolution2dDescriptor(self.conv, 1, 1, 1, 1, 1, 1, CROSS_CORRELATION, DATA_FLOAT),
                   "convolution descriptor")
         cd._check(lib.cudnnSetConvolutionMathType(self.conv, FMA_MATH), "math type FMA")

@@ -9,6 +9,7 @@ import os
 
 import numpy as np
 
+from .baselines import CUDNN_PREFIX, cudnn_layout
 from .plan import Shape
 from .workloads import log
 
@@ -39,6 +40,47 @@ def render_ablation(data: dict) -> None:
     print("# loop FFMA util: extra warp FFMAs of the 2C run / (SMs x 4 x extra time x max SM clock)", flush=True)
 
 
+# the table's columns: bench case (or derived figure) and its short name
+COLUMNS = {"sass main": "sassMain", "sass CHWN": "sassCHWN", "sass NCHW": "sassNCHW", "sass4 gemm": "f4GEMM",
+           "sass4 CHWN": "f4CHWN", "sass4 NCHW": "f4NCHW", "cuda NCHW": "cudaNCHW",
+           "cudnn (benchmark)": "fp32BM", "torch FP32 (no benchmark)": "fp32",
+           "torch FP32 channels_last (benchmark)": "fp32BMcl", "torch default (TF32)": "defTF32",
+           "torch default (TF32) channels_last": "defTF32cl", "cudnn best NCHW": "cuDNNnchw",
+           "cudnn best NHWC": "cuDNNnhwc"}
+# cases of results written before the TF32 cases, under the names they have now
+LEGACY_NAMES = {"torch default": "torch FP32 (no benchmark)"}
+TF32 = "torch default (TF32)"
+W = 11      # a column's width
+
+
+def derived(r: dict) -> dict:
+    """A bench row's times and errors by case (LEGACY_NAMES renamed), with "cudnn best <layout>",
+    the fastest cuDNN algorithm run directly in each layout, and "cudnn best", the faster of
+    them; "best_algo": its layout and name."""
+    ms = {LEGACY_NAMES.get(k, k): v for k, v in r["ms"].items()}
+    err = {LEGACY_NAMES.get(k, k): v for k, v in (r.get("rel_err") or {}).items()}
+    best_algo = None
+    for layout in ("NCHW", "NHWC"):
+        algos = {k: v for k, v in ms.items() if cudnn_layout(k) == layout and v == v}
+        if not algos:
+            continue
+        best = min(algos, key=algos.get)
+        cols = [f"cudnn best {layout}"]
+        if best_algo is None or algos[best] < ms["cudnn best"]:
+            cols.append("cudnn best")
+            best_algo = f"{layout} {best[len(CUDNN_PREFIX[layout]):]}"
+        for col in cols:
+            ms[col] = algos[best]
+            if best in err:
+                err[col] = err[best]
+    return {"ms": ms, "err": err, "best_algo": best_algo}
+
+
+def _cell(v, fmt: str) -> str:
+    """A right-aligned cell; blank where the run has no such figure."""
+    return f"{'':>{W}}" if v is None else f"{v:>{W}{fmt}}"
+
+
 def render(data: dict, plot: str = None) -> None:
     res = data["results"]
     slow = [f"{when}: {', '.join(st['slowdown'])} at {st.get('temperature_c')} C"
@@ -48,52 +90,71 @@ def render(data: dict, plot: str = None) -> None:
         print(f"# WARNING: the GPU cut its clock during this run ({'; '.join(slow)}): the timings are not "
               f"comparable with other runs")
     anc = anchors()
-    for r in res:      # the best cuDNN algorithm run directly, where there were such runs
-        algos = {k: v for k, v in r["ms"].items() if k.startswith("cudnn ") and k != "cudnn (benchmark)" and v == v}
-        if algos:
-            best = min(algos, key=algos.get)
-            r["ms"]["cudnn best"] = algos[best]
-            r["cudnn_best_algo"] = best[6:]
-    cols = [c for c in ("sass main", "sass CHWN", "sass NCHW", "sass4 gemm", "sass4 CHWN", "sass4 NCHW", "cuda NCHW",
-                        "cudnn (benchmark)", "torch default", "cudnn best") if any(c in r["ms"] for r in res)]
+    der = [derived(r) for r in res]
+    cols = [c for c in COLUMNS if any(c in d["ms"] for d in der)]
+    ref_col = "cudnn best" if any("cudnn best" in d["ms"] for d in der) else "cudnn (benchmark)"
+
+    def tflops(r, d, c):
+        ms = d["ms"].get(c)
+        return None if ms is None else (r["gflop"] / ms if ms == ms and ms > 0 else float("nan"))
+
     print(f"# {data['info'].get('device')}  torch {data['info'].get('torch')}  cuDNN {data['info'].get('cudnn')}")
-    print("# effective TFLOPS (2*N*C*H*W*K*9 / time), FP32 everywhere (no TF32)")
-    short = {"sass main": "sassMain", "sass CHWN": "sassCHWN", "sass NCHW": "sassNCHW", "cuda NCHW": "cudaNCHW",
-             "sass4 gemm": "f4GEMM", "sass4 CHWN": "f4CHWN", "sass4 NCHW": "f4NCHW",
-             "cudnn (benchmark)": "torchBM", "torch default": "torchDef", "cudnn best": "cudnnBest"}
-    if any("sass4 CHWN" in r["ms"] for r in res):
-        print("# sass* = F(2x2,3x3) fused SASS kernel, f4* = F(4x4,3x3) non-fused (f4GEMM: its SASS GEMM alone); the "
-              "ratios use the algorithm conv2d's algo='auto' picks (api.choose_algo), named after them")
-    ref_col = "cudnn best" if "cudnn best" in cols else "cudnn (benchmark)"
-    print(f"# ratios against {ref_col}: torchBM = torch conv2d, cudnn.benchmark=True; cudnnBest = fastest "
-          f"cuDNN algorithm run directly (FMA math), its name last")
-    head = f"{'config':<11}" + "".join(f"{short[c]:>10}" for c in cols) + f"{'CHWN/cuDNN':>11}{'NCHW/cuDNN':>11}"
+    print("# effective TFLOPS (2*N*C*H*W*K*9 / time); FP32 (no TF32) except defTF32*")
+    if any("sass4 CHWN" in d["ms"] for d in der):
+        print("# sass* = F(2x2,3x3) fused SASS kernel, f4* = F(4x4,3x3) non-fused (f4GEMM: its SASS GEMM alone); "
+              "auto = the algorithm conv2d's algo='auto' picks (api.choose_algo)")
+    print("# torch conv2d: fp32BM = FP32 (allow_tf32 off), cudnn.benchmark on; fp32 = the same, benchmark off; "
+          "defTF32 = PyTorch's defaults: TF32 convolutions (allow_tf32 on), benchmark off; *cl = channels_last "
+          "tensors, else NCHW")
+    print("# cuDNNnchw / cuDNNnhwc = the fastest cuDNN FP32 algorithm run directly (FMA math) in that layout; "
+          "cudnn best = the faster of them, named last")
+    head = f"{'config':<11}" + "".join(f"{COLUMNS[c]:>{W}}" for c in cols) + f"  {'cudnn best':<26}"
     if anc:
         head += f"{'anchor best (H200)':>26}"
     print(head)
-    ratios_chwn, ratios_nchw = [], []
-    for r in res:
-        tf = {c: r["gflop"] / r["ms"][c] if r["ms"].get(c) and r["ms"][c] == r["ms"][c] else float("nan")
-              for c in cols}
-        line = f"{r['config']:<11}" + "".join(f"{tf[c]:>10.2f}" for c in cols)
-        base = tf.get(ref_col, float("nan"))
-        f4 = r.get("algo_auto") == "f4" and "sass4 CHWN" in r["ms"]
-        rc = tf.get("sass4 CHWN" if f4 else "sass CHWN", float("nan")) / base
-        rn = tf.get("sass4 NCHW" if f4 else "sass NCHW", float("nan")) / base
-        if rc == rc:
-            ratios_chwn.append(rc)
-        if rn == rn:
-            ratios_nchw.append(rn)
-        line += f"{rc:>11.2f}{rn:>11.2f}" + ((" f4" if f4 else " f2") if "algo_auto" in r else "")
-        if r.get("cudnn_best_algo"):
-            line += f"  {r['cudnn_best_algo']}"
+    for r, d in zip(res, der):
+        line = f"{r['config']:<11}" + "".join(_cell(tflops(r, d, c), ".2f") for c in cols)
+        line += f"  {d['best_algo'] or '':<26}"
         if anc:
             layer, n = r["config"].split("/N")
             a = anc.get((layer, int(n)), {})
             if a:
                 best = max(a, key=a.get)
                 line += f"{a[best]:>9.2f} {best[:16]:>16}"
-        print(line)
+        print(line.rstrip())
+
+    # time ratios (ref time / ours): our NCHW and CHWN entries against cuDNN's best and PyTorch's default
+    ratio_cols = {"CHWN/best": ("auto CHWN", ref_col), "NCHW/best": ("auto NCHW", ref_col),
+                  "f2NCHW/best": ("sass NCHW", ref_col), "f4NCHW/best": ("sass4 NCHW", ref_col),
+                  "NCHW/TF32": ("auto NCHW", TF32), "f2NCHW/TF32": ("sass NCHW", TF32),
+                  "f4NCHW/TF32": ("sass4 NCHW", TF32)}
+    ratios: dict = {k: [] for k in ratio_cols}
+    table = []
+    for r, d in zip(res, der):
+        f4 = r.get("algo_auto") == "f4" and "sass4 CHWN" in d["ms"]
+        auto = {"auto CHWN": "sass4 CHWN" if f4 else "sass CHWN", "auto NCHW": "sass4 NCHW" if f4 else "sass NCHW"}
+        cells = {}
+        for k, (ours, ref) in ratio_cols.items():
+            t, b = tflops(r, d, auto.get(ours, ours)), tflops(r, d, ref)
+            cells[k] = None if t is None or b is None else t / b
+            if cells[k] is not None and cells[k] == cells[k]:
+                ratios[k].append(cells[k])
+        table.append((r, ("f4" if f4 else "f2") if "algo_auto" in r else "", cells))
+    shown = [k for k in ratio_cols if any(c[k] is not None for _, _, c in table)]
+    print(f"# speed ratios: best = {ref_col}{' (cuDNNnchw or cuDNNnhwc)' if ref_col == 'cudnn best' else ''}, "
+          f"TF32 = defTF32; CHWN/NCHW = the auto algorithm's entry (CHWN: transforms + main kernels; NCHW: with "
+          f"the layout transposes); f2/f4 = that algorithm's NCHW entry")
+    print(f"{'config':<11}{'auto':>5}" + "".join(f"{k:>{W + 1}}" for k in shown))
+    for r, algo, cells in table:
+        print((f"{r['config']:<11}{algo:>5}" + "".join(" " + _cell(cells[k], ".2f") for k in shown)).rstrip())
+
+    errs = [c for c in cols if any(c in d["err"] for d in der)]
+    if errs:
+        print("# relative error ||y - y64|| / ||y64|| against float64 (input set 0); cuDNN's algorithms above "
+              "1e-4 are not timed")
+        print(f"{'config':<11}" + "".join(f"{COLUMNS[c]:>{W}}" for c in errs))
+        for r, d in zip(res, der):
+            print((f"{r['config']:<11}" + "".join(_cell(d["err"].get(c), ".1e") for c in errs)).rstrip())
 
     clk = data["info"].get("max_sm_clock_mhz", 1980.0) * 1e6
     sms = data["info"].get("sms", 132)
@@ -122,8 +183,10 @@ def render(data: dict, plot: str = None) -> None:
 
     def gm(v):
         return math.exp(sum(math.log(x) for x in v) / len(v)) if v else float("nan")
-    print(f"geometric mean of sass/cudnn: CHWN (transforms + main kernels) {gm(ratios_chwn):.3f}, "
-          f"NCHW (with the layout transposes) {gm(ratios_nchw):.3f}; min CHWN {min(ratios_chwn, default=float('nan')):.3f}",
+    print(f"geometric mean of sass/cudnn: CHWN (transforms + main kernels) {gm(ratios['CHWN/best']):.3f}, "
+          f"NCHW (with the layout transposes) {gm(ratios['NCHW/best']):.3f}; "
+          f"min CHWN {min(ratios['CHWN/best'], default=float('nan')):.3f}"
+          + (f"; NCHW against PyTorch's default (TF32) {gm(ratios['NCHW/TF32']):.3f}" if ratios["NCHW/TF32"] else ""),
           flush=True)
     if plot:
         try:
@@ -137,11 +200,12 @@ def render(data: dict, plot: str = None) -> None:
         xs = np.arange(len(res))
         wdt = 0.8 / len(cols)
         for k, c in enumerate(cols):
-            ax.bar(xs + k * wdt, [r["gflop"] / r["ms"][c] if r["ms"].get(c) else 0 for r in res], wdt, label=c)
+            ax.bar(xs + k * wdt, [tflops(r, d, c) or 0 for r, d in zip(res, der)], wdt, label=c)
         ax.set_xticks(xs + 0.4 - wdt / 2)
         ax.set_xticklabels([r["config"] for r in res], rotation=60, fontsize=8)
         ax.set_ylabel("effective TFLOPS (2NCHWK9 / t)")
-        ax.set_title(f"Winograd FP32 (sass: F(2x2,3x3), f4: F(4x4,3x3)), {data['info'].get('device')}")
+        ax.set_title(f"Winograd FP32 (sass: F(2x2,3x3), f4: F(4x4,3x3)) against cuDNN and PyTorch, "
+                     f"{data['info'].get('device')}")
         ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(plot, dpi=120)
