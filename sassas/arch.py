@@ -53,6 +53,9 @@ class Arch:
     # cubins with the CUDA 13 header, OSABI 0x41 and ABI version 8; the CUDA 12 header of the
     # older archs is not one that any tool writes for them).
     abis: tuple[str, ...] = ("cuda12", "cuda13")
+    # Width of a uniform-register field whose all-ones value is URZ: 6 (URZ = 63) to sm_90;
+    # Blackwell's uniform register file is wider and ptxas writes URZ as 255 (UR63 is a register).
+    uniform_register_bits: int = 6
 
     @property
     def sm_name(self) -> str:
@@ -81,7 +84,8 @@ ARCHS: dict[str, Arch] = {a.name: a for a in (
     # memory reserved like sm_90, SW_WAR 0x8 on sm_100/sm_103 and 0x0 on sm_120/sm_121, the
     # `.nv.compat` attributes of nvcc 13.0 (CAN_FASTPATH_FINALIZE's first value is 9 there).
     *(Arch(name, sm, 0x380, 32764, 255, 65536, smem * 1024, True, False, war, reserved_shared=1024, rela=True,
-           call_relocation=0x4B, flag_bits=0x6000002, launch_base=0x360, abis=("cuda13",), compat=(
+           call_relocation=0x4B, flag_bits=0x6000002, launch_base=0x360, abis=("cuda13",),
+           uniform_register_bits=8, compat=(
         ("EICOMPAT_ATTR_CUDA_ACCELERATOR_TARGET", 0),
         ("EICOMPAT_ATTR_ISA_CLASS", 1),
         ("EICOMPAT_ATTR_INST_TCGEN05_MMA", 5),

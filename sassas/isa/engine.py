@@ -10,8 +10,10 @@ import math
 import struct
 from typing import Optional
 
-from ..ast import ControlCode, Instruction, Operand
+from ..arch import ARCHS
+from ..ast import ZERO_NAMES, ControlCode, Instruction, Operand
 from ..errors import SassError
+from ..kinds import value_pieces
 from .forms import (CONTROL_SHIFT, GUARD_NEGATED, MASK128, DescriptorLoad, Encoding, Field, form_key,
                     form_name, instruction_tokens, instruction_values, numbered_modifiers, split_flag_token,
                     value_meets, written_tokens)
@@ -21,6 +23,9 @@ _REUSE = frozenset({"reuse"})
 _CONTROL_CACHE: dict = {}
 _NEGATED = frozenset({"!"})
 _NO_FLAGS = frozenset()
+
+# sassas's value of URZ (its number on sm_75..sm_90).
+URZ = next(value for (kind, value), name in ZERO_NAMES.items() if name == "URZ")
 
 
 # --------------------------------------------------------------------------- value bits
@@ -79,7 +84,25 @@ class Isa:
             for e in encodings:
                 if e.support == 0:
                     e.replace_hidden_bits(confirmed.get(e.opcode, []))
+        arch_facts = ARCHS.get(arch)
+        if arch_facts is not None and arch_facts.uniform_register_bits > 6:
+            self._refuse_urz_in_narrow_fields(arch_facts.uniform_register_bits)
         self._index()
+
+    def _refuse_urz_in_narrow_fields(self, bits: int) -> None:
+        """Where the uniform register file is wider than 64 (Blackwell: URZ is 255), a uniform-
+        register field the learner saw only 6 bits of cannot hold URZ: its 63 is UR63. Those
+        fields refuse URZ (sassas's URZ is 63, as on sm_75..sm_90) rather than write UR63."""
+        for e in self.encodings:
+            pieces = ["P", *(p for kind in e.kinds for p in value_pieces(kind))]
+            if len(pieces) != len(e.fields):
+                continue
+            plan = list(e.insert_plan)
+            for i, (piece, f) in enumerate(zip(pieces, e.fields)):
+                if piece == "UR" and type(f) is not tuple and f.transform == "u" and f.value_bits < bits:
+                    code, a, b = plan[i]
+                    plan[i] = (4, a, b) if code == 1 else (4, None, None)
+            e.insert_plan = plan
 
     def _index(self) -> None:
         self.by_key: dict[tuple, list[Encoding]] = {}
@@ -301,6 +324,15 @@ class Isa:
             elif code == 3:                # signed, one segment from value bit 0
                 if type(v) is int and -b <= v < b:
                     word |= (v & (2 * b - 1)) << a
+                    continue
+            elif code == 4:                # a uniform register in a field too narrow for URZ
+                if v == URZ:
+                    errors.append(f"{enc.name}: URZ cannot be written here on {self.arch}: the learned field "
+                                  f"holds UR0..UR62 in {f.value_bits} bits, and its value 63 is UR63 on "
+                                  f"this arch, not URZ (URZ is 255)")
+                    return None
+                if a is not None and type(v) is int and 0 <= v <= b:
+                    word |= v << a
                     continue
             elif code == 0:                # a constant
                 if a != v and not _same_number(a, v):

@@ -147,10 +147,10 @@ def _operand(field: str, rng: random.Random, mnemonic: str) -> str:
         base, _, suffix = field.partition(".")
         return _operand(base, rng, mnemonic) + "." + suffix
     if field.startswith("R"):
-        # a register group as wide as the access (TuringAs does not check; sassas refuses)
-        step = 4 if ".128" in mnemonic else 2 if ".64" in mnemonic or ".2" in mnemonic else 1
-        step = 4 if mnemonic.endswith(".4") else step
-        return f"R{rng.randrange(0, 64 // step) * step}" + field[1:]
+        # aligned for any register group up to 128 bits: what a spelling means must not depend
+        # on the register drawn (TuringAs's `CS2R R5, SR_CLOCKLO` reads 32 bits; nvdisasm's
+        # 64-bit CS2R refuses R5 but takes R4, and only then is the spelling ambiguous)
+        return f"R{rng.randrange(0, 16) * 4}" + field[1:]
     n = rng.randrange(0, 32) * 4
     if field == "W":
         return f"R{rng.randrange(0, 32) * 2}"
@@ -158,8 +158,10 @@ def _operand(field: str, rng: random.Random, mnemonic: str) -> str:
         return f"R{rng.randrange(0, 16) * 4}"
     if field == "P":
         return rng.choice(("P0", "P1", "P3", "PT", "!P2"))
-    if field == "D":                      # a predicate written: never negated
-        return rng.choice(("P0", "P1", "P3", "PT"))
+    if field == "D":                      # a predicate written: never negated, never PT
+        # (nvdisasm leaves a PT destination out: `LOP3.LUT PT, R4, ...` prints as the form
+        # without one, and the spelling would be judged by another form's text)
+        return rng.choice(("P0", "P1", "P3"))
     if field == "I":
         return rng.choice((str(rng.randrange(0, 32)), hex(rng.randrange(0, 32))))
     if field in ("I4", "I5", "I8"):
@@ -308,13 +310,23 @@ def build_table(rng: random.Random, tmp: Path) -> dict:
         p.write_text(f"<params>\nx, 4\n</params>\nTOP:\n--:-:-:Y:-  {line}\n--:-:-:-:2  EXIT;\n")
         defaults.append(p)
     from sassas import dialect
+    # sassas as it reads nvdisasm's text alone, without the table being made
+    tables = dialect._tables
+    tables.cache_clear()
+    _, own = tables()
+    dialect._tables = lambda: ({}, own)
+    dialect._entry_of_shape.clear()
+    try:
+        return _build_table(spellings, lines, files, defaults, tmp)
+    finally:
+        dialect._tables = tables
+        dialect._entry_of_shape.clear()
+
+
+def _build_table(spellings, lines, files, defaults, tmp: Path) -> dict:
     from sassas.dialect import spelling_key
     from sassas.elf import read_cubin
     from sassas.parse import parse_instruction
-    # sassas as it reads nvdisasm's text alone, without the table being made
-    dialect._tables.cache_clear()
-    _, own = dialect._tables()
-    dialect._tables = lambda: ({}, own)
     table: dict = {}
     for arch in ARCHS:
         outs = run_turingas(files, arch, tmp)
