@@ -6,7 +6,7 @@ field says what it means and where it shows.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from .errors import SassError
@@ -56,6 +56,14 @@ class Arch:
     # Width of a uniform-register field whose all-ones value is URZ: 6 (URZ = 63) to sm_90;
     # Blackwell's uniform register file is wider and ptxas writes URZ as 255 (UR63 is a register).
     uniform_register_bits: int = 6
+    # "a": the arch-specific target (sm_90a, sm_100a, sm_120a: wgmma, tcgen05), which code for
+    # no other GPU may run; its instructions and description are the plain arch's.
+    features: str = ""
+
+    @property
+    def full_name(self) -> str:
+        """'sm_90a' for the arch-specific target, else the name."""
+        return self.name + self.features
 
     @property
     def sm_name(self) -> str:
@@ -82,7 +90,7 @@ ARCHS: dict[str, Arch] = {a.name: a for a in (
     )),
     # Blackwell, as ptxas 12.9 and 13.0 write it: parameters at c[0x0][0x380], 1 KiB of shared
     # memory reserved like sm_90, SW_WAR 0x8 on sm_100/sm_103 and 0x0 on sm_120/sm_121, the
-    # `.nv.compat` attributes of nvcc 13.0 (CAN_FASTPATH_FINALIZE's first value is 9 there).
+    # `.nv.compat` attributes of nvcc 13.0 (CAN_FASTPATH_FINALIZE's first value is 9 for sm_100, 0x50 for sm_120).
     *(Arch(name, sm, 0x380, 32764, 255, 65536, smem * 1024, True, False, war, reserved_shared=1024, rela=True,
            call_relocation=0x4B, flag_bits=0x6000002, launch_base=0x360, abis=("cuda13",),
            uniform_register_bits=8, compat=(
@@ -92,9 +100,9 @@ ARCHS: dict[str, Arch] = {a.name: a for a in (
         ("EICOMPAT_ATTR_0x07", 0x101),
         ("EICOMPAT_ATTR_INST_TENSORMAP_V1", 0),
         ("EICOMPAT_ATTR_ENABLE_OPPORTUNISTIC_FINALIZATION", 1),
-        ("EICOMPAT_ATTR_CAN_FASTPATH_FINALIZE", [9, 0]),
-    )) for name, sm, smem, war in (("sm_100", 100, 227, 0x8), ("sm_103", 103, 227, 0x8),
-                                   ("sm_120", 120, 99, 0x0), ("sm_121", 121, 99, 0x0))),
+        ("EICOMPAT_ATTR_CAN_FASTPATH_FINALIZE", [fastpath, 0]),
+    )) for name, sm, smem, war, fastpath in (("sm_100", 100, 227, 0x8, 9), ("sm_103", 103, 227, 0x8, 9),
+                                             ("sm_120", 120, 99, 0x0, 0x50), ("sm_121", 121, 99, 0x0, 0x50))),
 )}
 # sm_70 defaults to the CUDA 12 dialect: CUDA 13 tools (and nvdisasm 13.5) dropped Volta.
 
@@ -148,14 +156,25 @@ class UnknownArch(SassError, ValueError):
     callers that check a name)."""
 
 
+# The archs with an arch-specific ("a") target, as nvcc 13.0 and ptxas 12.9 take them.
+ACCELERATED = ("sm_90", "sm_100", "sm_103", "sm_120", "sm_121")
+
+
 def get_arch(name: str) -> Arch:
-    """'sm_90', 'sm90', 'SM90' or '90' -> the Arch."""
+    """'sm_90', 'sm90', 'SM90' or '90' -> the Arch; 'sm_90a' -> its arch-specific target."""
     digits = str(name).lower().removeprefix("sm").lstrip("_")
     key = f"sm_{digits}"
+    if key.endswith("a") and key[:-1] in ACCELERATED:
+        # nvcc 13.0 marks the target in .nv.compat only (CUDA_ACCELERATOR_TARGET 1, e_flags as
+        # the plain arch's); ptxas 12.9's CUDA 12 header also sets e_flags bit 0x800 (elf.writer).
+        base = ARCHS[key[:-1]]
+        compat = tuple((n, 1 if n == "EICOMPAT_ATTR_CUDA_ACCELERATOR_TARGET" else v) for n, v in base.compat)
+        return replace(base, features="a", compat=compat)
     try:
         return ARCHS[key]
     except KeyError:
-        raise UnknownArch(f"unknown architecture {name!r}; supported: {', '.join(ARCHS)}") from None
+        targets = ", ".join([*ARCHS, *(a + "a" for a in ACCELERATED)])
+        raise UnknownArch(f"unknown architecture {name!r}; supported: {targets}") from None
 
 
 def arch_from_sm(sm: int) -> Arch:
@@ -182,6 +201,9 @@ class ElfAbi:
     notes: bool                # writes .note.nv.tkinfo / .note.nv.cuinfo
     cuda_api_version: int      # EIATTR_CUDA_API_VERSION: toolkit version as major*10+minor
     toolkit_version: int       # in .note.nv.cuinfo
+    # e_flags bit of an arch-specific target (sm_90a): ptxas 12.9 sets 0x800 in the CUDA 12
+    # header; nvcc 13.0 sets none (CUDA_ACCELERATOR_TARGET in .nv.compat says it).
+    accelerator_flag: int = 0
 
 
 # e_flags bits: CUDA 12 = EF_CUDA_TEXMODE_UNIFIED (0x100) | EF_CUDA_64BIT_ADDRESS (0x400),
@@ -191,7 +213,7 @@ class ElfAbi:
 ELF_ABIS: dict[str, ElfAbi] = {a.name: a for a in (
     ElfAbi("cuda12", osabi=0x33, abi_version=7, e_version=129, sm_shifts=(0, 16), sm_shift_read=0,
            flag_bits=0x500, barriers_in_text_flags=True, notes=False,
-           cuda_api_version=129, toolkit_version=129),
+           cuda_api_version=129, toolkit_version=129, accelerator_flag=0x800),
     ElfAbi("cuda13", osabi=0x41, abi_version=8, e_version=1, sm_shifts=(8,), sm_shift_read=8,
            flag_bits=0x6000004, barriers_in_text_flags=False, notes=True,
            cuda_api_version=130, toolkit_version=130),

@@ -122,8 +122,8 @@ def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, inclu
             diags.warn(message, loc)
         images.append(_image(encoded))
     diags.raise_if_errors()
-    data = elf.write_cubin(target.name, images, module=build_module(program))
-    return Cubin(data=data, arch=target.name, kernel_names=[k.name for k in program.kernels], program=program,
+    data = elf.write_cubin(target, images, module=build_module(program))
+    return Cubin(data=data, arch=target.full_name, kernel_names=[k.name for k in program.kernels], program=program,
                  warnings=diags.warnings)
 
 

@@ -25,7 +25,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _arch_name(text: str) -> str:
     try:
-        return get_arch(text).name
+        return get_arch(text).full_name
     except SassError as e:
         raise argparse.ArgumentTypeError(e.message) from None
 

@@ -544,6 +544,8 @@ def _serialise(sections: list[Section], symbols: list[Symbol], *, arch: Arch, ab
     e_flags = abi.flag_bits if arch.flag_bits is None else arch.flag_bits
     for shift in abi.sm_shifts:
         e_flags |= arch.sm << shift
+    if arch.features == "a":
+        e_flags |= abi.accelerator_flag
     out += Elf64_Ehdr.pack(
         e_ident=ident.ljust(16, b"\0"), e_type=ET_EXEC, e_machine=EM_CUDA, e_version=abi.e_version,
         e_entry=0, e_phoff=phoff, e_shoff=shoff, e_flags=e_flags, e_ehsize=Elf64_Ehdr.size,

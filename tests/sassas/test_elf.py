@@ -492,3 +492,31 @@ def test_reader_rejects_non_cubins():
     from sassas.elf import CubinFormatError
     with pytest.raises(CubinFormatError):
         read_cubin(b"not an elf at all" * 8)
+
+
+# What nvcc 13.0.88 (`nvcc -cubin -arch=T`, on the H100 machine) writes: e_flags and the bytes
+# of .nv.compat. The arch-specific targets differ from the plain ones in CUDA_ACCELERATOR_TARGET
+# (the attribute 0x09) only; sm_120's CAN_FASTPATH_FINALIZE is 0x50 where sm_100's is 9.
+NVCC13_HEADERS = {
+    "sm_90": (0x6005A04, "020900000202010002050500030701010203000002060100040b08000000000000000000"),
+    "sm_90a": (0x6005A04, "020901000202010002050500030701010203000002060100040b08000000000000000000"),
+    "sm_100": (0x6006402, "020900000202010002050500030701010203000002060100040b08000900000000000000"),
+    "sm_100a": (0x6006402, "020901000202010002050500030701010203000002060100040b08000900000000000000"),
+    "sm_120": (0x6007802, "020900000202010002050500030701010203000002060100040b08005000000000000000"),
+    "sm_120a": (0x6007802, "020901000202010002050500030701010203000002060100040b08005000000000000000"),
+}
+
+
+@pytest.mark.parametrize("target", sorted(NVCC13_HEADERS))
+def test_arch_specific_targets_match_nvcc(target):
+    import sassas
+    cubin = sassas.assemble(".kernel k\n--:-:-:Y:5  EXIT;\n", target, "k.sass")
+    info = read_cubin(bytes(cubin))
+    assert cubin.arch == target and info.e_flags == NVCC13_HEADERS[target][0]
+    assert info.section(".nv.compat").data.hex() == NVCC13_HEADERS[target][1]
+
+
+def test_arch_specific_target_in_the_cuda12_header():
+    """ptxas 12.9 marks sm_90a in the CUDA 12 header with e_flags bit 0x800 (0x5a0d5a)."""
+    a, plain = (read_cubin(write_cubin(get_arch(t), [], abi="cuda12")).e_flags for t in ("sm_90a", "sm_90"))
+    assert (a, plain) == (0x5A0D5A, 0x5A055A)
