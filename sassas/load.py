@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import struct
 import sys
 import threading
 import types
@@ -265,8 +266,6 @@ def to_device(array: np.ndarray) -> DeviceBuffer:
 # Argument packing (pure: no GPU needed)
 # --------------------------------------------------------------------------------------------
 
-_INT_FORMATS = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
-_UINT_FORMATS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _FLOAT_FORMATS = {2: np.float16, 4: np.float32, 8: np.float64}
 _DLPACK_CUDA_DEVICES = {2, 13}    # kDLCUDA, kDLCUDAManaged
 
@@ -310,12 +309,22 @@ def _describe(arg: Any) -> str:
     return type(arg).__name__
 
 
+# size -> (struct format of the signed int, smallest, largest signed, largest unsigned).
+_INT_PACKING = {n: (f, -(1 << (8 * n - 1)), (1 << (8 * n - 1)) - 1, (1 << 8 * n) - 1)
+                for n, f in ((1, "b"), (2, "h"), (4, "i"), (8, "q"))}
+
+
 def _pack_one(arg: Any, size: int) -> bytes:
     """The `size` bytes a kernel parameter receives for `arg`; TypeError/ValueError otherwise."""
-    # Device memory: a 64-bit address.
+    # Device memory: a 64-bit address. torch's __cuda_array_interface__ builds a dict per call
+    # (several microseconds, five times a launch in a convolution): its data_ptr() first.
     pointer = None
     if isinstance(arg, DeviceBuffer):
         pointer = arg.ptr
+    elif type(arg).__module__.startswith("torch") and hasattr(arg, "data_ptr"):
+        if not arg.is_cuda:
+            raise TypeError("a torch tensor in host memory; move it to the GPU first (.cuda())")
+        pointer = arg.data_ptr()
     elif hasattr(arg, "__cuda_array_interface__"):
         pointer = int(arg.__cuda_array_interface__["data"][0] or 0)
     elif hasattr(arg, "__dlpack__") and not isinstance(arg, np.ndarray):
@@ -323,7 +332,7 @@ def _pack_one(arg: Any, size: int) -> bytes:
     if pointer is not None:
         if size != 8:
             raise TypeError(f"a device array (pointer, 8 bytes) for a {size}-byte parameter")
-        return np.uint64(pointer).tobytes()
+        return struct.pack("<Q", pointer)
 
     if isinstance(arg, np.ndarray):
         if arg.ndim != 0:
@@ -335,13 +344,13 @@ def _pack_one(arg: Any, size: int) -> bytes:
             raise TypeError(f"a {arg.dtype} ({len(data)} bytes) for a {size}-byte parameter")
         return data
     if isinstance(arg, (bool, int)):
-        if size not in _INT_FORMATS:
+        if size not in _INT_PACKING:
             raise TypeError(f"a Python int for a {size}-byte parameter (use bytes or a numpy scalar)")
-        signed, unsigned = np.iinfo(_INT_FORMATS[size]), np.iinfo(_UINT_FORMATS[size])
-        if signed.min <= arg <= signed.max:
-            return _INT_FORMATS[size](arg).tobytes()
-        if 0 <= arg <= unsigned.max:
-            return _UINT_FORMATS[size](arg).tobytes()
+        fmt, lo, hi, top = _INT_PACKING[size]
+        if lo <= arg <= hi:
+            return struct.pack("<" + fmt, arg)
+        if 0 <= arg <= top:
+            return struct.pack("<" + fmt.upper(), arg)
         raise ValueError(f"int {arg} does not fit in {size} bytes")
     if isinstance(arg, float):
         if size not in _FLOAT_FORMATS:
@@ -383,17 +392,17 @@ class _PackedArguments:
     """Argument bytes plus the void* array cuLaunchKernel reads; alive for the launch call."""
 
     def __init__(self, packed: list[bytes]):
-        # One 16-byte aligned slot a parameter keeps every value naturally aligned.
-        slots = [(len(p) + 15) // 16 * 16 for p in packed]
-        self.storage = np.zeros(max(sum(slots), 16), np.uint8)
-        base = self.storage.ctypes.data
-        self.pointers = np.zeros(max(len(packed), 1), np.uint64)
-        offset = 0
-        for i, (data, slot) in enumerate(zip(packed, slots)):
-            self.storage[offset:offset + len(data)] = np.frombuffer(data, np.uint8)
-            self.pointers[i] = base + offset
-            offset += slot
-        self.address = self.pointers.ctypes.data if packed else 0
+        # One 16-byte aligned slot a parameter keeps every value naturally aligned (the
+        # buffer itself is: past 16 bytes ctypes allocates it on the heap, 16-byte aligned).
+        blob = b"".join(p.ljust((len(p) + 15) // 16 * 16, b"\0") for p in packed)
+        self.storage = ctypes.create_string_buffer(blob, max(len(blob), 32))
+        base = ctypes.addressof(self.storage)
+        offsets, offset = [], 0
+        for p in packed:
+            offsets.append(base + offset)
+            offset += (len(p) + 15) // 16 * 16
+        self.pointers = (ctypes.c_uint64 * max(len(packed), 1))(*offsets)
+        self.address = ctypes.addressof(self.pointers) if packed else 0
 
 
 # --------------------------------------------------------------------------------------------

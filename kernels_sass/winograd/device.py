@@ -56,8 +56,20 @@ def shape_of(t: Any) -> tuple[int, ...]:
     return tuple(int(d) for d in (t.shape if hasattr(t, "shape") else _interface(t)["shape"]))
 
 
+def _is_torch(t: Any) -> bool:
+    return type(t).__module__.startswith("torch")
+
+
 def pointer(t: Any) -> int:
     """Device address of a C-contiguous device array."""
+    if _is_torch(t):
+        if not t.is_cuda:
+            raise TypeError("a torch tensor in host memory is not a CUDA array")
+        # (torch builds __cuda_array_interface__ anew at each call: several microseconds, a
+        # dozen times a convolution)
+        if not t.is_contiguous() and t.numel() > 1:
+            raise ValueError("conv2d needs C-contiguous tensors")
+        return t.data_ptr()
     if hasattr(t, "__cuda_array_interface__"):
         ai = t.__cuda_array_interface__
         if ai.get("strides") is not None:
@@ -74,6 +86,8 @@ def pointer(t: Any) -> int:
 
 
 def dtype_of(t: Any) -> np.dtype:
+    if _is_torch(t):
+        return np.dtype(str(t.dtype).replace("torch.", ""))
     if hasattr(t, "__cuda_array_interface__"):
         return np.dtype(t.__cuda_array_interface__["typestr"])
     return np.dtype(str(t.dtype).replace("torch.", ""))

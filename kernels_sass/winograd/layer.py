@@ -67,7 +67,7 @@ class Conv2d(nn.Conv2d):
             reason = op.uncovered(x, self.weight, self.impl, self.algo)
             if reason is not None:
                 warn_once(reason)
-        y = op.conv2d3x3(x, self.weight, self.impl, self.algo, self.input_grad, self.weight_grad)
+        y = op.conv2d(x, self.weight, self.impl, self.algo, self.input_grad, self.weight_grad)
         if self.bias is not None:
             y = y + self.bias.view(1, -1, 1, 1)
         return y

@@ -3,6 +3,10 @@
     y = torch.ops.sassas_winograd.conv2d3x3(x, w, "auto", "auto", "winograd", "torch")
     # x [N, C, H, W], w [K, C, 3, 3] -> [N, K, H, W]; padding 1, stride 1, no bias
 
+`conv2d` (what kernels_sass.winograd.Conv2d calls) is the same operator: the custom op where
+torch.compile traces it, an autograd.Function with the same forward and backward in eager mode
+(the custom op's Python dispatch costs tens of microseconds a call).
+
 Arguments after the tensors: impl ("auto": the SASS kernel where it runs, else PyTorch; or
 api.IMPLS), algo (api.ALGOS), and the two backward switches:
 
@@ -105,9 +109,8 @@ def _fp32():
         torch.backends.cudnn.allow_tf32 = old
 
 
-@torch.library.custom_op(NAME, mutates_args=())
-def conv2d3x3(x: torch.Tensor, w: torch.Tensor, impl: str = "auto", algo: str = "auto",
-              input_grad: str = "winograd", weight_grad: str = "torch") -> torch.Tensor:
+def _forward(x: torch.Tensor, w: torch.Tensor, impl: str, algo: str, input_grad: str,
+             weight_grad: str) -> torch.Tensor:
     _check_arguments(x, w, impl, algo, input_grad, weight_grad)
     if uncovered(x, w, impl, algo) is not None:
         with _fp32():
@@ -116,6 +119,12 @@ def conv2d3x3(x: torch.Tensor, w: torch.Tensor, impl: str = "auto", algo: str = 
         # detach: torch gives no __cuda_array_interface__ for tensors that require grad
         return api.conv2d(x.detach().contiguous(), w.detach().contiguous(),
                           "sass" if impl == "auto" else impl, algo=algo)
+
+
+@torch.library.custom_op(NAME, mutates_args=())
+def conv2d3x3(x: torch.Tensor, w: torch.Tensor, impl: str = "auto", algo: str = "auto",
+              input_grad: str = "winograd", weight_grad: str = "torch") -> torch.Tensor:
+    return _forward(x, w, impl, algo, input_grad, weight_grad)
 
 
 @conv2d3x3.register_fake
@@ -146,7 +155,7 @@ def _backward(ctx, gy):
     gx = gw = None
     if ctx.needs_input_grad[0]:
         if input_grad == "winograd":
-            gx = conv2d3x3(gy, rotated(w), impl, algo, input_grad, weight_grad)
+            gx = conv2d(gy, rotated(w), impl, algo, input_grad, weight_grad)
         else:
             gx = _convolution_backward(gy, x, w, [True, False, False])[0]
     if ctx.needs_input_grad[1]:
@@ -155,3 +164,27 @@ def _backward(ctx, gy):
 
 
 conv2d3x3.register_autograd(_backward, setup_context=_setup_context)
+
+
+class _Eager(torch.autograd.Function):
+    """The operator's forward and backward without the custom op's dispatch (tens of
+    microseconds a call in eager mode, on kernels of tens of microseconds)."""
+
+    @staticmethod
+    def forward(ctx, x, w, impl, algo, input_grad, weight_grad):
+        y = _forward(x, w, impl, algo, input_grad, weight_grad)
+        _setup_context(ctx, (x, w, impl, algo, input_grad, weight_grad), y)
+        return y
+
+    @staticmethod
+    def backward(ctx, gy):
+        return _backward(ctx, gy)
+
+
+def conv2d(x: torch.Tensor, w: torch.Tensor, impl: str = "auto", algo: str = "auto",
+           input_grad: str = "winograd", weight_grad: str = "torch") -> torch.Tensor:
+    """The operator as the layer calls it: torch.ops.sassas_winograd.conv2d3x3 where
+    torch.compile traces it, else the same forward and backward as an autograd.Function."""
+    if torch.compiler.is_compiling():
+        return conv2d3x3(x, w, impl, algo, input_grad, weight_grad)
+    return _Eager.apply(x, w, impl, algo, input_grad, weight_grad)

@@ -72,8 +72,8 @@ def measure(n: int, c: int, hw: int, k: int, reps: int) -> dict:
         return lambda: torch.ops.aten.convolution_backward(dy, xd, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, mask)
     dw = _time(backward([False, True, False]), reps)          # both: the operator's weight gradient is PyTorch's
     out["parts"] = {
-        "winograd": {"fwd": _time(lambda: op.conv2d3x3(xd, w), reps),
-                     "dx": _time(lambda: op.conv2d3x3(dy, op.rotated(w)), reps), "dw": dw},
+        "winograd": {"fwd": _time(lambda: op.conv2d(xd, w), reps),
+                     "dx": _time(lambda: op.conv2d(dy, op.rotated(w)), reps), "dw": dw},
         "torch-fp32": {"fwd": _time(lambda: torch.nn.functional.conv2d(xd, w, padding=1), reps),
                        "dx": _time(backward([True, False, False]), reps), "dw": dw},
     }

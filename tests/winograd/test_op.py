@@ -116,12 +116,17 @@ def test_input_gradient_is_the_rotated_filter_convolution(gen):
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
 
 
+def eager(x, w, input_grad="winograd"):
+    return op.conv2d(x, w, "auto", "auto", input_grad, "torch")
+
+
+@pytest.mark.parametrize("through", [call, eager], ids=["custom_op", "eager"])
 @pytest.mark.parametrize("input_grad", op.INPUT_GRADS)
-def test_gradcheck_float64(gen, input_grad):
+def test_gradcheck_float64(gen, input_grad, through):
     x, w = rand(gen, 2, 3, 5, 4, grad=True), rand(gen, 4, 3, 3, 3, grad=True)
-    assert torch.autograd.gradcheck(lambda a, b: call(a, b, input_grad), (x, w))
+    assert torch.autograd.gradcheck(lambda a, b: through(a, b, input_grad), (x, w))
     x, w = rand(gen, 1, 2, 3, 4, grad=True), rand(gen, 2, 2, 3, 3, grad=True)   # second order: smaller
-    assert torch.autograd.gradgradcheck(lambda a, b: call(a, b, input_grad), (x, w))
+    assert torch.autograd.gradgradcheck(lambda a, b: through(a, b, input_grad), (x, w))
 
 
 def test_compile_traces_the_operator_and_its_backward(gen):
