@@ -149,13 +149,15 @@ def _convolution_backward(gy, x, w, mask):
         return torch.ops.aten.convolution_backward(gy, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, mask)
 
 
-def _backward(ctx, gy):
+def _gradients(ctx, gy, forward):
+    """(gx, gw, None x 4); `forward` runs the input gradient's convolution: the custom op in
+    its registered backward (which AOT autograd traces with fake tensors), _Eager in _Eager's."""
     x, w = ctx.saved_tensors
     impl, algo, input_grad, weight_grad = ctx.switches
     gx = gw = None
     if ctx.needs_input_grad[0]:
         if input_grad == "winograd":
-            gx = conv2d(gy, rotated(w), impl, algo, input_grad, weight_grad)
+            gx = forward(gy, rotated(w), impl, algo, input_grad, weight_grad)
         else:
             gx = _convolution_backward(gy, x, w, [True, False, False])[0]
     if ctx.needs_input_grad[1]:
@@ -163,7 +165,7 @@ def _backward(ctx, gy):
     return gx, gw, None, None, None, None
 
 
-conv2d3x3.register_autograd(_backward, setup_context=_setup_context)
+conv2d3x3.register_autograd(lambda ctx, gy: _gradients(ctx, gy, conv2d3x3), setup_context=_setup_context)
 
 
 class _Eager(torch.autograd.Function):
@@ -178,7 +180,7 @@ class _Eager(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, gy):
-        return _backward(ctx, gy)
+        return _gradients(ctx, gy, _Eager.apply)
 
 
 def conv2d(x: torch.Tensor, w: torch.Tensor, impl: str = "auto", algo: str = "auto",
