@@ -158,30 +158,43 @@ def find_exit_offsets(arch: Union[str, Arch], code: bytes) -> list[int]:
             if int.from_bytes(code[pos:pos + 2], "little") & 0xFFF == arch.exit_opcode]
 
 
-def place_globals(objects: Sequence[GlobalObject]) -> dict[str, tuple[list[tuple[GlobalObject, int]], int, int]]:
-    """Lay the objects out in their sections: section name -> ([(object, offset)], size,
-    alignment). Objects with initial bytes go to `.nv.global.init`, the others to `.nv.global`,
-    each in the order given, at its `offset` or else aligned after the previous one."""
-    out: dict[str, tuple[list[tuple[GlobalObject, int]], int, int]] = {}
-    names: set[str] = set()
-    for obj in objects:
+class GlobalLayout:
+    """Global objects laid out in their sections one at a time: `.nv.global.init` for those
+    with initial bytes, `.nv.global` for the others, each at its `offset` or else aligned after
+    the previous one. `sections`: section name -> ([(object, offset)], size, alignment)."""
+
+    def __init__(self):
+        self.sections: dict[str, tuple[list[tuple[GlobalObject, int]], int, int]] = {}
+        self._names: set[str] = set()
+
+    def place(self, obj: GlobalObject) -> None:
+        """Add `obj`; a ValueError (and nothing added) where it cannot go."""
         where = f"global {obj.name!r}"
-        if obj.name in names:
+        if obj.name in self._names:
             raise ValueError(f"{where} defined twice")
-        names.add(obj.name)
         if obj.size <= 0 or obj.align <= 0 or obj.align & (obj.align - 1):
             raise ValueError(f"{where}: size {obj.size} / alignment {obj.align}: expected a positive size "
                              f"and a power-of-two alignment")
         if obj.initial is not None and len(obj.initial) != obj.size:
             raise ValueError(f"{where}: {len(obj.initial)} initial bytes for {obj.size}")
         section = ".nv.global.init" if obj.initial is not None else ".nv.global"
-        placed, end, align = out.get(section, ([], 0, 1))
+        placed, end, align = self.sections.get(section, ([], 0, 1))
         offset = align_up(end, obj.align) if obj.offset is None else obj.offset
         if offset % obj.align:
             raise ValueError(f"{where}: offset {offset:#x} is not a multiple of its alignment {obj.align}")
-        for other, at in placed:
-            if offset < at + other.size and at < offset + obj.size:
-                raise ValueError(f"{where} ({offset:#x}+{obj.size}) overlaps {other.name!r} ({at:#x}+{other.size})")
+        if offset < end:        # (only an explicit offset can fall among the objects placed)
+            for other, at in placed:
+                if offset < at + other.size and at < offset + obj.size:
+                    raise ValueError(f"{where} ({offset:#x}+{obj.size}) overlaps {other.name!r} ({at:#x}+{other.size})")
+        self._names.add(obj.name)
         placed.append((obj, offset))
-        out[section] = (placed, max(end, offset + obj.size), max(align, obj.align))
-    return out
+        self.sections[section] = (placed, max(end, offset + obj.size), max(align, obj.align))
+
+
+def place_globals(objects: Sequence[GlobalObject]) -> dict[str, tuple[list[tuple[GlobalObject, int]], int, int]]:
+    """Lay the objects out in their sections (GlobalLayout): section name -> ([(object,
+    offset)], size, alignment)."""
+    layout = GlobalLayout()
+    for obj in objects:
+        layout.place(obj)
+    return layout.sections

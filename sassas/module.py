@@ -23,7 +23,7 @@ import difflib
 
 from .ast import AddressOf, ModuleData, Program
 from .errors import Diagnostics, SassError
-from .image import STB, GlobalObject, ModuleImage, Relocation, RelocType, place_globals
+from .image import STB, GlobalLayout, GlobalObject, ModuleImage, Relocation, RelocType, place_globals
 
 WORD_BYTES, ADDRESS_BYTES = 4, 8
 USER_CONSTANT_BANK = 3          # TuringAs's <consts>: `.nv.constant3`, read as c[0x3][...]
@@ -81,13 +81,12 @@ def check_module(program: Program, diags: Diagnostics) -> None:
         decl.init.append((offset, word, loc))
     # Places: the same layout the writer makes, one object at a time, so that an overlap is
     # reported on the object that causes it.
-    laid: list = []
+    layout = GlobalLayout()
     for decl in m.globals.values():
         obj = GlobalObject(decl.name, decl.size, decl.align, decl.offset,
                            initial=bytes(decl.size) if decl.init else None)
         try:
-            place_globals(laid + [obj])
-            laid.append(obj)
+            layout.place(obj)
         except ValueError as e:
             diags.error(SassError(str(e), decl.loc))
     targets = set(m.globals) | set(m.constsyms) | kernels | set(m.externs)

@@ -187,6 +187,11 @@ def _read_cubin(data: bytes) -> CubinInfo:
                                     h["sh_offset"], h["sh_size"], h["sh_link"], h["sh_info"],
                                     h["sh_addralign"], h["sh_entsize"], body))
     by_name = {s.name: s for s in sections}
+    # A function's own constant banks (.nv.constant2.<name>): found once, not once a function.
+    banks_of: dict[str, dict[int, bytes]] = {}
+    for name, sec in by_name.items():
+        if m := re.fullmatch(r"\.nv\.constant([1-9]\d*)\.(.+)", name, re.S):
+            banks_of.setdefault(m.group(2), {})[int(m.group(1))] = sec.data
 
     symbols: list[SymbolInfo] = []
     symtab = next((s for s in sections if s.type == SHT.SYMTAB), None)
@@ -243,8 +248,7 @@ def _read_cubin(data: bytes) -> CubinInfo:
             max_registers=first("EIATTR_MAXREG_COUNT"),
             param_base=cbank.offset if cbank else default_param_base,
             attributes=attrs, module_attributes=mine, symbol_index=sym.index,
-            constant_banks={int(m.group(1)): sec.data for name, sec in by_name.items()
-                            if (m := re.fullmatch(rf"\.nv\.constant([1-9]\d*)\.{re.escape(sym.name)}", name))}))
+            constant_banks=banks_of.get(sym.name, {})))
 
     relocations = []
     for sec in sections:
