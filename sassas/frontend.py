@@ -437,7 +437,8 @@ def set_reuse_flags(kernel: Kernel) -> int:
     slot; return how many flags were set. Safe because: the two instructions are adjacent with
     no label between (nothing branches in), have the same opcode, operand shapes and predicate
     (same slots, same execution), the first does not write the register, and only plain 32-bit
-    register operands are marked."""
+    register operands are marked. An instruction written with the yield flag gets none: there
+    the reuse bits are no reuse flags to nvdisasm."""
     count = 0
     body = kernel.body
     for a, b in zip(body, body[1:]):
@@ -446,6 +447,8 @@ def set_reuse_flags(kernel: Kernel) -> int:
         first_source = REUSE_SOURCES.get(a.opcode)
         if first_source is None or _signature(a) != _signature(b):
             continue
+        if a.control is not None and a.control.yield_:
+            continue        # under the yield flag those bits are no reuse flags (sassas.control)
         if WIDE_MODIFIERS & set(a.modifiers) or WIDE_MODIFIERS & set(b.modifiers):
             continue
         written = {op.values[0] for op in a.operands[:first_source] if op.kind == "R"}

@@ -183,12 +183,12 @@ def test_auto_scalar_used_as_128_bit_gets_four_aligned_registers():
 
 def test_auto_reuse_sets_flags_only_where_safe():
     src = """
---:-:-:Y:4 FFMA R0, R4, R5, R0;
---:-:-:Y:4 FFMA R1, R4, R6, R1;
---:-:-:Y:4 FFMA R4, R4, R7, R2;
---:-:-:Y:4 FFMA R3, R4, R7, R3;
+--:-:-:-:4 FFMA R0, R4, R5, R0;
+--:-:-:-:4 FFMA R1, R4, R6, R1;
+--:-:-:-:4 FFMA R4, R4, R7, R2;
+--:-:-:-:4 FFMA R3, R4, R7, R3;
 L:
---:-:-:Y:4 FFMA R8, R4, R7, R8;
+--:-:-:-:4 FFMA R8, R4, R7, R8;
 --:-:-:Y:5 EXIT;
 """
     got = [t for _, t in listing(parse(src, "sm_90", "r.sass", auto_reuse=True))]
@@ -200,6 +200,9 @@ L:
         "FFMA R8, R4, R7, R8",
     ]
     assert [t for _, t in listing(parse(src, "sm_90", "r.sass"))][0] == "FFMA R0, R4, R5, R0"
+    # With the yield flag the reuse bits are no reuse flags (nvdisasm prints none): none set.
+    yielding = src.replace("--:-:-:-:4", "--:-:-:Y:4")
+    assert not any(".reuse" in t for _, t in listing(parse(yielding, "sm_90", "r.sass", auto_reuse=True)))
 
 
 # ---- other blocks, names ------------------------------------------------------------------
