@@ -159,16 +159,19 @@ def form_control_rules(arch: str) -> FormControlRules:
     data = tomllib.loads(resources.files("sassas.isa").joinpath("data", DATA_FILE).read_text())
     entry = data.get(arch, {})
     fields = {field: _names(entry.get(field, [])) for field in FIELDS}
-    reuse, zero_register = [], []
-    for name, entries in entry.items():
-        m = _REUSE_RULE.match(name)
-        if m and entries:
-            mask = sum(1 << REUSE_SLOTS.index(s) for s in m[3])
-            reuse.append(ReuseRule(name, bool(m[1]), bool(m[2]), mask, _names(entries)))
-        m = _ZERO_REGISTER_RULE.match(name)
-        if m and entries:
-            zero_register.append(ZeroRegisterRule(int(m[1]), int(m[2]), _names(entries)))
-    return FormControlRules(fields, tuple(reuse), tuple(zero_register))
+    rules = [_rule(name, _names(entries)) for name, entries in entry.items() if entries]
+    return FormControlRules(fields, tuple(r for r in rules if isinstance(r, ReuseRule)),
+                            tuple(r for r in rules if isinstance(r, ZeroRegisterRule)))
+
+
+def _rule(name: str, names: Names):
+    """The ReuseRule or ZeroRegisterRule a data key (`yield_reuse_AB`, `zero_register_2_0`)
+    names, else None (the control-field rules: FIELDS)."""
+    m = _REUSE_RULE.match(name)
+    if m:
+        return ReuseRule(name, bool(m[1]), bool(m[2]), sum(1 << REUSE_SLOTS.index(s) for s in m[3]), names)
+    m = _ZERO_REGISTER_RULE.match(name)
+    return ZeroRegisterRule(int(m[1]), int(m[2]), names) if m else None
 
 
 def rule_refuses(rule: str, name: str, inst, form: str, c: int) -> bool:
@@ -180,8 +183,7 @@ def rule_refuses(rule: str, name: str, inst, form: str, c: int) -> bool:
     if rule in FIELDS:
         shift, mask, none = FIELDS[rule]
         return c >> shift & mask != none
-    m = _REUSE_RULE.match(rule)
-    if m:
-        return ReuseRule(rule, bool(m[1]), bool(m[2]), sum(1 << REUSE_SLOTS.index(s) for s in m[3]), names).refuses(c)
-    m = _ZERO_REGISTER_RULE.match(rule)
-    return bool(m) and ZeroRegisterRule(int(m[1]), int(m[2]), names).zero_register(inst) is not None
+    parsed = _rule(rule, names)
+    if isinstance(parsed, ReuseRule):
+        return parsed.refuses(c)
+    return isinstance(parsed, ZeroRegisterRule) and parsed.zero_register(inst) is not None

@@ -207,7 +207,8 @@ class Encoding:
     @functools.cached_property
     def insert_plan(self) -> list:
         """Per value: (0, constant, _), (1, shift, max) for a plain unsigned field, (3, shift,
-        2**(width-1)) for a plain signed one (two's complement), (2, _, _) for any other."""
+        2**(width-1)) for a plain signed one (two's complement), (2, _, _) for any other; the
+        Isa makes a uniform-register field too narrow for its arch's URZ (4, shift or None, max)."""
         out = []
         for f in self.fields:
             if type(f) is tuple:
