@@ -180,9 +180,7 @@ def _operand(field: str, rng: random.Random, mnemonic: str) -> str:
         return f"[R{rng.randrange(0, 32) * 2}.64+UR{rng.randrange(0, 32)}+{hex(n * 4)}]"
     if field == "AS":
         return f"[R{rng.randrange(0, 64)}+{hex(n * 4)}]"
-    if field == "AG":
-        return f"[R{rng.randrange(0, 32) * 2}.64+{hex(n * 4)}]"
-    if field == "A64":
+    if field in ("AG", "A64"):
         return f"[R{rng.randrange(0, 32) * 2}.64+{hex(n * 4)}]"
     if field == "S":
         return rng.choice(_SR)
