@@ -83,7 +83,7 @@ def parse(text: str, arch: str = "sm_90", filename: str = "<input>", include_dir
     pre = preprocess(text, filename, tuple(include_dirs), allow_exec=allow_exec)
     lines = Lines(pre.text, filename, pre.origins, pre.sources)
     program = parse_program(pre.text, target.name, filename, lines, default_kernel=kernel_name,
-                            diagnostics=diags, listing=pre.listing)
+                            diagnostics=diags, listing=pre.listing, target=target.full_name)
     check_module(program, diags)
     finish_program(program, diags, auto_reuse=auto_reuse, dialect=dialect or detect_dialect(text, pre.listing),
                    dialect_forced=dialect is not None)

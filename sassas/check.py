@@ -46,7 +46,7 @@ def _checked_kernels(path: str, arch: str, text: Optional[str] = None) -> tuple[
         if data.startswith(ELF_MAGIC):
             # A cubin: its code as sassas source (control codes and all), for its own arch.
             try:
-                arch = read_cubin(data).arch
+                arch = read_cubin(data).target
             except ValueError as e:
                 raise SassError(f"{path}: not a cubin sassas can read: {e}") from None
             text = disassemble(data, source_name=path)

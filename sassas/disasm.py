@@ -48,9 +48,9 @@ def disassemble(cubin: Union[bytes, "object"], kernel: Union[str, Sequence[str],
         kernels = _with_callees(info, by_section, chosen)
     _refuse_what_cannot_be_carried(info, kernels)
     functions = sum(not k.entry for k in kernels)
-    out = [f"# sassas disasm{' of ' + source_name if source_name else ''}: {info.arch}, "
+    out = [f"# sassas disasm{' of ' + source_name if source_name else ''}: {info.target}, "
            f"{len(kernels) - functions} kernel(s)" + (f", {functions} device function(s)" if functions else ""),
-           f".arch {info.arch}", ""]
+           f".arch {info.target}", ""]
     out.extend(_module_source(info, {k.name for k in kernels}))
     for k in kernels:
         out.extend(_kernel_source(k, isa, _code_relocations(by_section, k.name)))

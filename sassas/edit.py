@@ -73,7 +73,7 @@ def map_instructions(fn: Callable[[int, str, str, str], Optional[tuple[str, str,
 
 
 def edit_cubin(cubin: bytes, edit: Edit, arch: Optional[str] = None, kernel: Optional[str] = None) -> EditResult:
-    arch = arch or read_cubin(cubin).arch
+    arch = arch or read_cubin(cubin).target
     source = disassemble(cubin, kernel)
     edited = apply_edit(source, edit)
     return EditResult(original=cubin, source=source, edited_source=edited,

@@ -280,11 +280,12 @@ def parse_instruction(text: str, filename: str = "<input>") -> Instruction:
 
 def parse_program(text: str, arch: str, filename: str = "<input>", lines: Optional[Lines] = None,
                   default_kernel: Optional[str] = None, diagnostics: Optional[Diagnostics] = None,
-                  listing: bool = False) -> Program:
+                  listing: bool = False, target: Optional[str] = None) -> Program:
     """Group the parsed items into kernels: `.kernel NAME` starts one; before any, the file's
     statements belong to a kernel named after the file (or `default_kernel`). Directives go to
     their kernel's declarations (Kernel.declarations) or to the module's data (Program.module):
     the front end binds the names (:mod:`sassas.frontend`), sassas.module checks the data.
+    `target`: what an `.arch` line must name (`sm_90a`: the arch-specific target), `arch` if None.
 
     A syntax error is raised at once; the errors found after it (a name declared twice...) go
     to `diagnostics`, or are raised together at the end when none is given."""
@@ -321,8 +322,8 @@ def parse_program(text: str, arch: str, filename: str = "<input>", lines: Option
                     raise SassError(f"function '{value}' defined twice", loc)
                 start_kernel(value, loc).entry = kind == "kernel"
             elif kind == "arch":
-                if value != arch:
-                    raise SassError(f"this file is written for {value}, but --arch is {arch}", loc)
+                if value != (target or arch):
+                    raise SassError(f"this file is written for {value}, but --arch is {target or arch}", loc)
             elif kind == "raw":
                 pending_raw = value
             elif kind in MODULE_DIRECTIVES:

@@ -121,6 +121,14 @@ class CubinInfo:
     # (ptxas's `__cuda_sm20_div_u64`).
     functions: list[KernelInfo] = field(default_factory=list)
 
+    @property
+    def target(self) -> str:
+        """The arch, or its arch-specific target (`sm_90a`): .nv.compat's CUDA_ACCELERATOR_TARGET
+        1 (nvcc 13), or e_flags bit 0x800 in the CUDA 12 header (ptxas 12.9)."""
+        accelerated = any(a.name == "EICOMPAT_ATTR_CUDA_ACCELERATOR_TARGET" and a.value == 1
+                          for a in self.compat_attributes)
+        return self.arch + "a" if accelerated or (self.abi == "cuda12" and self.e_flags & 0x800) else self.arch
+
     def kernel(self, name: str) -> KernelInfo:
         """The kernel (or device function) called `name`."""
         for k in self.kernels + self.functions:

@@ -520,3 +520,20 @@ def test_arch_specific_target_in_the_cuda12_header():
     """ptxas 12.9 marks sm_90a in the CUDA 12 header with e_flags bit 0x800 (0x5a0d5a)."""
     a, plain = (read_cubin(write_cubin(get_arch(t), [], abi="cuda12")).e_flags for t in ("sm_90a", "sm_90"))
     assert (a, plain) == (0x5A0D5A, 0x5A055A)
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a", "sm_120a"])
+def test_arch_specific_target_survives_disasm_and_check(target, tmp_path):
+    """`sassas disasm` names the target (`.arch sm_100a`), and that text assembles back to the
+    same bytes; `sassas check` reads such a cubin for its own target."""
+    import sassas
+    from sassas.check import run_check
+    from sassas.disasm import disassemble
+    cubin = bytes(sassas.assemble(".kernel k\n--:-:-:Y:5  EXIT;\n", target, "k.sass"))
+    assert read_cubin(cubin).target == target
+    text = disassemble(cubin)
+    assert f".arch {target}" in text
+    assert bytes(sassas.assemble(text, target, "k.sass")) == cubin
+    path = tmp_path / "k.cubin"
+    path.write_bytes(cubin)
+    assert run_check([str(path)], target.rstrip("a")) == 0
