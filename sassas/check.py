@@ -15,7 +15,7 @@ from .assembler import parse
 from .ast import Kernel
 from .disasm import disassemble
 from .elf import read_cubin
-from .errors import SassError, SassErrors
+from .errors import SassError, error_lines
 from .files import decode_source
 from .hazards import Hazard, calibrate, check
 from .listing import read_listing
@@ -76,10 +76,8 @@ def run_check(paths: list[str], arch: str, notes: bool = False, out=None) -> int
             for kernel in kernels:
                 hazards += check(kernel, kernel_arch)
         except SassError as e:
-            # (as the CLI says any error: a compiler's diagnostic where it has a place)
-            errors = e.errors if isinstance(e, SassErrors) else [e]
-            for err in errors:
-                print(err.diagnostic.render() if err.loc else f"sassas check: error: {err.message}", file=out)
+            for line in error_lines(e, "sassas check"):
+                print(line, file=out)
             bad += 1
             continue
         shown = [h for h in hazards if h.severity != "note" or notes]

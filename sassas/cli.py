@@ -7,7 +7,7 @@ import sys
 from typing import Optional
 
 from .arch import ARCHS, get_arch
-from .errors import SassError, SassErrors
+from .errors import SassError, error_lines
 from .files import decode_source, read_source, write_atomic
 
 # Exit codes: 1 for an error in the input (diagnostics printed), 2 for a bad command line
@@ -200,10 +200,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         return args.func(args)
     except SassError as e:
-        errors = e.errors if isinstance(e, SassErrors) else [e]
-        for err in errors:
-            # A diagnostic with a place reads like a compiler's; one without, like the tool's.
-            print(err.diagnostic.render() if err.loc else f"sassas: error: {err.message}", file=sys.stderr)
+        for line in error_lines(e, "sassas"):
+            print(line, file=sys.stderr)
         return EXIT_INPUT
     except BrokenPipeError:
         # The reader went away (`sassas isa ... | head`): nothing more to say.

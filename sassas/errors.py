@@ -70,6 +70,13 @@ class SassErrors(SassError):
         return "\n".join(e.diagnostic.render() for e in self.errors)
 
 
+def error_lines(e: SassError, tool: str) -> list[str]:
+    """Each error of `e` as a command prints it: a compiler's diagnostic where it has a place,
+    else one line in the tool's name (`sassas check: error: ...`)."""
+    errors = e.errors if isinstance(e, SassErrors) else [e]
+    return [err.diagnostic.render() if err.loc else f"{tool}: error: {err.message}" for err in errors]
+
+
 class Diagnostics:
     """The errors and warnings of one run. Errors are collected so that several can be
     reported at once; with ``warnings_as_errors`` a warning is recorded as an error."""

@@ -16,17 +16,19 @@ _YIELD_BIT, _REUSE_0_2 = 1 << 4, REUSE_SLOTS_0_2 << 17
 _NO_BARRIERS_NO_WAIT = 0x3F << 5
 _REUSE = 0xF << 17
 
-# (arch, Shape) -> the instruction's form name and the reuse rules that name it: found once a shape.
+# (arch, Shape) -> the instruction's form name, the reuse rules and the zero-register rules that
+# name it: found once a shape.
 _form_of_shape: dict = {}
 
 
-def _form_and_reuse_rules(inst, arch: str):
+def _form_and_rules(inst, arch: str):
     key = (arch, inst.shape)
     known = _form_of_shape.get(key)
     if known is None:
         form = form_name(*form_key(inst))
-        known = _form_of_shape[key] = (form, form_control_rules(arch).reuse_rules_for(inst.opcode, form,
-                                                                                       inst.modifiers))
+        rules = form_control_rules(arch)
+        known = _form_of_shape[key] = (form, rules.reuse_rules_for(inst.opcode, form, inst.modifiers),
+                                       rules.zero_register_rules_for(inst.opcode, form, inst.modifiers))
     return known
 
 
@@ -36,7 +38,7 @@ def control_problems(inst, c: int, arch: str) -> list[tuple[str, str]]:
     does not take (sassas.isa.control_rules, learned per arch)."""
     out = [(r.severity, r.describe(c)) for r in CONTROL_RULES if r.holds(c)]
     rules = form_control_rules(arch)
-    form, reuse_rules = _form_and_reuse_rules(inst, arch)
+    form, reuse_rules, _zero_rules = _form_and_rules(inst, arch)
     if inst.opcode in rules.opcodes_with_rules:
         for field, (shift, mask, none) in FIELDS.items():
             if c >> shift & mask != none and rules.refuses(field, inst.opcode, form, inst.modifiers):
@@ -77,9 +79,9 @@ def may_refuse_zero_register(opcode: str, arch: str) -> bool:
 def zero_register_problems(inst, arch: str) -> list[str]:
     """Messages for each register operand of `inst` that holds the zero register where its
     form refuses it (nvdisasm rejects the word)."""
-    form = form_name(*form_key(inst))
+    form, _reuse_rules, zero_rules = _form_and_rules(inst, arch)
     out = []
-    for rule in form_control_rules(arch).zero_register_rules_for(inst.opcode, form, inst.modifiers):
+    for rule in zero_rules:
         zero = rule.zero_register(inst)
         if zero is not None:
             out.append(f"{form} takes no {ZERO_NAMES[zero]} in operand {rule.operand + 1} on {arch} (nvdisasm "

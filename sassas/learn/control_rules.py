@@ -135,8 +135,8 @@ def _drop_contradicted(arch: str, isa, out: dict[str, list[str]]) -> None:
     for e in isa.encodings:
         if e.name != e.opcode:
             forms_of.setdefault(e.opcode, set()).add(e.name)
-        elif e.example and _modifiers(e.example):
-            forms_of.setdefault(e.opcode, set()).add(".".join([e.opcode, *_modifiers(e.example)]))
+        elif e.example and (modifiers := _modifiers(e.example)):
+            forms_of.setdefault(e.opcode, set()).add(".".join([e.opcode, *modifiers]))
     for rule, names in out.items():
         pending = list(names)
         kept = []
