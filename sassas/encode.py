@@ -88,6 +88,9 @@ def encode_kernel(kernel: Kernel, arch: Arch, isa) -> EncodedKernel:
     errors: list[SassError] = []
     warnings: list = []
     warned: dict[str, int] = {}           # message -> instructions it was found in
+    # What the validity rules find depends on the instruction's shape and control code only:
+    # found once for each pair (a file repeats a few pairs thousands of times).
+    problems_of: dict = {}
     relocations = []
     for inst in instructions:
         if inst.raw is not None and inst.raw[0] == ALL_BITS:
@@ -108,7 +111,11 @@ def encode_kernel(kernel: Kernel, arch: Arch, isa) -> EncodedKernel:
                     errors.append(e.with_loc(inst.loc))
             c = word >> CONTROL_SHIFT
             if may_break_rules(c, inst.opcode, arch.name):
-                for severity, message in control_problems(inst, c, arch.name):
+                key = (inst.shape, c)
+                problems = problems_of.get(key)
+                if problems is None:
+                    problems = problems_of[key] = control_problems(inst, c, arch.name)
+                for severity, message in problems:
                     if severity == "error":
                         errors.append(SassError(f"{inst.mnemonic}: {message}", inst.loc))
                     elif warned.setdefault(message, 0) < WARNINGS_PER_MESSAGE:
