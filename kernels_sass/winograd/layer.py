@@ -40,7 +40,7 @@ class Conv2d(nn.Conv2d):
     model; not part of state_dict."""
 
     def __init__(self, *args, impl: str = "auto", algo: str = "auto", input_grad: str = "winograd",
-                 weight_grad: str = "torch", **kwargs):
+                 weight_grad: str = "auto", **kwargs):
         super().__init__(*args, **kwargs)
         self.impl, self.algo, self.input_grad, self.weight_grad = impl, algo, input_grad, weight_grad
 

@@ -14,12 +14,12 @@ api.IMPLS), algo (api.ALGOS), and the two backward switches:
   convolution of the output gradient with the filters rotated by 180 degrees, C and K swapped,
   so it runs through this same operator (and its kernels); "torch": PyTorch's
   convolution_backward (cuDNN on the GPU, TF32 off).
-- weight_grad "torch": PyTorch's convolution_backward (cuDNN on the GPU, TF32 off: in eager mode
-  the op turns torch.backends.cudnn.allow_tf32 off around it; in a torch.compile'd graph the
-  call runs later, under the caller's setting). The weight gradient
-  correlates x with the HxW output gradient, a filter of the image's size: the 3x3 kernels
-  cannot compute it, and no Winograd weight-gradient kernel (F(3x3, mxm) transforms) exists
-  here, so "torch" is the only value today; the switch is where such a kernel would go.
+- weight_grad "winograd": F(3x3, 2x2) (wgrad.weight_grad: the output gradient in 2x2 tiles
+  against the input's 4x4 windows, 16 GEMMs over N x tiles); "torch": PyTorch's
+  convolution_backward (cuDNN on the GPU); "auto" (the default): whichever of the two is faster
+  for the shape, timed on its first call (wgrad.choose), "torch" off the GPU and where
+  torch.compile traces. TF32 is off in both: in eager mode the op turns it off around the call;
+  in a torch.compile'd graph the call runs later, under the caller's setting.
 
 The forward runs api.conv2d on CUDA float32 tensors (made contiguous) that the kernels cover
 (`uncovered` says why not); everything else (CPU, float64, half, empty tensors, another GPU
@@ -37,13 +37,13 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from . import api, plan, sassgen
+from . import api, plan, sassgen, wgrad
 from .plan import Shape
 
 NAME = "sassas_winograd::conv2d3x3"
 IMPLS = ("auto",) + api.IMPLS
 INPUT_GRADS = ("winograd", "torch")
-WEIGHT_GRADS = ("torch",)
+WEIGHT_GRADS = ("auto", "winograd", "torch")
 
 
 def _geometry_error(x: torch.Tensor, w: torch.Tensor) -> Optional[str]:
@@ -123,12 +123,12 @@ def _forward(x: torch.Tensor, w: torch.Tensor, impl: str, algo: str, input_grad:
 
 @torch.library.custom_op(NAME, mutates_args=())
 def conv2d3x3(x: torch.Tensor, w: torch.Tensor, impl: str = "auto", algo: str = "auto",
-              input_grad: str = "winograd", weight_grad: str = "torch") -> torch.Tensor:
+              input_grad: str = "winograd", weight_grad: str = "auto") -> torch.Tensor:
     return _forward(x, w, impl, algo, input_grad, weight_grad)
 
 
 @conv2d3x3.register_fake
-def _(x, w, impl="auto", algo="auto", input_grad="winograd", weight_grad="torch"):
+def _(x, w, impl="auto", algo="auto", input_grad="winograd", weight_grad="auto"):
     _check_arguments(x, w, impl, algo, input_grad, weight_grad)
     return x.new_empty((x.shape[0], w.shape[0], x.shape[2], x.shape[3]))
 
@@ -161,7 +161,12 @@ def _gradients(ctx, gy, forward):
         else:
             gx = _convolution_backward(gy, x, w, [True, False, False])[0]
     if ctx.needs_input_grad[1]:
-        gw = _convolution_backward(gy, x, w, [False, True, False])[1]
+        if weight_grad == "auto":
+            weight_grad = "torch" if torch.compiler.is_compiling() else wgrad.choose(x, gy)
+        if weight_grad == "winograd":
+            gw = wgrad.weight_grad(x, gy)
+        else:
+            gw = _convolution_backward(gy, x, w, [False, True, False])[1]
     return gx, gw, None, None, None, None
 
 
@@ -184,7 +189,7 @@ class _Eager(torch.autograd.Function):
 
 
 def conv2d(x: torch.Tensor, w: torch.Tensor, impl: str = "auto", algo: str = "auto",
-           input_grad: str = "winograd", weight_grad: str = "torch") -> torch.Tensor:
+           input_grad: str = "winograd", weight_grad: str = "auto") -> torch.Tensor:
     """The operator as the layer calls it: torch.ops.sassas_winograd.conv2d3x3 where
     torch.compile traces it, else the same forward and backward as an autograd.Function."""
     if torch.compiler.is_compiling():

@@ -9,7 +9,9 @@ gradient: torch.autograd.grad(y, (x, w), dy)) with
   torch-fp32   nn.Conv2d, cudnn.benchmark, TF32 off (FP32 throughout, as ours)
   torch-tf32   nn.Conv2d, cudnn.benchmark, TF32 on (PyTorch's default math for convolutions)
 
-and the step's parts (forward, input gradient, weight gradient) of winograd and torch-fp32.
+and the step's parts (forward, input gradient, weight gradient) of winograd and torch-fp32:
+winograd's dw is F(3x3, 2x2) (wgrad.py), torch-fp32's cuDNN's; the winograd step runs the
+faster of the two (weight_grad="auto", its choice in the JSON as "dw_choice").
 Network time = sum over the layers of count x step time (the stride-2 3x3 layers, the 7x7 stem
 and the 1x1 shortcuts are PyTorch's in every column and left out). Times: CUDA events around
 `--reps` steps, median of 5 rounds, ms a step.
@@ -56,7 +58,7 @@ def _layer(mode: str, c: int, k: int):
 def measure(n: int, c: int, hw: int, k: int, reps: int) -> dict:
     """ms a step of each mode, and of each part for winograd and torch-fp32."""
     import torch
-    from . import op
+    from . import op, wgrad
     x = torch.randn(n, c, hw, hw, device="cuda", requires_grad=True)
     dy = torch.randn(n, k, hw, hw, device="cuda")
     out = {}
@@ -70,13 +72,15 @@ def measure(n: int, c: int, hw: int, k: int, reps: int) -> dict:
 
     def backward(mask):
         return lambda: torch.ops.aten.convolution_backward(dy, xd, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, mask)
-    dw = _time(backward([False, True, False]), reps)          # both: the operator's weight gradient is PyTorch's
     out["parts"] = {
         "winograd": {"fwd": _time(lambda: op.conv2d(xd, w), reps),
-                     "dx": _time(lambda: op.conv2d(dy, op.rotated(w)), reps), "dw": dw},
+                     "dx": _time(lambda: op.conv2d(dy, op.rotated(w)), reps),
+                     "dw": _time(lambda: wgrad.weight_grad(xd, dy), reps)},
         "torch-fp32": {"fwd": _time(lambda: torch.nn.functional.conv2d(xd, w, padding=1), reps),
-                       "dx": _time(backward([True, False, False]), reps), "dw": dw},
+                       "dx": _time(backward([True, False, False]), reps),
+                       "dw": _time(backward([False, True, False]), reps)},
     }
+    out["dw_choice"] = wgrad.choose(xd, dy)
     return out
 
 
@@ -90,7 +94,7 @@ def render(result: dict) -> str:
         wp, tp = t["parts"]["winograd"], t["parts"]["torch-fp32"]
         lines.append(f"| {r['layer']} | {r['N']} | " + " | ".join(f"{t[m]:.3f}" for m in MODES)
                      + f" | {t['torch-fp32'] / t['winograd']:.2f} | {t['torch-tf32'] / t['winograd']:.2f} | "
-                     + "/".join(f"{wp[p]:.3f}" for p in PARTS) + " | " + "/".join(f"{tp[p]:.3f}" for p in PARTS) + " |")
+                     + "/".join(f"{wp[p]:.3f}" for p in PARTS) + " | " + "/".join(f"{tp[p]:.3f}" for p in PARTS) + f" | {t.get('dw_choice', '-')} |")
     lines += ["", "Networks (stride-1 3x3 layers only: sum of count x step):", ""]
     head = "| net | N | " + " | ".join(MODES) + " | fp32/winograd | tf32/winograd |"
     lines += [head, "|" + "---|" * (head.count("|") - 1)]

@@ -42,8 +42,8 @@ def fresh_warnings():
     layer._WARNED.clear()
 
 
-def call(x, w, input_grad="winograd"):
-    return torch.ops.sassas_winograd.conv2d3x3(x, w, "auto", "auto", input_grad, "torch")
+def call(x, w, input_grad="winograd", weight_grad="torch"):
+    return torch.ops.sassas_winograd.conv2d3x3(x, w, "auto", "auto", input_grad, weight_grad)
 
 
 def notices(fn, *args):
@@ -63,7 +63,7 @@ def rand(gen, *shape, dtype=torch.float64, device="cpu", grad=False):
 def test_operator_is_registered_with_its_schema():
     schema = str(torch.ops.sassas_winograd.conv2d3x3.default._schema)
     assert schema == ('sassas_winograd::conv2d3x3(Tensor x, Tensor w, str impl="auto", str algo="auto", '
-                      'str input_grad="winograd", str weight_grad="torch") -> Tensor')
+                      'str input_grad="winograd", str weight_grad="auto") -> Tensor')
 
 
 def test_opcheck_registration_fake_and_autograd(gen):
@@ -94,8 +94,8 @@ def test_bad_shapes_and_switches_raise(shapes):
 
 def test_bad_switch_raises():
     x, w = torch.empty(1, 2, 3, 3), torch.empty(2, 2, 3, 3)
-    with pytest.raises(ValueError, match="weight_grad 'winograd'"):
-        torch.ops.sassas_winograd.conv2d3x3(x, w, "auto", "auto", "winograd", "winograd")
+    with pytest.raises(ValueError, match="weight_grad 'cudnn'"):
+        torch.ops.sassas_winograd.conv2d3x3(x, w, "auto", "auto", "winograd", "cudnn")
     with pytest.raises(ValueError, match="impl 'ptx'"):
         torch.ops.sassas_winograd.conv2d3x3(x, w, "ptx")
 
@@ -116,17 +116,28 @@ def test_input_gradient_is_the_rotated_filter_convolution(gen):
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
 
 
-def eager(x, w, input_grad="winograd"):
-    return op.conv2d(x, w, "auto", "auto", input_grad, "torch")
+def test_winograd_weight_gradient_is_pytorchs(gen):
+    # F(3x3, 2x2) against aten.convolution_backward in float64, odd and even sizes, 1x1 images
+    from kernels_sass.winograd import wgrad
+    for n, c, h, w, k in [(2, 3, 5, 7, 4), (1, 1, 1, 1, 1), (3, 4, 8, 8, 5), (2, 5, 6, 9, 2), (1, 2, 2, 3, 3)]:
+        x, gy = rand(gen, n, c, h, w), rand(gen, n, k, h, w)
+        want = torch.ops.aten.convolution_backward(gy, x, x.new_empty(k, c, 3, 3), None, [1, 1], [1, 1], [1, 1],
+                                                   False, [0, 0], 1, [False, True, False])[1]
+        torch.testing.assert_close(wgrad.weight_grad(x, gy), want, rtol=1e-12, atol=1e-12)
+    assert wgrad.choose(x, gy) == "torch"                # off the GPU nothing is timed
+
+
+def eager(x, w, input_grad="winograd", weight_grad="torch"):
+    return op.conv2d(x, w, "auto", "auto", input_grad, weight_grad)
 
 
 @pytest.mark.parametrize("through", [call, eager], ids=["custom_op", "eager"])
-@pytest.mark.parametrize("input_grad", op.INPUT_GRADS)
-def test_gradcheck_float64(gen, input_grad, through):
+@pytest.mark.parametrize("input_grad,weight_grad", [(g, "torch") for g in op.INPUT_GRADS] + [("winograd", "winograd")])
+def test_gradcheck_float64(gen, input_grad, weight_grad, through):
     x, w = rand(gen, 2, 3, 5, 4, grad=True), rand(gen, 4, 3, 3, 3, grad=True)
-    assert torch.autograd.gradcheck(lambda a, b: through(a, b, input_grad), (x, w))
+    assert torch.autograd.gradcheck(lambda a, b: through(a, b, input_grad, weight_grad), (x, w))
     x, w = rand(gen, 1, 2, 3, 4, grad=True), rand(gen, 2, 2, 3, 3, grad=True)   # second order: smaller
-    assert torch.autograd.gradgradcheck(lambda a, b: through(a, b, input_grad), (x, w))
+    assert torch.autograd.gradgradcheck(lambda a, b: through(a, b, input_grad, weight_grad), (x, w))
 
 
 def test_compile_traces_the_operator_and_its_backward(gen):
@@ -205,9 +216,10 @@ def test_train_bench_table_renders():
     from kernels_sass.winograd.train_bench import MODES, render
     ms = {m: 1.0 + i for i, m in enumerate(MODES)}
     ms["parts"] = {m: {"fwd": 0.1, "dx": 0.2, "dw": 0.3} for m in ("winograd", "torch-fp32")}
+    ms["dw_choice"] = "winograd"
     rows = [{"layer": f"Conv{i}", "N": 32, "ms": ms} for i in range(2, 6)]
     out = render({"gpu": "G", "torch": "T", "cudnn": 1, "layers": rows})
-    assert "| Conv3 | 32 | 1.000 | 2.000 | 3.000 | 4.000 | 3.00 | 4.00 | 0.100/0.200/0.300 |" in out
+    assert "| Conv3 | 32 | 1.000 | 2.000 | 3.000 | 4.000 | 3.00 | 4.00 | 0.100/0.200/0.300 | 0.100/0.200/0.300 | winograd |" in out
     assert "| resnet18 | 32 | 13.00 |" in out and "| resnet34 | 32 | 29.00 |" in out
 
 
@@ -242,23 +254,23 @@ SHAPES = [(32, 64, 14, 14, 64), (8, 128, 28, 28, 128), (16, 256, 7, 7, 256), (5,
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("algo", ["auto", "f2", "f4"])
+@pytest.mark.parametrize("algo,weight_grad", [("auto", "auto"), ("f2", "winograd"), ("f4", "torch")])
 @pytest.mark.parametrize("input_grad", op.INPUT_GRADS)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_fp32_forward_and_gradients_against_float64(gen, report, shape, algo, input_grad):
+def test_fp32_forward_and_gradients_against_float64(gen, report, shape, algo, weight_grad, input_grad):
     _kernels()
     n, c, h, w, k = shape
     x64, w64 = rand(gen, n, c, h, w, device="cuda"), rand(gen, k, c, 3, 3, device="cuda")
     gy64 = rand(gen, n, k, h, w, device="cuda")
     x, wt = x64.float().requires_grad_(), w64.float().requires_grad_()
     assert op.uncovered(x, wt, "auto", algo) is None and op.uncovered(gy64.float(), op.rotated(wt), "auto", algo) is None
-    y = torch.ops.sassas_winograd.conv2d3x3(x, wt, "auto", algo, input_grad, "torch")
+    y = torch.ops.sassas_winograd.conv2d3x3(x, wt, "auto", algo, input_grad, weight_grad)
     gx, gw = torch.autograd.grad(y, (x, wt), gy64.float())
     x64.requires_grad_(), w64.requires_grad_()
     y64 = F.conv2d(x64, w64, padding=1)
     gx64, gw64 = torch.autograd.grad(y64, (x64, w64), gy64)
     errs = [_rel(y, y64), _rel(gx, gx64), _rel(gw, gw64)]
-    report(f"op {shape} {algo} {input_grad}: relative error y {errs[0]:.2e} dx {errs[1]:.2e} dw {errs[2]:.2e}")
+    report(f"op {shape} {algo} {input_grad} dw:{weight_grad}: relative error y {errs[0]:.2e} dx {errs[1]:.2e} dw {errs[2]:.2e}")
     assert max(errs) <= 1e-5, errs
 
 
@@ -292,6 +304,7 @@ def test_gradcheck_float64_on_the_gpu(gen):
     assert op.uncovered(x, w).startswith("torch.float64")
     assert torch.autograd.gradcheck(lambda a, b: call(a, b), (x, w))
     assert torch.autograd.gradcheck(lambda a, b: call(a, b, "torch"), (x, w))
+    assert torch.autograd.gradcheck(lambda a, b: call(a, b, "winograd", "winograd"), (x, w))
 
 
 class _Block(nn.Module):
