@@ -17,8 +17,8 @@ api.IMPLS), algo (api.ALGOS), and the two backward switches:
 - weight_grad "winograd": F(3x3, 2x2) (wgrad.weight_grad: the output gradient in 2x2 tiles
   against the input's 4x4 windows, 16 GEMMs over N x tiles); "torch": PyTorch's
   convolution_backward (cuDNN on the GPU); "auto" (the default): whichever of the two is faster
-  for the shape, timed on its first call (wgrad.choose), "torch" off the GPU and where
-  torch.compile traces. TF32 is off in both: in eager mode the op turns it off around the call;
+  for the shape, timed on its first call (wgrad.choose), "torch" off the GPU and in the custom
+  op's registered backward (what torch.compile traces). TF32 is off in both: in eager mode the op turns it off around the call;
   in a torch.compile'd graph the call runs later, under the caller's setting.
 
 The forward runs api.conv2d on CUDA float32 tensors (made contiguous) that the kernels cover
@@ -149,9 +149,15 @@ def _convolution_backward(gy, x, w, mask):
         return torch.ops.aten.convolution_backward(gy, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, mask)
 
 
-def _gradients(ctx, gy, forward):
-    """(gx, gw, None x 4); `forward` runs the input gradient's convolution: the custom op in
-    its registered backward (which AOT autograd traces with fake tensors), _Eager in _Eager's."""
+def _untimed(x, gy) -> str:
+    return "torch"
+
+
+def _gradients(ctx, gy, forward, choose_weight_grad):
+    """(gx, gw, None x 4); `forward` runs the input gradient's convolution, `choose_weight_grad`
+    resolves weight_grad "auto": the custom op and _untimed in its registered backward (which
+    AOT autograd traces with fake tensors: nothing can be timed), _Eager and wgrad.choose in
+    _Eager's."""
     x, w = ctx.saved_tensors
     impl, algo, input_grad, weight_grad = ctx.switches
     gx = gw = None
@@ -162,7 +168,7 @@ def _gradients(ctx, gy, forward):
             gx = _convolution_backward(gy, x, w, [True, False, False])[0]
     if ctx.needs_input_grad[1]:
         if weight_grad == "auto":
-            weight_grad = "torch" if torch.compiler.is_compiling() else wgrad.choose(x, gy)
+            weight_grad = choose_weight_grad(x, gy)
         if weight_grad == "winograd":
             gw = wgrad.weight_grad(x, gy)
         else:
@@ -170,7 +176,7 @@ def _gradients(ctx, gy, forward):
     return gx, gw, None, None, None, None
 
 
-conv2d3x3.register_autograd(lambda ctx, gy: _gradients(ctx, gy, conv2d3x3), setup_context=_setup_context)
+conv2d3x3.register_autograd(lambda ctx, gy: _gradients(ctx, gy, conv2d3x3, _untimed), setup_context=_setup_context)
 
 
 class _Eager(torch.autograd.Function):
@@ -185,7 +191,7 @@ class _Eager(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, gy):
-        return _gradients(ctx, gy, _Eager.apply)
+        return _gradients(ctx, gy, _Eager.apply, wgrad.choose)
 
 
 def conv2d(x: torch.Tensor, w: torch.Tensor, impl: str = "auto", algo: str = "auto",
