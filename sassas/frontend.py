@@ -150,15 +150,17 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
     instructions = kernel.instructions
     checks_of = _checks
     said = set()            # dialect warnings: once a spelling a kernel
-    # A name alone (`acc12`: TuringAs code names most of its registers) binds to the same
-    # operand wherever it stands: bound once.
-    bound_names: dict[Operand, Operand] = {}
+    # An operand binds to the same operand wherever it stands (`acc12`, `[addr+0x10]`: TuringAs
+    # code names most of its registers): bound once. (Keyed by its fields: a tuple hashes and
+    # compares without calling the dataclass's methods.)
+    bound: dict[tuple, Operand] = {}
     for inst in instructions:
         shape = inst.shape
         if shape.symbolic:
             new_ops = []
             for i, op in enumerate(inst.operands):
-                new = bound_names.get(op) if op.kind == "N" else None
+                key = (op.kind, op.values, op.flags, op.symbol)
+                new = bound.get(key)
                 if new is None:
                     try:
                         new = _bind(op, registers, consts, smem, labels, params, known, arch)
@@ -166,8 +168,7 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
                         diags.error(e.with_loc(inst.operand_loc(i)))
                         new = op
                     else:
-                        if op.kind == "N":
-                            bound_names[op] = new
+                        bound[key] = new
                 new_ops.append(new)
             inst.operands = tuple(new_ops)
             shape = inst.shape
