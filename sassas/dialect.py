@@ -20,13 +20,13 @@ silences the ambiguity warnings.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
 from .ast import DEFAULT_LATENCY, ControlCode, Instruction, Operand
+from .cache import load_toml
 from .errors import SassError
 
 DIALECTS = ("turingas", "nvdisasm")
@@ -45,10 +45,8 @@ def detect_dialect(text: str, listing: bool) -> str:
 
 @lru_cache(maxsize=None)
 def _tables() -> tuple[dict, dict]:
-    with open(_DATA / "turingas.toml", "rb") as f:
-        turingas = tomllib.load(f)
-    with open(_DATA / "spellings.toml", "rb") as f:
-        own = tomllib.load(f)["spellings"]
+    turingas = load_toml((_DATA / "turingas.toml").read_bytes(), "turingas")
+    own = load_toml((_DATA / "spellings.toml").read_bytes(), "spellings")["spellings"]
     return turingas, own
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import functools
 import re
-import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Optional
 
 from .ast import Instruction, Operand, Shape
+from .cache import load_toml
 from .kinds import value_pieces
 
 Reg = tuple[str, int]
@@ -90,8 +90,7 @@ class Effects:
 
 @functools.lru_cache(maxsize=None)
 def _load(name: str) -> dict:
-    text = resources.files("sassas").joinpath("data", name).read_text()
-    return tomllib.loads(text)
+    return load_toml(resources.files("sassas").joinpath("data", name).read_bytes(), name.removesuffix(".toml"))
 
 
 @functools.lru_cache(maxsize=None)

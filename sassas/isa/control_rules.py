@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import functools
 import re
-import tomllib
 from dataclasses import dataclass
 from importlib import resources
 
 from ..ast import ZERO_NAMES
+from ..cache import load_toml
 from ..kinds import value_pieces
 
 # Control fields (bits of the 23-bit control code c = word >> 105), by their name in the data.
@@ -156,7 +156,7 @@ def _names(entries) -> Names:
 
 @functools.lru_cache(maxsize=None)
 def form_control_rules(arch: str) -> FormControlRules:
-    data = tomllib.loads(resources.files("sassas.isa").joinpath("data", DATA_FILE).read_text())
+    data = load_toml(resources.files("sassas.isa").joinpath("data", DATA_FILE).read_bytes(), "control")
     entry = data.get(arch, {})
     fields = {field: _names(entry.get(field, [])) for field in FIELDS}
     rules = [_rule(name, _names(entries)) for name, entries in entry.items() if entries]
