@@ -86,14 +86,29 @@ def spelling_key(spelling: str, operands) -> str:
     return " ".join([spelling, *kinds, *(str(op.values[0]) for op in operands if op.kind == "SR")])
 
 
+# (arch, Shape) -> the stall TuringAs writes for `-`, for the shapes that the tables leave as
+# they are (most: no special register among the operands, no entry that rewrites or warns):
+# those need no more than that, found once a shape.
+_stall_of_plain_shape: dict = {}
+
+
 def apply_dialect(inst: Instruction, arch: str, dialect: str, forced: bool) -> Optional[str]:
     """Rewrite `inst` in place to the spelling it stands for in `dialect`; a warning to give,
     or None."""
+    shape = inst.shape
+    stall = _stall_of_plain_shape.get((arch, shape))
+    if stall is not None:
+        if inst.control is not None and inst.control.stall == DEFAULT_LATENCY:
+            inst.control = _with_latency(inst.control, stall)
+        return None
     turingas, own = _tables()
     spelling, entry = _spelling_and_entry(inst, arch, turingas)
     if inst.control is not None and inst.control.stall == DEFAULT_LATENCY:
         inst.control = _with_latency(inst.control, entry.get("latency", 1))
     mine = own.get(spelling)
+    if mine is None and "wrong" not in entry and "to" not in entry and \
+            not any(kind == "SR" for kind, _flags in shape.operands):
+        _stall_of_plain_shape[(arch, shape)] = entry.get("latency", 1)
     if mine is not None:
         _rewrite(inst, mine)
         return None
