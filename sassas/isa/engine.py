@@ -154,13 +154,21 @@ class Isa:
     # ---- encoding
     def encode(self, inst: Instruction) -> int:
         # The encodings to try, the tokens, and each encoding's bits but the values' (where
-        # they do not depend on the values) depend on the instruction's shape only: cached.
+        # they do not depend on the values) depend on the instruction's shape only: cached,
+        # with the first encoding's values-and-control code compiled for the shape where its
+        # fields are plain (_compiled_encoder): most instructions take that encoding.
         shape = inst.shape
         known = self._shape_cache.get(shape)
         if known is None:
             encs, tokens = self._encodings_for(inst)
-            known = self._shape_cache[shape] = (encs, tokens, [self._shape_word(e, inst, tokens) for e in encs])
-        encs, tokens, shape_words = known
+            words = [self._shape_word(e, inst, tokens) for e in encs]
+            fast = _compiled_encoder(encs[0], words[0], inst) if words[0] is not None else None
+            known = self._shape_cache[shape] = (encs, tokens, words, fast)
+        encs, tokens, shape_words, fast = known
+        if fast is not None:
+            word = fast(inst)
+            if word is not None:
+                return word
         values = instruction_values(inst)
         errors: list[str] = []
         for enc, shape_word in zip(encs, shape_words):
@@ -629,3 +637,49 @@ def _same_number(a, b) -> bool:
         return float(a) == float(b)
     except (TypeError, ValueError):
         return False
+
+
+def _compiled_encoder(enc: Encoding, shape_word: int, inst: Instruction):
+    """For an encoding whose fields all hold a value as it is (insert-plan codes 0, 1, 3) and
+    the shape word of `inst`'s shape: a function of an instruction of that shape that gives its
+    word (values and control code in place), or None where Isa.encode's general path must look
+    (a value out of range or not a number, raw bits, a descriptor); None where the encoding has
+    other fields. What the function computes is what _insert_values and _with_control do for
+    such an encoding, written out once for the shape instead of interpreted per instruction."""
+    plan = enc.insert_plan
+    slots = [("predicate", 0)] if inst.predicate is not None else [None]
+    for i, op in enumerate(inst.operands):
+        slots.extend((i, j) for j in range(len(value_pieces(op.kind))))
+    if len(slots) != len(plan) or any(code not in (0, 1, 3) for code, _a, _b in plan):
+        return None
+    word = shape_word
+    lines = []
+    names: dict = {}
+    for k, ((code, a, b), slot) in enumerate(zip(plan, slots)):
+        if slot is None:                        # no guard predicate written: PT (7)
+            if code == 1 and 0 <= 7 <= b:
+                word |= 7 << a
+                continue
+            return None
+        source = "inst.predicate.values[0]" if slot[0] == "predicate" else f"ops[{slot[0]}].values[{slot[1]}]"
+        lines.append(f"    v = {source}")
+        if code == 0:
+            names[f"c{k}"] = a
+            lines.append(f"    if v != c{k} or type(v) is not type(c{k}): return None")
+        elif code == 1:
+            lines += [f"    if type(v) is not int or not 0 <= v <= {b}: return None", f"    w |= v << {a}"]
+        else:
+            lines += [f"    if type(v) is not int or not {-b} <= v < {b}: return None",
+                      f"    w |= (v & {2 * b - 1}) << {a}"]
+    keep = ~(0xF << 17)
+    body = ["def encode(inst):",
+            "    if inst.raw is not None or inst.descriptor is not None: return None",
+            "    control = inst.control",
+            "    if control is None: return None",
+            "    ops = inst.operands",
+            f"    w = {word}",
+            *lines,
+            f"    return w | (control.bits & {keep} | (control.reuse & {enc.unprinted_reuse}) << 17) << {CONTROL_SHIFT}"]
+    scope = dict(names)
+    exec("\n".join(body), scope)
+    return scope["encode"]
