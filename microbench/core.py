@@ -49,7 +49,7 @@ class Case:
     impl: str                    # 'sass' | 'cuda'
     source: Source
     kernel: str                  # kernel name inside the module
-    grid: object                 # int, or 'sms' for one block per SM
+    grid: object                 # int, or 'sms' for blocks_per_sm blocks per SM
     block: int
     iters: int
     metrics: Sequence[Metric]
@@ -68,6 +68,7 @@ class Case:
     # cuFuncSetAttribute's short names ({'preferred_shared_memory_carveout': 100}).
     attributes: dict = field(default_factory=dict)
     cluster: int = 0             # thread-block cluster size (x) to launch with; 0: no cluster
+    blocks_per_sm: int = 1       # with grid 'sms': blocks launched per SM
     index: int = -1              # position in its benchmark's case list (set by the runner)
 
     @property
@@ -75,10 +76,11 @@ class Case:
         return f"{self.bench} {self.variant} [{self.impl}]"
 
     def grid_size(self, sm_count: int) -> int:
-        """Blocks to launch: 'sms' is one a SM, rounded down to whole clusters."""
+        """Blocks to launch: 'sms' is blocks_per_sm a SM, rounded down to whole clusters."""
         if self.grid != "sms":
             return int(self.grid)
-        return sm_count - sm_count % self.cluster if self.cluster else sm_count
+        blocks = sm_count * self.blocks_per_sm
+        return blocks - blocks % self.cluster if self.cluster else blocks
 
 
 class Records:
@@ -208,7 +210,7 @@ def register(cls):
 def all_benchmarks() -> dict[str, Benchmark]:
     import importlib
     for module in ("bench_smem", "bench_smem_forms", "bench_smem_more", "bench_smem_cluster",
-                   "bench_inst"):                       # registering, in this order
+                   "bench_smem_bulk", "bench_inst"):                       # registering, in this order
         importlib.import_module(f"{__package__}.{module}")
     return REGISTRY
 

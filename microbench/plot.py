@@ -189,6 +189,7 @@ BAR_FIGURES = (
     ("smem.matrix", "bytes_per_clk_sm", "bytes / clock / SM"),
     ("smem.atomic", "atomics_per_clk_sm", "lane atomics / clock / SM"),
     ("smem.async_copy", "bytes_per_clk_sm", "bytes / clock / SM"),
+    ("smem.bulk_copy", "bytes_per_clk_sm", "bytes / clock / SM"),
     ("smem.cluster", "bytes_per_clk_sm", "bytes / clock / SM"),
     ("smem.carveout", "bytes_per_clk_sm", "bytes / clock / SM"),
 )

@@ -51,3 +51,11 @@ def test_async_copy_and_carveout_within_limits(gpu):
 def test_cluster_neighbour_is_slower_than_own(gpu):
     v = _run(gpu, ["smem.cluster"])
     assert v[("ld32 cluster 2 rank+1", "sass")] > v[("ld32 cluster 2 own", "sass")]
+
+
+def test_bulk_copies_within_limits_and_latency_grows_with_size(gpu):
+    v = _run(gpu, ["smem.bulk_copy"])
+    for impl in ("sass", "cuda"):
+        lat = [v[(f"latency {n}", impl)] for n in ("16", "128", "1K", "4K", "16K")]
+        assert lat == sorted(lat) or max(lat[:3]) - min(lat[:3]) < 0.05 * lat[0]
+        assert v[("stream 8K copies, 4 blocks/SM", impl)] <= 128 * 1.02

@@ -1,0 +1,248 @@
+"""Bulk copies global -> shared on sm_90 (cp.async.bulk: `UBLKCP.S.G`), completing on
+mbarriers (`SYNCS.ARRIVE.TRANS64` arms a barrier with the bytes to expect, the copy engine
+counts them down, `SYNCS.PHASECHK.TRANS64.TRYWAIT` waits for the phase).
+
+One warp a block. STAGES buffers of COPIES copies of COPY_BYTES each; buffer s completes on
+mbarrier s. Every loop iteration visits the stages in order: wait until stage s's copies of the
+previous iteration landed (phase parity (i & 1) ^ 1; a fresh mbarrier passes parity 1 at
+once), arm its mbarrier with the stage's bytes, issue its copies. After the loop every
+stage's last phase is waited for; the end clock comes after that wait, or (issue-only
+variant) before it. Every copy reads the first COPY_BYTES of `inp` (a source that stays in
+L2, as smem.async_copy's LDGSTS.BYPASS); the host checks that each lane's word of the first
+buffer holds inp[lane] at the end.
+
+The SASS does what ptxas does for the CUDA-C reference (`kernels/smem_bulk_copy.cu`) with
+one difference: ptxas wraps each UBLKCP (a uniform-datapath instruction, issued once per
+warp) in an ELECT loop because only thread 0 executes it in C; here the whole warp executes
+it once, and only the mbarrier arrive, a per-thread instruction, is predicated on lane 0.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .core import CUDA, SASS, Benchmark, Case, Metric, Records, Source, per_sm_rate, register
+from .nvrtc import read_kernel
+from .patterns import LIMIT_BYTES_PER_CLK, WARP
+from .results import Limit
+from .sassgen import Regs, Sass, block_start, epilogue, loop_control, prologue, shared_base
+
+BUFFER_BYTES = 32 * 1024       # all stages' buffers: static shared memory stays under 48 KiB
+# mbarrier.init's 64-bit word for an expected arrival count of 1, as ptxas builds it
+# ((0x100000 - count) << 1, (0x100000 - count) << 11).
+MBARRIER_INIT_COUNT1 = (0x1FFFFE, 0x7FFFF800)
+BULK_UNIT = 16                 # UBLKCP's size operand counts 16-byte units
+PARITY = 9                     # R9 = the phase parity to wait for, in bit 31
+ARRIVE_BYTES = 10              # R10 = the bytes a stage's mbarrier expects
+BARRIERS = 12                  # R12 = the first mbarrier's address
+MBARRIER_REG = f"R{BARRIERS}+URZ"
+LANE0 = "P3"                   # lane 0: the one thread that arrives on the mbarriers
+READY = "P4"                   # TRYWAIT's answer
+COPY_PAIR = "UR12"             # UR12 = destination, UR13 = its mbarrier
+SOURCE = "UR14"                # UR14:UR15 = inp, the source of every copy
+SIZE = "UR16"                  # UR16 = COPY_BYTES / 16
+
+
+@dataclass(frozen=True)
+class Shape:
+    """STAGES buffers of COPIES copies of COPY_BYTES each."""
+    copy_bytes: int
+    copies: int
+    stages: int
+
+    def __post_init__(self):
+        if self.copy_bytes % BULK_UNIT or self.copy_bytes <= 0:
+            raise ValueError(f"a bulk copy moves a positive multiple of 16 bytes, not {self.copy_bytes}")
+        if self.stage_bytes * self.stages > BUFFER_BYTES:
+            raise ValueError(f"{self.stages} x {self.stage_bytes} bytes exceed the {BUFFER_BYTES}-byte buffer")
+
+    @property
+    def stage_bytes(self) -> int:
+        return self.copy_bytes * self.copies
+
+    @property
+    def copies_per_iteration(self) -> int:
+        return self.copies * self.stages
+
+    @property
+    def tag(self) -> str:
+        return f"{_size(self.copy_bytes)}x{self.copies}x{self.stages}"
+
+
+def _size(n: int) -> str:
+    return f"{n // 1024}K" if n % 1024 == 0 else str(n)
+
+
+def kernel_name(shape: Shape, wait_each: bool) -> str:
+    return f"bulk_copy_{shape.tag}{'' if wait_each else '_issue'}"
+
+
+def _barrier(stage: int, base: str) -> str:
+    """mbarrier `stage`'s address operand, written as nvdisasm writes it (no `+0x0`)."""
+    return f"[{base}+{8 * stage:#x}]" if stage else f"[{base}]"
+
+
+def _wait_phase(k: Sass, stage: int, label: str) -> None:
+    """Spin until mbarrier `stage` completed the phase whose parity R9 holds."""
+    k.label(label)
+    k.op(f"SYNCS.PHASECHK.TRANS64.TRYWAIT {READY}, {_barrier(stage, MBARRIER_REG)}, R{PARITY}",
+         write=1, stall=2)
+    k.op(f"@!{READY} BRA {label}", wait=0x02, stall=5)
+
+
+def _wait_all(k: Sass, shape: Shape) -> None:
+    for s in range(shape.stages):
+        _wait_phase(k, s, f"DRAIN{s}")
+
+
+def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sass:
+    regs = Regs()
+    base = shared_base(arch)
+    barriers = base + BUFFER_BYTES
+    name = kernel_name(shape, wait_each)
+    k = Sass(name, shared=base + BUFFER_BYTES + 8 * shape.stages, comment=(
+        f"{name}: {shape.stages} stages of {shape.copies} x UBLKCP.S.G of {shape.copy_bytes} bytes,\n"
+        f"each stage completing on its mbarrier; the end clock "
+        f"{'after the copies landed' if wait_each else 'after the last copy issued'}. "
+        f"Generated by microbench/bench_smem_bulk.py."))
+    prologue(k, regs)
+    k.op(f"ISETP.EQ.AND {LANE0}, PT, R{regs.tid}, RZ, PT", wait=0x01, y=True, stall=6, note="lane 0")
+    k.op(f"UMOV UR10, {MBARRIER_INIT_COUNT1[0]:#x}", stall=1)
+    k.op(f"UMOV UR11, {MBARRIER_INIT_COUNT1[1]:#x}", stall=1, note="mbarrier.init, count 1")
+    k.op(f"UMOV UR9, {barriers:#x}", y=True, stall=6)
+    for s in range(shape.stages):
+        k.op(f"SYNCS.EXCH.64 URZ, {_barrier(s, 'UR9')}, UR10", read=3, write=5, stall=1)
+    k.op(f"MOV R{BARRIERS}, {barriers:#x}", stall=1)
+    k.op(f"MOV R{PARITY}, 0x80000000", stall=1, note="parity 1: a fresh mbarrier passes")
+    k.op(f"MOV R{ARRIVE_BYTES}, {shape.stage_bytes:#x}", stall=1, note="bytes a stage expects")
+    k.op(f"ULDC.64 {SOURCE}, inp[0]", stall=1, note="source: inp")
+    k.op(f"UMOV {SIZE}, {shape.copy_bytes // BULK_UNIT:#x}", y=True, stall=6,
+         note=f"{shape.copy_bytes} bytes, in 16-byte units")
+    block_start(k, regs)
+    inc, cmp, bra = loop_control(regs, "LOOP")
+    k.label("LOOP")
+    k.op(inc, stall=1)
+    for s in range(shape.stages):
+        _wait_phase(k, s, f"WAIT{s}")
+        k.op(f"@{LANE0} SYNCS.ARRIVE.TRANS64 RZ, {_barrier(s, MBARRIER_REG)}, R{ARRIVE_BYTES}",
+             stall=1, note=f"arm mbarrier {s}")
+        for c in range(shape.copies):
+            dst = base + s * shape.stage_bytes + c * shape.copy_bytes
+            # UBLKCP reads its uniform registers after it issues: each waits for the last
+            # one's read barrier before the pair is rewritten, as ptxas does.
+            k.op(f"UMOV {COPY_PAIR}, {dst:#x}", wait=0x01, stall=1)
+            k.op(f"UMOV UR13, {barriers + 8 * s:#x}", y=True, stall=6)
+            k.op(f"UBLKCP.S.G [{COPY_PAIR}], [{SOURCE}], {SIZE}", read=0, stall=1)
+    k.op(f"LOP3.LUT R{PARITY}, R{PARITY}, 0x80000000, RZ, 0x3c, !PT", stall=1, note="next parity")
+    k.op(cmp, y=True, stall=13)
+    k.op(bra, stall=5)
+    if wait_each:
+        _wait_all(k, shape)
+    epilogue(k, regs, sink=regs.sink, sink_always=True,
+             before_store=lambda kk: _sink(kk, shape, regs, base, wait_each))
+    return k
+
+
+def _sink(k: Sass, shape: Shape, regs: Regs, base: int, wait_each: bool) -> None:
+    """sink = the lane's word of the first buffer (after the drain, for the issue-only
+    variant, whose end clock comes before it)."""
+    if not wait_each:
+        _wait_all(k, shape)
+    k.op(f"SHF.L.U32 R{regs.sink}, R{regs.tid}, 0x2, RZ", y=True, stall=6)
+    k.op(f"LDS R{regs.sink}, [R{regs.sink}+{base:#x}]", write=2, stall=1,
+         note="the lane's word of the first copy")
+
+
+@lru_cache(maxsize=None)
+def bulk_source(shape: Shape, wait_each: bool, lang: str, arch: str = "sm_90") -> Source:
+    if lang == SASS:
+        k = bulk_kernel(shape, wait_each, arch)
+        return Source(SASS, k.text(), f"{k.name}.sass")
+    return Source(CUDA, read_kernel("smem_bulk_copy.cu"), "smem_bulk_copy.cu",
+                  (f"-DCOPY_BYTES={shape.copy_bytes}", f"-DCOPIES={shape.copies}",
+                   f"-DSTAGES={shape.stages}", f"-DWAIT_EACH={int(wait_each)}"))
+
+
+# Stream shapes: 32 KiB in flight a block, in copies of 512 B .. 8 KiB; blocks per SM 1, 2, 4.
+STREAM_SHAPES = (Shape(512, 16, 4), Shape(2048, 4, 4), Shape(8192, 1, 4))
+STREAM_BLOCKS = ((Shape(8192, 1, 4), 2), (Shape(8192, 1, 4), 4))
+# Latency: one copy in flight, waited for before the next.
+LATENCY_SHAPES = tuple(Shape(n, 1, 1) for n in (16, 128, 1024, 4096, 16384))
+ISSUE_SHAPE = Shape(1024, 8, 4)     # 32 copies issued back to back, then waited for
+SOURCE_WORDS = 16384 // 4           # the largest copy's source
+
+
+def _source_words() -> np.ndarray:
+    return (np.arange(SOURCE_WORDS, dtype=np.uint64) * 2654435761 % 2 ** 32).astype(np.uint32)
+
+
+def _check_landed(rec: Records, case: Case):
+    """Every lane's sink is its word of the first copy: inp[lane]."""
+    n = min(WARP, case.extra["copy_bytes"] // 4)
+    want = case.inp[:n]
+    got = rec.sink.reshape(-1, WARP)[:, :n]
+    if not (got == want[None, :]).all():
+        block, lane = (int(x[0]) for x in np.nonzero(got != want[None, :]))
+        return (f"block {block} lane {lane} read {int(got[block, lane]):#x} from the first buffer, "
+                f"expected inp[{lane}] = {int(want[lane]):#x}: the copy did not land")
+    return None
+
+
+@register
+class SmemBulkCopy(Benchmark):
+    name = "smem.bulk_copy"
+    title = "Shared memory: bulk copies from global memory (UBLKCP, cp.async.bulk)"
+    about = ("UBLKCP.S.G global -> shared completing on mbarriers, one warp a block issuing: "
+             "bytes/clk/SM with 4 stages of 8 KiB in flight a block (copies of 512 B, 2 KiB, "
+             "8 KiB; 1, 2 or 4 blocks an SM); the latency of one copy (16 B .. 16 KiB) from "
+             "issue to the waiting warp seeing its mbarrier phase complete; the cycles issuing "
+             "one costs the warp (32 copies of 1 KiB, the wait after the end clock).")
+
+    def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
+        iters = 16 if quick else 32
+        inp = _source_words()
+        out = []
+
+        def add(variant, shape, wait_each, grid, blocks_per_sm, n_iters, metric, what):
+            for lang in (SASS, CUDA):
+                out.append(Case(
+                    bench=self.name, variant=variant, impl=lang,
+                    source=bulk_source(shape, wait_each, lang, arch),
+                    kernel=kernel_name(shape, wait_each) if lang == SASS else "smem_bulk_copy",
+                    grid=grid, blocks_per_sm=blocks_per_sm, block=WARP, iters=n_iters,
+                    metrics=[metric], inp=inp, check=_check_landed,
+                    expect={"UBLKCP.S.G": shape.copies_per_iteration},
+                    extra={"what": what, "copy_bytes": shape.copy_bytes, "copies": shape.copies,
+                           "stages": shape.stages, "blocks_per_sm": blocks_per_sm,
+                           "in_flight": shape.stage_bytes * shape.stages * blocks_per_sm}))
+
+        for shape, blocks in [(s, 1) for s in STREAM_SHAPES] + list(STREAM_BLOCKS):
+            n_iters = iters * 4
+            per_block = float(shape.stage_bytes * shape.stages * n_iters)
+            metric = Metric("bytes_per_clk_sm", "B/clk/SM",
+                            per_sm_rate(lambda rec, case, b=per_block: _lane0(rec, b)),
+                            Limit(max=LIMIT_BYTES_PER_CLK, why="32 banks x 4 B a clock"))
+            add(f"stream {_size(shape.copy_bytes)} copies, {blocks} block{'s' if blocks > 1 else ''}/SM",
+                shape, True, "sms", blocks, n_iters, metric, "bandwidth")
+        for shape in LATENCY_SHAPES:
+            metric = Metric("latency", "cycles",
+                            lambda rec, case, n=iters: float(rec.warp_span(0)) / n,
+                            Limit(min=max(1.0, shape.copy_bytes / LIMIT_BYTES_PER_CLK),
+                                  why="a copy lands at most 128 B a clock"))
+            add(f"latency {_size(shape.copy_bytes)}", shape, True, 1, 1, iters, metric, "latency")
+        n_issue = ISSUE_SHAPE.copies_per_iteration
+        metric = Metric("cycles_per_inst", "cycles",
+                        lambda rec, case: float(rec.warp_span(0)) / n_issue,
+                        Limit(min=1.0, why="a warp issues at most one instruction a clock"))
+        add(f"issue {_size(ISSUE_SHAPE.copy_bytes)} x {n_issue}", ISSUE_SHAPE, False, 1, 1, 1,
+            metric, "issue")
+        return out
+
+
+def _lane0(rec: Records, per_block: float) -> np.ndarray:
+    """Bytes per thread: a block's copies counted on its lane 0."""
+    work = np.zeros(rec.threads)
+    work[::WARP] = per_block
+    return work
