@@ -32,6 +32,9 @@ STREAM_STEP = 128
 STREAM_ITERS_FACTOR = 8
 # (cluster size, rank distance of the target): 0 = the CTA's own memory, by the same loads.
 PLACEMENTS = ((2, 0), (2, 1), (4, 1), (4, 2), (8, 1), (8, 4), (8, 7))
+# Clusters streaming alone (grid = one cluster): the neighbour's bandwidth without the rest
+# of the GPU's SM-to-SM traffic.
+SINGLE_CLUSTER_SIZES = (2, 4, 8)
 NCTARANK = "c[0x0][0x188]"   # %cluster_nctarank, where ptxas reads it
 
 
@@ -183,8 +186,9 @@ class SmemCluster(Benchmark):
              "own conflict-free chain) through the shared memory of CTA (rank + d) % size by "
              "generic loads of cluster addresses; d = 0 is the CTA's own memory by the same "
              "loads. Cycles per hop of CTA 0's warp. Bandwidth: clusters of 24-warp CTAs, one "
-             "a SM, every CTA streaming 128-bit loads (conflict-free) from CTA (rank + d) % size; "
-             "requested B/clk/SM.")
+             "a SM, every CTA streaming 128-bit loads (conflict-free) from CTA (rank + d) % size, "
+             "on every SM and in one cluster alone; requested B/clk/SM, the mean over SMs "
+             "(median, 10th and 90th percentiles beside it).")
 
     def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
         iters = 16 if quick else 32
@@ -216,18 +220,37 @@ class SmemCluster(Benchmark):
         stream_iters = iters * STREAM_ITERS_FACTOR
         p = pat.pattern(16, "conflict-free")
         lane_bytes = np.full(32, 16.0 * UNROLL * stream_iters)
-        bw = Metric("bytes_per_clk_sm", "B/clk/SM",
-                    per_sm_rate(lambda rec, case: np.resize(lane_bytes, rec.threads)),
-                    Limit(max=pat.LIMIT_BYTES_PER_CLK, why="32 banks x 4 B a clock"))
-        for size, distance in PLACEMENTS:
+        bw = stream_metrics(lambda rec, case: np.resize(lane_bytes, rec.threads))
+        # Every SM streaming (the whole GPU's SM-to-SM traffic), then one cluster alone.
+        placements = [(size, d, "sms") for size, d in PLACEMENTS]
+        placements += [(size, 1, size) for size in SINGLE_CLUSTER_SIZES]
+        for size, distance, grid in placements:
             where = "own" if distance == 0 else f"rank+{distance}"
+            alone = "" if grid == "sms" else " alone"
             for lang in (SASS, CUDA):
                 out.append(Case(
-                    bench=self.name, variant=f"ld128 stream cluster {size} {where}", impl=lang,
+                    bench=self.name, variant=f"ld128 stream cluster {size} {where}{alone}", impl=lang,
                     source=cluster_stream_source(lang, arch),
                     kernel=STREAM_KERNEL if lang == SASS else "smem_cluster_stream",
-                    grid="sms", block=SM_BLOCK, iters=stream_iters, metrics=[bw],
+                    grid=grid, block=SM_BLOCK, iters=stream_iters, metrics=bw,
                     inp=np.tile(p.input_words(0), SM_BLOCK // 32), p0=distance, cluster=size,
                     expect={"LD.E.128": UNROLL},
-                    extra={"cluster": size, "distance": distance}))
+                    extra={"cluster": size, "distance": distance,
+                           "all_sms": grid == "sms"}))
         return out
+
+
+def stream_metrics(bytes_per_thread) -> list[Metric]:
+    """The stream's bytes/clk/SM: the mean over SMs (headline), and the median, 10th and 90th
+    percentiles over SMs beside it.
+
+    With clusters of 4 and 8 the rate of an SM depends on where its target CTA runs (which
+    SMs pair up changes from launch to launch), so the rates over SMs are not one narrow
+    peak: their median jumps between launches, while their mean moves only as much as the
+    mix of pairings; the percentiles show the spread over SMs within a launch."""
+    limit = Limit(max=pat.LIMIT_BYTES_PER_CLK, why="32 banks x 4 B a clock")
+    out = [Metric("bytes_per_clk_sm", "B/clk/SM", per_sm_rate(bytes_per_thread, "mean"), limit)]
+    for statistic in ("median", "p10", "p90"):
+        out.append(Metric(f"bytes_per_clk_sm_{statistic}", "B/clk/SM",
+                          per_sm_rate(bytes_per_thread, statistic), limit, headline=False))
+    return out

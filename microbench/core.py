@@ -170,15 +170,26 @@ def _signed32(x: np.ndarray) -> np.ndarray:
 # Metric helpers
 # --------------------------------------------------------------------------------------------
 
-def per_sm_rate(work_per_thread: Callable[[Records, "Case"], np.ndarray]):
-    """A metric: median over SMs of (work done by the SM's threads) / (the SM's cycle span)."""
+SM_STATISTICS: dict[str, Callable[[np.ndarray], float]] = {
+    "median": lambda x: float(np.median(x)),
+    "mean": lambda x: float(np.mean(x)),
+    "p10": lambda x: float(np.percentile(x, 10)),
+    "p90": lambda x: float(np.percentile(x, 90)),
+}
+
+
+def per_sm_rate(work_per_thread: Callable[[Records, "Case"], np.ndarray], statistic: str = "median"):
+    """A metric: `statistic` (median, mean, p10, p90) over SMs of (work done by the SM's
+    threads) / (the SM's cycle span)."""
+    reduce = SM_STATISTICS[statistic]
+
     def compute(rec: Records, case: "Case") -> float:
         work = np.asarray(work_per_thread(rec, case), dtype=np.float64)
         _ids, spans, sums = rec.sm_groups(work)
         ok = spans > 0
         if not ok.any():
             raise ValueError("no SM recorded a positive cycle span")
-        return float(np.median(sums[ok] / spans[ok]))
+        return reduce(sums[ok] / spans[ok])
     return compute
 
 
