@@ -23,8 +23,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from .core import CUDA, SASS, Benchmark, Case, Metric, Records, Source, per_sm_rate, register
-from .nvrtc import read_kernel
+from .core import (CUDA, SASS, Benchmark, Case, Impl, Metric, Records, bandwidth_metric, cuda_impl,
+                   register, sass_impl)
 from .patterns import LIMIT_BYTES_PER_CLK, WARP
 from .results import Limit
 from .sassgen import Regs, Sass, block_start, epilogue, loop_control, prologue, shared_base
@@ -156,13 +156,10 @@ def _sink(k: Sass, shape: Shape, regs: Regs, base: int, wait_each: bool) -> None
 
 
 @lru_cache(maxsize=None)
-def bulk_source(shape: Shape, wait_each: bool, lang: str, arch: str = "sm_90") -> Source:
-    if lang == SASS:
-        k = bulk_kernel(shape, wait_each, arch)
-        return Source(SASS, k.text(), f"{k.name}.sass")
-    return Source(CUDA, read_kernel("smem_bulk_copy.cu"), "smem_bulk_copy.cu",
-                  (f"-DCOPY_BYTES={shape.copy_bytes}", f"-DCOPIES={shape.copies}",
-                   f"-DSTAGES={shape.stages}", f"-DWAIT_EACH={int(wait_each)}"))
+def bulk_impls(shape: Shape, wait_each: bool, arch: str = "sm_90") -> dict[str, Impl]:
+    return {SASS: sass_impl(bulk_kernel(shape, wait_each, arch)),
+            CUDA: cuda_impl("smem_bulk_copy.cu", "smem_bulk_copy", COPY_BYTES=shape.copy_bytes,
+                            COPIES=shape.copies, STAGES=shape.stages, WAIT_EACH=int(wait_each))}
 
 
 # Stream shapes: 32 KiB in flight a block, in copies of 512 B .. 8 KiB; blocks per SM 1, 2, 4.
@@ -206,24 +203,19 @@ class SmemBulkCopy(Benchmark):
         out = []
 
         def add(variant, shape, wait_each, grid, blocks_per_sm, n_iters, metric, what):
-            for lang in (SASS, CUDA):
-                out.append(Case(
-                    bench=self.name, variant=variant, impl=lang,
-                    source=bulk_source(shape, wait_each, lang, arch),
-                    kernel=kernel_name(shape, wait_each) if lang == SASS else "smem_bulk_copy",
-                    grid=grid, blocks_per_sm=blocks_per_sm, block=WARP, iters=n_iters,
-                    metrics=[metric], inp=inp, check=_check_landed,
-                    expect={"UBLKCP.S.G": shape.copies_per_iteration},
-                    extra={"what": what, "copy_bytes": shape.copy_bytes, "copies": shape.copies,
-                           "stages": shape.stages, "blocks_per_sm": blocks_per_sm,
-                           "in_flight": shape.stage_bytes * shape.stages * blocks_per_sm}))
+            out.extend(self.both(
+                variant, bulk_impls(shape, wait_each, arch),
+                grid=grid, blocks_per_sm=blocks_per_sm, block=WARP, iters=n_iters,
+                metrics=[metric], inp=inp, check=_check_landed,
+                expect={"UBLKCP.S.G": shape.copies_per_iteration},
+                extra={"what": what, "copy_bytes": shape.copy_bytes, "copies": shape.copies,
+                       "stages": shape.stages, "blocks_per_sm": blocks_per_sm,
+                       "in_flight": shape.stage_bytes * shape.stages * blocks_per_sm}))
 
         for shape, blocks in [(s, 1) for s in STREAM_SHAPES] + list(STREAM_BLOCKS):
             n_iters = iters * 4
             per_block = float(shape.stage_bytes * shape.stages * n_iters)
-            metric = Metric("bytes_per_clk_sm", "B/clk/SM",
-                            per_sm_rate(lambda rec, case, b=per_block: _lane0(rec, b)),
-                            Limit(max=LIMIT_BYTES_PER_CLK, why="32 banks x 4 B a clock"))
+            metric = bandwidth_metric(lambda rec, case, b=per_block: _lane0(rec, b))
             add(f"stream {_size(shape.copy_bytes)} copies, {blocks} block{'s' if blocks > 1 else ''}/SM",
                 shape, True, "sms", blocks, n_iters, metric, "bandwidth")
         for shape in LATENCY_SHAPES:

@@ -17,12 +17,11 @@ import numpy as np
 
 from . import patterns as pat
 from .bench_smem import (CHASE_BYTES, CHASE_UNROLL, DATA_REGS, SETS, SHARED_BYTES, SM_BLOCK,
-                         STREAM_REGS, UNROLL, chase_expected, chase_input)
-from .core import CUDA, SASS, Benchmark, Case, Metric, Source, per_sm_rate, register
-from .nvrtc import read_kernel
-from .results import Limit
-from .sassgen import (Regs, Sass, block_start, epilogue, fill_registers, loop_control, prologue,
-                      rotating_slot, shared_base, xor_fold)
+                         STREAM_REGS, UNROLL, chase_expected, chase_input, stream_epilogue)
+from .core import (CUDA, SASS, Benchmark, Case, Impl, Metric, bandwidth_metric, chain_check,
+                   cuda_impl, latency_metric, register, sass_impl)
+from .sassgen import (Regs, Sass, block_start, epilogue, fill_registers, prologue, rotating_slot,
+                      shared_base, unrolled_loop)
 
 KERNEL = "cluster_chase32"
 STREAM_KERNEL = "cluster_ld128_stream"
@@ -99,15 +98,8 @@ def cluster_chase_kernel(arch: str = "sm_90", unroll: int = CHASE_UNROLL) -> Sas
     k.op("IADD3 R20, R20, R26, RZ", wait=0x08, y=True, stall=6, note="start, in the target")
     cluster_sync(k)
     block_start(k, regs, also=1 << 2)
-    inc, cmp, bra = loop_control(regs, "LOOP")
-    k.label("LOOP")
-    for j in range(unroll):
-        k.op("LD.E R20, desc[UR4][R20.64]", wait=0x01, write=0, stall=1)
-        if j == 0:
-            k.op(inc, stall=1)
-        elif j == 16:
-            k.op(cmp, stall=1)
-    k.op(bra, stall=5)
+    unrolled_loop(k, regs, unroll,
+                  lambda k, j: k.op("LD.E R20, desc[UR4][R20.64]", wait=0x01, write=0, stall=1))
 
     def finish(kk: Sass) -> None:
         kk.op(f"IADD3 R{regs.sink}, R20, -R26, RZ", wait=0x01, y=True, stall=6, note="sink = final offset")
@@ -139,43 +131,28 @@ def cluster_stream_kernel(arch: str = "sm_90", unroll: int = UNROLL) -> Sass:
     fill_registers(k, 8, DATA_REGS)
     cluster_sync(k)
     block_start(k, regs)
-    inc, cmp, bra = loop_control(regs, "LOOP")
-    k.label("LOOP")
-    for j in range(unroll):
+
+    def load(k: Sass, j: int) -> None:
         off = j * STREAM_STEP
         addr = f"desc[UR4][R74.64+{off:#x}]" if off else "desc[UR4][R74.64]"
         reg, barrier, wait = rotating_slot(j, group, vec, sets=SETS)
         k.op(f"LD.E.128 R{reg}, {addr}", wait=wait, write=barrier, stall=1)
-        if j == 0:
-            k.op(inc, stall=1)
-        elif j == 16:
-            k.op(cmp, stall=1)
-    k.op(bra, stall=5)
-    used = list(range(8, 8 + DATA_REGS))
-
-    def finish(kk: Sass) -> None:
-        xor_fold(kk, regs.sink, used)
-        cluster_sync(kk)
-    epilogue(k, regs, end_wait=k.pending & 0x0F, sink=regs.sink, before_store=finish)
+    unrolled_loop(k, regs, unroll, load)
+    stream_epilogue(k, loads=True, then=cluster_sync)
     return k
 
 
 @lru_cache(maxsize=None)
-def cluster_stream_source(lang: str, arch: str = "sm_90") -> Source:
-    if lang == SASS:
-        k = cluster_stream_kernel(arch)
-        return Source(SASS, k.text(), f"{k.name}.sass")
-    return Source(CUDA, read_kernel("smem_cluster_stream.cu"), "smem_cluster_stream.cu",
-                  (f"-DUNROLL={UNROLL}", f"-DSTEP={STREAM_STEP}"))
+def cluster_stream_impls(arch: str = "sm_90") -> dict[str, Impl]:
+    return {SASS: sass_impl(cluster_stream_kernel(arch)),
+            CUDA: cuda_impl("smem_cluster_stream.cu", "smem_cluster_stream", UNROLL=UNROLL,
+                            STEP=STREAM_STEP)}
 
 
 @lru_cache(maxsize=None)
-def cluster_source(lang: str, arch: str = "sm_90") -> Source:
-    if lang == SASS:
-        k = cluster_chase_kernel(arch)
-        return Source(SASS, k.text(), f"{k.name}.sass")
-    return Source(CUDA, read_kernel("smem_cluster_chase.cu"), "smem_cluster_chase.cu",
-                  (f"-DUNROLL={CHASE_UNROLL}",))
+def cluster_chase_impls(arch: str = "sm_90") -> dict[str, Impl]:
+    return {SASS: sass_impl(cluster_chase_kernel(arch)),
+            CUDA: cuda_impl("smem_cluster_chase.cu", "smem_cluster_chase", UNROLL=CHASE_UNROLL)}
 
 
 @register
@@ -194,28 +171,15 @@ class SmemCluster(Benchmark):
         iters = 16 if quick else 32
         hops = CHASE_UNROLL * iters
         inp = chase_input(4, "lanes")
-        expected = chase_expected(4, "lanes", hops)
-        metric = Metric("latency", "cycles", lambda rec, case: float(rec.warp_span(0)) / hops,
-                        Limit(min=1.0, why="a dependent load takes at least a clock"))
-
-        def check(rec, case):
-            got = rec.sink.reshape(-1, 32)
-            if not (got == expected[None, :]).all():
-                cta, lane = (int(x[0]) for x in np.nonzero(got != expected[None, :]))
-                return (f"CTA {cta} lane {lane} ended at offset {int(got[cta, lane])}, expected "
-                        f"{int(expected[lane])}: the loads did not follow the chain")
-            return None
+        check = chain_check(chase_expected(4, "lanes", hops), every_block=True)
         out = []
         for size, distance in PLACEMENTS:
             where = "own" if distance == 0 else f"rank+{distance}"
-            for lang in (SASS, CUDA):
-                out.append(Case(
-                    bench=self.name, variant=f"ld32 cluster {size} {where}", impl=lang,
-                    source=cluster_source(lang, arch),
-                    kernel=KERNEL if lang == SASS else "smem_cluster_chase",
-                    grid=size, block=32, iters=iters, metrics=[metric], inp=inp, check=check,
-                    p0=distance, cluster=size, expect={"LD.E": CHASE_UNROLL},
-                    extra={"cluster": size, "distance": distance, "hops": hops}))
+            out += self.both(
+                f"ld32 cluster {size} {where}", cluster_chase_impls(arch),
+                grid=size, block=32, iters=iters, metrics=[latency_metric(hops)], inp=inp,
+                check=check, p0=distance, cluster=size, expect={"LD.E": CHASE_UNROLL},
+                extra={"cluster": size, "distance": distance, "hops": hops})
         # longer runs than the latency's: the SM-to-SM traffic of a whole GPU varies more
         stream_iters = iters * STREAM_ITERS_FACTOR
         p = pat.pattern(16, "conflict-free")
@@ -227,16 +191,12 @@ class SmemCluster(Benchmark):
         for size, distance, grid in placements:
             where = "own" if distance == 0 else f"rank+{distance}"
             alone = "" if grid == "sms" else " alone"
-            for lang in (SASS, CUDA):
-                out.append(Case(
-                    bench=self.name, variant=f"ld128 stream cluster {size} {where}{alone}", impl=lang,
-                    source=cluster_stream_source(lang, arch),
-                    kernel=STREAM_KERNEL if lang == SASS else "smem_cluster_stream",
-                    grid=grid, block=SM_BLOCK, iters=stream_iters, metrics=bw,
-                    inp=np.tile(p.input_words(0), SM_BLOCK // 32), p0=distance, cluster=size,
-                    expect={"LD.E.128": UNROLL},
-                    extra={"cluster": size, "distance": distance,
-                           "all_sms": grid == "sms"}))
+            out += self.both(
+                f"ld128 stream cluster {size} {where}{alone}", cluster_stream_impls(arch),
+                grid=grid, block=SM_BLOCK, iters=stream_iters, metrics=bw,
+                inp=np.tile(p.input_words(0), SM_BLOCK // 32), p0=distance, cluster=size,
+                expect={"LD.E.128": UNROLL}, extra={"cluster": size, "distance": distance,
+                                                    "all_sms": grid == "sms"})
         return out
 
 
@@ -248,9 +208,8 @@ def stream_metrics(bytes_per_thread) -> list[Metric]:
     SMs pair up changes from launch to launch), so the rates over SMs are not one narrow
     peak: their median jumps between launches, while their mean moves only as much as the
     mix of pairings; the percentiles show the spread over SMs within a launch."""
-    limit = Limit(max=pat.LIMIT_BYTES_PER_CLK, why="32 banks x 4 B a clock")
-    out = [Metric("bytes_per_clk_sm", "B/clk/SM", per_sm_rate(bytes_per_thread, "mean"), limit)]
+    out = [bandwidth_metric(bytes_per_thread, "mean")]
     for statistic in ("median", "p10", "p90"):
-        out.append(Metric(f"bytes_per_clk_sm_{statistic}", "B/clk/SM",
-                          per_sm_rate(bytes_per_thread, statistic), limit, headline=False))
+        m = bandwidth_metric(bytes_per_thread, statistic)
+        out.append(Metric(f"{m.name}_{statistic}", m.unit, m.compute, m.limit, headline=False))
     return out

