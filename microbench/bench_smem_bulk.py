@@ -11,6 +11,13 @@ variant) before it. Every copy reads the first COPY_BYTES of `inp` (a source tha
 L2, as smem.async_copy's LDGSTS.BYPASS); the host checks that each lane's word of the first
 buffer holds inp[lane] at the end.
 
+The tensor form (cp.async.bulk.tensor.2d: `UTMALDG.2D`) does the same with boxes of a 2-D
+tensor of 32-bit words, 64 wide (256-byte rows) and 64 high, described by a tensor map that
+the host encodes (cuTensorMapEncodeTiled) into the first 128 bytes of `inp` once it knows
+the buffer's address; the tensor starts 1 KiB into `inp`. Each box is 64 x rows words,
+from the tensor's origin. The kernel first drops any cached copy of the map (`UTMACCTL.IV`,
+what fence.proxy.tensormap::generic.acquire compiles to).
+
 The SASS does what ptxas does for the CUDA-C reference (`kernels/smem_bulk_copy.cu`) with
 one difference: ptxas wraps each UBLKCP (a uniform-datapath instruction, issued once per
 warp) in an ELECT loop because only thread 0 executes it in C; here the whole warp executes
@@ -23,8 +30,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from .core import (CUDA, SASS, Benchmark, Case, Impl, Metric, Records, bandwidth_metric, cuda_impl,
-                   register, sass_impl)
+from .core import (CUDA, SASS, Benchmark, Case, Impl, Metric, Records, TensorMap2D, bandwidth_metric,
+                   cuda_impl, register, sass_impl)
 from .patterns import LIMIT_BYTES_PER_CLK, WARP
 from .results import Limit
 from .sassgen import Regs, Sass, block_start, epilogue, loop_control, prologue, shared_base
@@ -41,8 +48,17 @@ MBARRIER_REG = f"R{BARRIERS}+URZ"
 LANE0 = "P3"                   # lane 0: the one thread that arrives on the mbarriers
 READY = "P4"                   # TRYWAIT's answer
 COPY_PAIR = "UR12"             # UR12 = destination, UR13 = its mbarrier
-SOURCE = "UR14"                # UR14:UR15 = inp, the source of every copy
-SIZE = "UR16"                  # UR16 = COPY_BYTES / 16
+SOURCE = "UR14"                # bulk: UR14:UR15 = inp, the source of every copy
+SIZE = "UR16"                  # bulk: UR16 = COPY_BYTES / 16
+# Tensor form: UR12..UR15 = destination, mbarrier, x, y (UTMALDG's first operand); UR16:UR17 =
+# the tensor map's address (inp).
+TENSOR_MAP = "UR16"
+TENSOR_WIDTH = 64              # words: a row of 256 bytes
+TENSOR_HEIGHT = 64
+TENSOR_ROW_BYTES = 4 * TENSOR_WIDTH
+TENSOR_OFFSET = 1024           # bytes into inp where the tensor starts (the map: the first 128)
+TENSOR_MAP_WORDS = 32
+FORMS = ("bulk", "tensor")
 
 
 @dataclass(frozen=True)
@@ -51,10 +67,17 @@ class Shape:
     copy_bytes: int
     copies: int
     stages: int
+    form: str = "bulk"         # 'bulk' (UBLKCP) | 'tensor' (UTMALDG.2D, boxes of whole rows)
 
     def __post_init__(self):
+        if self.form not in FORMS:
+            raise ValueError(f"unknown copy form {self.form!r}")
         if self.copy_bytes % BULK_UNIT or self.copy_bytes <= 0:
             raise ValueError(f"a bulk copy moves a positive multiple of 16 bytes, not {self.copy_bytes}")
+        if self.form == "tensor" and (self.copy_bytes % TENSOR_ROW_BYTES
+                                      or self.rows > TENSOR_HEIGHT):
+            raise ValueError(f"a box is 1..{TENSOR_HEIGHT} rows of {TENSOR_ROW_BYTES} bytes, "
+                             f"not {self.copy_bytes} bytes")
         if self.stage_bytes * self.stages > BUFFER_BYTES:
             raise ValueError(f"{self.stages} x {self.stage_bytes} bytes exceed the {BUFFER_BYTES}-byte buffer")
 
@@ -67,8 +90,22 @@ class Shape:
         return self.copies * self.stages
 
     @property
+    def rows(self) -> int:
+        """Tensor form: the box's height (rows of TENSOR_WIDTH words)."""
+        return self.copy_bytes // TENSOR_ROW_BYTES
+
+    @property
     def tag(self) -> str:
         return f"{_size(self.copy_bytes)}x{self.copies}x{self.stages}"
+
+    @property
+    def instruction(self) -> str:
+        return "UBLKCP.S.G" if self.form == "bulk" else "UTMALDG.2D"
+
+    @property
+    def source_word(self) -> int:
+        """inp's word that lands first in the buffer."""
+        return 0 if self.form == "bulk" else TENSOR_OFFSET // 4
 
 
 def _size(n: int) -> str:
@@ -76,7 +113,8 @@ def _size(n: int) -> str:
 
 
 def kernel_name(shape: Shape, wait_each: bool) -> str:
-    return f"bulk_copy_{shape.tag}{'' if wait_each else '_issue'}"
+    kind = "bulk_copy" if shape.form == "bulk" else "tma_2d"
+    return f"{kind}_{shape.tag}{'' if wait_each else '_issue'}"
 
 
 def _barrier(stage: int, base: str) -> str:
@@ -103,7 +141,7 @@ def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sa
     barriers = base + BUFFER_BYTES
     name = kernel_name(shape, wait_each)
     k = Sass(name, shared=base + BUFFER_BYTES + 8 * shape.stages, comment=(
-        f"{name}: {shape.stages} stages of {shape.copies} x UBLKCP.S.G of {shape.copy_bytes} bytes,\n"
+        f"{name}: {shape.stages} stages of {shape.copies} x {shape.instruction} of {shape.copy_bytes} bytes,\n"
         f"each stage completing on its mbarrier; the end clock "
         f"{'after the copies landed' if wait_each else 'after the last copy issued'}. "
         f"Generated by microbench/bench_smem_bulk.py."))
@@ -117,9 +155,17 @@ def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sa
     k.op(f"MOV R{BARRIERS}, {barriers:#x}", stall=1)
     k.op(f"MOV R{PARITY}, 0x80000000", stall=1, note="parity 1: a fresh mbarrier passes")
     k.op(f"MOV R{ARRIVE_BYTES}, {shape.stage_bytes:#x}", stall=1, note="bytes a stage expects")
-    k.op(f"ULDC.64 {SOURCE}, inp[0]", stall=1, note="source: inp")
-    k.op(f"UMOV {SIZE}, {shape.copy_bytes // BULK_UNIT:#x}", y=True, stall=6,
-         note=f"{shape.copy_bytes} bytes, in 16-byte units")
+    if shape.form == "bulk":
+        k.op(f"ULDC.64 {SOURCE}, inp[0]", stall=1, note="source: inp")
+        k.op(f"UMOV {SIZE}, {shape.copy_bytes // BULK_UNIT:#x}", y=True, stall=6,
+             note=f"{shape.copy_bytes} bytes, in 16-byte units")
+    else:
+        k.op(f"ULDC.64 {TENSOR_MAP}, inp[0]", stall=1, note="the tensor map: inp")
+        k.op("UMOV UR14, URZ", stall=1, note="box at x = 0")
+        k.op("UMOV UR15, URZ", y=True, stall=6, note="y = 0")
+        k.op(f"UTMACCTL.IV [{TENSOR_MAP}]", read=0, stall=1,
+             note="drop a cached copy of the map (fence.proxy.tensormap acquire)")
+        k.op("UTMACMDFLUSH", read=3, stall=2)
     block_start(k, regs)
     inc, cmp, bra = loop_control(regs, "LOOP")
     k.label("LOOP")
@@ -134,7 +180,10 @@ def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sa
             # one's read barrier before the pair is rewritten, as ptxas does.
             k.op(f"UMOV {COPY_PAIR}, {dst:#x}", wait=0x01, stall=1)
             k.op(f"UMOV UR13, {barriers + 8 * s:#x}", y=True, stall=6)
-            k.op(f"UBLKCP.S.G [{COPY_PAIR}], [{SOURCE}], {SIZE}", read=0, stall=1)
+            if shape.form == "bulk":
+                k.op(f"UBLKCP.S.G [{COPY_PAIR}], [{SOURCE}], {SIZE}", read=0, stall=1)
+            else:
+                k.op(f"UTMALDG.2D [{COPY_PAIR}], [{TENSOR_MAP}]", read=0, stall=1)
     k.op(f"LOP3.LUT R{PARITY}, R{PARITY}, 0x80000000, RZ, 0x3c, !PT", stall=1, note="next parity")
     k.op(cmp, y=True, stall=13)
     k.op(bra, stall=5)
@@ -157,9 +206,12 @@ def _sink(k: Sass, shape: Shape, regs: Regs, base: int, wait_each: bool) -> None
 
 @lru_cache(maxsize=None)
 def bulk_impls(shape: Shape, wait_each: bool, arch: str = "sm_90") -> dict[str, Impl]:
+    defines = dict(COPY_BYTES=shape.copy_bytes, COPIES=shape.copies, STAGES=shape.stages,
+                   WAIT_EACH=int(wait_each))
+    if shape.form == "tensor":
+        defines.update(TENSOR=1, ROWS=shape.rows, TENSOR_OFFSET=TENSOR_OFFSET)
     return {SASS: sass_impl(bulk_kernel(shape, wait_each, arch)),
-            CUDA: cuda_impl("smem_bulk_copy.cu", "smem_bulk_copy", COPY_BYTES=shape.copy_bytes,
-                            COPIES=shape.copies, STAGES=shape.stages, WAIT_EACH=int(wait_each))}
+            CUDA: cuda_impl("smem_bulk_copy.cu", "smem_bulk_copy", **defines)}
 
 
 # Stream shapes: 32 KiB in flight a block, in copies of 512 B .. 8 KiB; blocks per SM 1, 2, 4.
@@ -169,67 +221,96 @@ STREAM_BLOCKS = ((Shape(8192, 1, 4), 2), (Shape(8192, 1, 4), 4))
 LATENCY_SHAPES = tuple(Shape(n, 1, 1) for n in (16, 128, 1024, 4096, 16384))
 ISSUE_SHAPE = Shape(1024, 8, 4)     # 32 copies issued back to back, then waited for
 SOURCE_WORDS = 16384 // 4           # the largest copy's source
+# The tensor form: boxes of 4 and 32 rows (1 KiB, 8 KiB) streamed, 1 .. 64 rows one at a time.
+TENSOR_STREAM = ((Shape(1024, 8, 4, "tensor"), 1), (Shape(8192, 1, 4, "tensor"), 1),
+                 (Shape(8192, 1, 4, "tensor"), 4))
+TENSOR_LATENCY = tuple(Shape(n, 1, 1, "tensor") for n in (256, 1024, 4096, 16384))
+TENSOR_ISSUE = Shape(1024, 8, 4, "tensor")
 
 
 def _source_words() -> np.ndarray:
     return (np.arange(SOURCE_WORDS, dtype=np.uint64) * 2654435761 % 2 ** 32).astype(np.uint32)
 
 
+def _tensor_input() -> np.ndarray:
+    """inp of the tensor form: the map's 128 bytes (encoded at launch), zeros up to 1 KiB,
+    then the tensor."""
+    words = np.zeros(TENSOR_OFFSET // 4 + TENSOR_WIDTH * TENSOR_HEIGHT, dtype=np.uint32)
+    words[TENSOR_OFFSET // 4:] = _source_words()[:TENSOR_WIDTH * TENSOR_HEIGHT]
+    return words
+
+
+def _tensor_map(shape: Shape) -> TensorMap2D:
+    return TensorMap2D(offset=TENSOR_OFFSET, width=TENSOR_WIDTH, height=TENSOR_HEIGHT,
+                       box_width=TENSOR_WIDTH, box_height=shape.rows)
+
+
 def _check_landed(rec: Records, case: Case):
-    """Every lane's sink is its word of the first copy: inp[lane]."""
+    """Every lane's sink is its word of the first copy: inp[lane] (bulk), the tensor's first
+    row (tensor form)."""
+    first = case.extra.get("source_word", 0)
     n = min(WARP, case.extra["copy_bytes"] // 4)
-    want = case.inp[:n]
+    want = case.inp[first:first + n]
     got = rec.sink.reshape(-1, WARP)[:, :n]
     if not (got == want[None, :]).all():
         block, lane = (int(x[0]) for x in np.nonzero(got != want[None, :]))
         return (f"block {block} lane {lane} read {int(got[block, lane]):#x} from the first buffer, "
-                f"expected inp[{lane}] = {int(want[lane]):#x}: the copy did not land")
+                f"expected inp[{first + lane}] = {int(want[lane]):#x}: the copy did not land")
     return None
 
 
 @register
 class SmemBulkCopy(Benchmark):
     name = "smem.bulk_copy"
-    title = "Shared memory: bulk copies from global memory (UBLKCP, cp.async.bulk)"
-    about = ("UBLKCP.S.G global -> shared completing on mbarriers, one warp a block issuing: "
-             "bytes/clk/SM with 4 stages of 8 KiB in flight a block (copies of 512 B, 2 KiB, "
-             "8 KiB; 1, 2 or 4 blocks an SM); the latency of one copy (16 B .. 16 KiB) from "
-             "issue to the waiting warp seeing its mbarrier phase complete; the cycles issuing "
-             "one costs the warp (32 copies of 1 KiB, the wait after the end clock).")
+    title = "Shared memory: bulk and tensor copies from global memory (UBLKCP, UTMALDG)"
+    about = ("UBLKCP.S.G (cp.async.bulk) and UTMALDG.2D (cp.async.bulk.tensor, prefix "
+             "'tma.2d') global -> shared completing on mbarriers, one warp a block issuing: "
+             "bytes/clk/SM with 4 stages of 8 KiB in flight a block (copies of 512 B .. 8 KiB; "
+             "1, 2 or 4 blocks an SM); the latency of one copy (16 B .. 16 KiB) from issue to "
+             "the waiting warp seeing its mbarrier phase complete; the cycles issuing one costs "
+             "the warp (32 copies of 1 KiB, the wait after the end clock).")
 
     def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
         iters = 16 if quick else 32
-        inp = _source_words()
         out = []
 
         def add(variant, shape, wait_each, grid, blocks_per_sm, n_iters, metric, what):
+            extra = {"what": what, "copy_bytes": shape.copy_bytes, "copies": shape.copies,
+                     "stages": shape.stages, "blocks_per_sm": blocks_per_sm,
+                     "in_flight": shape.stage_bytes * shape.stages * blocks_per_sm}
+            tensor = {}
+            if shape.form == "tensor":
+                variant = f"tma.2d {variant}"
+                extra.update(form="tensor", box_rows=shape.rows, source_word=shape.source_word)
+                tensor = {"tensor_map": _tensor_map(shape)}
             out.extend(self.both(
                 variant, bulk_impls(shape, wait_each, arch),
                 grid=grid, blocks_per_sm=blocks_per_sm, block=WARP, iters=n_iters,
-                metrics=[metric], inp=inp, check=_check_landed,
-                expect={"UBLKCP.S.G": shape.copies_per_iteration},
-                extra={"what": what, "copy_bytes": shape.copy_bytes, "copies": shape.copies,
-                       "stages": shape.stages, "blocks_per_sm": blocks_per_sm,
-                       "in_flight": shape.stage_bytes * shape.stages * blocks_per_sm}))
+                metrics=[metric], inp=_source_words() if shape.form == "bulk" else _tensor_input(),
+                check=_check_landed, expect={shape.instruction: shape.copies_per_iteration},
+                extra=extra, **tensor))
 
-        for shape, blocks in [(s, 1) for s in STREAM_SHAPES] + list(STREAM_BLOCKS):
-            n_iters = iters * 4
-            per_block = float(shape.stage_bytes * shape.stages * n_iters)
-            metric = bandwidth_metric(lambda rec, case, b=per_block: _lane0(rec, b))
-            add(f"stream {_size(shape.copy_bytes)} copies, {blocks} block{'s' if blocks > 1 else ''}/SM",
-                shape, True, "sms", blocks, n_iters, metric, "bandwidth")
-        for shape in LATENCY_SHAPES:
-            metric = Metric("latency", "cycles",
-                            lambda rec, case, n=iters: float(rec.warp_span(0)) / n,
-                            Limit(min=max(1.0, shape.copy_bytes / LIMIT_BYTES_PER_CLK),
-                                  why="a copy lands at most 128 B a clock"))
-            add(f"latency {_size(shape.copy_bytes)}", shape, True, 1, 1, iters, metric, "latency")
-        n_issue = ISSUE_SHAPE.copies_per_iteration
-        metric = Metric("cycles_per_inst", "cycles",
-                        lambda rec, case: float(rec.warp_span(0)) / n_issue,
-                        Limit(min=1.0, why="a warp issues at most one instruction a clock"))
-        add(f"issue {_size(ISSUE_SHAPE.copy_bytes)} x {n_issue}", ISSUE_SHAPE, False, 1, 1, 1,
-            metric, "issue")
+        for form in FORMS:
+            bulk = form == "bulk"
+            streams = [(s, 1) for s in STREAM_SHAPES] + list(STREAM_BLOCKS) if bulk else TENSOR_STREAM
+            for shape, blocks in streams:
+                n_iters = iters * 4
+                per_block = float(shape.stage_bytes * shape.stages * n_iters)
+                metric = bandwidth_metric(lambda rec, case, b=per_block: _lane0(rec, b))
+                add(f"stream {_size(shape.copy_bytes)} copies, {blocks} block{'s' if blocks > 1 else ''}/SM",
+                    shape, True, "sms", blocks, n_iters, metric, "bandwidth")
+            for shape in LATENCY_SHAPES if bulk else TENSOR_LATENCY:
+                metric = Metric("latency", "cycles",
+                                lambda rec, case, n=iters: float(rec.warp_span(0)) / n,
+                                Limit(min=max(1.0, shape.copy_bytes / LIMIT_BYTES_PER_CLK),
+                                      why="a copy lands at most 128 B a clock"))
+                add(f"latency {_size(shape.copy_bytes)}", shape, True, 1, 1, iters, metric, "latency")
+            shape = ISSUE_SHAPE if bulk else TENSOR_ISSUE
+            n_issue = shape.copies_per_iteration
+            metric = Metric("cycles_per_inst", "cycles",
+                            lambda rec, case, n=n_issue: float(rec.warp_span(0)) / n,
+                            Limit(min=1.0, why="a warp issues at most one instruction a clock"))
+            add(f"issue {_size(shape.copy_bytes)} x {n_issue}", shape, False, 1, 1, 1, metric, "issue")
         return out
 
 

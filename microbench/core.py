@@ -62,6 +62,21 @@ def cuda_impl(filename: str, kernel: str, **defines) -> Impl:
                        tuple(f"-D{name}={value}" for name, value in defines.items())), kernel)
 
 
+@dataclass(frozen=True)
+class TensorMap2D:
+    """A TMA tensor map that the host encodes at launch, when the input buffer's address is
+    known, into inp's first 128 bytes: a 2-D tensor of 32-bit words, `width` x `height`
+    (rows packed), starting `offset` bytes into inp, copied in boxes of box_width x
+    box_height."""
+    offset: int
+    width: int
+    height: int
+    box_width: int
+    box_height: int
+
+    WORDS = 32                   # a CUtensorMap: 128 bytes
+
+
 @dataclass
 class Case:
     bench: str
@@ -89,6 +104,7 @@ class Case:
     attributes: dict = field(default_factory=dict)
     cluster: int = 0             # thread-block cluster size (x) to launch with; 0: no cluster
     blocks_per_sm: int = 1       # with grid 'sms': blocks launched per SM
+    tensor_map: Optional[TensorMap2D] = None   # encoded into inp[0:32] at launch
     index: int = -1              # position in its benchmark's case list (set by the runner)
 
     @property

@@ -6,6 +6,9 @@
 // stage's bytes (mbarrier.arrive.expect_tx) and issues the copies into it.
 // -DWAIT_EACH=1: the end clock after the last copies landed; 0: after the last copy issued
 // (what issuing costs the thread), the wait after the end clock.
+// -DTENSOR=1: cp.async.bulk.tensor.2d (UTMALDG) of the box at (0, 0) of the tensor map the host
+// encoded into inp's first 128 bytes (COPY_BYTES = the box's bytes); the map is fenced first
+// (fence.proxy.tensormap::generic.acquire: the host wrote it).
 #include "common.cuh"
 
 #ifndef COPY_BYTES
@@ -19,6 +22,9 @@
 #endif
 #ifndef WAIT_EACH
 #define WAIT_EACH 1
+#endif
+#ifndef TENSOR
+#define TENSOR 0
 #endif
 #define STAGE_BYTES (COPY_BYTES * COPIES)
 
@@ -37,6 +43,9 @@ extern "C" __global__ void __launch_bounds__(32) smem_bulk_copy(MB_ARGS) {
         for (int s = 0; s < STAGES; s++)
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar + 8 * s));
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#if TENSOR
+        asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" :: "l"(inp) : "memory");
+#endif
     }
     __syncthreads();
     unsigned parity = 1;
@@ -50,10 +59,17 @@ extern "C" __global__ void __launch_bounds__(32) smem_bulk_copy(MB_ARGS) {
                              :: "r"(bar + 8 * s), "n"(STAGE_BYTES) : "memory");
 #pragma unroll
                 for (int c = 0; c < COPIES; c++)
+#if TENSOR
+                    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                                 " [%0], [%1, {%2, %2}], [%3];"
+                                 :: "r"(buf + s * STAGE_BYTES + c * COPY_BYTES), "l"(inp), "r"(0),
+                                    "r"(bar + 8 * s) : "memory");
+#else
                     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
                                  " [%0], [%1], %2, [%3];"
                                  :: "r"(buf + s * STAGE_BYTES + c * COPY_BYTES), "l"(inp),
                                     "n"(COPY_BYTES), "r"(bar + 8 * s) : "memory");
+#endif
             }
             parity ^= 1;
         }
@@ -70,6 +86,7 @@ extern "C" __global__ void __launch_bounds__(32) smem_bulk_copy(MB_ARGS) {
     }
 #endif
     __syncthreads();
-    // Every thread's sink: its word of the first copy (= inp[threadIdx.x]), checked by the host.
+    // Every thread's sink: its word of the first copy (inp[threadIdx.x], or the tensor's first
+    // row), checked by the host.
     mb_record(out, t0, t1, ((const unsigned *)smem)[threadIdx.x], true);
 }

@@ -8,6 +8,7 @@ every line; a deliberate change of a benchmark rewrites the file:
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -35,6 +36,7 @@ def describe(case) -> dict:
         "kernel": case.kernel, "grid": case.grid, "blocks_per_sm": case.blocks_per_sm,
         "block": case.block, "iters": case.iters, "inp": inp, "p0": case.p0, "p1": case.p1,
         "flag": case.flag, "cluster": case.cluster, "attributes": case.attributes,
+        "tensor_map": None if case.tensor_map is None else dataclasses.asdict(case.tensor_map),
         "expect": case.expect, "model": case.model,
         "metrics": [[m.name, m.unit, m.limit.min, m.limit.max, m.headline] for m in case.metrics],
         "check": case.check is not None,

@@ -56,5 +56,7 @@ def test_cluster_neighbour_is_slower_than_own(gpu):
 def test_bulk_copies_within_limits_and_latency_grows_with_size(gpu):
     v = _run(gpu, ["smem.bulk_copy"])
     for impl in ("sass", "cuda"):
-        assert v[("latency 16K", impl)] > v[("latency 16", impl)]
-        assert v[("stream 8K copies, 4 blocks/SM", impl)] >= v[("stream 8K copies, 1 block/SM", impl)] * 0.98
+        for form, small in (("", "16"), ("tma.2d ", "256")):
+            assert v[(f"{form}latency 16K", impl)] > v[(f"{form}latency {small}", impl)]
+            assert (v[(f"{form}stream 8K copies, 4 blocks/SM", impl)]
+                    >= v[(f"{form}stream 8K copies, 1 block/SM", impl)] * 0.98)

@@ -140,9 +140,11 @@ def test_stream_cases_count_bytes_on_lane0_and_launch_blocks_per_sm():
 
 
 def test_latency_limit_is_the_copy_at_128_bytes_a_clock():
-    lat = {c.extra["copy_bytes"]: c.metrics[0].limit.min for c in _cases()
-           if c.extra["what"] == "latency"}
-    assert lat == {16: 1.0, 128: 1.0, 1024: 8.0, 4096: 32.0, 16384: 128.0}
+    for form, want in (("bulk", {16: 1.0, 128: 1.0, 1024: 8.0, 4096: 32.0, 16384: 128.0}),
+                       ("tensor", {256: 2.0, 1024: 8.0, 4096: 32.0, 16384: 128.0})):
+        lat = {c.extra["copy_bytes"]: c.metrics[0].limit.min for c in _cases()
+               if c.extra["what"] == "latency" and c.extra.get("form", "bulk") == form}
+        assert lat == want, form
 
 
 def test_check_finds_a_copy_that_did_not_land():
@@ -153,3 +155,106 @@ def test_check_finds_a_copy_that_did_not_land():
     assert c.check(Records(words.ravel(), 32), c) is None
     words[2, 3] ^= 1
     assert "lane 2" in c.check(Records(words.ravel(), 32), c)
+
+
+# ------------------------------------------------------------------ the tensor form
+
+def test_tensor_cases_carry_the_map_and_check_the_tensors_first_row():
+    cases = [c for c in _cases() if c.extra.get("form") == "tensor"]
+    assert cases and all(c.variant.startswith("tma.2d ") for c in cases)
+    for c in cases:
+        tm = c.tensor_map
+        assert (tm.offset, tm.width, tm.height) == (1024, 64, 64)
+        assert tm.box_width * tm.box_height * 4 == c.extra["copy_bytes"]
+        assert c.expect == {"UTMALDG.2D": c.extra["copies"] * c.extra["stages"]}
+        assert len(c.inp) == 256 + 64 * 64 and not c.inp[:256].any()
+        assert c.extra["source_word"] == 256
+    c = cases[0]
+    words = np.zeros((32, 4), np.uint32)
+    words[:, 3] = c.inp[256:288]
+    assert c.check(Records(words.ravel(), 32), c) is None
+    words[:, 3] = c.inp[:32]
+    assert "expected inp[257]" in c.check(Records(words.ravel(), 32), c)   # inp[256] is 0
+    assert all(c.tensor_map is None for c in _cases() if c.extra.get("form") is None)
+
+
+def test_tensor_kernels_fence_the_map_and_copy_boxes_at_the_origin():
+    insts = _texts(bulk.TENSOR_ISSUE)
+    bar = insts.index("BAR.SYNC.DEFER_BLOCKING 0x0")
+    assert insts.index("UTMACCTL.IV [UR16]") < bar and insts.index("UTMACMDFLUSH") < bar
+    assert "ULDC.64 UR16, c[0x0][0x218]" in insts          # the map: inp
+    assert "UMOV UR14, URZ" in insts and "UMOV UR15, URZ" in insts
+    assert not any(t.startswith(("UMOV UR14", "UMOV UR15", "ULDC.64 UR16")) for t in insts[bar:])
+    assert sum(t == "UTMALDG.2D [UR12], [UR16]" for t in insts) == 32
+    with pytest.raises(ValueError, match="rows of 256 bytes"):
+        bulk.Shape(128, 1, 1, "tensor")
+
+
+class _Buffer:
+    def __init__(self, arr):
+        self.arr = np.array(arr, copy=True)
+        self.ptr = 0x7F0000000000
+        self.uploads = [self.arr.copy()]
+
+    @classmethod
+    def from_numpy(cls, arr):
+        buf = cls(arr)
+        _Buffer.last.append(buf)
+        return buf
+
+    def copy_from(self, arr):
+        self.arr[...] = arr
+        self.uploads.append(np.array(arr, copy=True))
+
+    def to_numpy(self):
+        return self.arr.copy()
+
+    def close(self):
+        pass
+
+
+def test_the_runner_encodes_the_map_with_the_buffers_address(monkeypatch):
+    """run_case uploads inp with the map cuTensorMapEncodeTiled made for inp's own address
+    (+ 1 KiB): 32-bit words, 64 x 64, rows of 256 bytes, the case's box."""
+    import collections
+    import types
+
+    import microbench.gpu as g
+    calls = []
+
+    class Map:
+        opaque = list(range(1, 17))
+
+    def call(fn, *args):
+        calls.append((fn, args))
+        if fn == "cuTensorMapEncodeTiled":
+            return Map()
+        return {"cuDeviceGet": 0, "cuDeviceGetAttribute": 132, "cuDriverGetVersion": 13000,
+                "cuEventCreate": object(), "cuEventElapsedTime": 0.5}.get(fn)
+
+    def launch(grid, block, out, inp, *rest, **kw):
+        rec = out.arr.reshape(-1, 4)
+        rec[:, 0], rec[:, 1], rec[:, 2] = 0, 1000, 0
+        rec[:, 3] = np.resize(inp.arr[256:288], len(rec))      # the copy "landed"
+
+    fake = types.SimpleNamespace(DeviceBuffer=_Buffer, gpu_available=lambda: (True, "Fake"),
+                                 compute_capability=lambda: (9, 0),
+                                 load=lambda cubin: collections.defaultdict(lambda: launch))
+    monkeypatch.setattr(g, "loader", lambda: fake)
+    monkeypatch.setattr(g, "build", lambda source, arch: b"cubin")
+    monkeypatch.setattr(g, "_call", call)
+    _Buffer.last = []
+    gpu = g.Gpu()
+    case = next(c for c in _cases() if c.variant == "tma.2d latency 4K" and c.impl == "sass")
+    samples, _times, _rec = gpu.run_case(case, repeat=2, warmup=1)
+    assert samples["latency"] == [1000 / case.iters] * 2
+    enc = [a for fn, a in calls if fn == "cuTensorMapEncodeTiled"]
+    assert len(enc) == 1
+    dtype, rank, address, dims, strides, box, steps, *modes = enc[0]
+    assert (dtype.name, rank, address) == ("CU_TENSOR_MAP_DATA_TYPE_UINT32", 2, 0x7F0000000000 + 1024)
+    assert [[int(x) for x in v] for v in (dims, strides, box, steps)] == [[64, 64], [256], [64, 16], [1, 1]]
+    assert [m.name.rsplit("_", 1)[-1] for m in modes] == ["NONE"] * 4
+    inp = _Buffer.last[0]
+    want = np.array(case.inp, copy=True)
+    want[:32] = np.array(list(range(1, 17)), np.uint64).view(np.uint32)
+    assert np.array_equal(inp.uploads[-1], want)
