@@ -150,8 +150,15 @@ def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sa
     k.op(f"UMOV UR10, {MBARRIER_INIT_COUNT1[0]:#x}", stall=1)
     k.op(f"UMOV UR11, {MBARRIER_INIT_COUNT1[1]:#x}", stall=1, note="mbarrier.init, count 1")
     k.op(f"UMOV UR9, {barriers:#x}", y=True, stall=6)
+    fenced = 0
+    if shape.form == "tensor":
+        # ptxas's order for fence.proxy.tensormap's acquire: a view fence before the
+        # mbarrier inits, every scoreboard waited for before the map is dropped.
+        k.op("FENCE.VIEW.ASYNC.S", write=5, stall=11)
+        fenced = 0x20
     for s in range(shape.stages):
-        k.op(f"SYNCS.EXCH.64 URZ, {_barrier(s, 'UR9')}, UR10", read=3, write=5, stall=1)
+        k.op(f"SYNCS.EXCH.64 URZ, {_barrier(s, 'UR9')}, UR10", wait=fenced if s == 0 else 0,
+             read=3, write=5, stall=1)
     k.op(f"MOV R{BARRIERS}, {barriers:#x}", stall=1)
     k.op(f"MOV R{PARITY}, 0x80000000", stall=1, note="parity 1: a fresh mbarrier passes")
     k.op(f"MOV R{ARRIVE_BYTES}, {shape.stage_bytes:#x}", stall=1, note="bytes a stage expects")
@@ -163,7 +170,7 @@ def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sa
         k.op(f"ULDC.64 {TENSOR_MAP}, inp[0]", stall=1, note="the tensor map: inp")
         k.op("UMOV UR14, URZ", stall=1, note="box at x = 0")
         k.op("UMOV UR15, URZ", y=True, stall=6, note="y = 0")
-        k.op(f"UTMACCTL.IV [{TENSOR_MAP}]", read=0, stall=1,
+        k.op(f"UTMACCTL.IV [{TENSOR_MAP}]", wait=k.pending, read=0, stall=1,
              note="drop a cached copy of the map (fence.proxy.tensormap acquire)")
         k.op("UTMACMDFLUSH", read=3, stall=2)
     block_start(k, regs)
