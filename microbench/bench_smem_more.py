@@ -25,6 +25,7 @@ from .patterns import BANK_BYTES, BANKS, LIMIT_BYTES_PER_CLK, WARP
 from .results import Limit
 from .sassgen import (Regs, Sass, block_start, epilogue, fill_registers, prologue, rotating_slot,
                       shared_base, unrolled_loop)
+
 MATRIX_UNROLL = 128    # instructions a loop iteration
 MATRIX_STEP = 128      # instruction j addresses [row + j * 128]: the same banks, another line
 MATRIX_BYTES = 128     # one 8x8 matrix of 16-bit elements
