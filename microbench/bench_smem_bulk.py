@@ -25,6 +25,7 @@ it once, and only the mbarrier arrive, a per-thread instruction, is predicated o
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -59,6 +60,7 @@ TENSOR_ROW_BYTES = 4 * TENSOR_WIDTH
 TENSOR_OFFSET = 1024           # bytes into inp where the tensor starts (the map: the first 128)
 TENSOR_MAP_WORDS = 32
 FORMS = ("bulk", "tensor")
+COPY_STALL = 12
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,8 @@ class Shape:
     copies: int
     stages: int
     form: str = "bulk"         # 'bulk' (UBLKCP) | 'tensor' (UTMALDG.2D, boxes of whole rows)
+    # The stall of a copy and of the uniform-register write before it: ptxas gives both 12.
+    stall: int = COPY_STALL
 
     def __post_init__(self):
         if self.form not in FORMS:
@@ -96,7 +100,8 @@ class Shape:
 
     @property
     def tag(self) -> str:
-        return f"{_size(self.copy_bytes)}x{self.copies}x{self.stages}"
+        tag = f"{_size(self.copy_bytes)}x{self.copies}x{self.stages}"
+        return tag if self.stall == COPY_STALL else f"{tag}_s{self.stall}"
 
     @property
     def instruction(self) -> str:
@@ -176,7 +181,10 @@ def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sa
     block_start(k, regs)
     inc, cmp, bra = loop_control(regs, "LOOP")
     k.label("LOOP")
-    k.op(inc, stall=1)
+    # Loop control first: it runs while the last iteration's copies are in flight, and the
+    # compare is long done when the branch reads it.
+    k.op(inc, y=True, stall=6)
+    k.op(cmp, stall=1)
     for s in range(shape.stages):
         _wait_phase(k, s, f"WAIT{s}")
         k.op(f"@{LANE0} SYNCS.ARRIVE.TRANS64 RZ, {_barrier(s, MBARRIER_REG)}, R{ARRIVE_BYTES}",
@@ -186,13 +194,12 @@ def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sa
             # UBLKCP reads its uniform registers after it issues: each waits for the last
             # one's read barrier before the pair is rewritten, as ptxas does.
             k.op(f"UMOV {COPY_PAIR}, {dst:#x}", wait=0x01, stall=1)
-            k.op(f"UMOV UR13, {barriers + 8 * s:#x}", y=True, stall=6)
+            k.op(f"UMOV UR13, {barriers + 8 * s:#x}", y=True, stall=shape.stall)
             if shape.form == "bulk":
-                k.op(f"UBLKCP.S.G [{COPY_PAIR}], [{SOURCE}], {SIZE}", read=0, stall=1)
+                k.op(f"UBLKCP.S.G [{COPY_PAIR}], [{SOURCE}], {SIZE}", read=0, y=True, stall=shape.stall)
             else:
-                k.op(f"UTMALDG.2D [{COPY_PAIR}], [{TENSOR_MAP}]", read=0, stall=1)
+                k.op(f"UTMALDG.2D [{COPY_PAIR}], [{TENSOR_MAP}]", read=0, y=True, stall=shape.stall)
     k.op(f"LOP3.LUT R{PARITY}, R{PARITY}, 0x80000000, RZ, 0x3c, !PT", stall=1, note="next parity")
-    k.op(cmp, y=True, stall=13)
     k.op(bra, stall=5)
     if wait_each:
         _wait_all(k, shape)
@@ -227,6 +234,7 @@ STREAM_BLOCKS = ((Shape(8192, 1, 4), 2), (Shape(8192, 1, 4), 4))
 # Latency: one copy in flight, waited for before the next.
 LATENCY_SHAPES = tuple(Shape(n, 1, 1) for n in (16, 128, 1024, 4096, 16384))
 ISSUE_SHAPE = Shape(1024, 8, 4)     # 32 copies issued back to back, then waited for
+ISSUE_STALLS = (COPY_STALL, 2)      # ptxas's stalls around a copy, and the least
 SOURCE_WORDS = 16384 // 4           # the largest copy's source
 # The tensor form: boxes of 4 and 32 rows (1 KiB, 8 KiB) streamed, 1 .. 64 rows one at a time.
 TENSOR_STREAM = ((Shape(1024, 8, 4, "tensor"), 1), (Shape(8192, 1, 4, "tensor"), 1),
@@ -281,7 +289,8 @@ class SmemBulkCopy(Benchmark):
         iters = 16 if quick else 32
         out = []
 
-        def add(variant, shape, wait_each, grid, blocks_per_sm, n_iters, metric, what):
+        def add(variant, shape, wait_each, grid, blocks_per_sm, n_iters, metric, what,
+                langs=(SASS, CUDA)):
             extra = {"what": what, "copy_bytes": shape.copy_bytes, "copies": shape.copies,
                      "stages": shape.stages, "blocks_per_sm": blocks_per_sm,
                      "in_flight": shape.stage_bytes * shape.stages * blocks_per_sm}
@@ -290,8 +299,9 @@ class SmemBulkCopy(Benchmark):
                 variant = f"tma.2d {variant}"
                 extra.update(form="tensor", box_rows=shape.rows, source_word=shape.source_word)
                 tensor = {"tensor_map": _tensor_map(shape)}
+            impls = bulk_impls(shape, wait_each, arch)
             out.extend(self.both(
-                variant, bulk_impls(shape, wait_each, arch),
+                variant, {lang: impls[lang] for lang in langs},
                 grid=grid, blocks_per_sm=blocks_per_sm, block=WARP, iters=n_iters,
                 metrics=[metric], inp=_source_words() if shape.form == "bulk" else _tensor_input(),
                 check=_check_landed, expect={shape.instruction: shape.copies_per_iteration},
@@ -312,12 +322,17 @@ class SmemBulkCopy(Benchmark):
                                 Limit(min=max(1.0, shape.copy_bytes / LIMIT_BYTES_PER_CLK),
                                       why="a copy lands at most 128 B a clock"))
                 add(f"latency {_size(shape.copy_bytes)}", shape, True, 1, 1, iters, metric, "latency")
-            shape = ISSUE_SHAPE if bulk else TENSOR_ISSUE
-            n_issue = shape.copies_per_iteration
-            metric = Metric("cycles_per_inst", "cycles",
-                            lambda rec, case, n=n_issue: float(rec.warp_span(0)) / n,
-                            Limit(min=1.0, why="a warp issues at most one instruction a clock"))
-            add(f"issue {_size(shape.copy_bytes)} x {n_issue}", shape, False, 1, 1, 1, metric, "issue")
+            for stall in ISSUE_STALLS:
+                shape = dataclasses.replace(ISSUE_SHAPE if bulk else TENSOR_ISSUE, stall=stall)
+                n_issue = shape.copies_per_iteration
+                metric = Metric("cycles_per_inst", "cycles",
+                                lambda rec, case, n=n_issue: float(rec.warp_span(0)) / n,
+                                Limit(min=1.0, why="a warp issues at most one instruction a clock"))
+                # the CUDA-C reference has ptxas's stalls: once
+                add(f"issue {_size(shape.copy_bytes)} x {n_issue}"
+                    + ("" if stall == COPY_STALL else f" stall {stall}"),
+                    shape, False, 1, 1, 1, metric, "issue",
+                    langs=(SASS, CUDA) if stall == COPY_STALL else (SASS,))
         return out
 
 

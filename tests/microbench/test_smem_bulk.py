@@ -258,3 +258,16 @@ def test_the_runner_encodes_the_map_with_the_buffers_address(monkeypatch):
     want = np.array(case.inp, copy=True)
     want[:32] = np.array(list(range(1, 17)), np.uint64).view(np.uint32)
     assert np.array_equal(inp.uploads[-1], want)
+
+
+def test_copies_keep_ptxas_stalls_except_in_the_least_stall_issue_variant():
+    """ptxas puts 12 cycles between a copy's last uniform-register write and the copy, and
+    after the copy; the 'stall 2' issue variants try the least."""
+    for shape, want in ((bulk.Shape(2048, 4, 4), 12), (bulk.Shape(1024, 8, 4, stall=2), 2),
+                        (bulk.Shape(1024, 8, 4, "tensor", stall=2), 2)):
+        for ctl, text in bulk.bulk_kernel(shape, wait_each=False).instructions():
+            if text.startswith(("UBLKCP", "UTMALDG", "UMOV UR13")):
+                assert int(ctl.rsplit(":", 1)[1], 16) == want, (shape, ctl, text)
+    issue = [c.variant for c in _cases() if c.extra["what"] == "issue" and c.impl == "sass"]
+    assert issue == ["issue 1K x 32", "issue 1K x 32 stall 2",
+                     "tma.2d issue 1K x 32", "tma.2d issue 1K x 32 stall 2"]
