@@ -283,7 +283,8 @@ class SmemBulkCopy(Benchmark):
              "bytes/clk/SM with 4 stages of 8 KiB in flight a block (copies of 512 B .. 8 KiB; "
              "1, 2 or 4 blocks an SM); the latency of one copy (16 B .. 16 KiB) from issue to "
              "the waiting warp seeing its mbarrier phase complete; the cycles issuing one costs "
-             "the warp (32 copies of 1 KiB, the wait after the end clock).")
+             "the warp (32 copies of 1 KiB, the wait after the end clock; with ptxas's stall of 12 "
+             "around each copy, and with 2).")
 
     def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
         iters = 16 if quick else 32
