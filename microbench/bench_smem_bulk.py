@@ -11,6 +11,10 @@ variant) before it. Every copy reads the first COPY_BYTES of `inp` (a source tha
 L2, as smem.async_copy's LDGSTS.BYPASS); the host checks that each lane's word of the first
 buffer holds inp[lane] at the end.
 
+The latency cases keep one copy in flight: a figure is the copy's round trip plus what the
+warp issues between seeing the last phase and issuing the next copy (the branch out of the
+spin, the arrive, the copy's operands: about 20 cycles with ptxas's stalls).
+
 The tensor form (cp.async.bulk.tensor.2d: `UTMALDG.2D`) does the same with boxes of a 2-D
 tensor of 32-bit words, 64 wide (256-byte rows) and 64 high, described by a tensor map that
 the host encodes (cuTensorMapEncodeTiled) into the first 128 bytes of `inp` once it knows
