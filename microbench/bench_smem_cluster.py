@@ -17,7 +17,8 @@ import numpy as np
 
 from . import patterns as pat
 from .bench_smem import (CHASE_BYTES, CHASE_UNROLL, DATA_REGS, SETS, SHARED_BYTES, SM_BLOCK,
-                         STREAM_REGS, UNROLL, chase_expected, chase_input, stream_epilogue)
+                         STREAM_REGS, UNROLL, chase_expected, chase_input, copy_image,
+                         stream_epilogue)
 from .core import (CUDA, SASS, Benchmark, Case, Impl, Metric, bandwidth_metric, chain_check,
                    cuda_impl, latency_metric, register, sass_impl)
 from .sassgen import (Regs, Sass, block_start, epilogue, fill_registers, prologue, rotating_slot,
@@ -79,22 +80,12 @@ def cluster_chase_kernel(arch: str = "sm_90", unroll: int = CHASE_UNROLL) -> Sas
     prologue(k, regs)
     k.op("S2R R21, SR_SWINHI", write=5, stall=1, note="generic shared window, high word")
     cluster_addresses(k, rank=23, size=24, distance=25, own=27, target=26, base=base)
-    k.op("LDG.E R7, desc[UR4][R4.64]", wait=0x10, write=3, stall=1, note="n = inp[0]")
-    k.op("MOV R8, R0", wait=0x01, y=True, stall=6, note="i = tid")
-    k.op("ISETP.GE.AND P1, PT, R8, R7, PT", wait=0x08, y=True, stall=13)
-    k.op("@P1 BRA COPIED", stall=5)
-    k.label("COPY")
-    k.op("IMAD.WIDE R10, R8, 0x4, R4", y=True, stall=6, note="&inp[i]")
-    k.op("LDG.E R12, desc[UR4][R10.64+0x100]", wait=0x10, write=2, stall=1, note="inp[64 + i]")
-    k.op("LEA R13, R8, R27, 0x2", y=True, stall=6, note="&s[i], own array")
-    k.op("IADD3 R12, R12, R27, RZ", wait=0x04, y=True, stall=6, note="-> cluster address of itself")
-    k.op("STS [R13], R12", read=4, stall=1)
-    k.op("IADD3 R8, R8, UR6, RZ", y=True, stall=6, note="i += ntid")
-    k.op("ISETP.LT.AND P1, PT, R8, R7, PT", y=True, stall=13)
-    k.op("@P1 BRA COPY", stall=5)
-    k.label("COPIED")
-    k.op("IMAD.WIDE R10, R0, 0x4, R4", wait=0x10, y=True, stall=6)
-    k.op("LDG.E R20, desc[UR4][R10.64+0x4]", write=3, stall=1, note="inp[1 + tid]")
+
+    def store(k: Sass) -> None:          # s[i] = own cluster address + inp[64 + i]
+        k.op("LEA R13, R8, R27, 0x2", y=True, stall=6, note="&s[i], own array")
+        k.op("IADD3 R12, R12, R27, RZ", wait=0x04, y=True, stall=6, note="-> cluster address of itself")
+        k.op("STS [R13], R12", read=4, stall=1)
+    copy_image(k, store)
     k.op("IADD3 R20, R20, R26, RZ", wait=0x08, y=True, stall=6, note="start, in the target")
     cluster_sync(k)
     block_start(k, regs, also=1 << 2)

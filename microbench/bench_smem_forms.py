@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
 
-
-from .bench_smem import CHASE_BYTES, CHASE_UNROLL, chase_expected, chase_impls, chase_input
+from .bench_smem import CHASE_BYTES, CHASE_UNROLL, chase_expected, chase_impls, chase_input, copy_image
 from .core import (CUDA, SASS, Benchmark, Case, Impl, Source, chain_check, cuda_impl, latency_metric,
                    register, sass_impl)
 from .sassgen import Regs, Sass, block_start, epilogue, prologue, shared_base, unrolled_loop
@@ -90,32 +89,23 @@ def form_kernel(form: Form, arch: str = "sm_90", unroll: int = CHASE_UNROLL) -> 
         k.op(f"S2R R{SWINHI}, SR_SWINHI", write=5, stall=1, note="generic shared window, high word")
     else:
         k.op(f"UMOV {INDEX_BASE}, {base:#x}", stall=1, note="shared window base")
-    k.op("LDG.E R7, desc[UR4][R4.64]", wait=0x10, write=3, stall=1, note="n = inp[0]")
-    if pair:
-        k.op("SHF.R.U32.HI R7, RZ, 0x1, R7", wait=0x08, y=True, stall=6, note="n / 2 elements")
-    k.op("MOV R8, R0", wait=0x01, y=True, stall=6, note="i = tid")
-    k.op("ISETP.GE.AND P1, PT, R8, R7, PT", wait=0x08, y=True, stall=13)
-    k.op("@P1 BRA COPIED", stall=5)
-    k.label("COPY")
     step = 8 if pair else 4
-    k.op(f"IMAD.WIDE R10, R8, {step:#x}, R4", y=True, stall=6, note="&inp[i * words]")
-    k.op(f"LDG.E{'.64' if pair else ''} R12, desc[UR4][R10.64+0x100]", wait=0x10, write=2,
-         stall=1, note="image element")
-    k.op(f"SHF.L.U32 R15, R8, {step.bit_length() - 1:#x}, RZ", y=True, stall=6,
-         note="byte offset of element i")
-    if form.store == "index":
-        k.op("SHF.R.U32.HI R12, RZ, 0x2, R12", wait=0x04, y=True, stall=6, note="byte offset -> index")
-    else:
-        k.op(f"IADD3 R12, R12, {base:#x}, RZ", wait=0x04, y=True, stall=6, note="-> window address")
-    if pair:
-        k.op(f"MOV R13, R{SWINHI}", wait=0x20, y=True, stall=6, note="high word: the generic window")
-    k.op(f"STS{'.64' if pair else ''} [R15+{base:#x}], R12", read=4, stall=1)
-    k.op("IADD3 R8, R8, UR6, RZ", y=True, stall=6, note="i += ntid")
-    k.op("ISETP.LT.AND P1, PT, R8, R7, PT", y=True, stall=13)
-    k.op("@P1 BRA COPY", stall=5)
-    k.label("COPIED")
-    k.op("IMAD.WIDE R10, R0, 0x4, R4", wait=0x10, y=True, stall=6)
-    k.op("LDG.E R20, desc[UR4][R10.64+0x4]", write=3, stall=1, note="inp[1 + tid]")
+
+    def store(k: Sass) -> None:          # s[i] = the element, as the form chases it
+        k.op(f"SHF.L.U32 R15, R8, {step.bit_length() - 1:#x}, RZ", y=True, stall=6,
+             note="byte offset of element i")
+        if form.store == "index":
+            k.op("SHF.R.U32.HI R12, RZ, 0x2, R12", wait=0x04, y=True, stall=6, note="byte offset -> index")
+        else:
+            k.op(f"IADD3 R12, R12, {base:#x}, RZ", wait=0x04, y=True, stall=6, note="-> window address")
+        if pair:
+            k.op(f"MOV R13, R{SWINHI}", wait=0x20, y=True, stall=6, note="high word: the generic window")
+        k.op(f"STS{'.64' if pair else ''} [R15+{base:#x}], R12", read=4, stall=1)
+
+    def halve(k: Sass) -> None:
+        k.op("SHF.R.U32.HI R7, RZ, 0x1, R7", wait=0x08, y=True, stall=6, note="n / 2 elements")
+    copy_image(k, store, step=step, wide=pair, after_count=halve if pair else None,
+               notes=("&inp[i * words]", "image element"))
     if form.store == "index":
         k.op("SHF.R.U32.HI R20, RZ, 0x2, R20", wait=0x08, y=True, stall=6, note="start index")
     else:
