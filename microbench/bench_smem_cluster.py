@@ -17,12 +17,12 @@ import numpy as np
 
 from . import patterns as pat
 from .bench_smem import (CHASE_BYTES, CHASE_UNROLL, DATA_REGS, SETS, SHARED_BYTES, SM_BLOCK,
-                         STREAM_REGS, UNROLL, chase_expected, chase_input)
-from .core import CUDA, SASS, Benchmark, Case, Metric, Source, per_sm_rate, register
-from .nvrtc import read_kernel
-from .results import Limit
-from .sassgen import (Regs, Sass, block_start, epilogue, fill_registers, loop_control, prologue,
-                      rotating_slot, shared_base, xor_fold)
+                         STREAM_REGS, UNROLL, chase_expected, chase_input, copy_image,
+                         stream_epilogue)
+from .core import (CUDA, SASS, Benchmark, Case, Impl, Metric, bandwidth_metric, chain_check,
+                   cuda_impl, latency_metric, register, sass_impl)
+from .sassgen import (Regs, Sass, block_start, epilogue, fill_registers, prologue, rotating_slot,
+                      shared_base, unrolled_loop)
 
 KERNEL = "cluster_chase32"
 STREAM_KERNEL = "cluster_ld128_stream"
@@ -32,6 +32,9 @@ STREAM_STEP = 128
 STREAM_ITERS_FACTOR = 8
 # (cluster size, rank distance of the target): 0 = the CTA's own memory, by the same loads.
 PLACEMENTS = ((2, 0), (2, 1), (4, 1), (4, 2), (8, 1), (8, 4), (8, 7))
+# Clusters streaming alone (grid = one cluster): the neighbour's bandwidth without the rest
+# of the GPU's SM-to-SM traffic.
+SINGLE_CLUSTER_SIZES = (2, 4, 8)
 NCTARANK = "c[0x0][0x188]"   # %cluster_nctarank, where ptxas reads it
 
 
@@ -77,34 +80,17 @@ def cluster_chase_kernel(arch: str = "sm_90", unroll: int = CHASE_UNROLL) -> Sas
     prologue(k, regs)
     k.op("S2R R21, SR_SWINHI", write=5, stall=1, note="generic shared window, high word")
     cluster_addresses(k, rank=23, size=24, distance=25, own=27, target=26, base=base)
-    k.op("LDG.E R7, desc[UR4][R4.64]", wait=0x10, write=3, stall=1, note="n = inp[0]")
-    k.op("MOV R8, R0", wait=0x01, y=True, stall=6, note="i = tid")
-    k.op("ISETP.GE.AND P1, PT, R8, R7, PT", wait=0x08, y=True, stall=13)
-    k.op("@P1 BRA COPIED", stall=5)
-    k.label("COPY")
-    k.op("IMAD.WIDE R10, R8, 0x4, R4", y=True, stall=6, note="&inp[i]")
-    k.op("LDG.E R12, desc[UR4][R10.64+0x100]", wait=0x10, write=2, stall=1, note="inp[64 + i]")
-    k.op("LEA R13, R8, R27, 0x2", y=True, stall=6, note="&s[i], own array")
-    k.op("IADD3 R12, R12, R27, RZ", wait=0x04, y=True, stall=6, note="-> cluster address of itself")
-    k.op("STS [R13], R12", read=4, stall=1)
-    k.op("IADD3 R8, R8, UR6, RZ", y=True, stall=6, note="i += ntid")
-    k.op("ISETP.LT.AND P1, PT, R8, R7, PT", y=True, stall=13)
-    k.op("@P1 BRA COPY", stall=5)
-    k.label("COPIED")
-    k.op("IMAD.WIDE R10, R0, 0x4, R4", wait=0x10, y=True, stall=6)
-    k.op("LDG.E R20, desc[UR4][R10.64+0x4]", write=3, stall=1, note="inp[1 + tid]")
+
+    def store(k: Sass) -> None:          # s[i] = own cluster address + inp[64 + i]
+        k.op("LEA R13, R8, R27, 0x2", y=True, stall=6, note="&s[i], own array")
+        k.op("IADD3 R12, R12, R27, RZ", wait=0x04, y=True, stall=6, note="-> cluster address of itself")
+        k.op("STS [R13], R12", read=4, stall=1)
+    copy_image(k, store)
     k.op("IADD3 R20, R20, R26, RZ", wait=0x08, y=True, stall=6, note="start, in the target")
     cluster_sync(k)
     block_start(k, regs, also=1 << 2)
-    inc, cmp, bra = loop_control(regs, "LOOP")
-    k.label("LOOP")
-    for j in range(unroll):
-        k.op("LD.E R20, desc[UR4][R20.64]", wait=0x01, write=0, stall=1)
-        if j == 0:
-            k.op(inc, stall=1)
-        elif j == 16:
-            k.op(cmp, stall=1)
-    k.op(bra, stall=5)
+    unrolled_loop(k, regs, unroll,
+                  lambda k, j: k.op("LD.E R20, desc[UR4][R20.64]", wait=0x01, write=0, stall=1))
 
     def finish(kk: Sass) -> None:
         kk.op(f"IADD3 R{regs.sink}, R20, -R26, RZ", wait=0x01, y=True, stall=6, note="sink = final offset")
@@ -136,43 +122,28 @@ def cluster_stream_kernel(arch: str = "sm_90", unroll: int = UNROLL) -> Sass:
     fill_registers(k, 8, DATA_REGS)
     cluster_sync(k)
     block_start(k, regs)
-    inc, cmp, bra = loop_control(regs, "LOOP")
-    k.label("LOOP")
-    for j in range(unroll):
+
+    def load(k: Sass, j: int) -> None:
         off = j * STREAM_STEP
         addr = f"desc[UR4][R74.64+{off:#x}]" if off else "desc[UR4][R74.64]"
         reg, barrier, wait = rotating_slot(j, group, vec, sets=SETS)
         k.op(f"LD.E.128 R{reg}, {addr}", wait=wait, write=barrier, stall=1)
-        if j == 0:
-            k.op(inc, stall=1)
-        elif j == 16:
-            k.op(cmp, stall=1)
-    k.op(bra, stall=5)
-    used = list(range(8, 8 + DATA_REGS))
-
-    def finish(kk: Sass) -> None:
-        xor_fold(kk, regs.sink, used)
-        cluster_sync(kk)
-    epilogue(k, regs, end_wait=k.pending & 0x0F, sink=regs.sink, before_store=finish)
+    unrolled_loop(k, regs, unroll, load)
+    stream_epilogue(k, loads=True, then=cluster_sync)
     return k
 
 
 @lru_cache(maxsize=None)
-def cluster_stream_source(lang: str, arch: str = "sm_90") -> Source:
-    if lang == SASS:
-        k = cluster_stream_kernel(arch)
-        return Source(SASS, k.text(), f"{k.name}.sass")
-    return Source(CUDA, read_kernel("smem_cluster_stream.cu"), "smem_cluster_stream.cu",
-                  (f"-DUNROLL={UNROLL}", f"-DSTEP={STREAM_STEP}"))
+def cluster_stream_impls(arch: str = "sm_90") -> dict[str, Impl]:
+    return {SASS: sass_impl(cluster_stream_kernel(arch)),
+            CUDA: cuda_impl("smem_cluster_stream.cu", "smem_cluster_stream", UNROLL=UNROLL,
+                            STEP=STREAM_STEP)}
 
 
 @lru_cache(maxsize=None)
-def cluster_source(lang: str, arch: str = "sm_90") -> Source:
-    if lang == SASS:
-        k = cluster_chase_kernel(arch)
-        return Source(SASS, k.text(), f"{k.name}.sass")
-    return Source(CUDA, read_kernel("smem_cluster_chase.cu"), "smem_cluster_chase.cu",
-                  (f"-DUNROLL={CHASE_UNROLL}",))
+def cluster_chase_impls(arch: str = "sm_90") -> dict[str, Impl]:
+    return {SASS: sass_impl(cluster_chase_kernel(arch)),
+            CUDA: cuda_impl("smem_cluster_chase.cu", "smem_cluster_chase", UNROLL=CHASE_UNROLL)}
 
 
 @register
@@ -183,51 +154,53 @@ class SmemCluster(Benchmark):
              "own conflict-free chain) through the shared memory of CTA (rank + d) % size by "
              "generic loads of cluster addresses; d = 0 is the CTA's own memory by the same "
              "loads. Cycles per hop of CTA 0's warp. Bandwidth: clusters of 24-warp CTAs, one "
-             "a SM, every CTA streaming 128-bit loads (conflict-free) from CTA (rank + d) % size; "
-             "requested B/clk/SM.")
+             "a SM, every CTA streaming 128-bit loads (conflict-free) from CTA (rank + d) % size, "
+             "on every SM and in one cluster alone; requested B/clk/SM, the mean over SMs "
+             "(median, 10th and 90th percentiles beside it).")
 
     def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
         iters = 16 if quick else 32
         hops = CHASE_UNROLL * iters
         inp = chase_input(4, "lanes")
-        expected = chase_expected(4, "lanes", hops)
-        metric = Metric("latency", "cycles", lambda rec, case: float(rec.warp_span(0)) / hops,
-                        Limit(min=1.0, why="a dependent load takes at least a clock"))
-
-        def check(rec, case):
-            got = rec.sink.reshape(-1, 32)
-            if not (got == expected[None, :]).all():
-                cta, lane = (int(x[0]) for x in np.nonzero(got != expected[None, :]))
-                return (f"CTA {cta} lane {lane} ended at offset {int(got[cta, lane])}, expected "
-                        f"{int(expected[lane])}: the loads did not follow the chain")
-            return None
+        check = chain_check(chase_expected(4, "lanes", hops), every_block=True)
         out = []
         for size, distance in PLACEMENTS:
             where = "own" if distance == 0 else f"rank+{distance}"
-            for lang in (SASS, CUDA):
-                out.append(Case(
-                    bench=self.name, variant=f"ld32 cluster {size} {where}", impl=lang,
-                    source=cluster_source(lang, arch),
-                    kernel=KERNEL if lang == SASS else "smem_cluster_chase",
-                    grid=size, block=32, iters=iters, metrics=[metric], inp=inp, check=check,
-                    p0=distance, cluster=size, expect={"LD.E": CHASE_UNROLL},
-                    extra={"cluster": size, "distance": distance, "hops": hops}))
+            out += self.both(
+                f"ld32 cluster {size} {where}", cluster_chase_impls(arch),
+                grid=size, block=32, iters=iters, metrics=[latency_metric(hops)], inp=inp,
+                check=check, p0=distance, cluster=size, expect={"LD.E": CHASE_UNROLL},
+                extra={"cluster": size, "distance": distance, "hops": hops})
         # longer runs than the latency's: the SM-to-SM traffic of a whole GPU varies more
         stream_iters = iters * STREAM_ITERS_FACTOR
         p = pat.pattern(16, "conflict-free")
         lane_bytes = np.full(32, 16.0 * UNROLL * stream_iters)
-        bw = Metric("bytes_per_clk_sm", "B/clk/SM",
-                    per_sm_rate(lambda rec, case: np.resize(lane_bytes, rec.threads)),
-                    Limit(max=pat.LIMIT_BYTES_PER_CLK, why="32 banks x 4 B a clock"))
-        for size, distance in PLACEMENTS:
+        bw = stream_metrics(lambda rec, case: np.resize(lane_bytes, rec.threads))
+        # Every SM streaming (the whole GPU's SM-to-SM traffic), then one cluster alone.
+        placements = [(size, d, "sms") for size, d in PLACEMENTS]
+        placements += [(size, 1, size) for size in SINGLE_CLUSTER_SIZES]
+        for size, distance, grid in placements:
             where = "own" if distance == 0 else f"rank+{distance}"
-            for lang in (SASS, CUDA):
-                out.append(Case(
-                    bench=self.name, variant=f"ld128 stream cluster {size} {where}", impl=lang,
-                    source=cluster_stream_source(lang, arch),
-                    kernel=STREAM_KERNEL if lang == SASS else "smem_cluster_stream",
-                    grid="sms", block=SM_BLOCK, iters=stream_iters, metrics=[bw],
-                    inp=np.tile(p.input_words(0), SM_BLOCK // 32), p0=distance, cluster=size,
-                    expect={"LD.E.128": UNROLL},
-                    extra={"cluster": size, "distance": distance}))
+            alone = "" if grid == "sms" else " alone"
+            out += self.both(
+                f"ld128 stream cluster {size} {where}{alone}", cluster_stream_impls(arch),
+                grid=grid, block=SM_BLOCK, iters=stream_iters, metrics=bw,
+                inp=np.tile(p.input_words(0), SM_BLOCK // 32), p0=distance, cluster=size,
+                expect={"LD.E.128": UNROLL}, extra={"cluster": size, "distance": distance,
+                                                    "all_sms": grid == "sms"})
         return out
+
+
+def stream_metrics(bytes_per_thread) -> list[Metric]:
+    """The stream's bytes/clk/SM: the mean over SMs (headline), and the median, 10th and 90th
+    percentiles over SMs beside it.
+
+    With clusters of 4 and 8 the rate of an SM depends on where its target CTA runs (which
+    SMs pair up changes from launch to launch), so the rates over SMs are not one narrow
+    peak: their median jumps between launches, while their mean moves only as much as the
+    mix of pairings; the percentiles show the spread over SMs within a launch."""
+    out = [bandwidth_metric(bytes_per_thread, "mean")]
+    for statistic in ("median", "p10", "p90"):
+        m = bandwidth_metric(bytes_per_thread, statistic)
+        out.append(Metric(f"{m.name}_{statistic}", m.unit, m.compute, m.limit, headline=False))
+    return out

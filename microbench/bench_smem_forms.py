@@ -13,15 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Optional
+from typing import Callable
 
-import numpy as np
-
-from .bench_smem import CHASE_BYTES, CHASE_UNROLL, chase_expected, chase_input, chase_source
-from .core import CUDA, SASS, Benchmark, Case, Metric, Records, Source, register
-from .nvrtc import read_kernel
-from .results import Limit
-from .sassgen import Regs, Sass, block_start, epilogue, loop_control, prologue, shared_base
+from .bench_smem import CHASE_BYTES, CHASE_UNROLL, chase_expected, chase_impls, chase_input, copy_image
+from .core import (CUDA, SASS, Benchmark, Case, Impl, Source, chain_check, cuda_impl, latency_metric,
+                   register, sass_impl)
+from .sassgen import Regs, Sass, block_start, epilogue, prologue, shared_base, unrolled_loop
 
 CHAIN = "lanes"
 SWINHI = 21            # R21: high word of generic shared addresses (the chain's upper half)
@@ -92,46 +89,29 @@ def form_kernel(form: Form, arch: str = "sm_90", unroll: int = CHASE_UNROLL) -> 
         k.op(f"S2R R{SWINHI}, SR_SWINHI", write=5, stall=1, note="generic shared window, high word")
     else:
         k.op(f"UMOV {INDEX_BASE}, {base:#x}", stall=1, note="shared window base")
-    k.op("LDG.E R7, desc[UR4][R4.64]", wait=0x10, write=3, stall=1, note="n = inp[0]")
-    if pair:
-        k.op("SHF.R.U32.HI R7, RZ, 0x1, R7", wait=0x08, y=True, stall=6, note="n / 2 elements")
-    k.op("MOV R8, R0", wait=0x01, y=True, stall=6, note="i = tid")
-    k.op("ISETP.GE.AND P1, PT, R8, R7, PT", wait=0x08, y=True, stall=13)
-    k.op("@P1 BRA COPIED", stall=5)
-    k.label("COPY")
     step = 8 if pair else 4
-    k.op(f"IMAD.WIDE R10, R8, {step:#x}, R4", y=True, stall=6, note="&inp[i * words]")
-    k.op(f"LDG.E{'.64' if pair else ''} R12, desc[UR4][R10.64+0x100]", wait=0x10, write=2,
-         stall=1, note="image element")
-    k.op(f"SHF.L.U32 R15, R8, {step.bit_length() - 1:#x}, RZ", y=True, stall=6,
-         note="byte offset of element i")
-    if form.store == "index":
-        k.op("SHF.R.U32.HI R12, RZ, 0x2, R12", wait=0x04, y=True, stall=6, note="byte offset -> index")
-    else:
-        k.op(f"IADD3 R12, R12, {base:#x}, RZ", wait=0x04, y=True, stall=6, note="-> window address")
-    if pair:
-        k.op(f"MOV R13, R{SWINHI}", wait=0x20, y=True, stall=6, note="high word: the generic window")
-    k.op(f"STS{'.64' if pair else ''} [R15+{base:#x}], R12", read=4, stall=1)
-    k.op("IADD3 R8, R8, UR6, RZ", y=True, stall=6, note="i += ntid")
-    k.op("ISETP.LT.AND P1, PT, R8, R7, PT", y=True, stall=13)
-    k.op("@P1 BRA COPY", stall=5)
-    k.label("COPIED")
-    k.op("IMAD.WIDE R10, R0, 0x4, R4", wait=0x10, y=True, stall=6)
-    k.op("LDG.E R20, desc[UR4][R10.64+0x4]", write=3, stall=1, note="inp[1 + tid]")
+
+    def store(k: Sass) -> None:          # s[i] = the element, as the form chases it
+        k.op(f"SHF.L.U32 R15, R8, {step.bit_length() - 1:#x}, RZ", y=True, stall=6,
+             note="byte offset of element i")
+        if form.store == "index":
+            k.op("SHF.R.U32.HI R12, RZ, 0x2, R12", wait=0x04, y=True, stall=6, note="byte offset -> index")
+        else:
+            k.op(f"IADD3 R12, R12, {base:#x}, RZ", wait=0x04, y=True, stall=6, note="-> window address")
+        if pair:
+            k.op(f"MOV R13, R{SWINHI}", wait=0x20, y=True, stall=6, note="high word: the generic window")
+        k.op(f"STS{'.64' if pair else ''} [R15+{base:#x}], R12", read=4, stall=1)
+
+    def halve(k: Sass) -> None:
+        k.op("SHF.R.U32.HI R7, RZ, 0x1, R7", wait=0x08, y=True, stall=6, note="n / 2 elements")
+    copy_image(k, store, step=step, wide=pair, after_count=halve if pair else None,
+               notes=("&inp[i * words]", "image element"))
     if form.store == "index":
         k.op("SHF.R.U32.HI R20, RZ, 0x2, R20", wait=0x08, y=True, stall=6, note="start index")
     else:
         k.op(f"IADD3 R20, R20, {base:#x}, RZ", wait=0x08, y=True, stall=6, note="start address")
     block_start(k, regs, also=1 << 2 | (0 if form.store == "index" else 1 << 5))
-    inc, cmp, bra = loop_control(regs, "LOOP")
-    k.label("LOOP")
-    for j in range(unroll):
-        form.hop(k)
-        if j == 0:
-            k.op(inc, stall=1)
-        elif j == 16:
-            k.op(cmp, stall=1)
-    k.op(bra, stall=5)
+    unrolled_loop(k, regs, unroll, lambda k, j: form.hop(k))
 
     def sink(kk: Sass) -> None:
         if form.store == "index":
@@ -156,35 +136,34 @@ CUDA_FORMS = {
 
 
 @lru_cache(maxsize=None)
-def form_source(name: str, lang: str, arch: str = "sm_90") -> Source:
+def form_impl(name: str, lang: str, arch: str = "sm_90") -> Impl:
     if lang == SASS:
-        form = next(f for f in FORMS if f.name == name)
-        k = form_kernel(form, arch)
-        return Source(SASS, k.text(), f"{k.name}.sass")
-    number = CUDA_FORMS[name][0]
-    return Source(CUDA, read_kernel("smem_chase_forms.cu"), "smem_chase_forms.cu",
-                  (f"-DFORM={number}", f"-DUNROLL={CHASE_UNROLL}"))
+        return sass_impl(form_kernel(next(f for f in FORMS if f.name == name), arch))
+    return cuda_impl("smem_chase_forms.cu", "smem_chase_form", FORM=CUDA_FORMS[name][0],
+                     UNROLL=CHASE_UNROLL)
 
 
-def variants(arch: str = "sm_90") -> list[tuple[str, str, Source, str, int, dict]]:
-    """(variant, impl, source, kernel, element width, expected instructions), in table order:
+def form_source(name: str, lang: str, arch: str = "sm_90") -> Source:
+    return form_impl(name, lang, arch).source
+
+
+def variants(arch: str = "sm_90") -> list[tuple[str, str, Impl, int, dict]]:
+    """(variant, impl, implementation, element width, expected instructions), in table order:
     smem.latency's own chases first, then the forms."""
     out = []
     for width in (4, 8):
         name = f"lds{width * 8} [R]"
         op = "LDS" if width == 4 else "LDS.64"
-        out.append((name, SASS, chase_source(width, SASS, arch), f"chase{width * 8}", width,
-                    {op: CHASE_UNROLL}))
-        out.append((name, CUDA, chase_source(width, CUDA, arch), "smem_chase", width,
-                    {op: CHASE_UNROLL}))
+        for lang, impl in chase_impls(width, arch).items():
+            out.append((name, lang, impl, width, {op: CHASE_UNROLL}))
     for form in FORMS:
-        out.append((form.name, SASS, form_source(form.name, SASS, arch), form.kernel, form.width,
+        out.append((form.name, SASS, form_impl(form.name, SASS, arch), form.width,
                     {op.split(" ")[0]: CHASE_UNROLL for op in _opcodes(form)}))
         if form.name in CUDA_FORMS:
-            out.append((form.name, CUDA, form_source(form.name, CUDA, arch), "smem_chase_form",
-                        form.width, CUDA_FORMS[form.name][1]))
+            out.append((form.name, CUDA, form_impl(form.name, CUDA, arch), form.width,
+                        CUDA_FORMS[form.name][1]))
     name = "mt4g loop (j = s[j], rolled)"
-    out.append((name, CUDA, form_source(name, CUDA, arch), "smem_chase_form", 4, CUDA_FORMS[name][1]))
+    out.append((name, CUDA, form_impl(name, CUDA, arch), 4, CUDA_FORMS[name][1]))
     return out
 
 
@@ -210,28 +189,14 @@ class SmemLatencyForms(Benchmark):
         iters = 16 if quick else 32
         hops = CHASE_UNROLL * iters
         out = []
-        for name, impl, source, kernel, width, expect in variants(arch):
+        for name, lang, impl, width, expect in variants(arch):
             inp = chase_input(width, CHAIN)
             expected = chase_expected(width, CHAIN, hops)
             for who, block in THREADS.items():
-                metric = Metric("latency", "cycles",
-                                lambda rec, case, hops=hops: float(rec.warp_span(0)) / hops,
-                                Limit(min=1.0, why="a dependent load takes at least a clock"))
                 out.append(Case(
-                    bench=self.name, variant=f"{name} {who}", impl=impl, source=source,
-                    kernel=kernel, grid=1, block=block, iters=iters, metrics=[metric], inp=inp,
-                    check=_chain_check(expected[:block]), expect=expect,
-                    extra={"form": name, "threads": block, "width": width, "chain": CHAIN,
-                           "hops": hops}))
+                    bench=self.name, variant=f"{name} {who}", impl=lang, source=impl.source,
+                    kernel=impl.kernel, grid=1, block=block, iters=iters,
+                    metrics=[latency_metric(hops)], inp=inp, check=chain_check(expected[:block]),
+                    expect=expect, extra={"form": name, "threads": block, "width": width,
+                                          "chain": CHAIN, "hops": hops}))
         return out
-
-
-def _chain_check(expected: np.ndarray) -> Callable[[Records, Case], Optional[str]]:
-    def check(rec: Records, case: Case) -> Optional[str]:
-        got = rec.sink[: len(expected)]
-        if not np.array_equal(got, expected):
-            bad = int(np.nonzero(got != expected)[0][0])
-            return (f"chase ended at offset {int(got[bad])} in lane {bad}, expected "
-                    f"{int(expected[bad])}: the loads did not follow the chain")
-        return None
-    return check

@@ -12,6 +12,8 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from .nvrtc import read_kernel
+from .patterns import LIMIT_BYTES_PER_CLK, WARP
 from .results import Limit, Result
 
 SASS = "sass"
@@ -42,6 +44,39 @@ class Metric:
     headline: bool = True        # shown in the summary table
 
 
+@dataclass(frozen=True)
+class Impl:
+    """One implementation of a kernel: its source and the kernel's name in the module."""
+    source: Source
+    kernel: str
+
+
+def sass_impl(kernel) -> Impl:
+    """A generated SASS kernel (sassgen.Sass) as an implementation."""
+    return Impl(Source(SASS, kernel.text(), f"{kernel.name}.sass"), kernel.name)
+
+
+def cuda_impl(filename: str, kernel: str, **defines) -> Impl:
+    """A CUDA-C reference in kernels/, compiled with -DNAME=value for each define, in order."""
+    return Impl(Source(CUDA, read_kernel(filename), filename,
+                       tuple(f"-D{name}={value}" for name, value in defines.items())), kernel)
+
+
+@dataclass(frozen=True)
+class TensorMap2D:
+    """A TMA tensor map that the host encodes at launch, when the input buffer's address is
+    known, into inp's first 128 bytes: a 2-D tensor of 32-bit words, `width` x `height`
+    (rows packed), starting `offset` bytes into inp, copied in boxes of box_width x
+    box_height."""
+    offset: int
+    width: int
+    height: int
+    box_width: int
+    box_height: int
+
+    WORDS = 32                   # a CUtensorMap: 128 bytes
+
+
 @dataclass
 class Case:
     bench: str
@@ -49,7 +84,7 @@ class Case:
     impl: str                    # 'sass' | 'cuda'
     source: Source
     kernel: str                  # kernel name inside the module
-    grid: object                 # int, or 'sms' for one block per SM
+    grid: object                 # int, or 'sms' for blocks_per_sm blocks per SM
     block: int
     iters: int
     metrics: Sequence[Metric]
@@ -68,6 +103,8 @@ class Case:
     # cuFuncSetAttribute's short names ({'preferred_shared_memory_carveout': 100}).
     attributes: dict = field(default_factory=dict)
     cluster: int = 0             # thread-block cluster size (x) to launch with; 0: no cluster
+    blocks_per_sm: int = 1       # with grid 'sms': blocks launched per SM
+    tensor_map: Optional[TensorMap2D] = None   # encoded into inp[0:32] at launch
     index: int = -1              # position in its benchmark's case list (set by the runner)
 
     @property
@@ -75,10 +112,11 @@ class Case:
         return f"{self.bench} {self.variant} [{self.impl}]"
 
     def grid_size(self, sm_count: int) -> int:
-        """Blocks to launch: 'sms' is one a SM, rounded down to whole clusters."""
+        """Blocks to launch: 'sms' is blocks_per_sm a SM, rounded down to whole clusters."""
         if self.grid != "sms":
             return int(self.grid)
-        return sm_count - sm_count % self.cluster if self.cluster else sm_count
+        blocks = sm_count * self.blocks_per_sm
+        return blocks - blocks % self.cluster if self.cluster else blocks
 
 
 class Records:
@@ -168,16 +206,56 @@ def _signed32(x: np.ndarray) -> np.ndarray:
 # Metric helpers
 # --------------------------------------------------------------------------------------------
 
-def per_sm_rate(work_per_thread: Callable[[Records, "Case"], np.ndarray]):
-    """A metric: median over SMs of (work done by the SM's threads) / (the SM's cycle span)."""
+SM_STATISTICS: dict[str, Callable[[np.ndarray], float]] = {
+    "median": lambda x: float(np.median(x)),
+    "mean": lambda x: float(np.mean(x)),
+    "p10": lambda x: float(np.percentile(x, 10)),
+    "p90": lambda x: float(np.percentile(x, 90)),
+}
+
+
+def per_sm_rate(work_per_thread: Callable[[Records, "Case"], np.ndarray], statistic: str = "median"):
+    """A metric: `statistic` (median, mean, p10, p90) over SMs of (work done by the SM's
+    threads) / (the SM's cycle span)."""
+    reduce = SM_STATISTICS[statistic]
+
     def compute(rec: Records, case: "Case") -> float:
         work = np.asarray(work_per_thread(rec, case), dtype=np.float64)
         _ids, spans, sums = rec.sm_groups(work)
         ok = spans > 0
         if not ok.any():
             raise ValueError("no SM recorded a positive cycle span")
-        return float(np.median(sums[ok] / spans[ok]))
+        return reduce(sums[ok] / spans[ok])
     return compute
+
+
+def bandwidth_metric(bytes_per_thread: Callable[[Records, "Case"], np.ndarray],
+                     statistic: str = "median") -> Metric:
+    """Shared-memory bytes per clock per SM (per_sm_rate), at most what the banks move."""
+    return Metric("bytes_per_clk_sm", "B/clk/SM", per_sm_rate(bytes_per_thread, statistic),
+                  Limit(max=LIMIT_BYTES_PER_CLK, why="32 banks x 4 B a clock"))
+
+
+def latency_metric(hops: int) -> Metric:
+    """Cycles per dependent load: warp 0's span over its `hops` loads."""
+    return Metric("latency", "cycles", lambda rec, case: float(rec.warp_span(0)) / hops,
+                  Limit(min=1.0, why="a dependent load takes at least a clock"))
+
+
+def chain_check(expected: np.ndarray, every_block: bool = False
+                ) -> Callable[[Records, "Case"], Optional[str]]:
+    """A pointer chase's check: each lane's sink is the offset its chain ends at (`expected`
+    per lane; of every block's first warp with `every_block`)."""
+    def check(rec: Records, case: "Case") -> Optional[str]:
+        got = rec.sink.reshape(-1, WARP) if every_block else rec.sink[None, : len(expected)]
+        want = expected[None, : got.shape[1]]
+        if (got == want).all():
+            return None
+        block, lane = (int(x[0]) for x in np.nonzero(got != want))
+        where = f"CTA {block} lane {lane}" if every_block else f"lane {lane}"
+        return (f"chase ended at offset {int(got[block, lane])} in {where}, expected "
+                f"{int(want[0, lane])}: the loads did not follow the chain")
+    return check
 
 
 class Benchmark:
@@ -185,6 +263,12 @@ class Benchmark:
     name: str = ""
     title: str = ""
     about: str = ""
+
+    def both(self, variant: str, impls: dict, **fields) -> list[Case]:
+        """The case of `variant` for each implementation ({'sass': Impl, 'cuda': Impl}),
+        in that order, with the same launch and metrics."""
+        return [Case(bench=self.name, variant=variant, impl=lang, source=impl.source,
+                     kernel=impl.kernel, **fields) for lang, impl in impls.items()]
 
     def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
         raise NotImplementedError
@@ -208,7 +292,7 @@ def register(cls):
 def all_benchmarks() -> dict[str, Benchmark]:
     import importlib
     for module in ("bench_smem", "bench_smem_forms", "bench_smem_more", "bench_smem_cluster",
-                   "bench_inst"):                       # registering, in this order
+                   "bench_smem_bulk", "bench_inst"):         # registering, in this order
         importlib.import_module(f"{__package__}.{module}")
     return REGISTRY
 

@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .core import CUDA, SASS, Case, Records, Source
+from .core import CUDA, SASS, Case, Records, Source, TensorMap2D
 from .sassgen import RECORD_WORDS
 
 POISON = 0xFFFFFFFF
@@ -175,6 +175,10 @@ class Gpu:
         threads = grid * case.block
         inp_words = case.inp if case.inp is not None else np.zeros(1, np.uint32)
         inp = self.sl.DeviceBuffer.from_numpy(np.ascontiguousarray(inp_words, dtype=np.uint32))
+        if case.tensor_map is not None:
+            words = np.array(inp_words, dtype=np.uint32)
+            words[:TensorMap2D.WORDS] = encode_tensor_map(case.tensor_map, inp.ptr)
+            inp.copy_from(words)
         poison = np.full(threads * RECORD_WORDS, POISON, dtype=np.uint32)
         out = self.sl.DeviceBuffer.from_numpy(poison)
         args = (out, inp, np.int32(case.iters), np.int32(case.flag),
@@ -221,6 +225,23 @@ class Gpu:
                 except GpuError:
                     pass
         return samples, times, rec
+
+
+def encode_tensor_map(tm: TensorMap2D, address: int) -> np.ndarray:
+    """The 128-byte CUtensorMap (cuTensorMapEncodeTiled) of `tm` for an input buffer at
+    device address `address`, as 32 words: 32-bit elements, no interleave, no swizzle, no L2
+    promotion, no out-of-bounds fill."""
+    driver = _drv()
+    u64, u32 = driver.cuuint64_t, driver.cuuint32_t
+    tmap = _call("cuTensorMapEncodeTiled",
+                 driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT32, 2, address + tm.offset,
+                 [u64(tm.width), u64(tm.height)], [u64(4 * tm.width)],
+                 [u32(tm.box_width), u32(tm.box_height)], [u32(1), u32(1)],
+                 driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+                 driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
+                 driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                 driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    return np.array([int(x) for x in tmap.opaque], dtype=np.uint64).view(np.uint32)
 
 
 def _set_attribute(kern, name: str, value: int) -> None:

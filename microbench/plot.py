@@ -85,25 +85,77 @@ def plot_patterns(results, outdir, device=""):
     rs = _ok(results, "smem.bandwidth", "bytes_per_clk_sm")
     if not rs:
         return None
-    plt = _plt()
-    variants = []
+    return _bar_figure(rs, os.path.join(outdir, "smem_patterns.png"),
+                       f"Shared memory patterns {device}".strip(), "bytes / clock / SM",
+                       model_label="phase model", limits=(128,), width=(10, 0.28, 0))
+
+
+def _variants(rs) -> list[str]:
+    out = []
     for r in rs:
-        if r.variant not in variants:
-            variants.append(r.variant)
-    fig, ax = plt.subplots(figsize=(max(10, 0.28 * len(variants)), 5.5))
+        if r.variant not in out:
+            out.append(r.variant)
+    return out
+
+
+def _bar_figure(rs, path, title, ylabel, model_label, limits, width):
+    """One bar per variant and implementation (SASS beside CUDA-C), the model as a tick where
+    there is one, dotted red lines at the limits. width = (least, inches per variant, inches
+    more)."""
+    plt = _plt()
+    variants = _variants(rs)
+    least, per, more = width
+    fig, ax = plt.subplots(figsize=(max(least, per * len(variants) + more), 5.5))
     xs = range(len(variants))
     for impl, off, color in (("sass", -0.2, "tab:blue"), ("cuda", 0.2, "tab:orange")):
         vals = {r.variant: r.value for r in rs if r.impl == impl}
         ax.bar([x + off for x in xs], [vals.get(v, 0) for v in variants], width=0.4, color=color, label=impl)
     models = {r.variant: r.model for r in rs if r.model is not None}
-    ax.plot(list(xs), [models.get(v, float("nan")) for v in variants], "k_", ms=10, label="phase model")
-    ax.axhline(128, color="red", lw=0.8, ls=":")
+    if models:
+        ax.plot(list(xs), [models.get(v, float("nan")) for v in variants], "k_", ms=10, label=model_label)
+    for lim in limits:
+        ax.axhline(lim, color="red", lw=0.8, ls=":")
     ax.set_xticks(list(xs), variants, rotation=90, fontsize=7)
-    ax.set_ylabel("bytes / clock / SM")
-    ax.set_title(f"Shared memory patterns {device}".strip())
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path = os.path.join(outdir, "smem_patterns.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _hbar_figure(rs, label_of, path, title, xlabel, height, lines=(), legend_loc=None):
+    """Horizontal bars, one row per label, SASS beside CUDA-C, each with its value written at
+    its end; `lines`: (x, style, legend text) drawn as vertical lines. height = (inches per
+    row, inches more)."""
+    plt = _plt()
+    labels = []
+    for r in rs:
+        if label_of(r) not in labels:
+            labels.append(label_of(r))
+    per, more = height
+    fig, ax = plt.subplots(figsize=(9, per * len(labels) + more))
+    ys = range(len(labels))
+    for impl, off, color in (("sass", -0.2, "tab:blue"), ("cuda", 0.2, "tab:orange")):
+        vals = {label_of(r): r.value for r in rs if r.impl == impl}
+        bars = ax.barh([y + off for y in ys], [vals.get(lab, 0) for lab in labels], height=0.4,
+                       color=color, label=impl)
+        for b, lab in zip(bars, labels):
+            if lab in vals:
+                ax.text(b.get_width(), b.get_y() + b.get_height() / 2, f" {vals[lab]:.1f}",
+                        va="center", fontsize=7)
+    for x, style, text in lines:
+        ax.axvline(x, color="black", lw=0.9, ls=style, label=text)
+    ax.set_yticks(list(ys), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    if legend_loc:
+        ax.legend(fontsize=7, loc=legend_loc)
+    else:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -113,32 +165,9 @@ def plot_latency(results, outdir, device=""):
     rs = [r for r in results if r.value is not None and r.unit == "cycles" and r.metric == "latency"]
     if not rs:
         return None
-    plt = _plt()
-    labels = []
-    for r in rs:
-        lab = f"{r.name.split('.', 1)[1]}: {r.variant}"
-        if lab not in labels:
-            labels.append(lab)
-    fig, ax = plt.subplots(figsize=(9, 0.32 * len(labels) + 1.5))
-    ys = range(len(labels))
-    for impl, off, color in (("sass", -0.2, "tab:blue"), ("cuda", 0.2, "tab:orange")):
-        vals = {f"{r.name.split('.', 1)[1]}: {r.variant}": r.value for r in rs if r.impl == impl}
-        bars = ax.barh([y + off for y in ys], [vals.get(lab, 0) for lab in labels], height=0.4,
-                       color=color, label=impl)
-        for b, lab in zip(bars, labels):
-            if lab in vals:
-                ax.text(b.get_width(), b.get_y() + b.get_height() / 2, f" {vals[lab]:.1f}",
-                        va="center", fontsize=7)
-    ax.set_yticks(list(ys), labels, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("cycles")
-    ax.set_title(f"Latencies {device}".strip())
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = os.path.join(outdir, "latency.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _hbar_figure(rs, lambda r: f"{r.name.split('.', 1)[1]}: {r.variant}",
+                        os.path.join(outdir, "latency.png"), f"Latencies {device}".strip(),
+                        "cycles", height=(0.32, 1.5))
 
 
 def plot_ffma(results, outdir, device=""):
@@ -189,6 +218,7 @@ BAR_FIGURES = (
     ("smem.matrix", "bytes_per_clk_sm", "bytes / clock / SM"),
     ("smem.atomic", "atomics_per_clk_sm", "lane atomics / clock / SM"),
     ("smem.async_copy", "bytes_per_clk_sm", "bytes / clock / SM"),
+    ("smem.bulk_copy", "bytes_per_clk_sm", "bytes / clock / SM"),
     ("smem.cluster", "bytes_per_clk_sm", "bytes / clock / SM"),
     ("smem.carveout", "bytes_per_clk_sm", "bytes / clock / SM"),
 )
@@ -202,61 +232,19 @@ def plot_bars(results, outdir, name, metric, unit, device=""):
     rs = _ok(results, name, metric)
     if not rs:
         return None
-    plt = _plt()
-    variants = []
-    for r in rs:
-        if r.variant not in variants:
-            variants.append(r.variant)
-    fig, ax = plt.subplots(figsize=(max(7, 0.35 * len(variants) + 2), 5.5))
-    xs = range(len(variants))
-    for impl, off, color in (("sass", -0.2, "tab:blue"), ("cuda", 0.2, "tab:orange")):
-        vals = {r.variant: r.value for r in rs if r.impl == impl}
-        ax.bar([x + off for x in xs], [vals.get(v, 0) for v in variants], width=0.4, color=color, label=impl)
-    models = {r.variant: r.model for r in rs if r.model is not None}
-    if models:
-        ax.plot(list(xs), [models.get(v, float("nan")) for v in variants], "k_", ms=10, label="bank model")
     limits = {r.limit.get("max") for r in rs if r.limit and r.limit.get("max")}
-    for lim in limits:
-        ax.axhline(lim, color="red", lw=0.8, ls=":")
-    ax.set_xticks(list(xs), variants, rotation=90, fontsize=7)
-    ax.set_ylabel(unit)
-    ax.set_title(f"{name} {device}".strip())
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = os.path.join(outdir, name.replace(".", "_") + ".png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _bar_figure(rs, os.path.join(outdir, name.replace(".", "_") + ".png"),
+                       f"{name} {device}".strip(), unit, model_label="bank model",
+                       limits=sorted(limits), width=(7, 0.35, 2))
 
 
 def plot_latency_forms(results, outdir, device=""):
     rs = _ok(results, "smem.latency_forms", "latency")
     if not rs:
         return None
-    plt = _plt()
-    labels = []
-    for r in rs:
-        if r.variant not in labels:
-            labels.append(r.variant)
-    fig, ax = plt.subplots(figsize=(9, 0.34 * len(labels) + 1.8))
-    ys = range(len(labels))
-    for impl, off, color in (("sass", -0.2, "tab:blue"), ("cuda", 0.2, "tab:orange")):
-        vals = {r.variant: r.value for r in rs if r.impl == impl}
-        bars = ax.barh([y + off for y in ys], [vals.get(lab, 0) for lab in labels], height=0.4,
-                       color=color, label=impl)
-        for b, lab in zip(bars, labels):
-            if lab in vals:
-                ax.text(b.get_width(), b.get_y() + b.get_height() / 2, f" {vals[lab]:.1f}",
-                        va="center", fontsize=7)
-    for (text, value), style in zip(PUBLISHED_H100, ("--", ":")):
-        ax.axvline(value, color="black", lw=0.9, ls=style, label=f"published: {text}")
-    ax.set_yticks(list(ys), labels, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("cycles per dependent load")
-    ax.set_title(f"Shared-memory latency by chase form {device}".strip())
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    path = os.path.join(outdir, "smem_latency_forms.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    lines = [(value, style, f"published: {text}")
+             for (text, value), style in zip(PUBLISHED_H100, ("--", ":"))]
+    return _hbar_figure(rs, lambda r: r.variant, os.path.join(outdir, "smem_latency_forms.png"),
+                        f"Shared-memory latency by chase form {device}".strip(),
+                        "cycles per dependent load", height=(0.34, 1.8), lines=lines,
+                        legend_loc="lower right")

@@ -302,6 +302,23 @@ def epilogue(k: Sass, r: Regs, *, end_wait: int = 0, sink: Optional[int] = None,
     k.op("BRA END", y=True, stall=0)
 
 
+def unrolled_loop(k: Sass, r: Regs, unroll: int, body, label: str = "LOOP", tail=None) -> None:
+    """The timed loop: `body(k, j)` for j < unroll, the counter's increment after the first
+    and its compare after the 17th (far from the branch), `tail(k)` if given, the branch
+    back at the end."""
+    inc, cmp, bra = loop_control(r, label)
+    k.label(label)
+    for j in range(unroll):
+        body(k, j)
+        if j == 0:
+            k.op(inc, stall=1)
+        elif j == 16:
+            k.op(cmp, stall=1)
+    if tail is not None:
+        tail(k)
+    k.op(bra, stall=5)
+
+
 def load_param(k: Sass, reg: int, param: str, barrier: int = 4, note: str = "") -> None:
     """R{reg} = a 32-bit parameter word (`p0[0]`), by LDC: the consumer waits on `barrier`."""
     k.op(f"LDC R{reg}, {param}", write=barrier, stall=1, note=note)

@@ -198,8 +198,27 @@ def test_cluster_cases_launch_whole_clusters():
         assert c.cluster == c.extra["cluster"] and 0 <= c.p0 < c.cluster
         if c.grid == "sms":         # bandwidth: one 24-warp CTA a SM, whole clusters only
             assert c.block == SM_BLOCK and c.grid_size(132) == 132 - 132 % c.cluster
+        elif c.block == SM_BLOCK:   # bandwidth: one cluster alone
+            assert c.grid == c.cluster and c.variant.endswith(" alone")
         else:                       # latency: one cluster of one-warp CTAs
             assert c.grid == c.cluster and c.block == 32
+
+
+def test_cluster_stream_rate_is_the_mean_over_sms_with_percentiles_beside_it():
+    """Two SMs at 10 and 30 B/clk: mean 20 (headline), median 20, p10 12, p90 28."""
+    from microbench.core import Records
+    c = next(c for c in _cases("smem.cluster") if c.variant == "ld128 stream cluster 4 rank+1")
+    assert [m.name for m in c.metrics] == ["bytes_per_clk_sm", "bytes_per_clk_sm_median",
+                                           "bytes_per_clk_sm_p10", "bytes_per_clk_sm_p90"]
+    assert [m.headline for m in c.metrics] == [True, False, False, False]
+    per_thread = 16.0 * cl.UNROLL * c.iters
+    words = np.zeros((2 * SM_BLOCK, 4), np.uint32)
+    words[:, 2] = np.repeat([3, 5], SM_BLOCK)          # block 0 on SM 3, block 1 on SM 5
+    span = per_thread * SM_BLOCK
+    words[:SM_BLOCK, 1] = int(span / 10)
+    words[SM_BLOCK:, 1] = int(span / 30)
+    got = [m.compute(Records(words.ravel(), SM_BLOCK), c) for m in c.metrics]
+    assert got == pytest.approx([20, 20, 12, 28], rel=1e-3)
 
 
 def test_cluster_stream_loads_every_address_once_an_iteration():

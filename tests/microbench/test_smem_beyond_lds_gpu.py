@@ -51,3 +51,12 @@ def test_async_copy_and_carveout_within_limits(gpu):
 def test_cluster_neighbour_is_slower_than_own(gpu):
     v = _run(gpu, ["smem.cluster"])
     assert v[("ld32 cluster 2 rank+1", "sass")] > v[("ld32 cluster 2 own", "sass")]
+
+
+def test_bulk_copies_within_limits_and_latency_grows_with_size(gpu):
+    v = _run(gpu, ["smem.bulk_copy"])
+    for impl in ("sass", "cuda"):
+        for form, small in (("", "16"), ("tma.2d ", "256")):
+            assert v[(f"{form}latency 16K", impl)] > v[(f"{form}latency {small}", impl)]
+            assert (v[(f"{form}stream 8K copies, 4 blocks/SM", impl)]
+                    >= v[(f"{form}stream 8K copies, 1 block/SM", impl)] * 0.98)
