@@ -274,7 +274,7 @@ class Generator:
         self.slots_ch = 8 * o.tile_rows                # FFMAs a channel
 
     def seq(self) -> Seq:
-        return Seq(self.t.arch)
+        return Seq(self.t.arch, spell=self.t.spell)
 
     # ---- pieces -----------------------------------------------------------------------
     def stage(self, it: int) -> int:
@@ -659,7 +659,7 @@ class Generator:
         out += self.epilogue().lines()
         out.append("END:")
         out.append("--:-:-:Y:0      BRA END;")
-        return "\n".join(out) + "\n"
+        return "\n".join(self.t.spell_line(line) for line in out) + "\n"
 
 
 def kernel_name(g: GemmShape, o: GemmOptions = GemmOptions()) -> str:

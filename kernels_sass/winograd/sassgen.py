@@ -223,8 +223,8 @@ class Generator:
 
     def seq(self) -> Seq:
         if self.o.safe:
-            return Seq(self.t.arch, min_fixed=24, pred_latency=40)
-        return Seq(self.t.arch)
+            return Seq(self.t.arch, min_fixed=24, pred_latency=40, spell=self.t.spell)
+        return Seq(self.t.arch, spell=self.t.spell)
 
     # ---- pieces shared by the prologue and the loop ----
     def r2p_op(self, group: int) -> str:
@@ -805,7 +805,7 @@ class Generator:
                 out.append(Op("EXIT", y=True, stall=5).line())
         out.append("END:")
         out.append("--:-:-:Y:0      BRA END;")
-        return "\n".join(out) + "\n"
+        return "\n".join(self.t.spell_line(line) for line in out) + "\n"
 
     def prologue_tail(self, wait: int) -> list[str]:
         """BAR (after every barrier of the prologue), the first channel's LDS on barrier 0, then

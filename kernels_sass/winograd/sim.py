@@ -326,7 +326,7 @@ class Machine:
             if not sr.startswith("SR_CTAID."):
                 raise SimError(f"S2UR {sr}")
             st.UR[ops[0].values[0]] = st.ctaid["XYZ".index(sr[-1])]
-        elif op == "ULDC" and (ops[1].values[1] != self.t.desc or "64" not in mods):
+        elif op in ("ULDC", "LDCU") and (ops[1].values[1] != self.t.desc or "64" not in mods):
             # (the memory descriptor is not modelled: its UR pair stays unset)
             off = ops[1].values[1]
             for k in range(2 if "64" in mods else 1):
@@ -337,9 +337,12 @@ class Machine:
                 vals = [int(_lop3(*(np.array([v], np.uint32) for v in vals), ops[4].values[0])[0])]
             st.UR[ops[0].values[0]] = vals[0]
         elif op == "UIADD3":
-            a, b, c = (self._usrc(x, st) for x in ops[1:4])
+            srcs = [x for x in ops[1:] if x.kind != "UP"]      # (Blackwell: the carry-outs, UPT)
+            if len(srcs) != 3 or any(x.values[0] != 7 for x in ops[1:] if x.kind == "UP"):
+                raise SimError(f"{text}: carries not modelled")
+            a, b, c = (self._usrc(x, st) for x in srcs)
             st.UR[ops[0].values[0]] = (a + b + c) & 0xFFFFFFFF
-        elif op in ("ULDC", "NOP", "BAR"):
+        elif op in ("ULDC", "LDCU", "NOP", "BAR"):
             if op == "BAR":
                 if not g.all():
                     raise SimError("BAR under a guard")
@@ -367,6 +370,13 @@ class Machine:
             d = ops[0].values[0]
             rest = list(ops[1:])
             carry_out = None
+            if rest[0].kind == "P" and rest[1].kind == "P" and "X" not in mods:
+                # (Blackwell: both carry-outs written; the second, of a 3-input sum, unused: PT)
+                if rest[1].values[0] != 7:
+                    raise SimError(f"{text}: the second carry-out is not modelled")
+                del rest[1]
+            elif rest[0].kind == "P" and rest[1].kind == "P":
+                del rest[:2]                # IADD3.X's carry-outs, PT, PT
             if rest[0].kind == "P":
                 carry_out = rest.pop(0).values[0]
             if "X" in mods:

@@ -9,6 +9,7 @@ layout, filter copies) follow from it (plan.fit, gemmgen.Generator).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional
@@ -30,6 +31,9 @@ class Target:
                                 # arch's global-memory instructions take none (sm_75)
     async_copy: bool            # LDGSTS, LDGDEPBAR and DEPBAR (sm_80 on)
     reduce: str                 # the opcode of a global reduction: REDG (sm_90 on) or RED
+    carry_pair: bool            # IADD3 and UIADD3 are written with both carry-out predicates, PT
+                                # where unused (Blackwell: `IADD3 R2, PT, PT, R0, 0x1, RZ`)
+    uniform_load: str           # the constant load into uniform registers: ULDC, or LDCU (Blackwell)
 
     @property
     def scope(self) -> str:
@@ -46,9 +50,36 @@ class Target:
         """The instructions that put the memory descriptor in UR4 (none where there is none)."""
         return [] if self.desc is None else [f"ULDC.64 UR4, c[0x0][{self.desc:#x}]"]
 
+    def spell(self, text: str) -> str:
+        """An instruction as the generators write it (sm_90's spelling, guard included) as this
+        arch writes it. Applying it twice changes nothing."""
+        if not self.carry_pair and self.uniform_load == "ULDC":
+            return text
+        m = _INSTRUCTION.match(text)
+        guard, op, args = m.group(1) or "", m.group(2), m.group(3)
+        base = op.split(".")[0]
+        if base == "ULDC":
+            op = self.uniform_load + op[len(base):]
+        if self.carry_pair and base in ("IADD3", "UIADD3"):
+            a = [x.strip() for x in args.split(",")]
+            pt, pred = ("UPT", r"!?UP[T0-6]") if base == "UIADD3" else ("PT", r"!?P[T0-6]")
+            carries = next(n for n in range(3) if not re.fullmatch(pred, a[1 + n]))
+            a[1 + carries:1 + carries] = [pt] * (2 - carries)
+            args = ", ".join(a)
+        return f"{guard}{op} {args}" if args else f"{guard}{op}"
+
+    def spell_line(self, line: str) -> str:
+        """spell() on the instruction of a line of generated source (control code first)."""
+        m = _LINE.match(line)
+        return line if not m else f"{m.group(1)}{self.spell(m.group(2))};{m.group(3)}"
+
     def param(self, offset: int) -> str:
         """The constant-bank operand of the parameter at byte `offset` of the parameter block."""
         return f"c[0x0][{self.param_base + offset:#x}]"
+
+
+_INSTRUCTION = re.compile(r"^(@!?U?P[T0-6]\s+)?(\S+)(?:\s+(.*))?$")
+_LINE = re.compile(r"^([-0-9]{2,6}:[-0-9]:[-0-9]:[-Yy]:[0-9a-fA-F]\s+)([^;]*);(.*)$")
 
 
 @lru_cache(maxsize=None)
@@ -65,4 +96,6 @@ def target(arch: str = DEFAULT_ARCH) -> Target:
     return Target(arch=a.name, smem_base=a.reserved_shared, max_smem=a.max_shared_per_block,
                   param_base=a.param_base, grid_dim_x=a.launch_base + 0xc, desc=desc,
                   async_copy="LDGSTS" in isa.by_opcode and "LDGDEPBAR" in isa.by_opcode,
-                  reduce="REDG" if "REDG" in isa.by_opcode else "RED")
+                  reduce="REDG" if "REDG" in isa.by_opcode else "RED",
+                  carry_pair=not any(e.kinds == ("R", "R", "R", "R") for e in isa.by_opcode["IADD3"]),
+                  uniform_load="ULDC" if "ULDC" in isa.by_opcode else "LDCU")
