@@ -37,8 +37,9 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from . import api, plan, sassgen
+from . import api, plan
 from .plan import Shape
+from .target import ARCHS
 
 NAME = "sassas_winograd::conv2d3x3"
 IMPLS = ("auto",) + api.IMPLS
@@ -89,9 +90,9 @@ def uncovered(x: torch.Tensor, w: torch.Tensor, impl: str = "auto", algo: str = 
         return "empty tensors"
     if impl == "auto":
         gpu = api.arch()
-        if gpu != sassgen.ARCH:
-            return (f"this GPU is {gpu}, the SASS kernels are for {sassgen.ARCH} (impl='cuda' runs the "
-                    f"CUDA-C reference, slower than cuDNN)")
+        if gpu not in ARCHS:
+            return (f"this GPU is {gpu}, the SASS kernels are generated for {', '.join(ARCHS)} (impl='cuda' "
+                    f"runs the CUDA-C reference, slower than cuDNN)")
         bad = _shape_error(api.problem(x, w), algo)
         if bad:
             return f"shape {tuple(x.shape)} x {tuple(w.shape)}: {bad}"
