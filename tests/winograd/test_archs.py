@@ -51,9 +51,10 @@ def f2_arch(arch: str):
 @lru_cache(maxsize=None)
 def f2_case() -> tuple[Shape, Options]:
     """A small random shape whose last tiles are split in two (both epilogues: STG and the
-    reduction), resolved for SMS multiprocessors."""
+    reduction), resolved for SMS multiprocessors. (One block of filters and of images: more
+    are the same code on every arch, tests/winograd/test_f2.py.)"""
     r = _rng("f2")
-    s = Shape(r.randint(1, 40), r.randint(9, 24), r.randint(1, 7), r.randint(1, 7), r.randint(1, 70))
+    s = Shape(r.randint(1, 32), r.randint(9, 24), r.randint(1, 6), r.randint(1, 6), r.randint(1, 64))
     return s, plan.resolve(s, Options(split=2, tail=r.randint(1, s.tiles)), SMS)
 
 
