@@ -43,10 +43,8 @@ the prologue and epilogue get theirs from kernels_sass.winograd.sched.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
-
-from dataclasses import replace
 
 from .plan import BC, BK, Options, Shape, check_shape, split_of, uses_tile_loop
 from .pieces import block_ids, input_transform_ops, magic, mad, output_transform_ops, signed_hex, tile_coordinates
@@ -55,7 +53,6 @@ from .target import DEFAULT_ARCH, Target, target
 
 ARCH = DEFAULT_ARCH
 THREADS = 256
-SMEM_BASE = 0x400          # sm_90: user shared memory starts 1 KiB into the CTA window
 BUF = 0x10000              # one buffer, 64 KiB; buffers toggled by XOR
 SMEM_BYTES = 2 * BUF       # (sm_90's; Generator.smem_bytes per arch)
 ES_U, ES_V = 528, 272      # floats per position e (filter, input) in a buffer
@@ -64,7 +61,7 @@ V_OFF = 16 * ES_U          # floats: the input tile follows the filter tile
 # floats (9 16-byte chunks) spreads a warp's STS.128 of 4 kg x 4 tg x 2 e over all 8 bank
 # quads (4 threads each, the minimum of 4 wavefronts); with 48 the kg rows hit the same quads
 # and the stores took 8 (ncu: the kernel's only excess shared-memory wavefronts).
-KS_M, ES_M = 36, 32 * 36
+KS_M = 36
 KS_M_TIGHT = 32            # ... where 72 KiB of staging is more than a block may have (sm_75)
 SLOTS_PER_STEP = 128       # FFMAs per channel (16 x 8 tile)
 STEPS = BC
