@@ -51,6 +51,9 @@ def main(argv=None) -> int:
                        help="transform registers in order (FADD sources often in one register bank)")
         q.add_argument("--no-ldgsts", action="store_true",
                        help="main loop: filters through registers (LDG.128 + STS.128), not LDGSTS")
+        q.add_argument("--one-buffer", action="store_true",
+                       help="main loop: one shared-memory buffer, filters through registers (the design of "
+                            "GPUs with less than 128 KiB a block; on sm_90, to run it on hardware)")
         q.add_argument("--no-overlap", action="store_true",
                        help="tile loop: a tile's first loads at its start, not in the epilogue before it")
         q.add_argument("--split", type=int, default=0,
