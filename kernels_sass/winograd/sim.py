@@ -6,7 +6,8 @@ CPU, before any GPU time is spent.
 It executes one block at a time, all its threads (256 unless told) in lock step (NumPy vectors over threads),
 for exactly the instruction subset the generators use, with its meaning on the arch the text is
 for (target.Target: where shared memory starts, the parameters' and the launch geometry's
-places in constant bank 0; RED as REDG, `[R.64]` addresses as `desc[UR][R.64]`). What it checks
+places in constant bank 0; RED as REDG; where the arch has no memory descriptor (sm_75), `[R+imm]`
+global addresses with R a 64-bit pair, as `.E` makes it). What it checks
 besides the arithmetic:
 
 - every global access lies inside the buffer its pointer came from (no out-of-bounds reads,

@@ -5,7 +5,7 @@ sassas (its arch table and per-arch ISA description) rather than written down ag
     t.smem_base, t.max_smem, t.async_copy     # 0, 99 KiB, True (LDGSTS from sm_80 on)
 
 The F(2x2,3x3) and F(4x4,3x3) generators take a Target; the kernels' designs (shared-memory
-layout, filter copies) follow from it (plan.fit, gemmgen.Generator).
+layout, filter copies) follow from it (sassgen.fit, gemmgen.fit).
 """
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ DEFAULT_ARCH = "sm_90"      # the arch the kernels were designed and measured on
 # is left out: sassas's sm_120 description has no 32-bit `UIADD3 UR, UR, UR` (the F(2x2,3x3)
 # tile loop's), its GEMM passes.
 ARCHS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100")
-HARDWARE_CHECKED = ("sm_90",)
 
 
 @dataclass(frozen=True)
