@@ -51,6 +51,9 @@ def main(argv=None) -> int:
                        help="transform registers in order (FADD sources often in one register bank)")
         q.add_argument("--no-ldgsts", action="store_true",
                        help="main loop: filters through registers (LDG.128 + STS.128), not LDGSTS")
+        q.add_argument("--one-buffer", action="store_true",
+                       help="main loop: one shared-memory buffer, filters through registers (the design of "
+                            "GPUs with less than 128 KiB a block; on sm_90, to run it on hardware)")
         q.add_argument("--no-overlap", action="store_true",
                        help="tile loop: a tile's first loads at its start, not in the epilogue before it")
         q.add_argument("--split", type=int, default=0,
@@ -87,6 +90,7 @@ def main(argv=None) -> int:
     q.set_defaults(func=cmd_report)
     q = sub.add_parser("sass")
     q.add_argument("shape", nargs=5, type=int, metavar="DIM", help="the problem: N C H W K")
+    q.add_argument("--arch", default="sm_90", help="the arch to generate for (the switches fitted to it)")
     switches(q)
     q.set_defaults(func=cmd_sass)
     q = sub.add_parser("profile", help="launch one shape's main kernel, or the F(4x4,3x3) GEMM (for ncu)")
@@ -100,6 +104,7 @@ def main(argv=None) -> int:
     q = sub.add_parser("sim")
     q.add_argument("shape", nargs=5, type=int, metavar="DIM", help="the problem: N C H W K")
     q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--arch", default="sm_90", help="the arch to generate for (the switches fitted to it)")
     switches(q)
     q.set_defaults(func=cmd_sim)
     q = sub.add_parser("smoke")

@@ -7,7 +7,8 @@ padding 1, stride 1, 3x3 filters, FP32.
     y = conv2d(xc, wc, layout="CHWN")      # x [C, H, W, N], w [C, 3, 3, K] -> [K, H, W, N]
     y = conv2d(x, w, algo="f4")            # Winograd F(4x4,3x3), non-fused (default "auto")
 
-impl="sass" is the generated SASS main kernel (sm_90); the filter transform and, for NCHW,
+impl="sass" is the generated SASS main kernel, built for the GPU's arch (target.ARCHS; designed
+and run on sm_90, the others checked on the CPU only); the filter transform and, for NCHW,
 the layout transposes are the CUDA-C kernels of winograd.cu. algo: "f2" the fused
 F(2x2,3x3) kernel of sassgen, "f4" F(4x4,3x3) with the SASS GEMM of gemmgen (kernels_sass.
 winograd.f4), "auto" the faster of the two for the shape (choose_algo). Shapes the SASS kernel cannot
@@ -25,6 +26,7 @@ import numpy as np
 from . import cubins, f4, plan, sassgen
 from .device import Lib, arch, cuda_module, dtype_of, filter_strides, pointer, shape_of, sm_count
 from .plan import Options, Shape
+from .target import ARCHS, target
 
 IMPLS = ("sass", "cuda", "direct")
 ALGOS = ("auto", "f2", "f4")
@@ -32,18 +34,25 @@ ALGOS = ("auto", "f2", "f4")
 
 # ---- kernels -----------------------------------------------------------------------------------
 
+def sass_arch() -> str:
+    """The GPU's arch, where the SASS kernels are generated for it; else RuntimeError."""
+    gpu = arch()
+    if gpu not in ARCHS:
+        raise RuntimeError(f"the SASS kernels are generated for {', '.join(ARCHS)}; this GPU is {gpu}")
+    return gpu
+
+
 def sass_options(shape: Shape, opts: Options = Options()) -> Options:
-    """opts with the channel split (split-C) chosen for this shape on this GPU."""
-    return plan.resolve(shape, opts, sm_count())
+    """opts with the channel split (split-C) chosen for this shape on this GPU, and the design
+    its arch can run (sassgen.fit: one buffer, no LDGSTS where the arch needs that)."""
+    return sassgen.fit(plan.resolve(shape, opts, sm_count()), target(sass_arch()))
 
 
 @lru_cache(maxsize=None)
 def sass_kernel(shape: Shape, opts: Options = Options()):
-    """The kernel of (shape, opts); opts resolved (sass_options)."""
+    """The kernel of (shape, opts) for this GPU; opts resolved (sass_options)."""
     import sassas
-    if arch() != sassgen.ARCH:
-        raise RuntimeError(f"the SASS kernel is for {sassgen.ARCH}, this GPU is {arch()}")
-    module = sassas.load(cubins.build(shape, opts))
+    module = sassas.load(cubins.build(shape, opts, arch=sass_arch()))
     return module[sassgen.kernel_name(shape, opts)]
 
 
@@ -96,7 +105,7 @@ def main_kernel(impl: str, xc, u, yk, s: Shape, opts: Options = Options(), strea
         if tiles and not zeroed:
             cuda_module()["zero_split_tiles"]((2, tiles), 128, zero, stream=stream)
         sass_kernel(s, opts)(plan.launch_grid(s, opts, sm_count()), sassgen.THREADS, pointer(xc), pointer(u), pointer(yk),
-                             shared=sassgen.SMEM_BYTES, stream=stream)
+                             shared=sassgen.dynamic_smem(opts, sass_arch()), stream=stream)
     elif impl == "cuda":
         k = cuda_module()["winograd_2x2_3x3"]
         k(s.grid(), 256, pointer(xc), pointer(u), pointer(yk), np.int32(s.N), np.int32(s.C),

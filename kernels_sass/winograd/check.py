@@ -3,6 +3,7 @@ sim (the generated SASS in the CPU simulator), smoke (small shapes, NumPy refere
 from __future__ import annotations
 
 import json
+import sys
 import math
 import time
 
@@ -97,17 +98,24 @@ def cmd_sim(args) -> int:
     w = rng.standard_normal((s.K, s.C, 3, 3)).astype(np.float32)
     u = ref.fx_layout(w, s.Kpad, s.U_ROWS)
     y = np.full((s.K, s.H, s.W, s.N), np.nan, np.float32)
-    opts = plan.resolve(s, options_from_args(args), 3)        # a GPU of 3 SMs: a persistent block takes several units
+    from .target import target
+    try:
+        t = target(args.arch)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    # a GPU of 3 SMs: a persistent block takes several units
+    opts = sassgen.fit(plan.resolve(s, options_from_args(args), 3), t)
     sp = plan.split_of(s, opts)
     if sp.active:
         ref.zero_split_tiles(y, s, sp.whole)
-    text = sassgen.generate(s, opts)
+    text = sassgen.generate(s, opts, t.arch)
     out, m = sim.simulate(text, plan.launch_grid(s, opts, 3), {"x": ref.to_chwn(x), "u": u, "y": y}, list(sassgen.PARAMS),
-                          sassgen.SMEM_BYTES)
+                          sassgen.dynamic_smem(opts, t.arch), arch=t.arch)
     got = ref.from_khwn(out["y"].view(np.float32).reshape(s.K, s.H, s.W, s.N))
     want = ref.direct_conv2d(x, w)
     err = float(np.linalg.norm(np.nan_to_num(got - want, nan=1e30)) / np.linalg.norm(want))
-    print(f"sim {s} {opts.tag()}: relative error {err:.2e}, NaN {int(np.isnan(got).sum())}, "
+    print(f"sim {t.arch} {s} {opts.tag()}: relative error {err:.2e}, NaN {int(np.isnan(got).sum())}, "
           f"races {len(m.race_log)}, undefined reads {len(m.undefined_log)}")
     for line in (m.race_log + m.undefined_log)[:10]:
         print("  " + line)

@@ -6,7 +6,8 @@ import hashlib
 import os
 
 from .plan import Options, Shape
-from .sassgen import ARCH, generate, kernel_name
+from .sassgen import generate, kernel_name
+from .target import DEFAULT_ARCH
 
 
 CACHE_DIR = os.environ.get("KERNELS_SASS_CACHE",
@@ -26,8 +27,7 @@ def _assembler_key() -> bytes:
         root = os.path.dirname(os.path.abspath(sassas.__file__))
         h = hashlib.sha1()
         for fn in sorted(glob.glob(os.path.join(root, "**", "*.*"), recursive=True)):
-            if fn.endswith((".py", ".toml", ".lark")) and not (
-                    os.sep + "data" + os.sep + "sm_" in fn and not fn.endswith(ARCH + ".toml")):
+            if fn.endswith((".py", ".toml", ".lark")):
                 with open(fn, "rb") as f:
                     h.update(f.read())
         _ASSEMBLER_KEY = h.digest()
@@ -45,21 +45,24 @@ def _source_hash(text: str) -> str:
     return h.hexdigest()[:16]
 
 
-def build(shape: Shape, opts: Options = Options(), *, check_hazards: bool = True,
+def build(shape: Shape, opts: Options = Options(), *, arch: str = DEFAULT_ARCH, check_hazards: bool = True,
           cache: bool = True) -> bytes:
-    """Assemble the kernel for `shape` (cubin bytes), through the on-disk cache."""
-    return build_text(generate(shape, opts), kernel_name(shape, opts), check_hazards=check_hazards, cache=cache)
+    """Assemble the kernel for `shape` on `arch` (cubin bytes), through the on-disk cache."""
+    return build_text(generate(shape, opts, arch), kernel_name(shape, opts), arch=arch, check_hazards=check_hazards,
+                      cache=cache)
 
 
-def build_text(text: str, name: str, *, filename: str = "winograd_sassgen.sass", check_hazards: bool = True,
-               cache: bool = True) -> bytes:
-    """Assemble generated SASS (cubin bytes), through the on-disk cache (CACHE_DIR, keyed by the
-    kernel name and the text): the F(2x2,3x3) kernels and the F(4x4,3x3) GEMMs."""
-    path = os.path.join(CACHE_DIR, f"{name}-{_source_hash(text)}.cubin")
+def build_text(text: str, name: str, *, arch: str = DEFAULT_ARCH, filename: str = "winograd_sassgen.sass",
+               check_hazards: bool = True, cache: bool = True) -> bytes:
+    """Assemble generated SASS for `arch` (cubin bytes), through the on-disk cache (CACHE_DIR,
+    keyed by the kernel name, the text and the arch): the F(2x2,3x3) kernels and the F(4x4,3x3)
+    GEMMs."""
+    key = _source_hash(text) if arch == DEFAULT_ARCH else _source_hash(text + arch)
+    path = os.path.join(CACHE_DIR, f"{name}-{key}.cubin")
     if cache and os.path.exists(path):
         with open(path, "rb") as f:
             return f.read()
-    data = assemble(text, check_hazards=check_hazards, filename=filename)
+    data = assemble(text, arch=arch, check_hazards=check_hazards, filename=filename)
     if cache:
         os.makedirs(CACHE_DIR, exist_ok=True)
         tmp = path + f".{os.getpid()}.tmp"
@@ -73,9 +76,10 @@ class HazardError(RuntimeError):
     pass
 
 
-def assemble(text: str, *, check_hazards: bool = True, filename: str = "winograd_sassgen.sass") -> bytes:
+def assemble(text: str, *, arch: str = DEFAULT_ARCH, check_hazards: bool = True,
+             filename: str = "winograd_sassgen.sass") -> bytes:
     import sassas
-    cubin = sassas.assemble(text, ARCH, filename=filename)
+    cubin = sassas.assemble(text, arch, filename=filename)
     if check_hazards:
         errors = hazards(cubin.program)
         if errors:
@@ -89,7 +93,7 @@ def hazards(program) -> list:
     return [h for h in hz.check(program) if h.severity == "error"]
 
 
-def disasm_mismatches(text: str, cubin: bytes) -> list[str]:
+def disasm_mismatches(text: str, cubin: bytes, arch: str = DEFAULT_ARCH) -> list[str]:
     """Instructions where NVIDIA's disassembler reads the cubin differently from the source
     (operand reuse flags and branch targets aside): the encoder check of the tests.
     Needs nvdisasm (sassas.learn.oracle)."""
@@ -97,7 +101,7 @@ def disasm_mismatches(text: str, cubin: bytes) -> list[str]:
     from sassas.learn import oracle
     from sassas.parse import parse_instruction
     (_, code), = oracle.text_sections(cubin)[:1]
-    dis = oracle.disassemble_code(code, ARCH)
+    dis = oracle.disassemble_code(code, arch)
     src = [m.group(1) for m in (re.match(r"^[-0-9]{2,6}:[-0-9]:[-0-9]:[-Yy]:[0-9a-fA-F]\s+(.*?);", l)
                                 for l in text.splitlines()) if m]
     if len(src) != len(dis):

@@ -38,6 +38,11 @@ if step smoke 60 $W smoke; then
     # split-C forced on every shape (2 parts), and the chosen splits switched off beside them
     step check_split 60 $W check --quick --impl sass --chwn --split 2 --json "$OUT/check_split2.json"
     step bench_nosplit 60 $W bench --configs Conv4 --split 1 --no-cudnn-algos --json "$OUT/bench_nosplit.json"
+    # the designs of the GPUs with less shared memory or no LDGSTS (sm_75..sm_89), run here:
+    # F(2x2,3x3) with one buffer, the GEMM copying through registers
+    step check_one_buffer 120 $W check --quick --impl sass --chwn --one-buffer --json "$OUT/check_one_buffer.json"
+    step racecheck_one_buffer 60 compute-sanitizer --tool racecheck --error-exitcode 1 $W smoke --impl sass --algo f2 --one-buffer
+    step gemm_register_copies 120 $W gemm --options async_copy=0 "tile_rows=8,a_sets=2,async_copy=0" --json "$OUT/gemm_register_copies.json"
     step memcheck 60 compute-sanitizer --tool memcheck --error-exitcode 1 $W smoke --impl sass --impl cuda
     step memcheck_split 60 compute-sanitizer --tool memcheck --error-exitcode 1 $W smoke --impl sass --split 2
     step racecheck 60 compute-sanitizer --tool racecheck --error-exitcode 1 $W smoke --impl sass

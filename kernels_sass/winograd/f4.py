@@ -25,6 +25,7 @@ from . import gemmgen
 from .gemmgen import BM, BN, GemmShape
 from .device import arch, cuda_module, filter_strides, pointer
 from .plan import Shape
+from .target import ARCHS, target
 
 MAX_PARTS = 4
 # The model behind the choice of parts and GEMM variant, in loop iterations of one block (8
@@ -113,10 +114,13 @@ def plan(s: Shape, sms: int, parts: int = 0) -> Plan:
 
 @lru_cache(maxsize=None)
 def sass_gemm(g: GemmShape, o: gemmgen.GemmOptions = gemmgen.OPTIONS):
+    """The GEMM of (g, o) for this GPU (o fitted to its arch: gemmgen.fit)."""
     import sassas
-    if arch() != gemmgen.ARCH:
-        raise RuntimeError(f"the SASS GEMM is for {gemmgen.ARCH}, this GPU is {arch()}")
-    return sassas.load(gemmgen.build(g, o))[gemmgen.kernel_name(g, o)]
+    gpu = arch()
+    if gpu not in ARCHS:
+        raise RuntimeError(f"the SASS GEMM is generated for {', '.join(ARCHS)}; this GPU is {gpu}")
+    o = gemmgen.fit(o, target(gpu))
+    return sassas.load(gemmgen.build(g, o, arch=gpu))[gemmgen.kernel_name(g, o)]
 
 
 def filter_transform(w, u4, p: Plan, layout: str, stream=0) -> None:

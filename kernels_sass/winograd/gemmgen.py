@@ -1,4 +1,5 @@
-"""The batched SGEMM of Winograd F(4x4,3x3) in SASS for sm_90, generated per problem size.
+"""The batched SGEMM of Winograd F(4x4,3x3) in SASS, designed for sm_90, generated per problem
+size and arch.
 
     M[p][e][k][t] = sum over c of part p:  U[e][c][k] * V[e][c][t]      (e < 36 positions)
 
@@ -40,21 +41,28 @@ Design (sm_90, our own; GemmOptions' defaults):
 - The copies 4 cycles apart and the DEPBAR 8 FFMA slots before the BAR: closer, the H100
   read stages before their copies had landed (COPY_GAP, DEPBAR_LEAD).
 
+Other archs (target.Target): the shared-memory base and constant-bank offsets from sassas's
+tables; where the arch has no LDGSTS (sm_75), GemmOptions.async_copy = False (`fit`): each
+thread loads its chunks into 16 more registers (LDG.E.128 at the iteration's start) and stores
+them into the stage (STS.128 four channels later); the BARs alone order the stages then. The
+32 KiB of stages fit every arch. Only the sm_90 design was tuned and run on a GPU.
+
 Control codes of the loop are placed by construction (slots of the FFMA stream); the
 prologue and epilogue get theirs from kernels_sass.winograd.sched. Every kernel is checked
 with sassas.hazards when built.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from .cubins import build_text
 from .pieces import magic, mad
 from .plan import Unsupported
 from .sched import Op, Seq, mark_reuse
+from .target import DEFAULT_ARCH, Target, target
 
-ARCH = "sm_90"
+ARCH = DEFAULT_ARCH
 BM = BN = 128              # the block's tile: filters (k) x input tiles (t)
 BC = 8                     # channels an iteration
 E = 36                     # positions of the 6x6 transformed tiles
@@ -63,7 +71,7 @@ STAGE_BYTES = 0x2000       # A [8][128] floats, then B [8][128]
 B_OFF = 0x1000
 GRAY = (0x0000, 0x2000, 0x6000, 0x4000)    # stage offsets in the order the iterations use them
 PAD_ROWS = (STAGES - 1) * BC
-SMEM_BASE = 0x400          # sm_90: user shared memory starts 1 KiB into the CTA window
+SMEM_BASE = 0x400          # sm_90's shared-memory base (the occupancy model; Target.smem_base per arch)
 SMEM_BYTES = STAGES * STAGE_BYTES
 MIN_DIST = 8               # slots from a fixed-latency result to its use
 ASYNC_SB = 3               # the LDGSTS groups (LDGDEPBAR's count)
@@ -79,8 +87,7 @@ DEPBAR_STALL = 4
 DEPBAR_LEAD = 8
 
 PARAMS = (("u", 8), ("v", 8), ("m", 8))
-P_U, P_V, P_M = 0x210, 0x218, 0x220
-DESC = "c[0x0][0x208]"
+P_U, P_V, P_M = 0x0, 0x8, 0x10     # offsets in the parameter block
 U_UR, V_UR = 6, 8          # the 64-bit bases of U and V: the copies read [R.U32 + UR]
 READ_UR = 10               # unroll 1 and 2: the stage the reads are at (its offset: LDS [R + UR + imm])
 XOR_UR = 11                # unroll 1: the XOR that moves the reads to the next stage (0x2000 and
@@ -92,6 +99,9 @@ XOR_UR = 11                # unroll 1: the XOR that moves the reads to the next 
 A_SB = (4, 5)
 B_LDS_SLOTS = (12, 22)     # ... B of channel c + 1 at these slots of channel c (channel 7: after the BAR)
 A1_BAR = 24                # ... and channel 7's BAR, once its last quad (loaded at slot 2) is in
+COPY_SB = ASYNC_SB         # copies through registers (async_copy = False): the loads' results, then
+                           # the stores' reads of them and of the stage address
+STORE_CHANNEL = 4          # ... the stores in this channel of the iteration whose start loaded them
 
 
 # ---- registers --------------------------------------------------------------------------
@@ -110,7 +120,7 @@ class Regs:
     that three blocks of 128 threads share an SM. The operand registers, free before the first
     loads and after the last FFMA, hold the prologue's and the epilogue's temporaries."""
 
-    def __init__(self, rows: int, a_sets: int = 2):
+    def __init__(self, rows: int, a_sets: int = 2, staging: int = 0):
         self.rows = rows
         self.a_sets = a_sets
         self.acc = 8 * rows
@@ -121,6 +131,10 @@ class Regs:
         self.CNT = base + 5                                      # loop counter (bodies left after this one)
         self.TMP = self.acc
         self.top = base + 5                                      # the highest register
+        # copies through registers: `staging` registers from the next multiple of 4
+        self.STG = -(-(base + 6) // 4) * 4
+        if staging:
+            self.top = self.STG + staging - 1
 
     def RA(self, buf: int, i: int) -> int:
         return self.acc + self.rows * (buf % self.a_sets) + i
@@ -155,6 +169,7 @@ class GemmOptions:
                                   # copies, pointer moves, DEPBAR and BAR; "lds" its shared loads; "both"
     a_sets: int = 1               # A operand register sets: 1 (each row quad reloaded as it falls free:
                                   # 16 rows in 168 registers, three blocks an SM) or 2
+    async_copy: bool = True       # the copies by LDGSTS (sm_80 on); else through registers (LDG, STS)
 
     @property
     def threads(self) -> int:
@@ -167,17 +182,28 @@ class GemmOptions:
             ("depbar_yield", "-ndy" if not self.depbar_yield else "-dy"), ("wait_all", "-wa" if self.wait_all else "-nwa"),
             ("reuse", "-nr" if not self.reuse else "-reuse"), ("tile_rows", f"-r{self.tile_rows}"),
             ("unroll", f"-u{self.unroll}"), ("depbar_stall", f"-ds{self.depbar_stall}"), ("lane_map", f"-m{self.lane_map}"),
-            ("lds_gap", f"-g{self.lds_gap}"), ("skip", f"-skip{self.skip}"), ("a_sets", f"-a{self.a_sets}"))
+            ("lds_gap", f"-g{self.lds_gap}"), ("skip", f"-skip{self.skip}"), ("a_sets", f"-a{self.a_sets}"),
+            ("async_copy", "-nac"))
             if getattr(self, name) != getattr(d, name))
 
+    @property
+    def staging(self) -> int:
+        """Registers a thread copies through (async_copy = False): 4 per 16-byte chunk."""
+        return 0 if self.async_copy else 4 * 2 * (32 // (self.threads // BC))
+
     def registers(self) -> int:
-        return Regs(self.tile_rows, self.a_sets).count()
+        return Regs(self.tile_rows, self.a_sets, self.staging).count()
 
     def blocks_per_sm(self) -> int:
         """Blocks resident on an sm_90 SM: 64K registers (a thread's count rounded up to 8),
         228 KiB of shared memory (a block's stages and the reserved KiB)."""
         regs = -(-self.registers() // 8) * 8
         return min(65536 // (regs * self.threads), (228 << 10) // (SMEM_BASE + SMEM_BYTES), 64 * 32 // self.threads)
+
+
+def fit(o: GemmOptions, t: Target) -> GemmOptions:
+    """The options with the copies the arch has (through registers where it has no LDGSTS)."""
+    return o if t.async_copy or not o.async_copy else replace(o, async_copy=False, unroll=1)
 
 
 OPTIONS = GemmOptions()           # the default kernel
@@ -222,13 +248,15 @@ def check_gemm(g: GemmShape) -> None:
         raise Unsupported(f"T {g.T}: the output offsets exceed 24 bits")
 
 
-def seq() -> Seq:
-    return Seq(ARCH)
-
-
 class Generator:
-    def __init__(self, g: GemmShape, o: GemmOptions = GemmOptions()):
+    def __init__(self, g: GemmShape, o: GemmOptions = GemmOptions(), arch: str = DEFAULT_ARCH):
         check_gemm(g)
+        self.t = target(arch)
+        if o.async_copy and not self.t.async_copy:
+            raise ValueError(f"{self.t.arch} has no LDGSTS: GemmOptions(async_copy=False), or gemmgen.fit")
+        if not o.async_copy and o.unroll != 1:
+            raise ValueError("copies through registers (async_copy=False) need unroll=1: the stores go to the "
+                             "stage R_ST points at until the stage turn")
         if o.tile_rows not in (8, 16) or o.unroll not in (1, 2, 4) or o.lane_map not in ("rows", "2x2") \
                 or o.skip not in ("", "copies", "lds", "both") or o.a_sets not in (1, 2) \
                 or not 1 <= o.lds_gap <= (8 * o.tile_rows - 2 - LDS_AHEAD) // (o.tile_rows // 4 + 1):
@@ -239,11 +267,14 @@ class Generator:
             raise Unsupported(f"C {g.C}: {g.iterations} iterations a block, not a multiple of {o.unroll}")
         self.g = g
         self.o = o
-        self.r = Regs(o.tile_rows, o.a_sets)
+        self.r = Regs(o.tile_rows, o.a_sets, o.staging)
         self.quads = o.tile_rows // 4                  # LDS.128 of A a channel
         self.row_step = BM // self.quads          # k distance of a thread's row quads (64 or 32)
         self.per_row = o.threads // BC            # threads copying one channel row (32 or 16)
         self.slots_ch = 8 * o.tile_rows                # FFMAs a channel
+
+    def seq(self) -> Seq:
+        return Seq(self.t.arch, spell=self.t.spell)
 
     # ---- pieces -----------------------------------------------------------------------
     def stage(self, it: int) -> int:
@@ -275,17 +306,30 @@ class Generator:
             out += a[n:n + 1] + b[n:n + 1]
         return out
 
-    def copy_ops(self, stage: int = 0) -> list[str]:
-        """One iteration's chunks of U and V into the stage R_ST (+ stage) points at: a thread
-        copies chunks p and p + per_row of its row (256 bytes apart)."""
+    def copy_chunks(self, stage: int = 0) -> list[tuple[str, str]]:
+        """(shared, global address) of one iteration's chunks of U and V, into the stage R_ST
+        (+ stage) points at: a thread copies chunks p and p + per_row of its row (256 bytes
+        apart)."""
         r = self.r
         out = []
         for reg, ur, off in ((r.UP, U_UR, stage), (r.VP, V_UR, stage + B_OFF)):
             for m in range(32 // self.per_row):
                 d = m * self.per_row * 16
-                out.append(f"LDGSTS.E.BYPASS.128 [R{r.ST}{'+' + hex(off + d) if off + d else ''}], "
-                           f"[R{reg}.U32+UR{ur}{'+' + hex(d) if d else ''}]")
+                out.append((f"[R{r.ST}{'+' + hex(off + d) if off + d else ''}]",
+                            f"[R{reg}.U32+UR{ur}{'+' + hex(d) if d else ''}]"))
         return out
+
+    def copy_ops(self, stage: int = 0) -> list[str]:
+        """The copies of copy_chunks by LDGSTS."""
+        return [f"LDGSTS.E.BYPASS.128 {dst}, {src}" for dst, src in self.copy_chunks(stage)]
+
+    def copy_loads(self, stage: int = 0) -> list[str]:
+        """async_copy = False: the chunks into the staging registers ..."""
+        return [f"LDG.E.128{self.t.scope} R{self.r.STG + 4 * n}, {src}" for n, (_, src) in enumerate(self.copy_chunks(stage))]
+
+    def copy_stores(self, stage: int = 0) -> list[str]:
+        """... and from them into the stage."""
+        return [f"STS.128 {dst}, R{self.r.STG + 4 * n}" for n, (dst, _) in enumerate(self.copy_chunks(stage))]
 
     def advance_ops(self) -> list[tuple[str, int]]:
         """(text, slots after the previous one): the offsets in U and V to the next 8 channels
@@ -337,15 +381,16 @@ class Generator:
     def prologue(self) -> list[str]:
         g, r = self.g, self.r
         R_ST, R_UP, R_VP, R_LDA, R_LDB, R_CNT = r.ST, r.UP, r.VP, r.LDA, r.LDB, r.CNT
-        q = seq()
+        q = self.seq()
         tid, cx, cy, z, t1, t2, off, *rest = range(r.TMP, r.TMP + 15)
         q.op(f"S2R R{tid}, SR_TID.X")
         q.op(f"S2R R{cx}, SR_CTAID.X")
         q.op(f"S2R R{cy}, SR_CTAID.Y")
         q.op(f"S2R R{z}, SR_CTAID.Z")
-        q.op(f"ULDC.64 UR4, {DESC}")
-        q.op(f"ULDC.64 UR{U_UR}, c[0x0][{P_U:#x}]")
-        q.op(f"ULDC.64 UR{V_UR}, c[0x0][{P_V:#x}]")
+        for text in self.t.desc_load():
+            q.op(text)
+        q.op(f"ULDC.64 UR{U_UR}, {self.t.param(P_U)}")
+        q.op(f"ULDC.64 UR{V_UR}, {self.t.param(P_V)}")
         lane, warp, ty, tx = self.place(q, tid, rest)
         # the shared addresses: reads at 16*ty (A) and 16*tx (B) of stage 0; copies at row
         # tid / per_row, chunk tid % per_row of stage GRAY[0] (with 256 threads: warp, lane)
@@ -356,7 +401,7 @@ class Generator:
             q.op(f"LOP3.LUT R{chunk}, R{tid}, {self.per_row - 1:#x}, RZ, 0xc0, !PT")
         mad(q, R_ST, crow, 512, None, R_CNT)
         mad(q, R_ST, chunk, 16, R_ST, R_CNT)
-        q.op(f"IADD3 R{R_ST}, R{R_ST}, {SMEM_BASE:#x}, RZ")
+        q.op(f"IADD3 R{R_ST}, R{R_ST}, {self.t.smem_base:#x}, RZ")
         # this thread's first channel row: e*C + part*(C/parts) + crow, e = z % E, part = z / E
         if g.parts > 1:
             q.op(f"MOV R{t1}, {magic(E):#x}")
@@ -373,22 +418,30 @@ class Generator:
             mad(q, off, chunk, 4, off, R_CNT)
             q.op(f"SHF.L.U32 R{ptr}, R{off}, 0x2, RZ")
         mad(q, R_LDA, ty, 16, None, R_CNT)
-        q.op(f"IADD3 R{R_LDA}, R{R_LDA}, {SMEM_BASE:#x}, RZ")
+        q.op(f"IADD3 R{R_LDA}, R{R_LDA}, {self.t.smem_base:#x}, RZ")
         mad(q, R_LDB, tx, 16, None, R_CNT)
-        q.op(f"IADD3 R{R_LDB}, R{R_LDB}, {SMEM_BASE + B_OFF:#x}, RZ")
+        q.op(f"IADD3 R{R_LDB}, R{R_LDB}, {self.t.smem_base + B_OFF:#x}, RZ")
         q.op(f"MOV R{R_CNT}, {g.iterations // self.o.unroll - 1:#x}")     # bodies after the first
         q.op("NOP", wait=q.wait_all(), y=True, stall=2)
         out = q.lines()
         # the first three iterations' copies, one group each, on a clean scoreboard
         for it in range(STAGES - 1):
-            out += [Op(c, rb=ADDR_SB, y=True, stall=COPY_GAP).line() for c in self.copy_ops(self.stage(it))]
-            out.append(Op("LDGDEPBAR", wb=ASYNC_SB, y=True, stall=COPY_GAP).line())
+            if self.o.async_copy:
+                out += [Op(c, rb=ADDR_SB, y=True, stall=COPY_GAP).line() for c in self.copy_ops(self.stage(it))]
+                out.append(Op("LDGDEPBAR", wb=ASYNC_SB, y=True, stall=COPY_GAP).line())
+            else:       # (the stores wait for the loads; they read the registers and R_ST late)
+                loads = self.copy_loads(self.stage(it))
+                out += [Op(c, rb=ADDR_SB, wb=COPY_SB, y=True, stall=2 if n == len(loads) - 1 else 1).line()
+                        for n, c in enumerate(loads)]
+                out += [Op(c, rb=COPY_SB, wait=(1 << COPY_SB) if n == 0 else 0, y=True, stall=1).line()
+                        for n, c in enumerate(self.copy_stores(self.stage(it)))]
             adv = self.advance_ops()
             for n, (text, _) in enumerate(adv):
                 stall = MIN_DIST if n == len(adv) - 1 else 1
                 out.append(Op(text, wait=(1 << ADDR_SB) if n == 0 else 0, y=True, stall=stall).line())
             if self.o.unroll < STAGES:
-                out.append(Op(self.xor_op(R_ST, GRAY[it] ^ GRAY[it + 1]), y=True, stall=MIN_DIST).line())
+                out.append(Op(self.xor_op(R_ST, GRAY[it] ^ GRAY[it + 1]), y=True, stall=MIN_DIST,
+                              wait=0 if self.o.async_copy else 1 << COPY_SB).line())
         if self.o.unroll < STAGES:
             out.append(Op(f"UMOV UR{READ_UR}, {GRAY[0]:#x}", y=True, stall=1).line())
         if self.o.unroll == 1:
@@ -397,8 +450,9 @@ class Generator:
         out += [Op(f"MOV R{a}, RZ", y=True, stall=1).line() for a in range(r.acc)]
         # group 0 landed (two may stay in flight), every thread's copies are visible; the
         # first channel's operands
-        out.append(Op(f"DEPBAR.LE SB{ASYNC_SB}, 0x{STAGES - 2:x}", y=True, stall=self.o.depbar_stall).line())
-        out.append(Op("NOP", y=True, stall=DEPBAR_LEAD).line())
+        if self.o.async_copy:
+            out.append(Op(f"DEPBAR.LE SB{ASYNC_SB}, 0x{STAGES - 2:x}", y=True, stall=self.o.depbar_stall).line())
+            out.append(Op("NOP", y=True, stall=DEPBAR_LEAD).line())
         out.append(Op("BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6).line())
         if self.o.a_sets == 1:      # the last row quad: the loop's first load (loop_body)
             first = [(self.lds_b(0, 0, h), 0) for h in range(2)] + \
@@ -423,10 +477,19 @@ class Generator:
             base = it * BC * ch_slots
             # the copies of iteration i + 3 into the stage iteration i - 1 read (every warp's
             # reads of it ended before the last BAR), then the pointers and the stage move on
-            copies = self.copy_ops(self.stage(it + STAGES - 1))
-            for m, c in enumerate(copies):
-                at(base + 1 + m * COPY_GAP, c, rb=ADDR_SB)
-            at(base + 1 + len(copies) * COPY_GAP, "LDGDEPBAR", wb=ASYNC_SB)
+            if self.o.async_copy:
+                copies = self.copy_ops(self.stage(it + STAGES - 1))
+                for m, c in enumerate(copies):
+                    at(base + 1 + m * COPY_GAP, c, rb=ADDR_SB)
+                at(base + 1 + len(copies) * COPY_GAP, "LDGDEPBAR", wb=ASYNC_SB)
+            else:
+                # through registers: the loads (after the last iteration's stores read the
+                # registers), their stores STORE_CHANNEL channels later (before the BAR that
+                # moves R_ST on)
+                for m, c in enumerate(self.copy_loads()):
+                    at(base + 1 + m * COPY_GAP, c, rb=ADDR_SB, wb=COPY_SB, wait=(1 << COPY_SB) if m == 0 else 0)
+                for m, c in enumerate(self.copy_stores()):
+                    at(base + STORE_CHANNEL * ch_slots + 4 + 4 * m, c, rb=COPY_SB, wait=(1 << COPY_SB) if m == 0 else 0)
             slot = base + 24
             for n, (text, gap) in enumerate(self.advance_ops()):
                 slot += gap
@@ -481,8 +544,9 @@ class Generator:
         and i + 3 may be in flight: the DEPBAR), every warp is done reading this stage (the
         BAR, after this warp's reads: bar_wait), then the reads move on to the next stage."""
         r, o = self.r, self.o
-        at(depbar, f"DEPBAR.LE SB{ASYNC_SB}, 0x{0 if o.wait_all else STAGES - 2:x}",
-           y=o.depbar_yield, stall=o.depbar_stall)
+        if o.async_copy:
+            at(depbar, f"DEPBAR.LE SB{ASYNC_SB}, 0x{0 if o.wait_all else STAGES - 2:x}",
+               y=o.depbar_yield, stall=o.depbar_stall)
         at(bar, "BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6, wait=bar_wait)
         if o.unroll == 2:
             at(bar + 1, f"ULOP3.LUT UR{READ_UR}, UR{READ_UR}, {self.read_xor(it):#x}, URZ, 0x3c, !UPT")
@@ -491,7 +555,8 @@ class Generator:
             # iteration i + 1's, which is also what moves the copies from stage i + 3 to i + 4
             at(bar + 1, f"ULOP3.LUT UR{READ_UR}, UR{READ_UR}, UR{XOR_UR}, URZ, 0x3c, !UPT")
             at(bar + 2, f"ULOP3.LUT UR{XOR_UR}, UR{XOR_UR}, {self.read_xor(0) ^ self.read_xor(1):#x}, URZ, 0x3c, !UPT")
-            at(bar + 2 + MIN_DIST, f"LOP3.LUT R{r.ST}, R{r.ST}, UR{XOR_UR}, RZ, 0x3c, !PT")
+            at(bar + 2 + MIN_DIST, f"LOP3.LUT R{r.ST}, R{r.ST}, UR{XOR_UR}, RZ, 0x3c, !PT",
+               wait=0 if o.async_copy else 1 << COPY_SB)
 
     def one_set_loads(self, at, it: int, base: int) -> None:
         """The shared loads of iteration it with one A register set (a_sets = 1). In channel c:
@@ -523,7 +588,7 @@ class Generator:
     def skipped(self, text: str) -> bool:
         """Whether GemmOptions.skip drops this loop instruction."""
         r = self.r
-        copies = text.startswith(("LDGSTS", "LDGDEPBAR", "DEPBAR", "BAR")) or \
+        copies = text.startswith(("LDGSTS", "LDGDEPBAR", "DEPBAR", "BAR", "LDG.E.128", "STS.128")) or \
             any(text.startswith(f"IADD3 R{p},") for p in (r.UP, r.VP)) or \
             text.startswith(f"LOP3.LUT R{r.ST},")
         return (copies and self.o.skip in ("copies", "both")) or \
@@ -532,9 +597,12 @@ class Generator:
     # ---- epilogue: M, 2 STG.128 a row of a thread --------------------------------------
     def epilogue(self) -> Seq:
         g, r = self.g, self.r
-        q = seq()
+        q = self.seq()
         # the last body's reads of a stage past the end (barrier 0) and its copies
-        q.op(f"DEPBAR.LE SB{ASYNC_SB}, 0x0", wait=0x3f)
+        if self.o.async_copy:
+            q.op(f"DEPBAR.LE SB{ASYNC_SB}, 0x0", wait=0x3f)
+        else:
+            q.op("NOP", wait=0x3f)
         # M offset (bytes), M[z][k][t] with z = part * E + e, recomputed here (no register for
         # it through the loop): 4 * ((z*K + 128*cy + 4*ty) * T + 128*cx + 4*tx)
         tid, cx, cy, z, off, *rest = range(r.TMP, r.TMP + 12)
@@ -553,7 +621,7 @@ class Generator:
         # rows 4ty + i + row_step*qd: the first half of the quads through mp, the second
         # (64 rows further) through mq (even pairs past the operands: the addresses' registers)
         mp, mq = r.LDA, r.LDA + 2
-        q.op(f"LDC.64 R{mq}, c[0x0][{P_M:#x}]")
+        q.op(f"LDC.64 R{mq}, {self.t.param(P_M)}")
         q.op(f"IADD3 R{mp}, P0, R{off}, R{mq}, RZ")
         q.op(f"IADD3.X R{mp + 1}, RZ, R{mq + 1}, RZ, P0, !PT")
         q.op(f"IADD3 R{mq}, P1, R{mp}, {64 * g.T * 4:#x}, RZ")
@@ -568,7 +636,7 @@ class Generator:
                     q.op(f"MOV R{tmp + j}, R{ACC(i, 4 * h + j)}")
                 ptr = mp if qd < half else mq
                 off = ((qd % half) * self.row_step + ii) * g.T * 4 + h * 256
-                q.op(f"STG.E.128 desc[UR4][R{ptr}.64+{off:#x}], R{tmp}")
+                q.op(f"STG.E.128{self.t.scope} {self.t.global_address(ptr, off)}, R{tmp}")
                 n += 1
         q.op("EXIT")
         return q
@@ -576,32 +644,35 @@ class Generator:
     def text(self, name: Optional[str] = None) -> str:
         g = self.g
         name = name or kernel_name(g, self.o)
-        out = [f"# Batched SGEMM of Winograd F(4x4,3x3) for {ARCH}, generated by kernels_sass/winograd/gemmgen.py",
+        out = [f"# Batched SGEMM of Winograd F(4x4,3x3) for {self.t.arch}, generated by kernels_sass/winograd/gemmgen.py",
                f"# C={g.C} K={g.K} T={g.T} parts={g.parts}; grid {g.grid()}, {self.o.threads} threads, "
                f"{SMEM_BYTES} bytes of dynamic shared memory",
                f".kernel {name}", "<params>"]
         out += [f"{n}, {b}" for n, b in PARAMS]
         out.append("</params>")
         # ptxas puts three never-executed shared loads before a kernel's first LDGSTS
-        out += [Op("@!PT LDS RZ, [RZ]", y=False, stall=1).line() for _ in range(3)]
+        if self.o.async_copy:
+            out += [Op("@!PT LDS RZ, [RZ]", y=False, stall=1).line() for _ in range(3)]
         out += self.prologue()
         out.append("LOOP:")
         out += [op.line() for op in self.loop_body()]
         out += self.epilogue().lines()
         out.append("END:")
         out.append("--:-:-:Y:0      BRA END;")
-        return "\n".join(out) + "\n"
+        return "\n".join(self.t.spell_line(line) for line in out) + "\n"
 
 
 def kernel_name(g: GemmShape, o: GemmOptions = GemmOptions()) -> str:
     return f"wino4_gemm_c{g.C}_k{g.K}_t{g.T}_p{g.parts}{o.tag()}".replace("-", "_")
 
 
-def generate(g: GemmShape, o: GemmOptions = GemmOptions()) -> str:
-    return Generator(g, o).text()
+def generate(g: GemmShape, o: GemmOptions = GemmOptions(), arch: str = DEFAULT_ARCH) -> str:
+    """The GEMM's SASS for `arch` (o as given: `fit` adapts them to an arch)."""
+    return Generator(g, o, arch).text()
 
 
-def build(g: GemmShape, o: GemmOptions = GemmOptions(), *, check_hazards: bool = True, cache: bool = True) -> bytes:
-    """Assemble the kernel for `g` (cubin bytes), through the on-disk cache (cubins)."""
-    return build_text(generate(g, o), kernel_name(g, o), filename="winograd_gemmgen.sass",
+def build(g: GemmShape, o: GemmOptions = GemmOptions(), *, arch: str = DEFAULT_ARCH, check_hazards: bool = True,
+          cache: bool = True) -> bytes:
+    """Assemble the kernel for `g` on `arch` (cubin bytes), through the on-disk cache (cubins)."""
+    return build_text(generate(g, o, arch), kernel_name(g, o), arch=arch, filename="winograd_gemmgen.sass",
                       check_hazards=check_hazards, cache=cache)

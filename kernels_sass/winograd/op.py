@@ -23,7 +23,7 @@ api.IMPLS), algo (api.ALGOS), and the two backward switches:
 
 The forward runs api.conv2d on CUDA float32 tensors (made contiguous) that the kernels cover
 (`uncovered` says why not); everything else (CPU, float64, half, empty tensors, another GPU
-than sm_90 with impl="auto", shapes past the kernels' 32-bit offsets) runs
+than those of target.ARCHS with impl="auto", shapes past the kernels' 32-bit offsets) runs
 torch.nn.functional.conv2d (TF32 off, as in the backward). The backward formulas are the same either way, so gradcheck in
 float64 on the CPU checks them. A fake implementation gives torch.compile and meta tensors the
 output's shape without running anything.
@@ -37,8 +37,9 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from . import api, plan, sassgen, wgrad
+from . import api, plan, wgrad
 from .plan import Shape
+from .target import ARCHS
 
 NAME = "sassas_winograd::conv2d3x3"
 IMPLS = ("auto",) + api.IMPLS
@@ -89,9 +90,9 @@ def uncovered(x: torch.Tensor, w: torch.Tensor, impl: str = "auto", algo: str = 
         return "empty tensors"
     if impl == "auto":
         gpu = api.arch()
-        if gpu != sassgen.ARCH:
-            return (f"this GPU is {gpu}, the SASS kernels are for {sassgen.ARCH} (impl='cuda' runs the "
-                    f"CUDA-C reference, slower than cuDNN)")
+        if gpu not in ARCHS:
+            return (f"this GPU is {gpu}, the SASS kernels are generated for {', '.join(ARCHS)} (impl='cuda' "
+                    f"runs the CUDA-C reference, slower than cuDNN)")
         bad = _shape_error(api.problem(x, w), algo)
         if bad:
             return f"shape {tuple(x.shape)} x {tuple(w.shape)}: {bad}"

@@ -83,6 +83,10 @@ class Options:
                                   # their sums added in y (REDG), y's part zeroed first. 0: chosen per
                                   # shape and GPU (split_plan, in api), 1: off
     tail: int = 0                 # tiles split (the last ones); 0 with split > 1: chosen by split_plan
+    buffers: int = 2              # shared-memory buffers of the main loop: 2 (the next block stored while
+                                  # this one is read; 128 KiB) or 1 (stored after a BAR once every warp has
+                                  # read it, a second BAR before the reads: for archs with less than
+                                  # 128 KiB a block; no LDGSTS)
 
     def tag(self) -> str:
         return (f"y{self.yield_mode}-l{self.ldg_spacing}-s{self.sts_spacing}-t{self.transform_step}"
@@ -91,7 +95,8 @@ class Options:
                 + ("" if self.overlap else "-nov") + ("" if self.reuse_slots else "-nors")
                 + ("" if self.bank_slots else "-nobank") + ("" if self.ldgsts else "-noldgsts")
                 + ("-safe" if self.safe else "")
-                + (f"-sp{self.split}x{self.tail}" if self.split > 1 else ""))
+                + (f"-sp{self.split}x{self.tail}" if self.split > 1 else "")
+                + (f"-b{self.buffers}" if self.buffers != 2 else ""))
 
 
 # ---- split-C ----------------------------------------------------------------------------------

@@ -11,8 +11,14 @@ from .workloads import ODD, SMOKE, ablation_variants, gemm_options, log, options
 
 
 def cmd_sass(args) -> int:
-    from .sassgen import generate
-    sys.stdout.write(generate(Shape(*args.shape), options_from_args(args)))
+    from .sassgen import fit, generate
+    from .target import target
+    try:
+        t = target(args.arch)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    sys.stdout.write(generate(Shape(*args.shape), fit(options_from_args(args), t), t.arch))
     return 0
 
 

@@ -1,6 +1,8 @@
-"""The Winograd F(2x2,3x3) main kernel in SASS for sm_90, generated per problem shape.
+"""The Winograd F(2x2,3x3) main kernel in SASS, designed for sm_90, generated per problem shape
+and arch.
 
-    text = generate(Shape(N, C, H, W, K))        # sassas source, fully unrolled
+    text = generate(Shape(N, C, H, W, K))        # sassas source, fully unrolled (sm_90)
+    text = generate(Shape(...), fit(Options(), target("sm_86")), "sm_86")   # another arch
     cubin = cubins.build(Shape(...))              # assembled with sassas (cached: cubins.py)
 
 The design is the paper's (Yan, Wang, Chu, PPoPP'20), adapted to sm_90; kernels_sass/winograd/
@@ -27,31 +29,40 @@ winograd.cu is the same algorithm in CUDA-C, with the same layouts and thread ro
   their transform and STS into the other buffer late in the iteration, one BAR an iteration.
 - Output transform (A^T M A) through shared memory in two rounds of 32 filters.
 
+Other archs (target.Target, from sassas's tables): the shared-memory base, the constant-bank
+offsets (parameters, gridDim.x, the memory descriptor; sm_75's global accesses take none), RED
+for REDG before sm_90. Where a block cannot have 128 KiB of shared memory (sm_75: 64 KiB; sm_86,
+sm_89, sm_120: 99 KiB) the main loop has one buffer (Options.buffers = 1: the next block's
+stores wait at a BAR for every warp's last reads, a second BAR publishes them) and the filters
+go through registers (no LDGSTS); on sm_75 the output staging rows lose their padding (64 KiB).
+`fit` picks these per arch. Only the sm_90 design was tuned and run on a GPU.
+
 SASS-level switches (ablation): yield strategy, LDG spacing, STS spacing; see Options.
 Control codes of the main loop are set here by construction and checked with sassas.hazards;
 the prologue and epilogue get theirs from kernels_sass.winograd.sched.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from .plan import BC, BK, Options, Shape, check_shape, split_of, uses_tile_loop
 from .pieces import block_ids, input_transform_ops, magic, mad, output_transform_ops, signed_hex, tile_coordinates
 from .sched import Op, Seq, mark_reuse
+from .target import DEFAULT_ARCH, Target, target
 
-ARCH = "sm_90"
+ARCH = DEFAULT_ARCH
 THREADS = 256
-SMEM_BASE = 0x400          # sm_90: user shared memory starts 1 KiB into the CTA window
 BUF = 0x10000              # one buffer, 64 KiB; buffers toggled by XOR
-SMEM_BYTES = 2 * BUF
+SMEM_BYTES = 2 * BUF       # (sm_90's; Generator.smem_bytes per arch)
 ES_U, ES_V = 528, 272      # floats per position e (filter, input) in a buffer
 V_OFF = 16 * ES_U          # floats: the input tile follows the filter tile
 # Output staging: floats per filter row (32 images + 4 padding), per position. A row of 36
 # floats (9 16-byte chunks) spreads a warp's STS.128 of 4 kg x 4 tg x 2 e over all 8 bank
 # quads (4 threads each, the minimum of 4 wavefronts); with 48 the kg rows hit the same quads
 # and the stores took 8 (ncu: the kernel's only excess shared-memory wavefronts).
-KS_M, ES_M = 36, 32 * 36
+KS_M = 36
+KS_M_TIGHT = 32            # ... where 72 KiB of staging is more than a block may have (sm_75)
 SLOTS_PER_STEP = 128       # FFMAs per channel (16 x 8 tile)
 STEPS = BC
 SLOTS = SLOTS_PER_STEP * STEPS
@@ -76,11 +87,42 @@ def load_pred(q: int) -> int:
     return MASK_BIT[q] % 8
 
 
-# Parameters: x (CHWN input), u (transformed filters [Kpad/64][16][C+pad][64]), y (KHWN output).
+# Parameters: x (CHWN input), u (transformed filters [Kpad/64][16][C+pad][64]), y (KHWN output),
+# at these offsets of the parameter block.
 PARAMS = (("x", 8), ("u", 8), ("y", 8))
-PARAM_BASE = 0x210
-P_X, P_U, P_Y = 0x210, 0x218, 0x220
-DESC = "c[0x0][0x208]"
+P_X, P_U, P_Y = 0x0, 0x8, 0x10
+
+
+def stage_bytes(ks_m: int) -> int:
+    """The output staging's shared memory: 16 positions x 32 filter rows of ks_m floats."""
+    return 16 * 32 * ks_m * 4
+
+
+def smem_bytes(buffers: int, ks_m: int = KS_M) -> int:
+    """A block's dynamic shared memory: two buffers at BUF apart (XOR), or one, or the staging."""
+    one = (V_OFF + 16 * ES_V) * 4
+    return max(2 * BUF if buffers == 2 else one, stage_bytes(ks_m))
+
+
+def staging_row(opts: Options, t: Target) -> int:
+    """Floats a staged filter row takes (KS_M, or KS_M_TIGHT where KS_M's staging does not fit)."""
+    return KS_M if smem_bytes(opts.buffers) <= t.max_smem else KS_M_TIGHT
+
+
+def dynamic_smem(opts: Options, arch: str = DEFAULT_ARCH) -> int:
+    """The dynamic shared memory the kernel of (opts, arch) is launched with."""
+    return smem_bytes(opts.buffers, staging_row(opts, target(arch)))
+
+
+def fit(opts: Options, t: Target) -> Options:
+    """The options with the design the arch can run: one buffer where 128 KiB of shared memory
+    does not fit a block, registers instead of LDGSTS where the arch has none or the loop has
+    one buffer."""
+    if smem_bytes(opts.buffers) > t.max_smem:
+        opts = replace(opts, buffers=1)
+    if opts.ldgsts and (opts.buffers == 1 or not t.async_copy):
+        opts = replace(opts, ldgsts=False)
+    return opts
 
 # ---- registers --------------------------------------------------------------------------
 def ACC(kk: int, tt: int) -> int:
@@ -147,10 +189,24 @@ ASYNC_SB = 3
 
 # ---- the generator -------------------------------------------------------------------------
 class Generator:
-    def __init__(self, shape: Shape, opts: Options = Options()):
+    def __init__(self, shape: Shape, opts: Options = Options(), arch: str = DEFAULT_ARCH):
         check_shape(shape)
         self.s = shape
         self.o = opts
+        self.t = t = target(arch)
+        if opts.buffers not in (1, 2):
+            raise ValueError(f"buffers {opts.buffers}: 1 or 2")
+        if opts.ldgsts and (opts.buffers == 1 or not t.async_copy):
+            raise ValueError(f"LDGSTS needs two buffers and an arch that has it ({t.arch}, buffers {opts.buffers}): "
+                             f"Options(ldgsts=False), or sassgen.fit")
+        self.base = t.smem_base
+        self.buf = BUF if opts.buffers == 2 else 0          # the XOR between the buffers
+        self.ks_m = staging_row(opts, t)
+        self.es_m = 32 * self.ks_m
+        self.smem_bytes = dynamic_smem(opts, t.arch)
+        if self.smem_bytes > t.max_smem:
+            raise ValueError(f"{self.smem_bytes} bytes of shared memory, more than a block has on {t.arch} "
+                             f"({t.max_smem}): sassgen.fit")
         self.sp = split_of(shape, opts)
         self.tile_loop = uses_tile_loop(shape, opts)
         self.overlap = self.tile_loop and opts.overlap
@@ -174,8 +230,8 @@ class Generator:
 
     def seq(self) -> Seq:
         if self.o.safe:
-            return Seq(ARCH, min_fixed=24, pred_latency=40)
-        return Seq(ARCH)
+            return Seq(self.t.arch, min_fixed=24, pred_latency=40, spell=self.t.spell)
+        return Seq(self.t.arch, spell=self.t.spell)
 
     # ---- pieces shared by the prologue and the loop ----
     def r2p_op(self, group: int) -> str:
@@ -192,14 +248,14 @@ class Generator:
         return input_transform_ops([self.rx(q) for q in range(16)], [RT(t[q]) for q in range(16)], RT(16))
 
     def ldg_x(self, q: int) -> str:
-        return f"@P{load_pred(q)} LDG.E R{self.rx(q)}, desc[UR4][R{R_XP}.64+{self.x_off(q):#x}]"
+        return f"@P{load_pred(q)} LDG.E{self.t.scope} R{self.rx(q)}, {self.t.global_address(R_XP, self.x_off(q))}"
 
     def ldg_u(self, j: int) -> str:
-        return f"LDG.E.128 R{RF + 4 * j}, desc[UR4][R{R_UP}.64+{self.u_off(j):#x}]"
+        return f"LDG.E.128{self.t.scope} R{RF + 4 * j}, {self.t.global_address(R_UP, self.u_off(j))}"
 
     def ldgsts_u(self, j: int) -> str:
         """The j-th filter chunk straight into the other buffer (where sts_u would store it)."""
-        return f"LDGSTS.E.BYPASS.128 [R{R_STSU}+{j * 64 * 4:#x}], desc[UR4][R{R_UP}.64+{self.u_off(j):#x}]"
+        return f"LDGSTS.E.BYPASS.128 [R{R_STSU}+{j * 64 * 4:#x}], {self.t.global_address(R_UP, self.u_off(j))}"
 
     def block_loads(self, chan_check: str, spacing: Optional[int] = None, async_filters: bool = False
                     ) -> tuple[list[tuple[str, dict]], list[tuple[str, dict]]]:
@@ -303,9 +359,10 @@ class Generator:
             block_ids(q, s, f"R{R_pos}", R_kb, R_nb, R_pos, R_tmp)
         else:
             block_ids(q, s, None if tile_ur is None else f"UR{tile_ur}", R_kb, R_nb, R_pos, R_tmp)
-        q.op(f"ULDC.64 UR4, {DESC}")
-        q.op(f"LDC.64 R{R_x}, c[0x0][{P_X:#x}]", barriers=(0, 1))
-        q.op(f"LDC.64 R{R_u}, c[0x0][{P_U:#x}]", barriers=(0, 1))
+        for text in self.t.desc_load():
+            q.op(text)
+        q.op(f"LDC.64 R{R_x}, {self.t.param(P_X)}", barriers=(0, 1))
+        q.op(f"LDC.64 R{R_u}, {self.t.param(P_U)}", barriers=(0, 1))
         # tile position
         tile_coordinates(q, s, R_tid, R_nb, R_pos, R_th, R_tw, R_lane, R_warp, R_n, R_tmp)
         # input pointer: x + 4 * (warp*HWN + (2th-1)*W*N + (2tw-1)*N + n)
@@ -334,19 +391,19 @@ class Generator:
         q.op(f"IADD3.X R{R_UP + 1}, R{R_hi}, R{R_u + 1}, RZ, P0, !PT")
         # shared-memory addresses (buffer 0)
         mad(q, R_LDSA, R_e, ES_U * 4, None, R_tmp)
-        q.op(f"IADD3 R{R_LDSA}, R{R_LDSA}, {SMEM_BASE:#x}, RZ")
+        q.op(f"IADD3 R{R_LDSA}, R{R_LDSA}, {self.base:#x}, RZ")
         q.op(f"SHF.L.U32 R{R_t}, R{R_tid}, 0x2, RZ")
         q.op(f"LOP3.LUT R{R_t}, R{R_t}, 0x30, RZ, 0xc0, !PT")               # kg * 16
         q.op(f"IADD3 R{R_LDSA}, R{R_LDSA}, R{R_t}, RZ")
         mad(q, R_LDSB, R_e, ES_V * 4, None, R_tmp)
-        q.op(f"IADD3 R{R_LDSB}, R{R_LDSB}, {SMEM_BASE + V_OFF * 4:#x}, RZ")
+        q.op(f"IADD3 R{R_LDSB}, R{R_LDSB}, {self.base + V_OFF * 4:#x}, RZ")
         q.op(f"SHF.L.U32 R{R_t}, R{R_tid}, 0x4, RZ")
         q.op(f"LOP3.LUT R{R_t}, R{R_t}, 0x30, RZ, 0xc0, !PT")               # tg * 16
         q.op(f"IADD3 R{R_LDSB}, R{R_LDSB}, R{R_t}, RZ")
         mad(q, R_STSV, R_tid, 0x4, None, R_tmp)
-        q.op(f"IADD3 R{R_STSV}, R{R_STSV}, {SMEM_BASE + V_OFF * 4:#x}, RZ")
+        q.op(f"IADD3 R{R_STSV}, R{R_STSV}, {self.base + V_OFF * 4:#x}, RZ")
         mad(q, R_STSU, R_e, ES_U * 4, None, R_tmp)
-        q.op(f"IADD3 R{R_STSU}, R{R_STSU}, {SMEM_BASE:#x}, RZ")
+        q.op(f"IADD3 R{R_STSU}, R{R_STSU}, {self.base:#x}, RZ")
         mad(q, R_STSU, R_c16, 0x10, R_STSU, R_tmp)
         R_lim0 = R_lo       # the first block's channel limit: C - cb - warp
         if split:   # (before the mask takes R_cb's register)
@@ -403,9 +460,10 @@ class Generator:
             q.op(t)
         if not self.sp.active:      # (a split kernel's tile_setup sets it: see there)
             q.op(f"MOV R{R_C0}, {BC:#x}")
-        # the stores' address registers: toggled only after the stores have read them
-        q.op(f"LOP3.LUT R{R_STSV}, R{R_STSV}, {BUF:#x}, RZ, 0x3c, !PT")
-        q.op(f"LOP3.LUT R{R_STSU}, R{R_STSU}, {BUF:#x}, RZ, 0x3c, !PT")
+        if self.buf:
+            # the stores' address registers: toggled only after the stores have read them
+            q.op(f"LOP3.LUT R{R_STSV}, R{R_STSV}, {self.buf:#x}, RZ, 0x3c, !PT")
+            q.op(f"LOP3.LUT R{R_STSU}, R{R_STSU}, {self.buf:#x}, RZ, 0x3c, !PT")
         return q
 
     # ---- the main loop body: 1024 FFMA slots with the other work placed between ----
@@ -472,6 +530,10 @@ class Generator:
         fadds = sorted(s_ for s_, lst in ins.items() for op in lst if op.text.startswith("FADD"))
         last_fadd = fadds[-1]
         inputs_end = place(fadds[15] + MIN_DIST, inputs)    # after pass 1 read RX
+        last = 7 * SLOTS_PER_STEP
+        if o.buffers == 1:
+            self.one_buffer_tail(at, where, inputs_end, last)
+            return self.finish_body(ins)
         ss = o.sts_spacing
         slot = clustered(last_fadd + MIN_DIST, [self.sts_v(e, where[e]) for e in range(16)], ss, rb=4)
         if not o.ldgsts:
@@ -480,7 +542,6 @@ class Generator:
         slot = max(slot, inputs_end)
         # the loop test (after the last R2P and SEL read P6), PRED_DIST before the branch
         at(slot + 1, f"ISETP.LE.AND P6, PT, R{R_C0}, {self.s.Cpad:#x}, PT")
-        last = 7 * SLOTS_PER_STEP
         if slot + 1 + PRED_DIST > last - 8:
             raise ValueError(f"options {o} do not fit the iteration: the loads end at slot {slot}")
         # the stores' address toggles (after the stores read them: read barrier 4, and 5 for
@@ -501,8 +562,32 @@ class Generator:
         at(last + 2, f"LOP3.LUT R{R_LDSB}, R{R_LDSB}, {BUF:#x}, RZ, 0x3c, !PT")
         # step 7: LDS of the next iteration's first channel
         clustered(last + 2 + MIN_DIST, self.lds_ops(0, 0), 4, wb=0)
+        return self.finish_body(ins)
 
-        # the FFMA stream, with the inserted work
+    def one_buffer_tail(self, at, where, inputs_end: int, last: int) -> None:
+        """The end of an iteration with one buffer (Options.buffers = 1), in step 7: a BAR once
+        this warp's last operands of the block (channel 7's, barrier 1) are in, so that every
+        warp is done reading; the stores of the next block (its transform, and the filters
+        from RF once their loads landed: barrier 3); a second BAR; the next iteration's first
+        channel. The loop test right after the loads (which read P6 last)."""
+        slot = last + 2
+        at(inputs_end + 1, f"ISETP.LE.AND P6, PT, R{R_C0}, {self.s.Cpad:#x}, PT")
+        if inputs_end + 1 + PRED_DIST > SLOTS:
+            raise ValueError(f"options {self.o} do not fit the iteration: the loads end at slot {inputs_end}")
+        at(slot, "BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6, wait=1 << 1)
+        stores = [(self.sts_v(e, where[e]), 0) for e in range(16)] + \
+            [(self.sts_u(j), (1 << 3) if j == 0 else 0) for j in range(8)]
+        for text, wait in stores:
+            slot += 2
+            at(slot, text, rb=4, wait=wait)
+        at(slot + 2, "BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6)
+        for m, text in enumerate(self.lds_ops(0, 0)):
+            at(slot + 2 + MIN_DIST + 4 * m, text, wb=0)
+
+    def finish_body(self, ins: dict) -> list[Op]:
+        """The FFMA stream of an iteration with the inserted work `ins` (slot -> ops), the
+        branch, the yield flags and the reuse flags."""
+        o = self.o
         body: list[Op] = []
         for slot in range(SLOTS):
             for op in ins.get(slot, []):
@@ -536,15 +621,14 @@ class Generator:
         return body
 
     # ---- epilogue: output transform through shared memory ----
-    @staticmethod
-    def stage_round(q: Seq, r: int, R_ms: int) -> None:
+    def stage_round(self, q: Seq, r: int, R_ms: int) -> None:
         """The accumulator stores of round r: filter rows kk = 8r..8r+7 of this thread's tile,
         on read barriers 4 and 5 (only the staging loads into these registers wait for them)."""
         for qq in range(2):
             for i in range(4):
                 kk = (2 * r + qq) * 4 + i
                 for tq in range(2):
-                    off = ((qq * 16 + i) * KS_M + tq * 16) * 4
+                    off = ((qq * 16 + i) * self.ks_m + tq * 16) * 4
                     q.op(f"STS.128 [R{R_ms}+{off:#x}], R{kk * 8 + 4 * tq}",   # tiles 4tq+{1,0,3,2}
                          barriers=(4, 5))     # leaves 0, 1 to the set-up work behind them
 
@@ -576,22 +660,22 @@ class Generator:
         (R_tid, R_kb, R_nb, R_pos, R_th, R_tw, R_lane, R_warp, R_n, R_off, R_lo, R_hi, R_e, R_t,
          R_ms, R_mr, R_k, R_tmp) = range(128, 146)
         R_y, R_yb, R_yp = 146, 148, (150, 174)    # R174: operand register of the loop, free here
-        store = "REDG.E.ADD.F32.FTZ.RN.STRONG.GPU" if reduce else "STG.E"
+        store = f"{self.t.reduce}.E.ADD.F32.FTZ.RN.STRONG.GPU" if reduce else f"STG.E{self.t.scope}"
         if not self.sp.active:
             q.op(self.EPILOGUE_BAR[0], wait=self.EPILOGUE_BAR[1])
         # round 0's stores need only the staging address: M[e][kg*4 + ..][tg*4 + ..] (tile
         # columns swapped in pairs, as in the accumulators); the rest of the set-up follows them
         q.op(f"S2R R{R_tid}, SR_TID.X")
-        q.op(f"LDC.64 R{R_y}, c[0x0][{P_Y:#x}]")
+        q.op(f"LDC.64 R{R_y}, {self.t.param(P_Y)}")
         q.op(f"SHF.R.U32.HI R{R_e}, RZ, 0x4, R{R_tid}")
-        mad(q, R_ms, R_e, ES_M * 4, None, R_tmp)
-        q.op(f"IADD3 R{R_ms}, R{R_ms}, {SMEM_BASE:#x}, RZ")
+        mad(q, R_ms, R_e, self.es_m * 4, None, R_tmp)
+        q.op(f"IADD3 R{R_ms}, R{R_ms}, {self.base:#x}, RZ")
         q.op(f"SHF.L.U32 R{R_t}, R{R_tid}, 0x4, RZ")
         q.op(f"LOP3.LUT R{R_t}, R{R_t}, 0x30, RZ, 0xc0, !PT")                 # tg * 16
         q.op(f"IADD3 R{R_ms}, R{R_ms}, R{R_t}, RZ")
         q.op(f"SHF.R.U32.HI R{R_t}, RZ, 0x2, R{R_tid}")
         q.op(f"LOP3.LUT R{R_t}, R{R_t}, 0x3, RZ, 0xc0, !PT")                  # kg
-        mad(q, R_ms, R_t, 4 * KS_M * 4, R_ms, R_tmp)
+        mad(q, R_ms, R_t, 4 * self.ks_m * 4, R_ms, R_tmp)
         self.stage_round(q, 0, R_ms)
         if self.sp.active:
             self.unit_tile(q, UR_TILE, R_pos, R_nb, R_tmp)
@@ -602,8 +686,8 @@ class Generator:
         # staging read address: M[q][warp*4 + xx][lane ^ 1]
         q.op(f"LOP3.LUT R{R_t}, R{R_lane}, 0x1, RZ, 0x3c, !PT")               # lane ^ 1
         mad(q, R_mr, R_t, 0x4, None, R_tmp)
-        q.op(f"IADD3 R{R_mr}, R{R_mr}, {SMEM_BASE:#x}, RZ")
-        mad(q, R_mr, R_warp, 4 * KS_M * 4, R_mr, R_tmp)
+        q.op(f"IADD3 R{R_mr}, R{R_mr}, {self.base:#x}, RZ")
+        mad(q, R_mr, R_warp, 4 * self.ks_m * 4, R_mr, R_tmp)
         # output pointer: y + 4 * ((kb*64 + warp*4)*HWN + 2th*W*N + 2tw*N + n)
         q.op(f"SHF.L.U32 R{R_k}, R{R_kb}, 0x6, RZ")
         mad(q, R_k, R_warp, 0x4, R_k, R_tmp)
@@ -641,7 +725,7 @@ class Generator:
             for h, xxs in enumerate(halves):
                 for xx in xxs:
                     for e in range(16):
-                        q.op(f"LDS R{mregs[xx][e]}, [R{R_mr}+{(e * ES_M + xx * KS_M) * 4:#x}]", barriers=(h,))
+                        q.op(f"LDS R{mregs[xx][e]}, [R{R_mr}+{(e * self.es_m + xx * self.ks_m) * 4:#x}]", barriers=(h,))
             for xxs in halves:
                 trans = [output_transform_ops(mregs[xx]) for xx in xxs]
                 for m in range(len(trans[0][0])):
@@ -659,10 +743,10 @@ class Generator:
                             for pp, idx in zip((4, 5), pair):
                                 q.op(f"ISETP.LT.AND P{pp}, PT, R{R_k}, {signed_hex(lim)}, P{idx}")
                             for pp, idx in zip((4, 5), pair):
-                                q.op(f"@P{pp} {store} desc[UR4][R{yp}.64+{offs[idx]:#x}], R{outs[idx]}")
+                                q.op(f"@P{pp} {store} {self.t.global_address(yp, offs[idx])}, R{outs[idx]}")
                     else:
                         for idx in range(4):
-                            q.op(f"@P{idx} {store} desc[UR4][R{yp}.64+{offs[idx]:#x}], R{outs[idx]}")
+                            q.op(f"@P{idx} {store} {self.t.global_address(yp, offs[idx])}, R{outs[idx]}")
         if self.tile_loop:
             # every warp has read the staging area before the next tile's stores; the next tile
             q.op("BAR.SYNC.DEFER_BLOCKING 0x0")
@@ -678,10 +762,10 @@ class Generator:
     def text(self, name: Optional[str] = None) -> str:
         s, o = self.s, self.o
         name = name or kernel_name(s, o)
-        out = [f"# Winograd F(2x2,3x3) FP32 main kernel for {ARCH}, generated by kernels_sass/winograd/sassgen.py",
-               f"# shape N={s.N} C={s.C} H={s.H} W={s.W} K={s.K}; options {o}",
+        out = [f"# Winograd F(2x2,3x3) FP32 main kernel for {self.t.arch}, generated by kernels_sass/winograd/sassgen.py",
+               f"# shape N={s.N} C={s.C} H={s.H} W={s.W} K={s.K}; options {options_text(o)}",
                f"# grid {s.grid() if not self.tile_loop else '(min(tiles, SMs), 1, 1): persistent over ' + str(self.sp.units) + ' units'}, "
-               f"{THREADS} threads, {SMEM_BYTES} bytes of dynamic shared memory",
+               f"{THREADS} threads, {self.smem_bytes} bytes of dynamic shared memory",
                f".kernel {name}", "<params>"]
         out += [f"{n}, {b}" for n, b in PARAMS]
         out.append("</params>")
@@ -696,7 +780,7 @@ class Generator:
         if self.tile_loop:
             # persistent blocks: block b computes tiles b, b + grid, b + 2 grid, ...
             entry.op(f"S2UR UR{UR_TILE}, SR_CTAID.X")
-            entry.op(f"ULDC UR{UR_STRIDE}, c[0x0][0xc]")      # gridDim.x
+            entry.op(f"ULDC UR{UR_STRIDE}, c[0x0][{self.t.grid_dim_x:#x}]")      # gridDim.x
             if not self.overlap:
                 entry.op("NOP", wait=entry.wait_all(), y=True, stall=2)
                 out += entry.lines()
@@ -728,7 +812,7 @@ class Generator:
                 out.append(Op("EXIT", y=True, stall=5).line())
         out.append("END:")
         out.append("--:-:-:Y:0      BRA END;")
-        return "\n".join(out) + "\n"
+        return "\n".join(self.t.spell_line(line) for line in out) + "\n"
 
     def prologue_tail(self, wait: int) -> list[str]:
         """BAR (after every barrier of the prologue), the first channel's LDS on barrier 0, then
@@ -744,9 +828,17 @@ class Generator:
         return lines
 
 
+def options_text(o: Options) -> str:
+    """The options as the kernel's header shows them: their repr, `buffers` only where it is not
+    the default (so that a kernel's text depends on the fields its design uses)."""
+    text = repr(o)
+    return text.replace(", buffers=2)", ")") if o.buffers == 2 else text
+
+
 def kernel_name(s: Shape, o: Options = Options()) -> str:
     return f"wino_n{s.N}_c{s.C}_h{s.H}_w{s.W}_k{s.K}_{o.tag()}".replace("-", "_")
 
 
-def generate(shape: Shape, opts: Options = Options()) -> str:
-    return Generator(shape, opts).text()
+def generate(shape: Shape, opts: Options = Options(), arch: str = DEFAULT_ARCH) -> str:
+    """The kernel's SASS for `arch` (opts as given: `fit` adapts them to an arch)."""
+    return Generator(shape, opts, arch).text()

@@ -65,8 +65,9 @@ class Seq:
     """Straight-line code with automatic stalls and scoreboard barriers."""
 
     def __init__(self, arch: str = "sm_90", barriers=tuple(range(BARRIERS)), yield_all: bool = True,
-                 min_fixed: int = MIN_FIXED, pred_latency: int = PRED_LATENCY):
+                 min_fixed: int = MIN_FIXED, pred_latency: int = PRED_LATENCY, spell=None):
         self.min_fixed, self.pred_latency = min_fixed, pred_latency
+        self.spell = spell or (lambda text: text)   # the arch's spelling of an instruction (Target.spell)
         self.timing = arch_timing(arch)
         self.ops: list[Op] = []
         self.issue: list[int] = []          # issue cycle of each op
@@ -123,6 +124,7 @@ class Seq:
         (default: self.pool), so that long loads can be kept off the barriers that short
         shared-memory work waits on. read_only: a load of memory nothing writes while the kernel
         runs, which later barriers and stores need not wait for."""
+        text = self.spell(text)
         inst, eff = op_effects(text)
         cls = eff.cls
         lat = self.timing.latency(cls)

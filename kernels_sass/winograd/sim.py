@@ -4,7 +4,10 @@ CPU, before any GPU time is spent.
     out = simulate(text, grid, params={"x": x_chwn, "u": u, "y": y_khwn})
 
 It executes one block at a time, all its threads (256 unless told) in lock step (NumPy vectors over threads),
-for exactly the instruction subset sassgen.py uses, with its sm_90 meaning. What it checks
+for exactly the instruction subset the generators use, with its meaning on the arch the text is
+for (target.Target: where shared memory starts, the parameters' and the launch geometry's
+places in constant bank 0; RED as REDG; where the arch has no memory descriptor (sm_75), `[R+imm]`
+global addresses with R a 64-bit pair, as `.E` makes it). What it checks
 besides the arithmetic:
 
 - every global access lies inside the buffer its pointer came from (no out-of-bounds reads,
@@ -27,10 +30,9 @@ import numpy as np
 
 from sassas.parse import parse_instruction
 
+from .target import DEFAULT_ARCH, target
+
 THREADS = 256
-SMEM_BASE = 0x400
-PARAM_BASE = 0x210
-DESC_OFFSET = 0x208         # c[0x0][0x208]: the global memory descriptor (desc[UR])
 
 
 class SimError(RuntimeError):
@@ -97,17 +99,20 @@ def _u(f32):
 
 class Machine:
     def __init__(self, text: str, grid, params: dict[str, int], mem: Memory, shared_bytes: int,
-                 param_sizes: list[int], threads: int = THREADS):
+                 param_sizes: list[int], threads: int = THREADS, arch: str = DEFAULT_ARCH):
+        self.t = target(arch)
+        self.smem_base = self.t.smem_base
         self.n = threads            # threads of a block, all in lock step
         self.grid = grid
         self.mem = mem
         self.shared_bytes = shared_bytes
         self.params = params
         self.cbank = np.zeros(0x1000, dtype=np.uint8)
-        # the launch geometry at the start of bank 0: blockDim (x, y, z), then gridDim (x, y, z)
+        # the launch geometry: blockDim (x, y, z), then gridDim (x, y, z)
         geometry = (self.n, 1, 1) + tuple(grid)
-        self.cbank[:24] = np.frombuffer(np.array(geometry, np.uint32).tobytes(), np.uint8)
-        off = PARAM_BASE
+        at = self.t.grid_dim_x - 12
+        self.cbank[at:at + 24] = np.frombuffer(np.array(geometry, np.uint32).tobytes(), np.uint8)
+        off = self.t.param_base
         for (name, value), size in zip(params.items(), param_sizes):
             self.cbank[off:off + size] = np.frombuffer(int(value).to_bytes(size, "little"), np.uint8)
             off += size
@@ -202,9 +207,12 @@ class Machine:
             base = self._ur(st, ureg) | self._ur(st, ureg + 1) << 32
             addr = st.R[areg].astype(np.uint64) + np.uint64(base)
             return self.mem.locate((addr.astype(np.int64) + off)[g], width, what)
-        if memop.kind != "desc[UR][R.64+I]":
-            raise SimError(f"{what}: address form {memop.kind} not modelled")
-        areg, off = memop.values[1], memop.values[2]
+        if memop.kind == "desc[UR][R.64+I]":
+            areg, off = memop.values[1], memop.values[2]
+        elif memop.kind == "[R+I]" and self.t.desc is None:      # (.E: a 64-bit register pair)
+            areg, off = memop.values
+        else:
+            raise SimError(f"{what}: address form {memop.kind} not modelled on {self.t.arch}")
         if not (st.defined[areg][g].all() and st.defined[areg + 1][g].all()):
             raise SimError(f"{what}: undefined address register")
         addr = st.R[areg].astype(np.uint64) | (st.R[areg + 1].astype(np.uint64) << np.uint64(32))
@@ -213,9 +221,10 @@ class Machine:
     def _smem_index(self, addr, width, what):
         if (addr % width).any():
             raise SimError(f"{what}: misaligned shared access")
-        if (addr < SMEM_BASE).any() or (addr + width > SMEM_BASE + self.shared_bytes).any():
-            raise SimError(f"{what}: shared access outside [{SMEM_BASE:#x}, {SMEM_BASE + self.shared_bytes:#x})")
-        return ((addr - SMEM_BASE) // 4).astype(np.int64)
+        base = self.smem_base
+        if (addr < base).any() or (addr + width > base + self.shared_bytes).any():
+            raise SimError(f"{what}: shared access outside [{base:#x}, {base + self.shared_bytes:#x})")
+        return ((addr - base) // 4).astype(np.int64)
 
     def _race(self, st, words, g, write: bool, what: str):
         warps = np.arange(self.n) // 32
@@ -318,8 +327,8 @@ class Machine:
             if not sr.startswith("SR_CTAID."):
                 raise SimError(f"S2UR {sr}")
             st.UR[ops[0].values[0]] = st.ctaid["XYZ".index(sr[-1])]
-        elif op == "ULDC" and (ops[1].values[1] != DESC_OFFSET or "64" not in mods):
-            # (the memory descriptor at DESC_OFFSET is not modelled: its UR pair stays unset)
+        elif op in ("ULDC", "LDCU") and (ops[1].values[1] != self.t.desc or "64" not in mods):
+            # (the memory descriptor is not modelled: its UR pair stays unset)
             off = ops[1].values[1]
             for k in range(2 if "64" in mods else 1):
                 st.UR[ops[0].values[0] + k] = int.from_bytes(self.cbank[off + 4 * k:off + 4 * k + 4].tobytes(), "little")
@@ -329,9 +338,12 @@ class Machine:
                 vals = [int(_lop3(*(np.array([v], np.uint32) for v in vals), ops[4].values[0])[0])]
             st.UR[ops[0].values[0]] = vals[0]
         elif op == "UIADD3":
-            a, b, c = (self._usrc(x, st) for x in ops[1:4])
+            srcs = [x for x in ops[1:] if x.kind != "UP"]      # (Blackwell: the carry-outs, UPT)
+            if len(srcs) != 3 or any(x.values[0] != 7 for x in ops[1:] if x.kind == "UP"):
+                raise SimError(f"{text}: carries not modelled")
+            a, b, c = (self._usrc(x, st) for x in srcs)
             st.UR[ops[0].values[0]] = (a + b + c) & 0xFFFFFFFF
-        elif op in ("ULDC", "NOP", "BAR"):
+        elif op in ("ULDC", "LDCU", "NOP", "BAR"):
             if op == "BAR":
                 if not g.all():
                     raise SimError("BAR under a guard")
@@ -359,6 +371,13 @@ class Machine:
             d = ops[0].values[0]
             rest = list(ops[1:])
             carry_out = None
+            if rest[0].kind == "P" and rest[1].kind == "P" and "X" not in mods:
+                # (Blackwell: both carry-outs written; the second, of a 3-input sum, unused: PT)
+                if rest[1].values[0] != 7:
+                    raise SimError(f"{text}: the second carry-out is not modelled")
+                del rest[1]
+            elif rest[0].kind == "P" and rest[1].kind == "P":
+                del rest[:2]                # IADD3.X's carry-outs, PT, PT
             if rest[0].kind == "P":
                 carry_out = rest.pop(0).values[0]
             if "X" in mods:
@@ -456,7 +475,7 @@ class Machine:
                     b4 = vals.view(np.uint8).reshape(-1, 4)
                     for bb in range(4):
                         buf.data[idx + 4 * k + bb] = b4[:, bb]
-        elif op == "REDG":
+        elif op == self.t.reduce:
             # REDG.E.ADD.F32...: y[addr] += value, as float32 (blocks run one after the other)
             if "ADD" not in mods or "F32" not in mods:
                 raise SimError(f"REDG.{'.'.join(mods)} not modelled")
@@ -530,13 +549,14 @@ class _State:
 
 
 def simulate(text: str, grid, buffers: dict[str, np.ndarray], param_order: list[tuple[str, int]],
-             shared_bytes: int, threads: int = THREADS) -> tuple[dict[str, np.ndarray], Machine]:
-    """Run the kernel on copies of `buffers` (name -> array); returns the final contents (uint8
-    views reshaped by the caller) and the machine (race_log, undefined_log)."""
+             shared_bytes: int, threads: int = THREADS, arch: str = DEFAULT_ARCH
+             ) -> tuple[dict[str, np.ndarray], Machine]:
+    """Run the kernel for `arch` on copies of `buffers` (name -> array); returns the final
+    contents (uint8 views reshaped by the caller) and the machine (race_log, undefined_log)."""
     mem = Memory()
     params = {}
     for name, _size in param_order:
         params[name] = mem.add(name, buffers[name])
-    m = Machine(text, grid, params, mem, shared_bytes, [s for _n, s in param_order], threads)
+    m = Machine(text, grid, params, mem, shared_bytes, [s for _n, s in param_order], threads, arch)
     m.run()
     return {name: mem.get(name) for name, _ in param_order}, m

@@ -36,8 +36,9 @@ def options_from_args(args) -> Options:
     return Options(yield_mode=args.yield_mode, ldg_spacing=args.ldg_spacing, sts_spacing=args.sts_spacing,
                    cluster=args.cluster, safe=getattr(args, "safe", False),
                    overlap=not getattr(args, "no_overlap", False), reuse_slots=not getattr(args, "no_reuse_slots", False),
-                   bank_slots=not getattr(args, "no_bank_slots", False), ldgsts=not getattr(args, "no_ldgsts", False),
-                   split=args.split, tail=args.tail)
+                   bank_slots=not getattr(args, "no_bank_slots", False),
+                   ldgsts=not (getattr(args, "no_ldgsts", False) or getattr(args, "one_buffer", False)),
+                   split=args.split, tail=args.tail, buffers=1 if getattr(args, "one_buffer", False) else 2)
 
 
 def ablation_variants() -> list[Options]:
