@@ -87,7 +87,7 @@ def measure(n: int, c: int, hw: int, k: int, reps: int) -> dict:
 def render(result: dict) -> str:
     lines = [f"GPU: {result['gpu']}, torch {result['torch']}, cuDNN {result['cudnn']}; ms a training step "
              "(forward + input and weight gradients)", ""]
-    head = "| layer | N | " + " | ".join(MODES) + " | fp32/winograd | tf32/winograd | winograd fwd/dx/dw | fp32 fwd/dx/dw |"
+    head = "| layer | N | " + " | ".join(MODES) + " | fp32/winograd | tf32/winograd | winograd fwd/dx/dw | fp32 fwd/dx/dw | dw chosen |"
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
     for r in result["layers"]:
         t = r["ms"]
