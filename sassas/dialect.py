@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-from .ast import DEFAULT_LATENCY, ControlCode, Instruction, Operand
+from .ast import DEFAULT_LATENCY, ZERO_NAMES, ControlCode, Instruction, Operand
 from .errors import SassError
 
 DIALECTS = ("turingas", "nvdisasm")
@@ -52,15 +52,16 @@ def _tables() -> tuple[dict, dict]:
     return turingas, own
 
 
-_FILLED_IN = re.compile(r"(!?)(U?P)([0-6]|T)$|RZ$")
+_FILLED_IN = re.compile(r"(!?)(U?P)([0-6]|T)$|U?RZ$")
+_ZERO_REGISTERS = {name: Operand(kind, (value,)) for (kind, value), name in ZERO_NAMES.items()}
 
 
 @lru_cache(maxsize=None)
 def _filled_in(text: str) -> Operand:
-    """An operand TuringAs fills in: RZ or a predicate (`!PT`, `P0`)."""
+    """An operand TuringAs fills in: RZ, URZ or a predicate (`!PT`, `P0`, `!UPT`)."""
     m = _FILLED_IN.match(text)
     if m.group(2) is None:
-        return Operand("R", (255,))
+        return _ZERO_REGISTERS[text]
     return Operand(m.group(2), (7 if m.group(3) == "T" else int(m.group(3)),), frozenset("!" if m.group(1) else ()))
 
 

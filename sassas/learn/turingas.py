@@ -20,6 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+from . import oracle
+
 ROOT = Path(__file__).resolve().parents[2]
 ARCHS = (70, 75, 80, 86)
 
@@ -220,24 +222,25 @@ def _kinds(inst) -> list[tuple]:
 
 
 def _align(written: list[tuple], canon) -> Optional[list[str]]:
-    """The canonical operands as the written ones (`$i`) and the ones TuringAs fills in (RZ, a
-    predicate), in order; None where they do not line up so."""
-    from sassas.ast import format_operand
+    """The canonical operands as the written ones (`$i`) and the ones TuringAs fills in (RZ,
+    URZ, a predicate or uniform predicate), in order; None where they do not line up so."""
+    from sassas.ast import ZERO_NAMES, format_operand
     out, i = [], 0
     for op in canon.operands:
         if i < len(written) and (op.kind, op.flags - {"!"}) == written[i]:
             out.append(f"${i}")
             i += 1
-        elif (op.kind == "R" and op.values == (255,)) or op.kind == "P":
+        elif op.kind in ("P", "UP") or ZERO_NAMES.get((op.kind, *op.values[:1])) in ("RZ", "URZ"):
             out.append(format_operand(op))
         else:
             return None
     return out if i == len(written) else None
 
 
-def classify(line: str, word: int, arch: int) -> Optional[dict]:
-    """What the TuringAs spelling in `line` means on `arch`, given the word TuringAs wrote: None
-    where sassas already writes that word from the line as it stands, else an entry."""
+def classify(line: str, word: int, arch: int, read: Optional[str]) -> Optional[dict]:
+    """What the TuringAs spelling in `line` means on `arch`, given the word TuringAs wrote and
+    nvdisasm's text of it (`read`, None where nvdisasm reads no instruction in it): None where
+    sassas already writes that word from the line as it stands, else an entry."""
     import sassas
     from sassas.elf import read_cubin
     from sassas.isa import get_isa
@@ -257,8 +260,9 @@ def classify(line: str, word: int, arch: int) -> Optional[dict]:
         canon = isa.decode(word)
         text = isa.format(canon)
     except Exception:
-        return {"wrong": "a word sassas's description does not decode",
-                **({"refuse": True} if sassas_word(line) is None else {})}
+        wrong = (f"read by nvdisasm as {read.split()[0]}, a word sassas's description does not decode"
+                 if read else "an illegal instruction (nvdisasm reads no instruction in it)")
+        return {"wrong": wrong, **({"refuse": True} if sassas_word(line) is None else {})}
     # The spelling as written, with the operands TuringAs wrote (it cuts values to their fields
     # without a word, which sassas refuses: a matter of values, not of the spelling).
     from sassas.ast import format_operand
@@ -330,12 +334,14 @@ def _build_table(spellings, lines, files, defaults, tmp: Path) -> dict:
         outs = run_turingas(files, arch, tmp)
         latency_outs = run_turingas(defaults, arch, tmp)
         entries = table.setdefault(f"sm_{arch}", {})
-        for (op, m, t), line, out, lat in zip(spellings, lines, outs, latency_outs):
-            if not out.exists():
+        words = [int.from_bytes(read_cubin(out.read_bytes()).kernels[0].code[:16], "little") if out.exists()
+                 else None for out in outs]
+        read = oracle.disassemble([w for w in words if w is not None], f"sm_{arch}", oracle.DisasmCache(f"sm_{arch}"))
+        for (op, m, t), line, word, lat in zip(spellings, lines, words, latency_outs):
+            if word is None:
                 continue        # TuringAs refuses it too
-            word = int.from_bytes(read_cubin(out.read_bytes()).kernels[0].code[:16], "little")
             key = spelling_key(m, parse_instruction(line).operands)
-            entry = classify(line, word, arch)
+            entry = classify(line, word, arch, read[word].text if read.get(word) else None)
             if entry is not None:
                 entries[key] = entry
             if not lat.exists():
