@@ -205,8 +205,9 @@ def all_spellings() -> list[tuple[str, str, str]]:
 # nvdisasm leaves out. Any other difference is TuringAs writing bits that mean something else.
 # (RED.E.ADD.F32: the float reduction is .FTZ.RN, the only one there is.)
 IMPLIED = {"SYS", "GPU", "STRONG", "U32", "32", "XOR", "FTZ", "RN"}
-# (IMAD.MOV/.SHL/.IADD: TuringAs writes a plain IMAD for them.)
-DEFAULTS = {"32", "E", "U", "1", "S32", "RN", "MOV", "SHL", "IADD"}
+# (IMAD.MOV/.SHL/.IADD: TuringAs writes a plain IMAD for them; .SYS is its default scope, the
+# bits of no scope: its LDG.E.SYS is its LDG.E, bit for bit, on every arch.)
+DEFAULTS = {"32", "E", "U", "1", "S32", "RN", "MOV", "SHL", "IADD", "SYS"}
 # Defaults that TuringAs sets and that nvdisasm reads as the other meaning (SGXT is signed).
 WRONG_IMPLIED = {("SGXT", "U32")}
 
