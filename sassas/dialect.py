@@ -6,9 +6,10 @@ implied parts to the spelling nvdisasm prints for the word TuringAs writes (`SHF
 `SHF.L.U32`, `IADD3.X R, R, R, R, P` -> `... P, !PT`, `LEA.HI R, R, R, I` -> `LEA.HI R, R,
 R, RZ, I`), marks the spellings that are also nvdisasm text with another meaning
 (`CS2R R5, SR_CLOCKLO`: TuringAs's 32-bit CS2R.32, nvdisasm's 64-bit pair write) and those
-where TuringAs's word means something other than what is written (`wrong`; with `refuse`
-where sassas cannot write the written spelling either); `data/spellings.toml` holds sassas's
-own explicit spellings (`CS2R.64`).
+where TuringAs's word means something other than what is written (`wrong`: sassas writes what
+is written, with a warning; with `to`, completed with what TuringAs implies: `STG.E.GPU` on
+sm_80 -> `STG.E.STRONG.GPU`; with `refuse` where sassas cannot write the written spelling
+either); `data/spellings.toml` holds sassas's own explicit spellings (`CS2R.64`).
 
 A file's dialect: `nvdisasm` for a cuobjdump/nvdisasm listing and for a file that uses
 sassas's directives (`.kernel`, `.param`, ...: TuringAs reads none of them); `turingas` for
@@ -107,9 +108,12 @@ def apply_dialect(inst: Instruction, arch: str, dialect: str, forced: bool) -> O
             raise SassError(f"{spelling} is refused on {arch}: TuringAs's word for it is {entry['wrong']}, "
                             f"not {spelling}, and sassas does not write that; write the instruction you mean "
                             f"as nvdisasm spells it (`sassas isa --arch {arch} {inst.opcode}` lists them)", inst.loc)
+        meant = entry.get("to", spelling)
+        if "to" in entry:
+            _rewrite(inst, entry)
         if dialect == "turingas" and not forced:
             return (f"TuringAs's word for {spelling} on {arch} is {entry['wrong']}; sassas writes "
-                    f"{spelling} as nvdisasm reads it")
+                    f"{meant} as nvdisasm reads it")
         return None
     if entry.get("ambiguous"):
         if dialect != "turingas":

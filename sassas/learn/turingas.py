@@ -284,7 +284,20 @@ def classify(line: str, word: int, arch: int, read: Optional[str]) -> Optional[d
     mine = sassas_word(text.rstrip(" ;") + ";") if ok else None
     if mine is None:
         wrong = f"read by nvdisasm as {name}"
-        return {"wrong": wrong} if as_written is not None else {"wrong": wrong, "refuse": True}
+        if as_written is not None:
+            return {"wrong": wrong}
+        # What is written, with the defaults nvdisasm leaves out dropped and the modifiers
+        # TuringAs implies added (STG.E.GPU on sm_80: TuringAs's word reads as
+        # STG.E.STRONG.GPU.PRIVATE; written is STG.E.STRONG.GPU): sassas writes that, with a warning.
+        completed = ".".join((written.opcode, *[m for m in written.modifiers if m not in dropped & DEFAULTS],
+                              *sorted(added & IMPLIED)))
+        meant = sassas_word(f"{completed} {', '.join(ops)};" if ops else f"{completed};") \
+            if order is not None and completed != spelled else None
+        if meant is None:
+            return {"wrong": wrong, "refuse": True}
+        inst = isa.decode(meant)            # (its modifiers in nvdisasm's order)
+        return {"to": ".".join((inst.opcode, *inst.modifiers)),
+                **({"operands": order} if order != [f"${i}" for i in range(len(order))] else {}), "wrong": wrong}
     if name == spelled and order == [f"${i}" for i in range(len(order))]:
         return None     # the same text: TuringAs sets bits besides it (a divergence the test names)
     entry = {"to": name}
@@ -364,7 +377,8 @@ def write_table(table: dict, path: Path) -> None:
            "#   ambiguous: the spelling is also nvdisasm text, which means something else (warned);",
            "#   raw: [mask, bits] TuringAs sets that nvdisasm does not print, kept;",
            "#   wrong: TuringAs's word reads as this, not as what is written: sassas writes what is",
-           "#   written (a warning in TuringAs's dialect), or, with refuse, refuses it;",
+           "#   written (a warning in TuringAs's dialect; with to, completed with what TuringAs",
+           "#   implies), or, with refuse, refuses it;",
            "#   latency: the stall a `-` stands for (1 where not given), a bit past the field",
            "#   falling into the yield bit as TuringAs writes it", ""]
     for arch, entries in table.items():
