@@ -135,6 +135,7 @@ SPELLINGS: list[tuple[str, tuple, str]] = [
     ("ATOMS", ((".CAS",),), "R, A, R, R"),
     ("ATOMG", ((".EXCH",), ("", ".STRONG"), ("", ".GPU", ".SYS")), "R, A, R"),
     ("RED", ((".E",), (".ADD", ".MIN"), (".U32", ".S32", ".F32"), ("", ".STRONG"), ("", ".GPU", ".SYS")), "A64, R"),
+    ("RED", ((".E",), (".ADD", ".MIN"), (".U32", ".S32", ".F32"), ("", ".STRONG"), ("", ".GPU", ".SYS")), "A, R"),
     ("LDG", ((".E",), ("", ".64", ".128")), "R, AU"),
     ("LDGSTS", ((".E",), ("", ".BYPASS"), ("", ".LTC128B"), ("", ".64", ".128")), "AS, AG"),
 ]
@@ -206,8 +207,9 @@ def all_spellings() -> list[tuple[str, str, str]]:
 # (RED.E.ADD.F32: the float reduction is .FTZ.RN, the only one there is.)
 IMPLIED = {"SYS", "GPU", "STRONG", "U32", "32", "XOR", "FTZ", "RN"}
 # (IMAD.MOV/.SHL/.IADD: TuringAs writes a plain IMAD for them; .SYS is its default scope, the
-# bits of no scope: its LDG.E.SYS is its LDG.E, bit for bit, on every arch.)
-DEFAULTS = {"32", "E", "U", "1", "S32", "RN", "MOV", "SHL", "IADD", "SYS"}
+# bits of no scope: its LDG.E.SYS is its LDG.E, bit for bit, on every arch; .U32, RED's default
+# type, which its grammar wants written.)
+DEFAULTS = {"32", "E", "U", "1", "S32", "RN", "MOV", "SHL", "IADD", "SYS", "U32"}
 # Defaults that TuringAs sets and that nvdisasm reads as the other meaning (SGXT is signed).
 WRONG_IMPLIED = {("SGXT", "U32")}
 
