@@ -297,8 +297,8 @@ def classify(line: str, word: int, arch: int, read: Optional[str]) -> Optional[d
             if order is not None and completed != spelled else None
         if meant is None:
             return {"wrong": wrong, "refuse": True}
-        inst = isa.decode(meant)            # (its modifiers in nvdisasm's order)
-        return {"to": ".".join((inst.opcode, *inst.modifiers)),
+        reading = isa.decode(meant)         # (its modifiers in nvdisasm's order)
+        return {"to": ".".join((reading.opcode, *reading.modifiers)),
                 **({"operands": order} if order != [f"${i}" for i in range(len(order))] else {}), "wrong": wrong}
     if name == spelled and order == [f"${i}" for i in range(len(order))]:
         return None     # the same text: TuringAs sets bits besides it (a divergence the test names)
