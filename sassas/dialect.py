@@ -66,12 +66,20 @@ def _filled_in(text: str) -> Operand:
     return Operand(m.group(2), (7 if m.group(3) == "T" else int(m.group(3)),), frozenset("!" if m.group(1) else ()))
 
 
+def _written(operands: tuple, ref: str) -> Operand:
+    """`$i`: the i-th operand written; `$i-.64`: it without the flag (TuringAs's `.64` address
+    where the arch's `.E` says it)."""
+    index, _, flag = ref[1:].partition("-")
+    op = operands[int(index)]
+    return replace(op, flags=op.flags - {flag}) if flag else op
+
+
 def _rewrite(inst: Instruction, entry: dict) -> None:
     opcode, *mods = entry["to"].split(".")
     inst.opcode, inst.modifiers = opcode, tuple(mods)
     order = entry.get("operands")
     if order is not None:
-        inst.operands = tuple(inst.operands[int(o[1:])] if o[0] == "$" else _filled_in(o) for o in order)
+        inst.operands = tuple(_written(inst.operands, o) if o[0] == "$" else _filled_in(o) for o in order)
     raw = entry.get("raw")
     if raw is not None and inst.raw is None:
         inst.raw = (int(raw[0], 16), int(raw[1], 16))

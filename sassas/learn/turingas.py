@@ -240,6 +240,26 @@ def _align(written: list[tuple], canon) -> Optional[list[str]]:
     return out if i == len(written) else None
 
 
+def _without_wide_address(written, canon, sassas_word) -> Optional[list[str]]:
+    """The operand order for a spelling whose `.64` address (TuringAs's `[R2.64+0x10]`) is a
+    bit nvdisasm does not print and the arch's forms have no `.64` for (RED on sm_70/75, where
+    `.E` says the address is 64-bit): the written operand with the flag dropped (`$0-.64`).
+    None where the arch writes the `.64` (sm_80's RED: the flag means something there)."""
+    from dataclasses import replace
+
+    from sassas.ast import format_operand
+    kinds = _kinds(written)
+    order = _align([(k, f - {".64"}) for k, f in kinds], canon)
+    wide = [i for i, (_k, f) in enumerate(kinds) if ".64" in f]
+    if order is None or not wide:
+        return None
+    ops = [format_operand(replace(op, flags=op.flags | {".64"}) if i in wide else op)
+           for i, op in enumerate(canon.operands)]
+    if sassas_word(f"{'.'.join((canon.opcode, *canon.modifiers))} {', '.join(ops)};") is not None:
+        return None
+    return [o + "-.64" if o[0] == "$" and int(o[1:]) in wide else o for o in order]
+
+
 def classify(line: str, word: int, arch: int, read: Optional[str]) -> Optional[dict]:
     """What the TuringAs spelling in `line` means on `arch`, given the word TuringAs wrote and
     nvdisasm's text of it (`read`, None where nvdisasm reads no instruction in it): None where
@@ -274,6 +294,8 @@ def classify(line: str, word: int, arch: int, read: Optional[str]) -> Optional[d
     order = _align(_kinds(written), canon)
     if order is None:
         as_written = sassas_word(line)      # TuringAs dropped or moved an operand written
+        if as_written is None:
+            order = _without_wide_address(written, canon, sassas_word)
     else:
         as_written = sassas_word(f"{spelled} {', '.join(ops)};" if ops else f"{spelled};")
     if as_written == word:

@@ -105,6 +105,17 @@ def test_turingas_fills_in_uniform_zero_and_predicates():
         assert a == b
 
 
+def test_turingas_red_on_sm75():
+    """RED's type .U32 is TuringAs's default; its `[R2.64]` address is `.E`'s on sm_70/75 (the
+    bit it sets for .64 is one nvdisasm does not print, kept)."""
+    from sassas.isa import get_isa
+    isa = get_isa("sm_75")
+    for line, text in (("RED.E.ADD.F32 [R2.64+0x10], R5;", "RED.E.ADD.F32.FTZ.RN.SYS [R2+0x10], R5"),
+                       ("RED.E.ADD.U32.GPU [R2+0x10], R5;", "RED.E.ADD.GPU [R2+0x10], R5")):
+        word, warned = _word(f"--:-:-:-:2  {line}\n--:-:-:-:2  EXIT;\n", "sm_75")
+        assert isa.format(isa.decode(word)).rstrip(" ;") == text and not warned
+
+
 def test_turingas_illegal_words_are_refused_as_such():
     """TuringAs's F2FP on sm_75 and IMAD.HI on sm_70 are words nvdisasm reads no instruction in."""
     for arch, line in (("sm_75", "F2FP.PACK_AB R0, R32, R12;"), ("sm_70", "IMAD.HI.U32 R5, R2, R3, RZ;")):
