@@ -310,13 +310,23 @@ def classify(line: str, word: int, arch: int, read: Optional[str]) -> Optional[d
         wrong = f"read by nvdisasm as {name}"
         if as_written is not None:
             return {"wrong": wrong}
-        # What is written, with the defaults nvdisasm leaves out dropped and the modifiers
-        # TuringAs implies added (STG.E.GPU on sm_80: TuringAs's word reads as
-        # STG.E.STRONG.GPU.PRIVATE; written is STG.E.STRONG.GPU): sassas writes that, with a warning.
-        completed = ".".join((written.opcode, *[m for m in written.modifiers if m not in dropped & DEFAULTS],
-                              *sorted(added & IMPLIED)))
-        meant = sassas_word(f"{completed} {', '.join(ops)};" if ops else f"{completed};") \
-            if order is not None and completed != spelled else None
+        # What is written, with the defaults nvdisasm leaves out dropped and as many of the
+        # modifiers TuringAs implies added as go with it (STG.E.GPU on sm_80: TuringAs's word
+        # reads as STG.E.STRONG.GPU.PRIVATE; written is STG.E.STRONG.GPU; RED.E.ADD.U32.STRONG.GPU
+        # reads as RED.E.ADD.STRONG.SYS, written is RED.E.ADD.STRONG.GPU): sassas writes that,
+        # with a warning.
+        kept = [m for m in written.modifiers if m not in dropped & DEFAULTS]
+        implied = sorted(added & IMPLIED)
+        meant = None
+        for n in range(len(implied), -1, -1) if order is not None else ():
+            for extra in itertools.combinations(implied, n):
+                completed = ".".join((written.opcode, *kept, *extra))
+                if completed != spelled:
+                    meant = sassas_word(f"{completed} {', '.join(ops)};" if ops else f"{completed};")
+                if meant is not None:
+                    break
+            if meant is not None:
+                break
         if meant is None:
             return {"wrong": wrong, "refuse": True}
         reading = isa.decode(meant)         # (its modifiers in nvdisasm's order)
