@@ -6,9 +6,10 @@ implied parts to the spelling nvdisasm prints for the word TuringAs writes (`SHF
 `SHF.L.U32`, `IADD3.X R, R, R, R, P` -> `... P, !PT`, `LEA.HI R, R, R, I` -> `LEA.HI R, R,
 R, RZ, I`), marks the spellings that are also nvdisasm text with another meaning
 (`CS2R R5, SR_CLOCKLO`: TuringAs's 32-bit CS2R.32, nvdisasm's 64-bit pair write) and those
-where TuringAs's word means something other than what is written (`wrong`; with `refuse`
-where sassas cannot write the written spelling either); `data/spellings.toml` holds sassas's
-own explicit spellings (`CS2R.64`).
+where TuringAs's word means something other than what is written (`wrong`: sassas writes what
+is written, with a warning; with `to`, completed with what TuringAs implies: `STG.E.GPU` on
+sm_80 -> `STG.E.STRONG.GPU`; with `refuse` where sassas cannot write the written spelling
+either); `data/spellings.toml` holds sassas's own explicit spellings (`CS2R.64`).
 
 A file's dialect: `nvdisasm` for a cuobjdump/nvdisasm listing and for a file that uses
 sassas's directives (`.kernel`, `.param`, ...: TuringAs reads none of them); `turingas` for
@@ -25,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-from .ast import DEFAULT_LATENCY, ControlCode, Instruction, Operand
+from .ast import DEFAULT_LATENCY, ZERO_NAMES, ControlCode, Instruction, Operand
 from .cache import load_toml
 from .errors import SassError
 
@@ -50,16 +51,25 @@ def _tables() -> tuple[dict, dict]:
     return turingas, own
 
 
-_FILLED_IN = re.compile(r"(!?)(U?P)([0-6]|T)$|RZ$")
+_FILLED_IN = re.compile(r"(!?)(U?P)([0-6]|T)$|U?RZ$")
+_ZERO_REGISTERS = {name: Operand(kind, (value,)) for (kind, value), name in ZERO_NAMES.items()}
 
 
 @lru_cache(maxsize=None)
 def _filled_in(text: str) -> Operand:
-    """An operand TuringAs fills in: RZ or a predicate (`!PT`, `P0`)."""
+    """An operand TuringAs fills in: RZ, URZ or a predicate (`!PT`, `P0`, `!UPT`)."""
     m = _FILLED_IN.match(text)
     if m.group(2) is None:
-        return Operand("R", (255,))
+        return _ZERO_REGISTERS[text]
     return Operand(m.group(2), (7 if m.group(3) == "T" else int(m.group(3)),), frozenset("!" if m.group(1) else ()))
+
+
+def _written(operands: tuple, ref: str) -> Operand:
+    """`$i`: the i-th operand written; `$i-.64`: it without the flag (TuringAs's `.64` address
+    where the arch's `.E` says it)."""
+    index, _, flag = ref[1:].partition("-")
+    op = operands[int(index)]
+    return replace(op, flags=op.flags - {flag}) if flag else op
 
 
 def _rewrite(inst: Instruction, entry: dict) -> None:
@@ -67,7 +77,7 @@ def _rewrite(inst: Instruction, entry: dict) -> None:
     inst.opcode, inst.modifiers = opcode, tuple(mods)
     order = entry.get("operands")
     if order is not None:
-        inst.operands = tuple(inst.operands[int(o[1:])] if o[0] == "$" else _filled_in(o) for o in order)
+        inst.operands = tuple(_written(inst.operands, o) if o[0] == "$" else _filled_in(o) for o in order)
     raw = entry.get("raw")
     if raw is not None and inst.raw is None:
         inst.raw = (int(raw[0], 16), int(raw[1], 16))
@@ -119,9 +129,12 @@ def apply_dialect(inst: Instruction, arch: str, dialect: str, forced: bool) -> O
             raise SassError(f"{spelling} is refused on {arch}: TuringAs's word for it is {entry['wrong']}, "
                             f"not {spelling}, and sassas does not write that; write the instruction you mean "
                             f"as nvdisasm spells it (`sassas isa --arch {arch} {inst.opcode}` lists them)", inst.loc)
+        meant = entry.get("to", spelling)
+        if "to" in entry:
+            _rewrite(inst, entry)
         if dialect == "turingas" and not forced:
             return (f"TuringAs's word for {spelling} on {arch} is {entry['wrong']}; sassas writes "
-                    f"{spelling} as nvdisasm reads it")
+                    f"{meant} as nvdisasm reads it")
         return None
     if entry.get("ambiguous"):
         if dialect != "turingas":
@@ -146,6 +159,13 @@ _NEWEST_TURINGAS_ARCH = "sm_86"
 # (arch, shape, special registers) -> (spelling, table entry): looked up once a shape, not once
 # an instruction (a file repeats few shapes).
 _entry_of_shape: dict = {}
+
+
+def forget_shapes() -> None:
+    """Drop what was found per shape (the table's entries, the plain shapes): for the table's
+    generator, which reads files with the tables swapped out and back."""
+    _entry_of_shape.clear()
+    _stall_of_plain_shape.clear()
 
 
 def _spelling_and_entry(inst: Instruction, arch: str, turingas: dict) -> tuple[str, dict]:

@@ -186,16 +186,31 @@ def _renumber(token, k: int):
     return None if j == k else flag_token(j - 1, flag)
 
 
+def _pt_raw(f: Field) -> int:
+    """What a 3-bit predicate field holds for PT/UPT (7): 0 where it is stored inverted (sm_86's
+    BMMA reads its UP operand so: `UP0` is 7, and UPT, left out of the text, is 0)."""
+    return 7 ^ f.value_mask if f.transform == "n" else 7
+
+
 def _without_operand(e: Encoding, k: int, word: int, text: str) -> Optional[Encoding]:
     """Encoding e with predicate operand k left out of the text and fixed to PT (7): what
-    nvdisasm prints when that output predicate is PT. None where a group, alias or reuse bit
-    refers to the operand."""
+    nvdisasm prints when that predicate is PT. None where a group (other than the operand's own
+    negation), alias or reuse bit refers to the operand."""
     pos = 1 + sum(value_count(kind) for kind in e.kinds[:k])
     f = e.fields[pos]
     if not isinstance(f, Field):
         return None
+    # A group of operand k's own flags (an input predicate's `!`) is fixed to the word's value,
+    # where that value prints no flag: a UPT left out of the text is not negated.
+    own = [g for g in e.groups if g.tokens and all(split_flag_token(t)[0] == k for t in g.tokens)]
+    if any(g.values.get(word & g.mask) != frozenset() for g in own):
+        return None
+    fixed_mask = f.mask | sum(g.mask for g in own)
+    fixed = f.insert(_pt_raw(f)) | sum(word & g.mask for g in own)
     toks = set(e.fixed_tokens) | set(e.order)
     for g in e.groups:
+        if any(g is o for o in own):
+            continue
         toks |= set(g.tokens)
         for seq in g.sequences.values():
             toks |= set(seq)
@@ -206,14 +221,13 @@ def _without_operand(e: Encoding, k: int, word: int, text: str) -> Optional[Enco
     ren = lambda ts: frozenset(_renumber(t, k) for t in ts)
     groups = [Group(g.mask, {v: ren(ts) for v, ts in g.values.items()}, g.default,
                     sequences={v: tuple(_renumber(t, k) for t in seq) for v, seq in g.sequences.items()})
-              for g in e.groups]
+              for g in e.groups if not any(g is o for o in own)]
     aliases = [Alias(tuple((j - 1 if j > pos else j, c) for j, c in a.when), ren(a.add), ren(a.drop),
                      ren(a.needs), ren(a.unless)) for a in e.aliases]
     shift = lambda d: {(i - 1 if i > k else i): v for i, v in d.items()}
-    pt = f.insert(7)
     kinds = e.kinds[:k] + e.kinds[k + 1:]
-    return Encoding(e.opcode, kinds, e.guard_kind, e.match_mask | f.mask,
-                    (e.match_value & ~f.mask) | pt, (e.base & ~f.mask) | pt,
+    return Encoding(e.opcode, kinds, e.guard_kind, e.match_mask | fixed_mask,
+                    (e.match_value & ~fixed_mask) | fixed, (e.base & ~fixed_mask) | fixed,
                     e.fields[:pos] + e.fields[pos + 1:], groups, ren(e.fixed_tokens),
                     tuple(_renumber(t, k) for t in e.order), shift(e.reuse),
                     name=form_name(e.opcode, kinds), example=text, aliases=aliases,
@@ -325,9 +339,9 @@ def learn_optional_predicates(isa: Isa, arch: str, log=print) -> Isa:
             n = value_count(kind)
             if kind in ("P", "UP") and k > 0:
                 f = e.fields[pos]
-                if isinstance(f, Field) and f.extract(word) != 7 and f.value_bits == 3:
+                if isinstance(f, Field) and f.value_bits == 3 and f.extract(word) != _pt_raw(f):
                     kinds = e.kinds[:k] + e.kinds[k + 1:]
-                    probes.append((e, k, (word & ~f.mask) | f.insert(7), kinds))
+                    probes.append((e, k, (word & ~f.mask) | f.insert(_pt_raw(f)), kinds))
             pos += n
     samples = probe.to_samples(oracle.disassemble([w for *_x, w, _k in probes], arch, cache))
     added = []
@@ -551,11 +565,11 @@ def learn_alias_exceptions(isa: Isa, arch: str, samples: list, log=print) -> Isa
         for g in e.groups:
             for v, toks in g.values.items():
                 mods = frozenset(t for t in toks if not t.startswith("@"))
-                probe = (word & ~g.mask) | v
-                if not mods or mods & (a.unless | a.needs | a.drop | a.add) or (id(e), k, probe) in seen:
+                other = (word & ~g.mask) | v
+                if not mods or mods & (a.unless | a.needs | a.drop | a.add) or (id(e), k, other) in seen:
                     continue
-                seen.add((id(e), k, probe))
-                probes.append((e, k, mods, probe))
+                seen.add((id(e), k, other))
+                probes.append((e, k, mods, other))
     texts = probe.to_samples(oracle.disassemble([w for *_x, w in probes], arch, cache))
     extra: dict = defaultdict(set)
     for e, k, mods, word in probes:

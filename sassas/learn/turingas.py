@@ -20,6 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+from . import oracle
+
 ROOT = Path(__file__).resolve().parents[2]
 ARCHS = (70, 75, 80, 86)
 
@@ -133,6 +135,7 @@ SPELLINGS: list[tuple[str, tuple, str]] = [
     ("ATOMS", ((".CAS",),), "R, A, R, R"),
     ("ATOMG", ((".EXCH",), ("", ".STRONG"), ("", ".GPU", ".SYS")), "R, A, R"),
     ("RED", ((".E",), (".ADD", ".MIN"), (".U32", ".S32", ".F32"), ("", ".STRONG"), ("", ".GPU", ".SYS")), "A64, R"),
+    ("RED", ((".E",), (".ADD", ".MIN"), (".U32", ".S32", ".F32"), ("", ".STRONG"), ("", ".GPU", ".SYS")), "A, R"),
     ("LDG", ((".E",), ("", ".64", ".128")), "R, AU"),
     ("LDGSTS", ((".E",), ("", ".BYPASS"), ("", ".LTC128B"), ("", ".64", ".128")), "AS, AG"),
 ]
@@ -203,8 +206,10 @@ def all_spellings() -> list[tuple[str, str, str]]:
 # nvdisasm leaves out. Any other difference is TuringAs writing bits that mean something else.
 # (RED.E.ADD.F32: the float reduction is .FTZ.RN, the only one there is.)
 IMPLIED = {"SYS", "GPU", "STRONG", "U32", "32", "XOR", "FTZ", "RN"}
-# (IMAD.MOV/.SHL/.IADD: TuringAs writes a plain IMAD for them.)
-DEFAULTS = {"32", "E", "U", "1", "S32", "RN", "MOV", "SHL", "IADD"}
+# (IMAD.MOV/.SHL/.IADD: TuringAs writes a plain IMAD for them; .SYS is its default scope, the
+# bits of no scope: its LDG.E.SYS is its LDG.E, bit for bit, on every arch; .U32, RED's default
+# type, which its grammar wants written.)
+DEFAULTS = {"32", "E", "U", "1", "S32", "RN", "MOV", "SHL", "IADD", "SYS", "U32"}
 # Defaults that TuringAs sets and that nvdisasm reads as the other meaning (SGXT is signed).
 WRONG_IMPLIED = {("SGXT", "U32")}
 
@@ -220,24 +225,45 @@ def _kinds(inst) -> list[tuple]:
 
 
 def _align(written: list[tuple], canon) -> Optional[list[str]]:
-    """The canonical operands as the written ones (`$i`) and the ones TuringAs fills in (RZ, a
-    predicate), in order; None where they do not line up so."""
-    from sassas.ast import format_operand
+    """The canonical operands as the written ones (`$i`) and the ones TuringAs fills in (RZ,
+    URZ, a predicate or uniform predicate), in order; None where they do not line up so."""
+    from sassas.ast import ZERO_NAMES, format_operand
     out, i = [], 0
     for op in canon.operands:
         if i < len(written) and (op.kind, op.flags - {"!"}) == written[i]:
             out.append(f"${i}")
             i += 1
-        elif (op.kind == "R" and op.values == (255,)) or op.kind == "P":
+        elif op.kind in ("P", "UP") or ZERO_NAMES.get((op.kind, *op.values[:1])) in ("RZ", "URZ"):
             out.append(format_operand(op))
         else:
             return None
     return out if i == len(written) else None
 
 
-def classify(line: str, word: int, arch: int) -> Optional[dict]:
-    """What the TuringAs spelling in `line` means on `arch`, given the word TuringAs wrote: None
-    where sassas already writes that word from the line as it stands, else an entry."""
+def _without_wide_address(written, canon, sassas_word) -> Optional[list[str]]:
+    """The operand order for a spelling whose `.64` address (TuringAs's `[R2.64+0x10]`) is a
+    bit nvdisasm does not print and the arch's forms have no `.64` for (RED on sm_70/75, where
+    `.E` says the address is 64-bit): the written operand with the flag dropped (`$0-.64`).
+    None where the arch writes the `.64` (sm_80's RED: the flag means something there)."""
+    from dataclasses import replace
+
+    from sassas.ast import format_operand
+    kinds = _kinds(written)
+    order = _align([(k, f - {".64"}) for k, f in kinds], canon)
+    wide = [i for i, (_k, f) in enumerate(kinds) if ".64" in f]
+    if order is None or not wide:
+        return None
+    ops = [format_operand(replace(op, flags=op.flags | {".64"}) if i in wide else op)
+           for i, op in enumerate(canon.operands)]
+    if sassas_word(f"{'.'.join((canon.opcode, *canon.modifiers))} {', '.join(ops)};") is not None:
+        return None
+    return [o + "-.64" if o[0] == "$" and int(o[1:]) in wide else o for o in order]
+
+
+def classify(line: str, word: int, arch: int, read: Optional[str]) -> Optional[dict]:
+    """What the TuringAs spelling in `line` means on `arch`, given the word TuringAs wrote and
+    nvdisasm's text of it (`read`, None where nvdisasm reads no instruction in it): None where
+    sassas already writes that word from the line as it stands, else an entry."""
     import sassas
     from sassas.elf import read_cubin
     from sassas.isa import get_isa
@@ -257,8 +283,9 @@ def classify(line: str, word: int, arch: int) -> Optional[dict]:
         canon = isa.decode(word)
         text = isa.format(canon)
     except Exception:
-        return {"wrong": "a word sassas's description does not decode",
-                **({"refuse": True} if sassas_word(line) is None else {})}
+        wrong = (f"read by nvdisasm as {read.split()[0]}, a word sassas's description does not decode"
+                 if read else "an illegal instruction (nvdisasm reads no instruction in it)")
+        return {"wrong": wrong, **({"refuse": True} if sassas_word(line) is None else {})}
     # The spelling as written, with the operands TuringAs wrote (it cuts values to their fields
     # without a word, which sassas refuses: a matter of values, not of the spelling).
     from sassas.ast import format_operand
@@ -267,6 +294,8 @@ def classify(line: str, word: int, arch: int) -> Optional[dict]:
     order = _align(_kinds(written), canon)
     if order is None:
         as_written = sassas_word(line)      # TuringAs dropped or moved an operand written
+        if as_written is None:
+            order = _without_wide_address(written, canon, sassas_word)
     else:
         as_written = sassas_word(f"{spelled} {', '.join(ops)};" if ops else f"{spelled};")
     if as_written == word:
@@ -279,7 +308,30 @@ def classify(line: str, word: int, arch: int) -> Optional[dict]:
     mine = sassas_word(text.rstrip(" ;") + ";") if ok else None
     if mine is None:
         wrong = f"read by nvdisasm as {name}"
-        return {"wrong": wrong} if as_written is not None else {"wrong": wrong, "refuse": True}
+        if as_written is not None:
+            return {"wrong": wrong}
+        # What is written, with the defaults nvdisasm leaves out dropped and as many of the
+        # modifiers TuringAs implies added as go with it (STG.E.GPU on sm_80: TuringAs's word
+        # reads as STG.E.STRONG.GPU.PRIVATE; written is STG.E.STRONG.GPU; RED.E.ADD.U32.STRONG.GPU
+        # reads as RED.E.ADD.STRONG.SYS, written is RED.E.ADD.STRONG.GPU): sassas writes that,
+        # with a warning.
+        kept = [m for m in written.modifiers if m not in dropped & DEFAULTS]
+        implied = sorted(added & IMPLIED)
+        meant = None
+        for n in range(len(implied), -1, -1) if order is not None else ():
+            for extra in itertools.combinations(implied, n):
+                completed = ".".join((written.opcode, *kept, *extra))
+                if completed != spelled:
+                    meant = sassas_word(f"{completed} {', '.join(ops)};" if ops else f"{completed};")
+                if meant is not None:
+                    break
+            if meant is not None:
+                break
+        if meant is None:
+            return {"wrong": wrong, "refuse": True}
+        reading = isa.decode(meant)         # (its modifiers in nvdisasm's order)
+        return {"to": ".".join((reading.opcode, *reading.modifiers)),
+                **({"operands": order} if order != [f"${i}" for i in range(len(order))] else {}), "wrong": wrong}
     if name == spelled and order == [f"${i}" for i in range(len(order))]:
         return None     # the same text: TuringAs sets bits besides it (a divergence the test names)
     entry = {"to": name}
@@ -313,12 +365,12 @@ def build_table(rng: random.Random, tmp: Path) -> dict:
     tables.cache_clear()
     _, own = tables()
     dialect._tables = lambda: ({}, own)
-    dialect._entry_of_shape.clear()
+    dialect.forget_shapes()
     try:
         return _build_table(spellings, lines, files, defaults, tmp)
     finally:
         dialect._tables = tables
-        dialect._entry_of_shape.clear()
+        dialect.forget_shapes()
 
 
 def _build_table(spellings, lines, files, defaults, tmp: Path) -> dict:
@@ -330,12 +382,14 @@ def _build_table(spellings, lines, files, defaults, tmp: Path) -> dict:
         outs = run_turingas(files, arch, tmp)
         latency_outs = run_turingas(defaults, arch, tmp)
         entries = table.setdefault(f"sm_{arch}", {})
-        for (op, m, t), line, out, lat in zip(spellings, lines, outs, latency_outs):
-            if not out.exists():
+        words = [int.from_bytes(read_cubin(out.read_bytes()).kernels[0].code[:16], "little") if out.exists()
+                 else None for out in outs]
+        read = oracle.disassemble([w for w in words if w is not None], f"sm_{arch}", oracle.DisasmCache(f"sm_{arch}"))
+        for (op, m, t), line, word, lat in zip(spellings, lines, words, latency_outs):
+            if word is None:
                 continue        # TuringAs refuses it too
-            word = int.from_bytes(read_cubin(out.read_bytes()).kernels[0].code[:16], "little")
             key = spelling_key(m, parse_instruction(line).operands)
-            entry = classify(line, word, arch)
+            entry = classify(line, word, arch, read[word].text if read.get(word) else None)
             if entry is not None:
                 entries[key] = entry
             if not lat.exists():
@@ -357,7 +411,8 @@ def write_table(table: dict, path: Path) -> None:
            "#   ambiguous: the spelling is also nvdisasm text, which means something else (warned);",
            "#   raw: [mask, bits] TuringAs sets that nvdisasm does not print, kept;",
            "#   wrong: TuringAs's word reads as this, not as what is written: sassas writes what is",
-           "#   written (a warning in TuringAs's dialect), or, with refuse, refuses it;",
+           "#   written (a warning in TuringAs's dialect; with to, completed with what TuringAs",
+           "#   implies), or, with refuse, refuses it;",
            "#   latency: the stall a `-` stands for (1 where not given), a bit past the field",
            "#   falling into the yield bit as TuringAs writes it", ""]
     for arch, entries in table.items():

@@ -81,6 +81,48 @@ def test_turingas_misencoding_is_refused_with_the_reason():
         sassas.assemble("--:-:-:-:2  LDG.E.STRONG R4, [R2];\n--:-:-:-:2  EXIT;\n", arch="sm_80")
 
 
+def test_turingas_scoped_stores_on_sm80():
+    """.SYS is TuringAs's default scope: STG.E.SYS is its STG.E, bit for bit (.STRONG.GPU on
+    sm_80). Its STG.E.GPU word reads as .STRONG.GPU.PRIVATE: sassas writes .STRONG.GPU, warned."""
+    for arch in ("sm_80", "sm_86"):
+        sys_, quiet = _word("--:-:-:-:2  STG.E.SYS [R2], R4;\n--:-:-:-:2  EXIT;\n", arch)
+        plain, _ = _word("--:-:-:-:2  STG.E [R2], R4;\n--:-:-:-:2  EXIT;\n", arch)
+        assert sys_ == plain and not quiet
+        gpu, warned = _word("--:-:-:-:2  STG.E.GPU [R2], R4;\n--:-:-:-:2  EXIT;\n", arch)
+        strong, _ = _word(".kernel k\n--:-:-:-:2  STG.E.STRONG.GPU [R2], R4;\n--:-:-:-:2  EXIT;\n", arch)
+        assert any("STG.E.GPU on " + arch + " is read by nvdisasm as STG.E.STRONG.GPU.PRIVATE; sassas writes "
+                   "STG.E.STRONG.GPU" in w for w in warned)
+        assert gpu & ~(0x3f << 32) == strong & ~(0x3f << 32)     # (TuringAs's descriptor UR0 kept)
+
+
+def test_turingas_fills_in_uniform_zero_and_predicates():
+    for arch in ("sm_75", "sm_80", "sm_86"):
+        a, _ = _word("--:-:-:-:2  UIADD3.X UR12, UR8, UR27, UR16;\n--:-:-:-:2  EXIT;\n", arch)
+        b, _ = _word("--:-:-:-:2  UIADD3.X UR12, UR8, UR27, UR16, !UPT, !UPT;\n--:-:-:-:2  EXIT;\n", arch)
+        assert a == b
+        a, _ = _word("--:-:-:-:2  ULEA.HI UR21, UR5, UR31, 0x5;\n--:-:-:-:2  EXIT;\n", arch)
+        b, _ = _word("--:-:-:-:2  ULEA.HI UR21, UR5, UR31, URZ, 0x5;\n--:-:-:-:2  EXIT;\n", arch)
+        assert a == b
+
+
+def test_turingas_red_on_sm75():
+    """RED's type .U32 is TuringAs's default; its `[R2.64]` address is `.E`'s on sm_70/75 (the
+    bit it sets for .64 is one nvdisasm does not print, kept)."""
+    from sassas.isa import get_isa
+    isa = get_isa("sm_75")
+    for line, text in (("RED.E.ADD.F32 [R2.64+0x10], R5;", "RED.E.ADD.F32.FTZ.RN.SYS [R2+0x10], R5"),
+                       ("RED.E.ADD.U32.GPU [R2+0x10], R5;", "RED.E.ADD.GPU [R2+0x10], R5")):
+        word, warned = _word(f"--:-:-:-:2  {line}\n--:-:-:-:2  EXIT;\n", "sm_75")
+        assert isa.format(isa.decode(word)).rstrip(" ;") == text and not warned
+
+
+def test_turingas_illegal_words_are_refused_as_such():
+    """TuringAs's F2FP on sm_75 and IMAD.HI on sm_70 are words nvdisasm reads no instruction in."""
+    for arch, line in (("sm_75", "F2FP.PACK_AB R0, R32, R12;"), ("sm_70", "IMAD.HI.U32 R5, R2, R3, RZ;")):
+        with pytest.raises(sassas.SassError, match=r"TuringAs's word for it is an illegal instruction"):
+            sassas.assemble(f"--:-:-:-:2  {line}\n--:-:-:-:2  EXIT;\n", arch=arch)
+
+
 def test_turingas_smem_size():
     assert sassas.assemble("<SMEM>\n4096\n</SMEM>\n--:-:-:-:2  EXIT;\n", arch="sm_75").program.kernels[0].shared_bytes == 4096
     assert sassas.assemble("<smem>1024</smem>\n--:-:-:-:2  EXIT;\n", arch="sm_75").program.kernels[0].shared_bytes == 1024

@@ -310,6 +310,21 @@ def _control() -> list[Snippet]:
             ("b32", "elect.sync %o|%p9, 0xffffffff;")]
 
 
+def _sm75(sm: int) -> list[Snippet]:
+    """Turing's warp-level MMA of 8x8 tiles (IMMA.8816/.8832, BMMA.88128; its AND form from
+    sm_80), which TuringAs files write as they are; ptxas keeps these shapes up to sm_90."""
+    s: list[Snippet] = []
+    for k, types in ((16, ("s8", "u8")), (32, ("s4", "u4"))):
+        for a in types:
+            for b in types:
+                s.append(("b32", f"mma.sync.aligned.m8n8k{k}.row.col.s32.{a}.{b}.s32 {{%t1, %o}}, {{%a}}, {{%b}}, {{%c, %a}};"))
+        s.append(("b32", f"mma.sync.aligned.m8n8k{k}.row.col.satfinite.s32.{types[0]}.{types[0]}.s32 "
+                         "{%t1, %o}, {%a}, {%b}, {%c, %a};"))
+    for op in ("xor", "and") if sm >= 80 else ("xor",):
+        s.append(("b32", f"mma.sync.aligned.m8n8k128.row.col.s32.b1.b1.s32.{op}.popc {{%t1, %o}}, {{%a}}, {{%b}}, {{%c, %a}};"))
+    return s
+
+
 def _sm80() -> list[Snippet]:
     return [("b32", "cp.async.ca.shared.global [%sp], [%ptr], 4; cp.async.commit_group; "
                     "cp.async.wait_group 0; mov.b32 %o, %a;"),
@@ -578,6 +593,8 @@ def _families(arch: str) -> dict[str, list[Snippet]]:
            "special": _special(), "warp": _warp(), "memory": _memory(), "atomics": _atomics(),
            "control": _control(), "uniform": _uniform(),
            "parameters": _parameters()}
+    if 75 <= sm < 100:          # (Blackwell's ptxas emulates these shapes with its larger ones)
+        fam["sm75"] = _sm75(sm)
     if sm >= 80:
         fam["sm80"] = _sm80()
     if sm >= 90:
