@@ -337,6 +337,8 @@ def test_compile_a_model_with_conv2d(gen):
     model = _resnet(Conv2d).cuda()
     ref = _resnet(nn.Conv2d).cuda()
     ref.load_state_dict(model.state_dict())
+    exact = _resnet(nn.Conv2d).cuda().double()
+    exact.load_state_dict(model.state_dict())
     x = torch.randn(16, 3, 16, 16, generator=gen).cuda()
     compiled = torch.compile(model)
     with warnings.catch_warnings(), _fp32():
@@ -345,9 +347,14 @@ def test_compile_a_model_with_conv2d(gen):
         y.square().sum().backward()
         want = ref(x)
         want.square().sum().backward()
-    assert _rel(y, want.double()) <= 1e-4
-    for a, b in ((model[0], ref[0]), (model[3].c2, ref[3].c2)):
-        assert _rel(a.weight.grad, b.weight.grad.double()) <= 1e-4
+        y64 = exact(x.double())
+        y64.square().sum().backward()
+    # Against float64, each as close as PyTorch's FP32 model (or 1e-4): through the batch norms
+    # of a small batch the first layer's weight gradient is a small difference of large terms,
+    # and for some data both FP32 models are 1e-3 away from float64 there.
+    for ours, theirs, exact_ in [(y, want, y64)] + [(a.weight.grad, b.weight.grad, c.weight.grad) for a, b, c in
+                                                    ((model[0], ref[0], exact[0]), (model[3].c2, ref[3].c2, exact[3].c2))]:
+        assert _rel(ours, exact_) <= max(1e-4, 4 * _rel(theirs, exact_)), (_rel(ours, exact_), _rel(theirs, exact_))
 
 
 @pytest.mark.gpu
