@@ -318,7 +318,10 @@ class SmemBulkCopy(Benchmark):
             bulk = form == "bulk"
             streams = [(s, 1) for s in STREAM_SHAPES] + list(STREAM_BLOCKS) if bulk else TENSOR_STREAM
             for shape, blocks in streams:
-                n_iters = iters * 4
+                # (a block's copies wait on L2 with every other SM's: 16 x the latency runs'
+                # iterations make a launch long enough, about half a millisecond, that the
+                # launches agree within 1%)
+                n_iters = iters * 16
                 per_block = float(shape.stage_bytes * shape.stages * n_iters)
                 metric = bandwidth_metric(lambda rec, case, b=per_block: _lane0(rec, b))
                 add(f"stream {_size(shape.copy_bytes)} copies, {blocks} block{'s' if blocks > 1 else ''}/SM",
