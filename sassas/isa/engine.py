@@ -74,6 +74,7 @@ class Isa:
         self.operand_names = frozenset(name for tab in tables.values() for name in tab)
         self.syntax = syntax
         self._shape_cache: dict = {}
+        self._reuse_slot_cache: dict = {}
         # Descriptions that record corpus support (learner with the opcode sweep) mark the
         # sweep-only encodings by support 0; older ones record none and are left as they are.
         if any(e.support for e in encodings):
@@ -177,6 +178,20 @@ class Isa:
         if any("modifier" in e or "needs" in e for e in errors):
             message += self._nearest_spellings(inst, encs)
         raise SassError(message, inst.loc)
+
+    def reuse_slots(self, inst: Instruction) -> Optional[dict[int, int]]:
+        """Operand index -> the operand-reuse slot (0..3) it is read through, as the encoding
+        of the instruction's form places it (HADD2's second source is slot 2, C, on sm_100),
+        or None where no encoding takes the form (cached per shape)."""
+        shape = inst.shape
+        cache = self._reuse_slot_cache
+        if shape not in cache:
+            try:
+                encs, _tokens = self._encodings_for(inst)
+            except SassError:
+                encs = []
+            cache[shape] = dict(encs[0].reuse) if encs else None
+        return cache[shape]
 
     def _nearest_spellings(self, inst: Instruction, encs: list[Encoding], n: int = 6) -> str:
         """The valid spellings of the instruction's form closest to what was written, for an
