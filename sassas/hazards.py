@@ -30,8 +30,10 @@ from .semantics import (MEMORY_ORDER, ZERO_REGISTER, ArchTiming, Effects, Reg, S
                         overwrite_class, register_groups)
 
 # Ages (cycles since issue) are capped here: every fixed latency is far below, and capping
-# keeps the dataflow finite around loops.
-AGE_CAP = 64
+# keeps the dataflow finite around loops. In-order queues compare ages too (a result issued
+# before the one waited for is in), so the cap is above the longest such span in ptxas's
+# code (sm_100: an I2F.F16 read after a wait on a conversion issued 8 cycles later, 96 cycles on).
+AGE_CAP = 256
 
 
 @dataclass

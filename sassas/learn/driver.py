@@ -28,7 +28,7 @@ from .passes import (MAX_NEW_FORMS_PER_ROUND, OPCODE_MASK, SAMPLES_PER_NEW_FORM,
                      drop_contradicted_group_values, learn_alias_exceptions, learn_descriptors,
                      learn_optional_offsets, learn_optional_predicates, learn_register_widths,
                      learn_zero_register_defers, transplant_samples)
-from .verify import check_corpus, check_sample, claimed_bits, dedupe, rank, refine
+from .verify import check_corpus, check_sample, claimed_bits, dedupe, own_samples, rank, refine, set_hidden_bits
 
 REPS_PER_ROUND = 4
 
@@ -200,6 +200,17 @@ def _rank_pass(isa: Isa, arch: str, samples: list) -> Isa:
     return Isa(arch, isa.encodings, isa.tables, isa.syntax, isa.descriptor_load)
 
 
+def _hidden_bits_pass(isa: Isa, arch: str, samples: list) -> Isa:
+    by_key: dict[tuple, list] = defaultdict(list)
+    for s in samples:
+        by_key[s.key].append(s)
+    for e in isa.encodings:
+        mine = own_samples(e, by_key.get((e.opcode, e.kinds), []))
+        if mine:
+            set_hidden_bits(e, mine)
+    return _rank_pass(isa, arch, samples)
+
+
 def _descriptors_pass(isa: Isa, arch: str, samples: list) -> Isa:
     for e in isa.encodings:
         e.descriptor = None
@@ -210,6 +221,7 @@ def _descriptors_pass(isa: Isa, arch: str, samples: list) -> Isa:
 # and the corpus samples, what it does).
 POST_PASSES = {
     "rank": (_rank_pass, "which encoding the encoder tries first, from the corpus (support, reproduces)"),
+    "hidden-bits": (_hidden_bits_pass, "bits nvdisasm does not print, as ptxas writes them in the corpus; then rank"),
     "descriptors": (_descriptors_pass, "the hidden memory-descriptor field (sm_80..sm_89)"),
     "optional-predicates": (lambda isa, arch, _s: learn_optional_predicates(isa, arch),
                             "encodings where nvdisasm leaves out a PT output predicate"),
