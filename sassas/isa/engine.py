@@ -58,6 +58,19 @@ def _bits_f32(b: int) -> float:
     return struct.unpack("<f", struct.pack("<I", b & 0xFFFFFFFF))[0]
 
 
+def _next_number(token: str, taken, known) -> str:
+    """`token`, or where it is taken its next free repeat number if `known` has it (E2M1 ->
+    E2M1#2), else `token` (printed once)."""
+    if token not in taken:
+        return token
+    base = token.split("#")[0]
+    n = 2
+    while f"{base}#{n}" in taken:
+        n += 1
+    numbered = f"{base}#{n}"
+    return numbered if numbered in known else token
+
+
 def _bits_f64(b: int) -> float:
     return struct.unpack("<d", struct.pack("<Q", b & 0xFFFFFFFFFFFFFFFF))[0]
 
@@ -498,6 +511,11 @@ class Isa:
             if toks is None:
                 cache[gbits] = None
                 return None
+            if not tokens.isdisjoint(toks):
+                # A modifier two groups print, where the encoding's print order has it twice
+                # (`QMMA.16832.F32.E2M1.E2M1`: the A and B types), is numbered as the parser
+                # numbers a repeated one: E2M1, E2M1#2. Elsewhere nvdisasm prints it once.
+                toks = frozenset(_next_number(t, tokens, enc.order_index) for t in toks)
             tokens |= toks
         result = cache[gbits] = frozenset(tokens)
         return result
