@@ -46,9 +46,11 @@ class Arch:
     # e_flags bits that replace the dialect's own (Blackwell: 0x6000002 where sm_75..sm_90
     # have 0x6000004, from ptxas 12.9 and 13.0 alike); None: the dialect's.
     flag_bits: Optional[int] = None
-    # Where blockDim.x sits in constant bank 0 (gridDim.x 12 bytes on): 0 on sm_70..sm_90,
-    # 0x360 on Blackwell (`mov.u32 %r, %ntid.x` -> `LDC R, c[0x0][0x360]`, ptxas 12.9).
+    # Where blockDim.x sits in constant bank 0: 0 on sm_70..sm_90, 0x360 on Blackwell
+    # (`mov.u32 %r, %ntid.x` -> `LDC R, c[0x0][0x360]`, ptxas 12.9); and gridDim.x, this many
+    # bytes on: 12 to sm_90, 16 on Blackwell (%nctaid.x .. z: c[0x0][0x370] .. 0x378).
     launch_base: int = 0
+    grid_dim_offset: int = 0xC
     # The dialects a cubin for this arch can be written in (ptxas 12.9 already writes Blackwell
     # cubins with the CUDA 13 header, OSABI 0x41 and ABI version 8; the CUDA 12 header of the
     # older archs is not one that any tool writes for them).
@@ -69,6 +71,11 @@ class Arch:
     def sm_name(self) -> str:
         """nvdisasm's spelling: SM90."""
         return f"SM{self.sm}"
+
+    def launch_offset(self, name: str) -> int:
+        """The c[0x0] byte offset of a launch dimension, `blockDim.x` .. `gridDim.z`."""
+        dim, axis = name.split(".")
+        return self.launch_base + (self.grid_dim_offset if dim == "gridDim" else 0) + 4 * "xyz".index(axis)
 
 
 ARCHS: dict[str, Arch] = {a.name: a for a in (
@@ -92,7 +99,7 @@ ARCHS: dict[str, Arch] = {a.name: a for a in (
     # memory reserved like sm_90, SW_WAR 0x8 on sm_100/sm_103 and 0x0 on sm_120/sm_121, the
     # `.nv.compat` attributes of nvcc 13.0 (CAN_FASTPATH_FINALIZE's first value is 9 for sm_100, 0x50 for sm_120).
     *(Arch(name, sm, 0x380, 32764, 255, 65536, smem * 1024, True, False, war, reserved_shared=1024, rela=True,
-           call_relocation=0x4B, flag_bits=0x6000002, launch_base=0x360, abis=("cuda13",),
+           call_relocation=0x4B, flag_bits=0x6000002, launch_base=0x360, grid_dim_offset=0x10, abis=("cuda13",),
            uniform_register_bits=8, compat=(
         ("EICOMPAT_ATTR_CUDA_ACCELERATOR_TARGET", 0),
         ("EICOMPAT_ATTR_ISA_CLASS", 1),
