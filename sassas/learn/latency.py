@@ -107,7 +107,7 @@ def learned_pairs(arch: str, kernels: list[Kernel]) -> dict[str, str]:
     for (producer, consumer), (cycles, p, c) in sorted(calibrate(kernels, arch).items()):
         if timing.fixed_latency(producer, consumer) > cycles:
             pairs[f"{producer} -> {consumer}"] = (f'{{ cycles = {cycles}, source = "ptxas ({p} -> {c} '
-                                                  f'at {cycles} cycles on {arch})" }}')
+                                                  f'at {cycles} cycle{"s" * (cycles != 1)} on {arch})" }}')
     return pairs
 
 
