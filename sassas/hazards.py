@@ -243,7 +243,7 @@ class Checker:
         self.diagnostics: list[Hazard] = []
         # (producer, consumer, cycles, consumer's latency class): every fixed-latency result
         # read, for calibration.
-        self.observed: list[tuple[int, int, int]] = []
+        self.observed: list[tuple[int, int, int, str]] = []
         self._reported: set = set()
         self.barrier_set_delay = self.timing.param("barrier_set_delay")
 

@@ -43,8 +43,8 @@ Layout (numbers in hex strings where they exceed TOML's 64-bit integers):
 """
 from __future__ import annotations
 
-import functools
 import copy
+import functools
 import hashlib
 import json
 import os

@@ -27,8 +27,7 @@ from . import corpus, induce, oracle, probe
 from .passes import (MAX_NEW_FORMS_PER_ROUND, OPCODE_MASK, SAMPLES_PER_NEW_FORM,
                      drop_contradicted_group_values, learn_alias_exceptions, learn_descriptors,
                      learn_optional_offsets, learn_optional_predicates, learn_overlapping_fields,
-                     learn_register_widths,
-                     learn_zero_register_defers, transplant_samples)
+                     learn_register_widths, learn_zero_register_defers, transplant_samples)
 from .verify import check_corpus, check_sample, claimed_bits, dedupe, own_samples, rank, refine, set_hidden_bits
 
 REPS_PER_ROUND = 4

@@ -49,13 +49,7 @@ def own_samples(e, samples: list) -> list:
 
 def set_hidden_bits(e, samples: list) -> None:
     """Set e's hidden bits (those nvdisasm does not print) as most `samples` have them."""
-    claimed = e.match_mask | CONTROL_MASK
-    for f in e.fields:
-        if not isinstance(f, tuple):
-            claimed |= f.mask
-    for g in e.groups:
-        claimed |= g.mask
-    hidden = ~claimed & ((1 << 128) - 1)
+    hidden = ~(e.match_mask | CONTROL_MASK | claimed_bits(e)) & ((1 << 128) - 1)
     for b in range(128):
         if hidden >> b & 1:
             ones = sum(s.word >> b & 1 for s in samples)
