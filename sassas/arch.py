@@ -46,9 +46,11 @@ class Arch:
     # e_flags bits that replace the dialect's own (Blackwell: 0x6000002 where sm_75..sm_90
     # have 0x6000004, from ptxas 12.9 and 13.0 alike); None: the dialect's.
     flag_bits: Optional[int] = None
-    # Where blockDim.x sits in constant bank 0 (gridDim.x 12 bytes on): 0 on sm_70..sm_90,
-    # 0x360 on Blackwell (`mov.u32 %r, %ntid.x` -> `LDC R, c[0x0][0x360]`, ptxas 12.9).
+    # Where blockDim.x sits in constant bank 0: 0 on sm_70..sm_90, 0x360 on Blackwell
+    # (`mov.u32 %r, %ntid.x` -> `LDC R, c[0x0][0x360]`, ptxas 12.9); and gridDim.x, this many
+    # bytes on: 12 to sm_90, 16 on Blackwell (%nctaid.x .. z: c[0x0][0x370] .. 0x378).
     launch_base: int = 0
+    grid_dim_offset: int = 0xC
     # The dialects a cubin for this arch can be written in (ptxas 12.9 already writes Blackwell
     # cubins with the CUDA 13 header, OSABI 0x41 and ABI version 8; the CUDA 12 header of the
     # older archs is not one that any tool writes for them).
@@ -56,6 +58,11 @@ class Arch:
     # Width of a uniform-register field whose all-ones value is URZ: 6 (URZ = 63) to sm_90;
     # Blackwell's uniform register file is wider and ptxas writes URZ as 255 (UR63 is a register).
     uniform_register_bits: int = 6
+    # The arch whose ISA description encodes this one's code, where it has none of its own:
+    # ptxas 12.9's code for the learning corpus's multi-snippet kernels is word for word what
+    # sm_120's description reproduces on sm_121, and sm_100's on sm_103 but for sm_103's
+    # MUFU.EX2.F16x2/.BF16x2 (tests/sassas/test_isa_archs.py).
+    isa_from: str = ""
     # "a": the arch-specific target (sm_90a, sm_100a, sm_120a: wgmma, tcgen05), which code for
     # no other GPU may run; its instructions and description are the plain arch's.
     features: str = ""
@@ -69,6 +76,11 @@ class Arch:
     def sm_name(self) -> str:
         """nvdisasm's spelling: SM90."""
         return f"SM{self.sm}"
+
+    def launch_offset(self, name: str) -> int:
+        """The c[0x0] byte offset of a launch dimension, `blockDim.x` .. `gridDim.z`."""
+        dim, axis = name.split(".")
+        return self.launch_base + (self.grid_dim_offset if dim == "gridDim" else 0) + 4 * "xyz".index(axis)
 
 
 ARCHS: dict[str, Arch] = {a.name: a for a in (
@@ -92,8 +104,8 @@ ARCHS: dict[str, Arch] = {a.name: a for a in (
     # memory reserved like sm_90, SW_WAR 0x8 on sm_100/sm_103 and 0x0 on sm_120/sm_121, the
     # `.nv.compat` attributes of nvcc 13.0 (CAN_FASTPATH_FINALIZE's first value is 9 for sm_100, 0x50 for sm_120).
     *(Arch(name, sm, 0x380, 32764, 255, 65536, smem * 1024, True, False, war, reserved_shared=1024, rela=True,
-           call_relocation=0x4B, flag_bits=0x6000002, launch_base=0x360, abis=("cuda13",),
-           uniform_register_bits=8, compat=(
+           call_relocation=0x4B, flag_bits=0x6000002, launch_base=0x360, grid_dim_offset=0x10, abis=("cuda13",),
+           uniform_register_bits=8, isa_from=isa_from, compat=(
         ("EICOMPAT_ATTR_CUDA_ACCELERATOR_TARGET", 0),
         ("EICOMPAT_ATTR_ISA_CLASS", 1),
         ("EICOMPAT_ATTR_INST_TCGEN05_MMA", 5),
@@ -101,8 +113,9 @@ ARCHS: dict[str, Arch] = {a.name: a for a in (
         ("EICOMPAT_ATTR_INST_TENSORMAP_V1", 0),
         ("EICOMPAT_ATTR_ENABLE_OPPORTUNISTIC_FINALIZATION", 1),
         ("EICOMPAT_ATTR_CAN_FASTPATH_FINALIZE", [fastpath, 0]),
-    )) for name, sm, smem, war, fastpath in (("sm_100", 100, 227, 0x8, 9), ("sm_103", 103, 227, 0x8, 9),
-                                             ("sm_120", 120, 99, 0x0, 0x50), ("sm_121", 121, 99, 0x0, 0x50))),
+    )) for name, sm, smem, war, fastpath, isa_from in (
+        ("sm_100", 100, 227, 0x8, 9, ""), ("sm_103", 103, 227, 0x8, 9, "sm_100"),
+        ("sm_120", 120, 99, 0x0, 0x50, ""), ("sm_121", 121, 99, 0x0, 0x50, "sm_120"))),
 )}
 # sm_70 defaults to the CUDA 12 dialect: CUDA 13 tools (and nvdisasm 13.5) dropped Volta.
 

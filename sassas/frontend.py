@@ -27,6 +27,7 @@ from .dialect import apply_dialect
 from .errors import Diagnostics, SassError
 from .isa import get_isa
 from .kinds import VALUE_PIECES, kind_pieces
+from .operands import LAUNCH_NAMES
 from .regalloc import ThreeSource, allocate
 from .semantics import misaligned_group_message, register_groups
 
@@ -282,6 +283,8 @@ def _bind(op: Operand, registers, consts, smem, labels, params, known, arch: Opt
         return op                  # `32@lo(name)`: resolve makes it a relocation
     if op.symbol is None and "N" not in op.kind and "L" not in op.kind:
         return op                  # no name in it (`RZ`, `0x10` beside a name in the instruction)
+    if op.kind == "C[I][I]" and op.symbol in LAUNCH_NAMES:
+        return op                  # `blockDim.x`: resolve adds the arch's base (0x360 on Blackwell)
     ps = kind_pieces(op.kind)
     if op.kind == "N[I]" and op.values[0] in consts:
         name, word = op.values

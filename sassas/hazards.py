@@ -23,14 +23,17 @@ from typing import Iterable, Optional, Union
 
 from .arch import get_arch
 from .ast import BARRIER_COUNT, NO_BARRIER, ControlCode, Instruction, Kernel, Label, Loc, Program
-from .errors import Diagnostic
-from .semantics import (MEMORY_ORDER, ArchTiming, Effects, Reg, SemanticsError, arch_timing, async_read_files,
-                        consumer_class, drained_scoreboard, effects, misaligned_group_message, overwrite_class,
-                        register_groups)
+from .errors import Diagnostic, SassError
+from .isa import get_isa
+from .semantics import (MEMORY_ORDER, ZERO_REGISTER, ArchTiming, Effects, Reg, SemanticsError, arch_timing,
+                        async_read_files, consumer_class, drained_scoreboard, effects, misaligned_group_message,
+                        overwrite_class, register_groups)
 
 # Ages (cycles since issue) are capped here: every fixed latency is far below, and capping
-# keeps the dataflow finite around loops.
-AGE_CAP = 64
+# keeps the dataflow finite around loops. In-order queues compare ages too (a result issued
+# before the one waited for is in), so the cap is above the longest such span in ptxas's
+# code (sm_100: an I2F.F16 read after a wait on a conversion issued 8 cycles later, 96 cycles on).
+AGE_CAP = 256
 
 
 @dataclass
@@ -231,10 +234,16 @@ class Checker:
         self.insts = insts
         self.timing: ArchTiming = arch_timing(arch)
         self.effs = [effects(i) for i in insts]
+        try:
+            isa = get_isa(arch)
+        except SassError:
+            isa = None
+        self.reuse = [_reuse_slots(inst, eff, isa) for inst, eff in zip(insts, self.effs)]
         self.blocks = build_cfg(insts, self.effs, labels)
         self.diagnostics: list[Hazard] = []
-        # (producer, consumer, cycles): every fixed-latency result read, for calibration.
-        self.observed: list[tuple[int, int, int]] = []
+        # (producer, consumer, cycles, consumer's latency class): every fixed-latency result
+        # read, for calibration.
+        self.observed: list[tuple[int, int, int, str]] = []
         self._reported: set = set()
         self.barrier_set_delay = self.timing.param("barrier_set_delay")
 
@@ -276,9 +285,10 @@ class Checker:
                 issued_ago, producer = state.fixed[reg]
                 # Cycles between the producer's issue and this instruction's read of reg.
                 age = issued_ago + eff.read_delay.get(reg, 0)
-                need = self.timing.fixed_latency(self.effs[producer].cls, consumer_class(eff, reg))
+                consumer_cls = consumer_class(eff, reg)
+                need = self.timing.fixed_latency(self.effs[producer].cls, consumer_cls)
                 if emit:
-                    self.observed.append((producer, i, age))
+                    self.observed.append((producer, i, age, consumer_cls))
                 if age < need:
                     report("raw-fixed", i, f"reads {_reg(reg)} {age} cycle(s) after {_describe(self.insts[producer])} "
                            f"wrote it; its result takes {need} (raise the stall counts in between)", producer)
@@ -422,23 +432,43 @@ class Checker:
         """A `.reuse` on source slot k keeps the register for the next instruction that reads
         slot k; it pays only if that instruction reads the same register, unchanged."""
         for i in range(blk.start, blk.end):
-            eff = self.effs[i]
-            for slot in eff.reuse_slots:
-                reg = eff.slots[slot]
+            slots, marked = self.reuse[i]
+            for slot in marked:
+                reg = slots[slot]
                 for j in range(i + 1, blk.end):
-                    other = self.effs[j]
-                    if slot < len(other.slots) and other.slots[slot] is not None:
-                        if other.slots[slot] != reg:
+                    other = self.reuse[j][0]
+                    if slot < len(other) and other[slot] is not None:
+                        if other[slot] != reg:
                             self.report("reuse-miss", i, f"{_reg(reg)}.reuse in operand slot {slot} cannot hit: "
-                                        f"the next read of that slot is {_reg(other.slots[slot])}", j)
+                                        f"the next read of that slot is {_reg(other[slot])}", j)
                         break
-                    if reg in other.writes:
+                    if reg in self.effs[j].writes:
                         self.report("reuse-stale", i, f"{_reg(reg)}.reuse caches a value that "
                                     f"{_describe(self.insts[j])} overwrites before it is reused", j)
                         break
                 else:
                     self.report("reuse-miss", i, f"{_reg(reg)}.reuse in operand slot {slot} cannot hit: "
                                 "no later instruction in this block reads that slot")
+
+
+def _reuse_slots(inst: Instruction, eff: Effects, isa) -> tuple[list, list]:
+    """The register `inst` reads through each operand-reuse slot (None where it reads none)
+    and the slots it marks `.reuse`: the slots its encoding places the operands in (HADD2's
+    second source is slot 2 on sm_100: `HFMA2 R0, R0, 1, 1, R7.reuse` then `HADD2 R6, R6,
+    R7.reuse` reuse R7), or, where the ISA has no encoding for it, the order of its sources."""
+    by_operand = isa.reuse_slots(inst) if isa is not None else None
+    if by_operand is None:
+        return eff.slots, eff.reuse_slots
+    slots: list = [None] * (max(by_operand.values(), default=-1) + 1)
+    marked = []
+    for index, slot in by_operand.items():
+        op = inst.operands[index]
+        number = op.values[0] if op.values else None
+        if op.kind in ("R", "UR") and isinstance(number, int) and number != ZERO_REGISTER[op.kind]:
+            slots[slot] = (op.kind, number)
+            if "reuse" in op.flags:
+                marked.append(slot)
+    return slots, marked
 
 
 def _reg(reg: Reg) -> str:
@@ -547,8 +577,8 @@ def calibrate(kernels: Iterable[Kernel], arch: str) -> dict[tuple[str, str], tup
         insts, labels = instruction_list(kernel)
         checker = Checker(insts, labels, arch)
         checker.run()
-        for producer, consumer, age in checker.observed:
-            key = (checker.effs[producer].cls, checker.effs[consumer].cls)
+        for producer, consumer, age, consumer_cls in checker.observed:
+            key = (checker.effs[producer].cls, consumer_cls)
             if key not in found or age < found[key][0]:
                 found[key] = (age, insts[producer].mnemonic, insts[consumer].mnemonic)
     return found

@@ -192,7 +192,7 @@ def _resolve_operand(op: Operand, labels, params, registers, arch: Arch) -> Oper
         return op
     name = op.symbol
     if op.kind == "C[I][I]" and name in LAUNCH_NAMES:
-        return replace(op, values=(op.values[0], arch.launch_base + op.values[1]), symbol=None)
+        return replace(op, values=(op.values[0], arch.launch_offset(name)), symbol=None)
     if op.kind == _PARAM_WORD:
         return _param_word(op, params, arch, name, op.values[1])
     if op.kind == "N":

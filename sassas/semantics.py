@@ -25,8 +25,10 @@ Reg = tuple[str, int]
 ZERO_REGISTER = {"R": 255, "UR": 63, "P": 7, "UP": 7}
 PREDICATE_FILES = ("P", "UP")
 PREDICATE_COUNT = 7   # P0..P6 (PT is 7)
-# A register that carries a width suffix inside a larger operand: `desc[UR4][R2.64]` -> 'R.64'.
-_WIDE_SUFFIX = {".64": 2, ".128": 4}
+# A register that carries a width suffix inside a larger operand: `desc[UR4][R2.64]` -> 'R.64';
+# or a source of Blackwell's paired FP32 (`FFMA2 R0, R2.F32x2.HI_LO, R5.F32, ...`: a pair, where
+# `.F32` is one register for both lanes).
+_WIDE_SUFFIX = {".64": 2, ".128": 4, ".F32x2": 2}
 # A memory descriptor `desc[UR4]` is a 64-bit value in a uniform register pair.
 DESCRIPTOR_WIDTH = 2
 # Type modifiers of conversions: which class (F or I) and how many registers.

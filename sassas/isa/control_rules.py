@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
+from ..arch import ARCHS
 from ..ast import ZERO_NAMES
 from ..cache import load_toml
 from ..kinds import value_pieces
@@ -157,7 +158,7 @@ def _names(entries) -> Names:
 @functools.lru_cache(maxsize=None)
 def form_control_rules(arch: str) -> FormControlRules:
     data = load_toml(resources.files("sassas.isa").joinpath("data", DATA_FILE).read_bytes(), "control")
-    entry = data.get(arch, {})
+    entry = data.get(arch) or data.get(ARCHS[arch].isa_from if arch in ARCHS else "", {})
     fields = {field: _names(entry.get(field, [])) for field in FIELDS}
     rules = [_rule(name, _names(entries)) for name, entries in entry.items() if entries]
     return FormControlRules(fields, tuple(r for r in rules if isinstance(r, ReuseRule)),

@@ -43,6 +43,7 @@ Layout (numbers in hex strings where they exceed TOML's 64-bit integers):
 """
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import json
@@ -54,6 +55,7 @@ import tomllib
 from pathlib import Path
 from typing import Optional
 
+from ..arch import ARCHS
 from ..cache import cache_dir
 from ..errors import SassError
 from ..kinds import VALUE_ROLES, value_pieces
@@ -382,6 +384,12 @@ def validate_encoding(e: Encoding, where: str = "") -> None:
 @functools.lru_cache(maxsize=None)
 def get_isa(arch: str) -> Isa:
     path = DATA_DIR / f"{arch}.toml"
+    shared = ARCHS[arch].isa_from if arch in ARCHS else ""
+    if not path.exists() and shared:
+        # (the same encodings, under this arch's name in messages)
+        isa = copy.copy(get_isa(shared))
+        isa.arch = arch
+        return isa
     if not path.exists():
         known = sorted(p.stem for p in DATA_DIR.glob("sm_*.toml"))
         raise SassError(f"no ISA description for {arch} (have: {', '.join(known) or 'none'}); "

@@ -58,6 +58,19 @@ def _bits_f32(b: int) -> float:
     return struct.unpack("<f", struct.pack("<I", b & 0xFFFFFFFF))[0]
 
 
+def _next_number(token: str, taken, known) -> str:
+    """`token`, or where it is taken its next free repeat number if `known` has it (E2M1 ->
+    E2M1#2), else `token` (printed once)."""
+    if token not in taken:
+        return token
+    base = token.split("#")[0]
+    n = 2
+    while f"{base}#{n}" in taken:
+        n += 1
+    numbered = f"{base}#{n}"
+    return numbered if numbered in known else token
+
+
 def _bits_f64(b: int) -> float:
     return struct.unpack("<d", struct.pack("<Q", b & 0xFFFFFFFFFFFFFFFF))[0]
 
@@ -74,6 +87,7 @@ class Isa:
         self.operand_names = frozenset(name for tab in tables.values() for name in tab)
         self.syntax = syntax
         self._shape_cache: dict = {}
+        self._reuse_slot_cache: dict = {}
         # Descriptions that record corpus support (learner with the opcode sweep) mark the
         # sweep-only encodings by support 0; older ones record none and are left as they are.
         if any(e.support for e in encodings):
@@ -185,6 +199,20 @@ class Isa:
         if any("modifier" in e or "needs" in e for e in errors):
             message += self._nearest_spellings(inst, encs)
         raise SassError(message, inst.loc)
+
+    def reuse_slots(self, inst: Instruction) -> Optional[dict[int, int]]:
+        """Operand index -> the operand-reuse slot (0..3) it is read through, as the encoding
+        of the instruction's form places it (HADD2's second source is slot 2, C, on sm_100),
+        or None where no encoding takes the form (cached per shape)."""
+        shape = inst.shape
+        cache = self._reuse_slot_cache
+        if shape not in cache:
+            try:
+                encs, _tokens = self._encodings_for(inst)
+            except SassError:
+                encs = []
+            cache[shape] = dict(encs[0].reuse) if encs else None
+        return cache[shape]
 
     def _nearest_spellings(self, inst: Instruction, encs: list[Encoding], n: int = 6) -> str:
         """The valid spellings of the instruction's form closest to what was written, for an
@@ -491,6 +519,11 @@ class Isa:
             if toks is None:
                 cache[gbits] = None
                 return None
+            if not tokens.isdisjoint(toks):
+                # A modifier two groups print, where the encoding's print order has it twice
+                # (`QMMA.16832.F32.E2M1.E2M1`: the A and B types), is numbered as the parser
+                # numbers a repeated one: E2M1, E2M1#2. Elsewhere nvdisasm prints it once.
+                toks = frozenset(_next_number(t, tokens, enc.order_index) for t in toks)
             tokens |= toks
         result = cache[gbits] = frozenset(tokens)
         return result

@@ -5,4 +5,5 @@ description is (re)learned or a test compares with the oracle.
 
     python -m sassas.learn --arch sm_90          (sassas.learn.driver)
     python -m sassas.learn.oracle --fetch-legacy (nvdisasm/cuobjdump 12.8, for sm_70)
+    python -m sassas.learn.latency --arch sm_120 (an arch's latency table from ptxas's code)
 """

@@ -26,9 +26,9 @@ from ..isa.forms import CONTROL_MASK, form_name, instruction_tokens
 from . import corpus, induce, oracle, probe
 from .passes import (MAX_NEW_FORMS_PER_ROUND, OPCODE_MASK, SAMPLES_PER_NEW_FORM,
                      drop_contradicted_group_values, learn_alias_exceptions, learn_descriptors,
-                     learn_optional_offsets, learn_optional_predicates, learn_register_widths,
-                     learn_zero_register_defers, transplant_samples)
-from .verify import check_corpus, check_sample, claimed_bits, dedupe, rank, refine
+                     learn_optional_offsets, learn_optional_predicates, learn_overlapping_fields,
+                     learn_register_widths, learn_zero_register_defers, transplant_samples)
+from .verify import check_corpus, check_sample, claimed_bits, dedupe, own_samples, rank, refine, set_hidden_bits
 
 REPS_PER_ROUND = 4
 
@@ -148,6 +148,7 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool
             f"bit-exact ({100 * ok / max(len(samples), 1):.1f}%), other forms {ok_extra}/{len(pool) - len(samples)} "
             f"({time.time() - t0:.1f}s)")
         write_description(isa, out_dir / f"{arch}.toml")
+    isa = _hidden_bits_pass(learn_overlapping_fields(isa, arch, log), arch, samples)
     isa = learn_optional_predicates(isa, arch, log)
     isa = learn_optional_offsets(isa, arch, log)
     isa = learn_register_widths(isa, arch, log)
@@ -200,6 +201,17 @@ def _rank_pass(isa: Isa, arch: str, samples: list) -> Isa:
     return Isa(arch, isa.encodings, isa.tables, isa.syntax, isa.descriptor_load)
 
 
+def _hidden_bits_pass(isa: Isa, arch: str, samples: list) -> Isa:
+    by_key: dict[tuple, list] = defaultdict(list)
+    for s in samples:
+        by_key[s.key].append(s)
+    for e in isa.encodings:
+        mine = own_samples(e, by_key.get((e.opcode, e.kinds), []))
+        if mine:
+            set_hidden_bits(e, mine)
+    return _rank_pass(isa, arch, samples)
+
+
 def _descriptors_pass(isa: Isa, arch: str, samples: list) -> Isa:
     for e in isa.encodings:
         e.descriptor = None
@@ -210,6 +222,9 @@ def _descriptors_pass(isa: Isa, arch: str, samples: list) -> Isa:
 # and the corpus samples, what it does).
 POST_PASSES = {
     "rank": (_rank_pass, "which encoding the encoder tries first, from the corpus (support, reproduces)"),
+    "overlapping-fields": (lambda isa, arch, _s: learn_overlapping_fields(isa, arch),
+                           "fields of the opcode sweep that claim a value bit twice (BRA.U's target)"),
+    "hidden-bits": (_hidden_bits_pass, "bits nvdisasm does not print, as ptxas writes them in the corpus; then rank"),
     "descriptors": (_descriptors_pass, "the hidden memory-descriptor field (sm_80..sm_89)"),
     "optional-predicates": (lambda isa, arch, _s: learn_optional_predicates(isa, arch),
                             "encodings where nvdisasm leaves out a PT output predicate"),

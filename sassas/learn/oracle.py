@@ -168,6 +168,24 @@ def compile_ptx(ptx: str, arch: str, options: Iterable[str] = ()) -> Optional[by
     return data
 
 
+def sass_listing(cubin: bytes, arch: str) -> str:
+    """`cuobjdump -sass` of a cubin (the tool able to read `arch`); cached by content."""
+    key = hashlib.sha1(f"{arch}\0".encode() + cubin).hexdigest()
+    cached = CACHE_DIR / "oracle" / "sass" / f"{key}.txt"
+    if cached.exists():
+        return cached.read_text()
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "k.cubin"
+        path.write_bytes(cubin)
+        listing = subprocess.run([str(find_tool("cuobjdump", arch)), "-sass", str(path)],
+                                 capture_output=True, text=True, check=True).stdout
+    tmp_file = cached.with_suffix(f".{os.getpid()}.tmp")
+    tmp_file.write_text(listing)
+    os.replace(tmp_file, cached)
+    return listing
+
+
 def text_sections(cubin: bytes) -> list[tuple[str, bytes]]:
     """The code sections (.text.*) of a cubin, read with sassas's own ELF reader."""
     from ..elf import read_cubin

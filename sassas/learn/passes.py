@@ -320,6 +320,37 @@ def learn_register_widths(isa: Isa, arch: str, log=print) -> Isa:
     return _replacing(isa, widened_encodings) if widened_encodings else isa
 
 
+def learn_overlapping_fields(isa: Isa, arch: str, log=print) -> Isa:
+    """A field whose segments claim one value bit twice, learned from the opcode sweep: sm_90's
+    and Blackwell's `BRA.U !UP0, target` came out as target bits 2..9 in word bits 16..23 and
+    bits 8..57 in 32..81, where the other BRA forms hold bits 10..57 in 34..81; ptxas sets
+    bit 32 there, which nvdisasm does not count in the target (the encoder left it clear). A
+    value bit claimed twice stays with the first segment that claims it; the later segment
+    starts after it, and the word bits it gives up are hidden (the hidden-bits pass sets them
+    as ptxas does)."""
+    from dataclasses import replace
+    changed = {}
+    for e in isa.encodings:
+        fields = list(e.fields)
+        for j, f in enumerate(fields):
+            if not isinstance(f, Field) or len(f.segments) < 2:
+                continue
+            claimed, segments = set(), []
+            for wl, vl, w in f.segments:
+                skip = 0
+                while skip < w and vl + skip in claimed:
+                    skip += 1
+                if skip < w:
+                    segments.append((wl + skip, vl + skip, w - skip))
+                claimed.update(range(vl, vl + w))
+            if tuple(segments) != f.segments:
+                fields[j] = Field(tuple(segments), f.transform)
+        if fields != list(e.fields):
+            changed[id(e)] = replace(e, fields=fields)
+    log(f"[{arch}] {len(changed)} encodings with a field that claimed value bits twice")
+    return _replacing(isa, changed) if changed else isa
+
+
 def learn_optional_predicates(isa: Isa, arch: str, log=print) -> Isa:
     """nvdisasm leaves out an output predicate that is PT/UPT on some forms only
     (`UIMAD.WIDE.U32 UR4, UR8, UR10, URZ`, `LEA.HI.X.SX32 R17, R12, c[0x0][0x1e4], 0x1, P1`),

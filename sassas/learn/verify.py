@@ -33,28 +33,30 @@ def refine(encodings, by_key, corpus_words=frozenset()) -> None:
         key = (e.opcode, e.kinds)
         e.reuse, e.reuse_decode_only = (dict(d) for d in reuse_by_key[_reuse_key(e)])
         samples = by_key.get(key, [])
-        mine = [s for s in samples if s.word & e.match_mask == e.match_value
-                and instruction_tokens(s.inst) >= e.fixed_tokens]
+        mine = own_samples(e, samples)
         e.order = modifier_order(sequences[e.opcode], e.evidence + [tuple(s.inst.modifiers) for s in mine])
         for cached in ("order_index", "print_cache", "reuse_masks", "unprinted_reuse", "printed_fixed_tokens"):
             e.__dict__.pop(cached, None)
-        claimed = e.match_mask | CONTROL_MASK
-        for f in e.fields:
-            if not isinstance(f, tuple):
-                claimed |= f.mask
-        for g in e.groups:
-            claimed |= g.mask
-        hidden = ~claimed & ((1 << 128) - 1)
-        if not mine:
-            continue
-        mine = [s for s in mine if s.word in corpus_words] or mine
-        for b in range(128):
-            if hidden >> b & 1:
-                ones = sum(s.word >> b & 1 for s in mine)
-                if 2 * ones > len(mine):
-                    e.base |= 1 << b
-                elif 2 * ones < len(mine):
-                    e.base &= ~(1 << b)
+        if mine:
+            set_hidden_bits(e, [s for s in mine if s.word in corpus_words] or mine)
+
+
+def own_samples(e, samples: list) -> list:
+    """The samples (of e's form) that e's opcode bits match, with e's fixed modifiers."""
+    return [s for s in samples if s.word & e.match_mask == e.match_value
+            and instruction_tokens(s.inst) >= e.fixed_tokens]
+
+
+def set_hidden_bits(e, samples: list) -> None:
+    """Set e's hidden bits (those nvdisasm does not print) as most `samples` have them."""
+    hidden = ~(e.match_mask | CONTROL_MASK | claimed_bits(e)) & ((1 << 128) - 1)
+    for b in range(128):
+        if hidden >> b & 1:
+            ones = sum(s.word >> b & 1 for s in samples)
+            if 2 * ones > len(samples):
+                e.base |= 1 << b
+            elif 2 * ones < len(samples):
+                e.base &= ~(1 << b)
 
 
 ZERO_REGISTER = {"R": 255, "UR": 63}
@@ -260,10 +262,12 @@ def rank(encodings: list, samples: list, tables: dict) -> None:
         samples_by_key[s.key].append(s)
     from ..ast import ControlCode
     for key, encs in by_key.items():
-        isa = Isa("", encs, tables, dict(DEFAULT_SYNTAX))
-        reproduces = defaultdict(set)
+        # (support 0 before the Isa is made: it would take the hidden bits of an encoding
+        # with none from its siblings, and so undo what refine found in the corpus)
         for e in encs:
             e.support = 0
+        isa = Isa("", encs, tables, dict(DEFAULT_SYNTAX))
+        reproduces = defaultdict(set)
         for s in samples_by_key.get(key, []):
             inst = parse_instruction(s.text)
             inst.address, inst.control = s.address, ControlCode.from_word(s.word)

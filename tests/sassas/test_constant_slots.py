@@ -71,3 +71,32 @@ def test_names_assemble_or_say_why_not(name, arch):
         return
     inst = sassas.parse(src, arch, "k.sass").kernels[0].instructions[0]
     assert (inst.operands[1].kind, inst.operands[1].values) == ("C[I][I]", (0, offset))
+
+
+LAUNCH_DIMENSIONS = {"blockDim": "ntid", "gridDim": "nctaid"}
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("arch", list(ARCHS))
+def test_launch_dimensions_are_what_ptxas_reads(arch):
+    """`blockDim.x` .. `gridDim.z` in a source, through the whole assembler (front end and
+    resolver), read the constants ptxas reads for %ntid / %nctaid (Blackwell: gridDim.x is
+    16 bytes after blockDim.x, at c[0x0][0x370], not 12)."""
+    if not oracle.have_tools(arch):
+        pytest.skip(f"ptxas/nvdisasm for {arch} not installed")
+    try:
+        from sassas.isa import get_isa
+        get_isa(arch)
+    except SassError as e:
+        pytest.skip(str(e))
+    for dim, register in LAUNCH_DIMENSIONS.items():
+        for axis in "xyz":
+            body = f"mov.u32 %v, %{register}.{axis}; st.global.u32 [%a0],%v;"
+            sass = _sass(_STORE.format(decl="", body=body), arch).replace("][RZ]", "][0x0]")
+            read = {int(m, 16) for m in re.findall(r"(?:LDC|ULDC|MOV|IMAD\.MOV\.U32) U?R\d+, (?:RZ, RZ, )?"
+                                                      r"c\[0x0\]\[(0x[0-9a-f]+)\]", sass)}
+            read -= _parameter_words(arch) | {CONSTANT_SLOTS["stackPointer"].offsets.get(arch)}
+            cubin = sassas.assemble(f"--:-:0:-:2 LDC R2, {dim}.{axis};\n--:-:-:Y:5 EXIT;\n", arch, "k.sass")
+            ours = oracle.disassemble_code(oracle.text_sections(cubin.data)[0][1], arch)[0].text
+            assert read == {int(re.search(r"c\[0x0\]\[(\w+)\]", ours.replace("RZ", "0x0")).group(1), 16)}, \
+                (arch, dim, axis, read, ours)

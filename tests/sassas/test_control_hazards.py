@@ -321,7 +321,7 @@ def learning_corpus_kernels(arch: str):
 
 
 @needs_oracle
-@pytest.mark.parametrize("arch", ["sm_70"] + ARCHS)
+@pytest.mark.parametrize("arch", ["sm_70"] + ARCHS + ["sm_100", "sm_120"])
 def test_no_false_alarms_on_learning_corpus(arch):
     """Every instruction family of the ISA learning corpus (conversions, FP64, atomics, fences,
     MMA...), not only the control corpus: compiler output raises no error or warning."""
@@ -330,7 +330,7 @@ def test_no_false_alarms_on_learning_corpus(arch):
 
 
 @needs_oracle
-@pytest.mark.parametrize("arch", ["sm_70"] + ARCHS)
+@pytest.mark.parametrize("arch", ["sm_70"] + ARCHS + ["sm_100", "sm_120"])
 def test_scheduler_on_learning_corpus(arch):
     """The learning corpus with ptxas's control codes thrown away and scheduled again passes
     the checker."""
