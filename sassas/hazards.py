@@ -371,10 +371,13 @@ class Checker:
                 report("wait-unset", i, f"waits on barrier {b}, which no instruction before it sets")
             return
         young = min(setters, key=lambda t: t.age)
-        if raise_delay and young.age < self.barrier_set_delay:
+        delay = self.effs[young.producer].info.barrier_delay
+        if delay is None:
+            delay = self.barrier_set_delay
+        if raise_delay and young.age < delay:
             report("barrier-delay", i, f"waits on barrier {b} {young.age} cycle(s) after "
                    f"{_describe(self.insts[young.producer])} set it; a barrier needs "
-                   f"{self.barrier_set_delay} cycles to be raised", young.producer)
+                   f"{delay} cycles to be raised", young.producer)
 
         def done(t: Token) -> bool:
             if b in (t.barrier, t.read_barrier):

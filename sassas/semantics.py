@@ -57,6 +57,9 @@ class OpcodeInfo:
     opaque: bool = False
     late_upper: tuple = ()
     preds_at_read: bool = False
+    # Cycles after issue its write barrier is raised where that is not the arch's
+    # barrier_set_delay (latency.toml); None: the arch's.
+    barrier_delay: Optional[int] = None
     known: bool = True
 
 
@@ -117,7 +120,8 @@ _FIELDS = {"class": "cls", "dests": "dests", "pred_follow": "pred_follow",
            "leading_preds": "leading_preds", "async_read": "async_read", "queue": "queue",
            "widths": "widths", "convert": "convert", "branch": "branch", "target": "target",
            "writes_all_preds": "writes_all_preds", "reads_all_preds": "reads_all_preds",
-           "opaque": "opaque", "late_upper": "late_upper", "preds_at_read": "preds_at_read"}
+           "opaque": "opaque", "late_upper": "late_upper", "preds_at_read": "preds_at_read",
+           "barrier_delay": "barrier_delay"}
 
 
 @functools.lru_cache(maxsize=4096)
