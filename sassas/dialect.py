@@ -127,7 +127,7 @@ def apply_dialect(inst: Instruction, arch: str, dialect: str, forced: bool) -> O
     if "wrong" in entry:
         if entry.get("refuse"):
             raise SassError(f"{spelling} is refused on {arch}: TuringAs's word for it is {entry['wrong']}, "
-                            f"not {spelling}, and sassas does not write that; write the instruction you mean "
+                            f"which sassas does not write; write the instruction you mean "
                             f"as nvdisasm spells it (`sassas isa --arch {arch} {inst.opcode}` lists them)", inst.loc)
         meant = entry.get("to", spelling)
         if "to" in entry:

@@ -267,6 +267,7 @@ def classify(line: str, word: int, arch: int, read: Optional[str]) -> Optional[d
     import sassas
     from sassas.elf import read_cubin
     from sassas.isa import get_isa
+    from sassas.isa.forms import form_key, form_name
     from sassas.parse import parse_instruction
     isa = get_isa(f"sm_{arch}")
 
@@ -307,7 +308,10 @@ def classify(line: str, word: int, arch: int, read: Optional[str]) -> Optional[d
           and not any((written.opcode, t) in WRONG_IMPLIED for t in added) and order is not None)
     mine = sassas_word(text.rstrip(" ;") + ";") if ok else None
     if mine is None:
-        wrong = f"read by nvdisasm as {name}"
+        # (the same mnemonic: what differs is the operands, which the forms show)
+        wrong = (f"read by nvdisasm as {name}" if name != spelled else
+                 f"read by nvdisasm as {name}{form_name(*form_key(canon))[len(canon.opcode):]} (written "
+                 f"{spelled}{form_name(*form_key(written))[len(written.opcode):]})")
         if as_written is not None:
             return {"wrong": wrong}
         # What is written, with the defaults nvdisasm leaves out dropped and as many of the
