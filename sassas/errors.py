@@ -74,7 +74,14 @@ def error_lines(e: SassError, tool: str) -> list[str]:
     """Each error of `e` as a command prints it: a compiler's diagnostic where it has a place,
     else one line in the tool's name (`sassas check: error: ...`)."""
     errors = e.errors if isinstance(e, SassErrors) else [e]
-    return [err.diagnostic.render() if err.loc else f"{tool}: error: {err.message}" for err in errors]
+    # The same error at the same place once, with its count: the lines a `<code>` block or a
+    # macro writes all stand at its place (256 copies of one message said nothing more).
+    counts: dict[str, int] = {}
+    for err in errors:
+        text = err.diagnostic.render() if err.loc else f"{tool}: error: {err.message}"
+        counts[text] = counts.get(text, 0) + 1
+    return [text if n == 1 else f"{text}\n{tool}: note: the error above, {n} times at that place "
+            f"(once for each line written there)" for text, n in counts.items()]
 
 
 class Diagnostics:
