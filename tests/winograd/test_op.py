@@ -331,13 +331,14 @@ def _fp32():
 
 
 # Known: with SASSAS_FUZZ_SEED=1046927862 (H100 and H200) the compiled model's weight gradients
-# of the layers before the stride-2 one, batch norms' included, are 2.4-3e-3 from float64 where
-# PyTorch's FP32 model is 1.2e-6 away; eager mode is 1.2e-6 too, and every call of the operator
-# (forward and input gradient) gets the same inputs and gives the same output as in eager mode
-# to 1e-6, so what differs is in the compiled graph around it. Not understood yet.
+# of the layers before the stride-2 one, the batch norms' included, are 2.7-3e-3 from float64,
+# against 3e-6 for PyTorch's compiled FP32 model and 1.2e-6 for ours in eager mode. Every call
+# of the operator gets the same inputs and gives the same output as in eager mode (to 1e-6), and
+# these gradients are ill-conditioned for that data: PyTorch's own FP32 model on the CPU is
+# 3e-3 from float64 there too. Where the compiled graph loses the digits is not found yet.
 @pytest.mark.gpu
-@pytest.mark.xfail(strict=False, reason="the compiled model's early weight gradients are 3e-3 off for some data "
-                                        "(SASSAS_FUZZ_SEED=1046927862); eager mode is exact")
+@pytest.mark.xfail(strict=False, reason="for some data the compiled model's early weight gradients are 3e-3 from "
+                                        "float64 (PyTorch's FP32 on the CPU too; its compiled GPU model 3e-6)")
 def test_compile_a_model_with_conv2d(gen):
     _kernels()
     torch.manual_seed(SEED & 0xFFFF)
@@ -347,18 +348,18 @@ def test_compile_a_model_with_conv2d(gen):
     exact = _resnet(nn.Conv2d).cuda().double()
     exact.load_state_dict(model.state_dict())
     x = torch.randn(16, 3, 16, 16, generator=gen).cuda()
-    compiled = torch.compile(model)
+    compiled, compiled_ref = torch.compile(model), torch.compile(ref)
     with warnings.catch_warnings(), _fp32():
         warnings.simplefilter("ignore")                  # the stride-2 layer's notice
         y = compiled(x)
         y.square().sum().backward()
-        want = ref(x)
+        want = compiled_ref(x)
         want.square().sum().backward()
         y64 = exact(x.double())
         y64.square().sum().backward()
-    # Against float64, each as close as PyTorch's FP32 model (or 1e-4): through the batch norms
-    # of a small batch the first layer's weight gradient is a small difference of large terms,
-    # and for some data both FP32 models are 1e-3 away from float64 there.
+    # Against float64, each as close as PyTorch's FP32 model compiled the same way (or 1e-4):
+    # through the batch norms of a small batch an early layer's weight gradient is a small
+    # difference of large terms (see above).
     for ours, theirs, exact_ in [(y, want, y64)] + [(a.weight.grad, b.weight.grad, c.weight.grad) for a, b, c in
                                                     ((model[0], ref[0], exact[0]), (model[3].c2, ref[3].c2, exact[3].c2))]:
         assert _rel(ours, exact_) <= max(1e-4, 4 * _rel(theirs, exact_)), (_rel(ours, exact_), _rel(theirs, exact_))
