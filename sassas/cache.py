@@ -3,8 +3,13 @@ descriptions' pickles, the parser's tables): each derived file is named by a has
 was made from, and one that cannot be read or written is made afresh."""
 from __future__ import annotations
 
+import hashlib
 import os
+import pickle
+import tempfile
+import tomllib
 from pathlib import Path
+from typing import Any, Callable
 
 
 def cache_dir() -> Path:
@@ -14,35 +19,38 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sassas"
 
 
-def load_toml(data: bytes, name: str) -> dict:
-    """tomllib's reading of `data` (a data file's bytes; `name` names its cache file), through a
-    pickle in cache_dir() named by a hash of the bytes: parsing sassas's larger TOML tables
-    (the TuringAs spellings, the control rules, the semantics) took 40-50 ms of every
-    command's start, the pickle a few. A cache that cannot be read or
-    written is passed by."""
-    import hashlib
-    import pickle
-    import tempfile
-    import tomllib
-    digest = hashlib.sha256(data).hexdigest()[:24]
-    cached = cache_dir() / f"toml-{name}-{digest}.pickle"
+def through_pickle(name: str, kind: type, make: Callable[[], Any]) -> Any:
+    """The object pickled as `name` in cache_dir() if it is there and of type `kind`; else
+    make()'s, pickled there for the next run (whole or not at all, also with several
+    processes). A cache that cannot be read or written is passed by. `name` says what the
+    object was made from (a hash of its sources): a changed source makes another name."""
+    cached = cache_dir() / name
     try:
         with open(cached, "rb") as f:
-            table = pickle.load(f)
-        if isinstance(table, dict):
-            return table
+            found = pickle.load(f)
+        if isinstance(found, kind):
+            return found
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
         pass
-    table = tomllib.loads(data.decode())
+    made = make()
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("wb", dir=cached.parent, suffix=".tmp", delete=False) as f:
             try:
-                pickle.dump(table, f, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.dump(made, f, protocol=pickle.HIGHEST_PROTOCOL)
             except BaseException:
                 os.unlink(f.name)
                 raise
-        os.replace(f.name, cached)      # whole or not at all, also with several processes
+        os.replace(f.name, cached)
     except OSError:
         pass
-    return table
+    return made
+
+
+def load_toml(data: bytes, name: str) -> dict:
+    """tomllib's reading of `data` (a data file's bytes; `name` names its cache file), through a
+    pickle named by a hash of the bytes: parsing sassas's larger TOML tables (the TuringAs
+    spellings, the control rules, the semantics) took 40-50 ms of every command's start, the
+    pickle a few."""
+    digest = hashlib.sha256(data).hexdigest()[:24]
+    return through_pickle(f"toml-{name}-{digest}.pickle", dict, lambda: tomllib.loads(data.decode()))

@@ -47,16 +47,13 @@ import copy
 import functools
 import hashlib
 import json
-import os
-import pickle
 import re
-import tempfile
 import tomllib
 from pathlib import Path
 from typing import Optional
 
 from ..arch import ARCHS
-from ..cache import cache_dir
+from ..cache import through_pickle
 from ..errors import SassError
 from ..kinds import VALUE_ROLES, value_pieces
 from .engine import Isa
@@ -272,27 +269,8 @@ def load_description_cached(path: Path) -> Isa:
     digest = hashlib.sha256(text)
     for code in (Path(__file__), Path(__file__).with_name("forms.py"), Path(__file__).with_name("engine.py")):
         digest.update(code.read_bytes())
-    cached = cache_dir() / f"isa-{path.stem}-{digest.hexdigest()[:24]}.pickle"
-    try:
-        with open(cached, "rb") as f:
-            isa = pickle.load(f)
-        if isinstance(isa, Isa):
-            return isa
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
-        pass
-    isa = load_description(path, text.decode())
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("wb", dir=cached.parent, suffix=".tmp", delete=False) as f:
-            try:
-                pickle.dump(isa, f, protocol=pickle.HIGHEST_PROTOCOL)
-            except BaseException:
-                os.unlink(f.name)
-                raise
-        os.replace(f.name, cached)      # whole or not at all, also with several processes
-    except OSError:
-        pass
-    return isa
+    return through_pickle(f"isa-{path.stem}-{digest.hexdigest()[:24]}.pickle", Isa,
+                          lambda: load_description(path, text.decode()))
 
 
 def load_description(path: Path, text: Optional[str] = None) -> Isa:
