@@ -30,7 +30,6 @@ output's shape without running anything.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from functools import lru_cache
 from typing import Optional
 
@@ -99,22 +98,11 @@ def uncovered(x: torch.Tensor, w: torch.Tensor, impl: str = "auto", algo: str = 
     return None
 
 
-@contextmanager
-def _fp32():
-    """cuDNN without TF32 (PyTorch's default lets cuDNN's convolutions use it): the operator is FP32."""
-    old = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cudnn.allow_tf32 = old
-
-
 def _forward(x: torch.Tensor, w: torch.Tensor, impl: str, algo: str, input_grad: str,
              weight_grad: str) -> torch.Tensor:
     _check_arguments(x, w, impl, algo, input_grad, weight_grad)
     if uncovered(x, w, impl, algo) is not None:
-        with _fp32():
+        with wgrad.fp32():
             return F.conv2d(x, w, padding=1).contiguous()
     with torch.cuda.device(x.device):
         # detach: torch gives no __cuda_array_interface__ for tensors that require grad
@@ -146,7 +134,7 @@ def _setup_context(ctx, inputs, output):
 
 
 def _convolution_backward(gy, x, w, mask):
-    with _fp32():
+    with wgrad.fp32():
         return torch.ops.aten.convolution_backward(gy, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, mask)
 
 

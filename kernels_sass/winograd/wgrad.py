@@ -43,8 +43,9 @@ OUTPUT_MATRIX = G.T                                   # 3x4: gw = G^T M G
 
 
 @contextmanager
-def _fp32():
-    """cuDNN and cuBLAS without TF32, whatever the caller set: the gradient is FP32."""
+def fp32():
+    """cuDNN and cuBLAS without TF32, whatever the caller set (PyTorch's default lets cuDNN's
+    convolutions use it): the operator and its gradients are FP32."""
     old = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     try:
@@ -59,7 +60,7 @@ def weight_grad(x: torch.Tensor, gy: torch.Tensor) -> torch.Tensor:
     k = gy.shape[1]
     th, tw = -(-h // 2), -(-w // 2)
     dt, dev = x.dtype, x.device
-    with _fp32():
+    with fp32():
         # The 4x4 windows at (2 t - 1): padding 1 on top/left, and enough at the bottom/right
         # for the last tile (whose output-gradient rows past h are zero).
         xp = F.pad(x, (1, 2 * tw + 1 - w, 1, 2 * th + 1 - h))
@@ -78,7 +79,7 @@ def weight_grad(x: torch.Tensor, gy: torch.Tensor) -> torch.Tensor:
 def cudnn_weight_grad(x: torch.Tensor, gy: torch.Tensor) -> torch.Tensor:
     """PyTorch's weight gradient (cuDNN on the GPU), TF32 off."""
     w_shape = [gy.shape[1], x.shape[1], 3, 3]
-    with _fp32():
+    with fp32():
         return torch.ops.aten.convolution_backward(gy, x, x.new_empty(w_shape), None, [1, 1], [1, 1], [1, 1],
                                                    False, [0, 0], 1, [False, True, False])[1]
 
