@@ -51,6 +51,13 @@ def _word(text: str, arch: str, **kw):
     return _words(read_cubin(bytes(cubin)).kernels[0].code, 1)[0], [w.message for w in cubin.warnings]
 
 
+def _same_word(spelling: str, filled_in: str, arch: str) -> bool:
+    """Whether the TuringAs spelling assembles to the word of the spelling with what it
+    implies written out (one instruction, then EXIT)."""
+    return (_word(f"--:-:-:-:2  {spelling};\n--:-:-:-:2  EXIT;\n", arch)[0]
+            == _word(f"--:-:-:-:2  {filled_in};\n--:-:-:-:2  EXIT;\n", arch)[0])
+
+
 def test_unscoped_ldg_on_sm80_is_strong_gpu_in_turingas_files_only():
     body = "--:-:-:-:2  LDG.E R4, [R2];\n--:-:-:-:2  EXIT;\n"
     turingas, warned = _word(body, "sm_80")
@@ -64,15 +71,9 @@ def test_unscoped_ldg_on_sm80_is_strong_gpu_in_turingas_files_only():
 
 def test_turingas_implied_parts():
     for arch in ("sm_70", "sm_75", "sm_80", "sm_86"):
-        a, _ = _word("--:-:-:-:2  SHF.L R1, R0, 0x2, RZ;\n--:-:-:-:2  EXIT;\n", arch)
-        b, _ = _word("--:-:-:-:2  SHF.L.U32 R1, R0, 0x2, RZ;\n--:-:-:-:2  EXIT;\n", arch)
-        assert a == b
-        a, _ = _word("--:-:-:-:2  IADD3.X R1, RZ, RZ, R1, P0;\n--:-:-:-:2  EXIT;\n", arch)
-        b, _ = _word("--:-:-:-:2  IADD3.X R1, RZ, RZ, R1, P0, !PT;\n--:-:-:-:2  EXIT;\n", arch)
-        assert a == b
-        a, _ = _word("--:-:-:-:2  STS.32 [R2], R4;\n--:-:-:-:2  EXIT;\n", arch)
-        b, _ = _word("--:-:-:-:2  STS [R2], R4;\n--:-:-:-:2  EXIT;\n", arch)
-        assert a == b
+        assert _same_word("SHF.L R1, R0, 0x2, RZ", "SHF.L.U32 R1, R0, 0x2, RZ", arch)
+        assert _same_word("IADD3.X R1, RZ, RZ, R1, P0", "IADD3.X R1, RZ, RZ, R1, P0, !PT", arch)
+        assert _same_word("STS.32 [R2], R4", "STS [R2], R4", arch)
 
 
 def test_turingas_misencoding_is_refused_with_the_reason():
@@ -97,12 +98,8 @@ def test_turingas_scoped_stores_on_sm80():
 
 def test_turingas_fills_in_uniform_zero_and_predicates():
     for arch in ("sm_75", "sm_80", "sm_86"):
-        a, _ = _word("--:-:-:-:2  UIADD3.X UR12, UR8, UR27, UR16;\n--:-:-:-:2  EXIT;\n", arch)
-        b, _ = _word("--:-:-:-:2  UIADD3.X UR12, UR8, UR27, UR16, !UPT, !UPT;\n--:-:-:-:2  EXIT;\n", arch)
-        assert a == b
-        a, _ = _word("--:-:-:-:2  ULEA.HI UR21, UR5, UR31, 0x5;\n--:-:-:-:2  EXIT;\n", arch)
-        b, _ = _word("--:-:-:-:2  ULEA.HI UR21, UR5, UR31, URZ, 0x5;\n--:-:-:-:2  EXIT;\n", arch)
-        assert a == b
+        assert _same_word("UIADD3.X UR12, UR8, UR27, UR16", "UIADD3.X UR12, UR8, UR27, UR16, !UPT, !UPT", arch)
+        assert _same_word("ULEA.HI UR21, UR5, UR31, 0x5", "ULEA.HI UR21, UR5, UR31, URZ, 0x5", arch)
 
 
 def test_turingas_red_on_sm75():
