@@ -385,6 +385,11 @@ class Checker:
             # In-order queues: a result issued before a waited-for one of its queue is in.
             return t.queue is not None and any(s.queue == t.queue and t.age > s.max_age for s in setters)
 
+        # A setter that drains (semantics `drains`): every fixed-latency result issued before it,
+        # on every path, has landed once its barrier is down.
+        for t in setters:
+            if self.effs[t.producer].info.drains:
+                state.fixed = {r: v for r, v in state.fixed.items() if v[0] <= t.max_age}
         for table in (state.writes, state.reads):
             for reg in list(table):
                 left = frozenset(t for t in table[reg] if not done(t))

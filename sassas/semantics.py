@@ -60,6 +60,9 @@ class OpcodeInfo:
     # Cycles after issue its write barrier is raised where that is not the arch's
     # barrier_set_delay (latency.toml); None: the arch's.
     barrier_delay: Optional[int] = None
+    # Its write barrier is raised only once every fixed-latency result issued before it has
+    # landed: a wait on that barrier completes those results too.
+    drains: bool = False
     known: bool = True
 
 
@@ -121,7 +124,7 @@ _FIELDS = {"class": "cls", "dests": "dests", "pred_follow": "pred_follow",
            "widths": "widths", "convert": "convert", "branch": "branch", "target": "target",
            "writes_all_preds": "writes_all_preds", "reads_all_preds": "reads_all_preds",
            "opaque": "opaque", "late_upper": "late_upper", "preds_at_read": "preds_at_read",
-           "barrier_delay": "barrier_delay"}
+           "barrier_delay": "barrier_delay", "drains": "drains"}
 
 
 @functools.lru_cache(maxsize=4096)

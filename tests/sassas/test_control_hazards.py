@@ -417,3 +417,16 @@ def test_mutations_are_caught(arch):
                 inst.control = original
     assert tried > 50
     assert missed == [], f"{caught}/{tried} caught; missed:\n" + "\n".join(missed[:10])
+
+
+def test_wait_on_a_dealloc_drains_fixed_latency_results():
+    # ptxas (sm_90a) reads an IMAD.WIDE result 2 cycles on, across a USETMAXREG.DEALLOC whose
+    # barrier it waits on: the register file is resized only once results in flight have landed.
+    text = """
+    --:-:-:-:1  IMAD.WIDE.U32 R2, R7, 0x40, R2;
+    --:-:0:-:1  USETMAXREG.DEALLOC.CTAPOOL 0x28;
+    {wait}:-:-:-:1  STG.E desc[UR4][R2.64], R5;
+    --:-:-:Y:5  EXIT;
+    """
+    assert kinds(text.format(wait="01"), "sm_90") == []
+    assert kinds(text.format(wait="--"), "sm_90") == ["raw-fixed"]
