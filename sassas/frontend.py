@@ -26,7 +26,7 @@ from .ast import NO_BARRIER, Declarations, Instruction, Kernel, Label, Operand, 
 from .dialect import apply_dialect
 from .errors import Diagnostics, SassError
 from .isa import get_isa
-from .kinds import VALUE_PIECES, kind_pieces, value_pieces
+from .kinds import VALUE_PIECES, kind_pieces, piece_slots
 from .operands import LAUNCH_NAMES, REGISTER_ZERO
 from .regalloc import ThreeSource, allocate
 from .semantics import misaligned_group_message, register_groups
@@ -82,22 +82,16 @@ def _shape_checks(inst: Instruction) -> tuple[tuple, tuple[int, ...], bool, bool
 
 
 _checks: dict[Shape, tuple[tuple, tuple[int, ...], bool, bool]] = {}
-_uniform_slots: dict[Shape, tuple[tuple[int, int], ...]] = {}
+_NOTHING_TO_CHECK = ((), (), False, False)
 
 
 def _check_uniform_registers(inst: Instruction, highest: int, arch: str, diags: Diagnostics) -> None:
     """A uniform register past the arch's last (UR63 on sm_90, whose URZ holds that number)."""
-    shape = inst.shape
-    slots = _uniform_slots.get(shape)
-    if slots is None:
-        slots = _uniform_slots[shape] = tuple((i, j) for i, op in enumerate(inst.operands)
-                                              for j, p in enumerate(value_pieces(op.kind)) if p == "UR")
-    for i, j in slots:
+    for i, j in piece_slots(tuple([op.kind for op in inst.operands]), "UR"):
         v = inst.operands[i].values[j]
         if type(v) is int and highest < v < REGISTER_ZERO["UR"]:
             diags.error(SassError(f"register UR{v} out of range on {arch}: its uniform registers are "
                                   f"UR0..UR{highest} (and URZ)", inst.operand_loc(i)))
-_NOTHING_TO_CHECK = ((), (), False, False)
 
 
 def _find_aligned_slots(inst: Instruction):

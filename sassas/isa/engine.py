@@ -14,7 +14,7 @@ from typing import Optional
 from ..arch import ARCHS
 from ..ast import ZERO_NAMES, ControlCode, Instruction, Operand
 from ..errors import SassError
-from ..kinds import value_pieces
+from ..kinds import piece_slots, value_pieces
 from .forms import (CONTROL_SHIFT, GUARD_NEGATED, MASK128, DescriptorLoad, Encoding, Field, form_key,
                     form_name, instruction_tokens, instruction_values, numbered_modifiers, split_flag_token,
                     value_meets, written_tokens)
@@ -105,7 +105,6 @@ class Isa:
         arch_facts = ARCHS.get(arch)
         bits = arch_facts.uniform_register_bits if arch_facts is not None else 8
         self.uniform_zero = (1 << bits) - 1
-        self._uniform_slots_cache: dict = {}
         self._index()
 
     def _index(self) -> None:
@@ -195,12 +194,7 @@ class Isa:
     def _with_field_uniform_registers(self, inst: Instruction) -> Instruction:
         """`inst` with its uniform registers numbered as this arch's fields hold them (URZ as
         63 on sm_75..sm_90); an error where it names one the arch does not have."""
-        shape = inst.shape
-        slots = self._uniform_slots_cache.get(shape)
-        if slots is None:
-            slots = self._uniform_slots_cache[shape] = tuple(
-                (i, j) for i, op in enumerate(inst.operands)
-                for j, piece in enumerate(value_pieces(op.kind)) if piece == "UR")
+        slots = piece_slots(tuple([op.kind for op in inst.operands]), "UR")
         if not slots:
             return inst
         operands = list(inst.operands)
