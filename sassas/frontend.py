@@ -160,8 +160,9 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
     instructions = kernel.instructions
     checks_of = _checks
     # An arch with fewer uniform registers than sassas names (sm_75..sm_90: UR0..UR62).
+    # (sm_70 has none: the ISA layer says so.)
     highest_uniform = None
-    if arch is not None and get_arch(arch).uniform_register_bits < 8:
+    if arch is not None and get_arch(arch).uniform_registers and get_arch(arch).uniform_register_bits < 8:
         highest_uniform = (1 << get_arch(arch).uniform_register_bits) - 2
     said = set()            # dialect warnings: once a spelling a kernel
     # An operand binds to the same operand wherever it stands (`acc12`, `[addr+0x10]`: TuringAs

@@ -101,9 +101,10 @@ class Isa:
                     e.replace_hidden_bits(confirmed.get(e.opcode, []))
         # Uniform registers: sassas names them UR0..UR254 and URZ as 255 (Blackwell's numbers,
         # as its fields hold them); an arch whose fields are 6 bits wide (sm_75..sm_90) has
-        # UR0..UR62 and holds URZ as 63, and encode/decode translate at this boundary.
+        # UR0..UR62 and holds URZ as 63, and encode/decode translate at this boundary (sm_70
+        # has none: no form takes one).
         arch_facts = ARCHS.get(arch)
-        bits = arch_facts.uniform_register_bits if arch_facts is not None else 8
+        bits = arch_facts.uniform_register_bits if arch_facts is not None and arch_facts.uniform_registers else 8
         self.uniform_zero = (1 << bits) - 1
         self._index()
 
