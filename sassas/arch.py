@@ -22,7 +22,7 @@ class Arch:
     max_registers: int         # per thread, as EIATTR_REGCOUNT / MAXREG_COUNT allow
     register_file: int         # 32-bit registers per SM (for ptxas's MAXREG_COUNT heuristic)
     max_shared_per_block: int  # bytes with the opt-in attribute (static limit is 48 KiB)
-    uniform_registers: bool    # UR0..UR63 exist (Turing and later)
+    uniform_registers: bool    # uniform registers exist (Turing and later)
     # ptxas puts the register count in bits 24..31 of .text.<kernel>'s sh_info before Hopper.
     regcount_in_text_info: bool
     # EIATTR_SW_WAR value ptxas writes for every kernel (None: attribute absent).

@@ -15,7 +15,7 @@ numbers themselves, so that the ISA description can key instruction forms on
     -|R7|.reuse               R                 (7,)            {'-', '|', 'reuse'}
     !P3                       P                 (3,)            {'!'}
     PT                        P                 (7,)            {}
-    UR4 / URZ                 UR                (4,) / (63,)    {}
+    UR4 / URZ                 UR                (4,) / (255,)   {}
     SR_TID.X                  SR                ('SR_TID.X',)   {}
     0x10 / -1 / 0.5           I                 (16,) (-1,) (0.5,)
     c[0x0][0x210]             C[I][I]           (0, 0x210)      {}
@@ -227,7 +227,9 @@ class Operand:
 # ---- operands as text ------------------------------------------------------------------
 
 # The zero/true register of each file is written by name.
-ZERO_NAMES = {("R", 255): "RZ", ("UR", 63): "URZ", ("P", 7): "PT", ("UP", 7): "UPT"}
+# URZ is 255 as RZ is, on every arch: Blackwell's uniform registers are UR0..UR254, and the
+# ISA layer writes URZ as 63 where an arch has UR0..UR62 only (sm_75..sm_90).
+ZERO_NAMES = {("R", 255): "RZ", ("UR", 255): "URZ", ("P", 7): "PT", ("UP", 7): "UPT"}
 # The kind of a set of scoreboards (`{4,3,2,1}`); its one value is the mask.
 SCOREBOARD_SET = "{I}"
 

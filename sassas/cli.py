@@ -98,7 +98,7 @@ def _cmd_disasm(args) -> int:
 # What the pieces of `sassas isa`'s lines mean (printed, as '#' lines, for those that occur).
 FORM_LEGEND = (
     (r"(?<![\w\[])R(?![\w\]])", "R", "register R0..R254 (RZ: R255)"),
-    (r"\bUR\b", "UR", "uniform register UR0..UR62 (URZ: UR63)"),
+    (r"\bUR\b", "UR", "uniform register: UR0..UR62 on sm_75..sm_90, UR0..UR254 on Blackwell; URZ"),
     (r"(?<![\w\[])P\b", "P", "predicate P0..P6 (PT: P7)"),
     (r"\bUP\b", "UP", "uniform predicate UP0..UP6 (UPT)"),
     (r"\bB\b", "B", "convergence barrier register B0..B15"),

@@ -26,8 +26,8 @@ from .ast import NO_BARRIER, Declarations, Instruction, Kernel, Label, Operand, 
 from .dialect import apply_dialect
 from .errors import Diagnostics, SassError
 from .isa import get_isa
-from .kinds import VALUE_PIECES, kind_pieces
-from .operands import LAUNCH_NAMES
+from .kinds import VALUE_PIECES, kind_pieces, piece_slots
+from .operands import LAUNCH_NAMES, REGISTER_ZERO
 from .regalloc import ThreeSource, allocate
 from .semantics import misaligned_group_message, register_groups
 
@@ -83,6 +83,15 @@ def _shape_checks(inst: Instruction) -> tuple[tuple, tuple[int, ...], bool, bool
 
 _checks: dict[Shape, tuple[tuple, tuple[int, ...], bool, bool]] = {}
 _NOTHING_TO_CHECK = ((), (), False, False)
+
+
+def _check_uniform_registers(inst: Instruction, highest: int, arch: str, diags: Diagnostics) -> None:
+    """A uniform register past the arch's last (UR63 on sm_90, whose URZ holds that number)."""
+    for i, j in piece_slots(tuple([op.kind for op in inst.operands]), "UR"):
+        v = inst.operands[i].values[j]
+        if type(v) is int and highest < v < REGISTER_ZERO["UR"]:
+            diags.error(SassError(f"register UR{v} out of range on {arch}: its uniform registers are "
+                                  f"UR0..UR{highest} (and URZ)", inst.operand_loc(i)))
 
 
 def _find_aligned_slots(inst: Instruction):
@@ -150,6 +159,11 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
 
     instructions = kernel.instructions
     checks_of = _checks
+    # An arch with fewer uniform registers than sassas names (sm_75..sm_90: UR0..UR62).
+    # (sm_70 has none: the ISA layer says so.)
+    highest_uniform = None
+    if arch is not None and get_arch(arch).uniform_registers and get_arch(arch).uniform_register_bits < 8:
+        highest_uniform = (1 << get_arch(arch).uniform_register_bits) - 2
     said = set()            # dialect warnings: once a spelling a kernel
     # An operand binds to the same operand wherever it stands (`acc12`, `[addr+0x10]`: TuringAs
     # code names most of its registers): bound once. (Keyed by its fields: a tuple hashes and
@@ -189,6 +203,8 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
             checks = _shape_checks(inst)
         if checks is not _NOTHING_TO_CHECK:
             _check(inst, checks, diags)
+        if highest_uniform is not None:
+            _check_uniform_registers(inst, highest_uniform, arch, diags)
 
     if not instructions:
         diags.error(SassError(f"kernel '{kernel.name}' has no instructions", kernel.loc))

@@ -36,3 +36,9 @@ def value_pieces(kind: str) -> list[str]:
 def value_count(kind: str) -> int:
     """How many values an operand of this kind carries."""
     return sum(1 for p in kind_pieces(kind) if p in VALUE_PIECES)
+
+
+@functools.lru_cache(maxsize=4096)
+def piece_slots(kinds: tuple[str, ...], piece: str) -> tuple[tuple[int, int], ...]:
+    """(operand index, value index) of every value of `piece` (`UR`) among operands of these kinds."""
+    return tuple((i, j) for i, kind in enumerate(kinds) for j, p in enumerate(value_pieces(kind)) if p == piece)

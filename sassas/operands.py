@@ -2,7 +2,7 @@
 
 See the table in :mod:`sassas.ast`. The rules, in short:
 - registers become their class letters in the kind (R, UR, P, UP, B, SB) and their number in
-  values (RZ = 255, URZ = 63, PT = UPT = 7);
+  values (RZ = URZ = 255, PT = UPT = 7);
 - numbers become ``I`` (value int or float), special registers ``SR`` (value the name),
   branch targets and symbolic names ``L``/``N`` (value the name, until resolved);
 - ``-``, ``|..|``, ``!``, ``~`` before the operand, and register suffixes (``.64``, ``.H1``,
@@ -19,15 +19,16 @@ from typing import Iterable, Sequence
 from .ast import SCOREBOARD_SET, ZERO_NAMES, Loc, Operand, SymbolRef
 from .errors import SassError
 
-REGISTER_ZERO = {"R": 255, "UR": 63, "P": 7, "UP": 7}
+REGISTER_ZERO = {"R": 255, "UR": 255, "P": 7, "UP": 7}
 _REGISTER = re.compile(r"(UR|UP|SB|R|P|B)(\d+|Z|T)$")
 
 # Bare words that are operands in their own right: the predicate register files that P2R/R2P
 # and UP2UR/UR2UP move as a whole.
 OPERAND_KEYWORDS = frozenset({"PR", "UPR"})
 # The highest register a program may name, per class; the one above is the zero/true register
-# (RZ, URZ, PT, UPT), written by name.
-MAX_REGISTER = {"R": 254, "UR": 62, "P": 6, "UP": 6, "B": 15, "SB": 7}
+# (RZ, URZ, PT, UPT), written by name. UR0..UR254 is Blackwell's uniform register file; an arch
+# with fewer (sm_75..sm_90: UR0..UR62) refuses the others in the ISA layer.
+MAX_REGISTER = {"R": 254, "UR": 254, "P": 6, "UP": 6, "B": 15, "SB": 7}
 # CUDA's launch dimensions (TuringAs names): their offsets from the arch's launch_base in
 # constant bank 0 (0 on sm_70..sm_90, 0x360 on Blackwell); the resolver adds the base.
 LAUNCH_CONSTANTS = {

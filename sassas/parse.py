@@ -50,7 +50,7 @@ def _parser() -> Lark:
 # - Lark's lexer decides on character classes: every terminal of grammar.lark reads the digits
 #   cut out here as \d, \w or [0-9a-fA-F], except where a count or a digit matters (CONTROL,
 #   PREDICATE, ADDRESS, P/UP/B/SB registers, HEXWORD's 1-16 digits). NUMBER_IN_LINE only cuts
-#   R (1-3 digits) and UR (1-2) register numbers, integers (hex up to 16 digits) not touching
+#   R and UR (1-3 digits) register numbers, integers (hex up to 16 digits) not touching
 #   `.`, `:`, `-`, `*` or a word character, and the number at the end of a name after a lower
 #   case letter (`acc12`, not `1e3` or `.F16x2`); and a plan is kept only when each cut number
 #   is exactly one REGISTER or NUMBER token, the end of a NAME (a name the front end binds), the

@@ -24,7 +24,7 @@ NUMBER_IN_LINE = re.compile(
     # Each choice starts at its first digit and looks back from there: the regex engine then
     # skips to digits quickly (this split runs on every line).
     r"([0-9](?:(?<=(?<![\w$.])R[0-9])[0-9]{0,2}(?![\w$])"          # R0..R999
-    r"|(?<=(?<![\w$.])UR[0-9])[0-9]?(?![\w$])"                     # UR0..UR99
+    r"|(?<=(?<![\w$.])UR[0-9])[0-9]{0,2}(?![\w$])"                # UR0..UR999
     r"|(?<![\w$.:*-][0-9])(?:(?<=0)[xX][0-9a-fA-F]{1,16}|[0-9]*)(?![\w$.:-])"     # 0x1f, 12
     r"|(?<=[a-z][0-9])(?<![0-9.][a-z][0-9])[0-9]*(?![\w$*])))")                # acc12: a name's number
 

@@ -22,7 +22,7 @@ from .kinds import value_pieces
 Reg = tuple[str, int]
 
 # The zero/true register of each register file: reads of it carry no dependency.
-ZERO_REGISTER = {"R": 255, "UR": 63, "P": 7, "UP": 7}
+ZERO_REGISTER = {"R": 255, "UR": 255, "P": 7, "UP": 7}
 PREDICATE_FILES = ("P", "UP")
 PREDICATE_COUNT = 7   # P0..P6 (PT is 7)
 # A register that carries a width suffix inside a larger operand: `desc[UR4][R2.64]` -> 'R.64';
@@ -456,7 +456,7 @@ def misaligned_group_message(inst: Instruction, group: RegisterGroup, number: in
 
 _groups: dict[Shape, tuple[RegisterGroup, ...]] = {}
 # Probe numbers of one file, apart by the widest group (HMMA.884.F32's accumulator: 8), so
-# that seven uniform registers fit below URZ.
+# that seven uniform registers fit below sm_90's URZ.
 _GROUP_STRIDE = 8
 # A name (register alias) in an operand kind, not a parameter word `a[0]` (kind N[I]).
 _NAME_PIECE = re.compile(r"(?<![A-Za-z])N(?![A-Za-z\[])")

@@ -28,6 +28,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from sassas.operands import REGISTER_ZERO
 from sassas.parse import parse_instruction
 
 from .target import DEFAULT_ARCH, target
@@ -162,7 +163,7 @@ class Machine:
     @staticmethod
     def _ur(st, n: int) -> int:
         """UR<n> (URZ: 0)."""
-        if n == 63:
+        if n == REGISTER_ZERO["UR"]:
             return 0
         if n not in st.UR:
             raise SimError(f"UR{n} read before it is written")

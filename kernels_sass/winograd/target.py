@@ -16,10 +16,8 @@ from typing import Optional
 
 DEFAULT_ARCH = "sm_90"      # the arch the kernels were designed and measured on
 # Archs whose kernels (both generators) pass the CPU checks of tests/winograd/test_archs.py: the
-# simulator, sassas's hazard checker, nvdisasm. Only sm_90's ran on a GPU (H100, H200). sm_120
-# is left out: sassas's sm_120 description has no 32-bit `UIADD3 UR, UR, UR` (the F(2x2,3x3)
-# tile loop's), its GEMM passes.
-ARCHS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100")
+# simulator, sassas's hazard checker, nvdisasm. Only sm_90's ran on a GPU (H100, H200).
+ARCHS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")
 
 
 @dataclass(frozen=True)

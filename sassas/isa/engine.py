@@ -8,12 +8,13 @@ import difflib
 import itertools
 import math
 import struct
+from dataclasses import replace
 from typing import Optional
 
 from ..arch import ARCHS
 from ..ast import ZERO_NAMES, ControlCode, Instruction, Operand
 from ..errors import SassError
-from ..kinds import value_pieces
+from ..kinds import piece_slots, value_pieces
 from .forms import (CONTROL_SHIFT, GUARD_NEGATED, MASK128, DescriptorLoad, Encoding, Field, form_key,
                     form_name, instruction_tokens, instruction_values, numbered_modifiers, split_flag_token,
                     value_meets, written_tokens)
@@ -24,7 +25,7 @@ _CONTROL_CACHE: dict = {}
 _NEGATED = frozenset({"!"})
 _NO_FLAGS = frozenset()
 
-# sassas's value of URZ (its number on sm_75..sm_90).
+# sassas's value of URZ (the number of Blackwell's fields; sm_75..sm_90's fields hold 63).
 URZ = next(value for (kind, value), name in ZERO_NAMES.items() if name == "URZ")
 
 
@@ -98,25 +99,14 @@ class Isa:
             for e in encodings:
                 if e.support == 0:
                     e.replace_hidden_bits(confirmed.get(e.opcode, []))
+        # Uniform registers: sassas names them UR0..UR254 and URZ as 255 (Blackwell's numbers,
+        # as its fields hold them); an arch whose fields are 6 bits wide (sm_75..sm_90) has
+        # UR0..UR62 and holds URZ as 63, and encode/decode translate at this boundary (sm_70
+        # has none: no form takes one).
         arch_facts = ARCHS.get(arch)
-        if arch_facts is not None and arch_facts.uniform_register_bits > 6:
-            self._refuse_urz_in_narrow_fields(arch_facts.uniform_register_bits)
+        bits = arch_facts.uniform_register_bits if arch_facts is not None and arch_facts.uniform_registers else 8
+        self.uniform_zero = (1 << bits) - 1
         self._index()
-
-    def _refuse_urz_in_narrow_fields(self, bits: int) -> None:
-        """Where the uniform register file is wider than 64 (Blackwell: URZ is 255), a uniform-
-        register field the learner saw only 6 bits of cannot hold URZ: its 63 is UR63. Those
-        fields refuse URZ (sassas's URZ is 63, as on sm_75..sm_90) rather than write UR63."""
-        for e in self.encodings:
-            pieces = ["P", *(p for kind in e.kinds for p in value_pieces(kind))]
-            if len(pieces) != len(e.fields):
-                continue
-            plan = list(e.insert_plan)
-            for i, (piece, f) in enumerate(zip(pieces, e.fields)):
-                if piece == "UR" and type(f) is not tuple and f.transform == "u" and f.value_bits < bits:
-                    code, a, b = plan[i]
-                    plan[i] = (4, a, b) if code == 1 else (4, None, None)
-            e.insert_plan = plan
 
     def _index(self) -> None:
         self.by_key: dict[tuple, list[Encoding]] = {}
@@ -171,6 +161,8 @@ class Isa:
         # they do not depend on the values) depend on the instruction's shape only: cached,
         # with the first encoding's values-and-control code compiled for the shape where its
         # fields are plain (_compiled_encoder): most instructions take that encoding.
+        if self.uniform_zero != URZ:
+            inst = self._with_field_uniform_registers(inst)
         shape = inst.shape
         known = self._shape_cache.get(shape)
         if known is None:
@@ -199,6 +191,33 @@ class Isa:
         if any("modifier" in e or "needs" in e for e in errors):
             message += self._nearest_spellings(inst, encs)
         raise SassError(message, inst.loc)
+
+    def _with_field_uniform_registers(self, inst: Instruction) -> Instruction:
+        """`inst` with its uniform registers numbered as this arch's fields hold them (URZ as
+        63 on sm_75..sm_90); an error where it names one the arch does not have."""
+        slots = piece_slots(tuple([op.kind for op in inst.operands]), "UR")
+        if not slots:
+            return inst
+        operands = list(inst.operands)
+        for i, j in slots:
+            v = operands[i].values[j]
+            if type(v) is not int:
+                continue
+            if v == URZ:
+                values = list(operands[i].values)
+                values[j] = self.uniform_zero
+                operands[i] = operands[i].with_values(*values)
+            elif v >= self.uniform_zero:
+                raise SassError(f"register UR{v} out of range on {self.arch}: its uniform registers are "
+                                f"UR0..UR{self.uniform_zero - 1} (and URZ)", inst.operand_loc(i))
+        if operands == list(inst.operands):
+            return inst
+        return replace(inst, operands=tuple(operands))
+
+    def _sassas_uniform_registers(self, enc: Encoding, values: list) -> list:
+        """Decoded values with the arch's URZ (63 on sm_75..sm_90) as sassas's (255)."""
+        zero = self.uniform_zero
+        return [URZ if k in enc.uniform_register_slots and v == zero else v for k, v in enumerate(values)]
 
     def reuse_slots(self, inst: Instruction) -> Optional[dict[int, int]]:
         """Operand index -> the operand-reuse slot (0..3) it is read through, as the encoding
@@ -360,15 +379,6 @@ class Isa:
             elif code == 3:                # signed, one segment from value bit 0
                 if type(v) is int and -b <= v < b:
                     word |= (v & (2 * b - 1)) << a
-                    continue
-            elif code == 4:                # a uniform register in a field too narrow for URZ
-                if v == URZ:
-                    errors.append(f"{enc.name}: URZ cannot be written here on {self.arch}: the learned field "
-                                  f"holds UR0..UR62 in {f.value_bits} bits, and its value 63 is UR63 on "
-                                  f"this arch, not URZ (URZ is 255)")
-                    return None
-                if a is not None and type(v) is int and 0 <= v <= b:
-                    word |= v << a
                     continue
             elif code == 0:                # a constant
                 if a != v and not _same_number(a, v):
@@ -549,6 +559,8 @@ class Isa:
                 if a.holds(values) and a.allows(tokens):
                     tokens = (tokens - a.drop) | a.add
                     break
+        if self.uniform_zero != URZ and enc.uniform_register_slots:
+            values = self._sassas_uniform_registers(enc, values)
         inst = self._build(enc, tokens, values, word, address, self._decode_sequences(enc, word))
         if enc.descriptor is not None:
             inst.descriptor = enc.descriptor.extract(word)

@@ -19,7 +19,7 @@ from typing import Iterable, Optional
 
 from ..ast import Instruction
 from ..errors import SassError
-from ..kinds import value_count
+from ..kinds import value_count, value_pieces
 from ..parse import parse_instruction
 
 CONTROL_SHIFT = 105
@@ -207,8 +207,7 @@ class Encoding:
     @functools.cached_property
     def insert_plan(self) -> list:
         """Per value: (0, constant, _), (1, shift, max) for a plain unsigned field, (3, shift,
-        2**(width-1)) for a plain signed one (two's complement), (2, _, _) for any other; the
-        Isa makes a uniform-register field too narrow for its arch's URZ (4, shift or None, max)."""
+        2**(width-1)) for a plain signed one (two's complement), (2, _, _) for any other."""
         out = []
         for f in self.fields:
             if type(f) is tuple:
@@ -220,6 +219,12 @@ class Encoding:
             else:
                 out.append((2, None, None))
         return out
+
+    @functools.cached_property
+    def uniform_register_slots(self) -> frozenset:
+        """The indices of the values (0: the guard predicate) that are uniform registers."""
+        pieces = [p for kind in self.kinds for p in value_pieces(kind)]
+        return frozenset(k for k, p in enumerate(pieces, start=1) if p == "UR")
 
     @functools.cached_property
     def fast_fields(self):

@@ -19,6 +19,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from ..arch import ARCHS
 from ..errors import SassError
 from ..isa.description import DATA_DIR, DEFAULT_SYNTAX, load_description, write_description
 from ..isa.engine import Isa
@@ -252,6 +253,14 @@ def main(argv=None) -> int:
     for name in POST_PASSES:          # the older spellings: --rank-only, --descriptors-only, ...
         ap.add_argument(f"--{name}-only", dest="only", action="append_const", const=name, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    narrow = [a for a in args.arch if a in ARCHS and ARCHS[a].uniform_registers and ARCHS[a].uniform_register_bits < 8]
+    if narrow:
+        # The learner reads fields by sassas's numbers, URZ 255 (Blackwell's); these archs'
+        # 6-bit fields hold URZ as 63, which only the ISA engine translates.
+        print(f"error: the learner cannot relearn {', '.join(narrow)}: the uniform-register fields there hold "
+              "URZ as 63, and the learner reads uniform registers by sassas's numbers (URZ 255, as "
+              "Blackwell's fields hold it); the descriptions stay as learned", file=sys.stderr)
+        return 2
     for arch in args.arch:
         if not oracle.have_tools(arch):
             print(f"[{arch}] skipped: ptxas/nvdisasm for {arch} not found", file=sys.stderr)

@@ -137,7 +137,7 @@ def _prints_alias(isa, enc: Encoding, s: Optional[Sample]) -> bool:
 
 # Values probed for each role: the zero registers / true predicates, small immediates, and
 # every power of two (nvdisasm's IMAD.SHL skips 0x10000: the rule is learned, not assumed).
-ALIAS_SPECIALS = {"reg": [255], "ureg": [63], "pred": [7], "upred": [7],
+ALIAS_SPECIALS = {"reg": [255], "ureg": [255], "pred": [7], "upred": [7],
                   "imm": [0, 1, 2, 4, -1], "offset": [0], "coffset": [0]}
 POWERS_OF_TWO = [1 << k for k in range(3, 32)]
 ZERO_ROLES = ("reg", "ureg", "pred", "upred")

@@ -8,6 +8,7 @@ import itertools
 from collections import Counter, defaultdict
 from typing import Optional
 
+from ..arch import ARCHS
 from ..errors import SassError
 from ..isa.engine import Isa
 from ..isa.forms import (CONTROL_MASK, Alias, Encoding, Field, Group, flag_token, form_key, form_name,
@@ -258,8 +259,8 @@ def _representative_word(isa: Isa, e: Encoding) -> int:
     return (word & ~CONTROL_MASK) | (_USUAL_CONTROL & CONTROL_MASK) if word else 0
 
 
-# Bits of a register number, per register file.
-REGISTER_BITS = {"R": 8, "UR": 6, "P": 3, "UP": 3}
+# Bits of a register number, per register file (a uniform register's: the arch's).
+REGISTER_BITS = {"R": 8, "P": 3, "UP": 3}
 
 
 def learn_register_widths(isa: Isa, arch: str, log=print) -> Isa:
@@ -275,6 +276,7 @@ def learn_register_widths(isa: Isa, arch: str, log=print) -> Isa:
     from dataclasses import replace
     from ..kinds import VALUE_PIECES, kind_pieces
     cache = oracle.DisasmCache(arch)
+    uniform_bits = ARCHS[arch].uniform_register_bits
     plans = []                  # (encoding, value index, widened field, probe words)
     for e in isa.encodings:
         claimed = claimed_bits(e)
@@ -282,7 +284,7 @@ def learn_register_widths(isa: Isa, arch: str, log=print) -> Isa:
         for kind in e.kinds:
             for piece in [p for p in kind_pieces(kind) if p in VALUE_PIECES]:
                 f = e.fields[pos] if pos < len(e.fields) else None
-                width = REGISTER_BITS.get(piece)
+                width = uniform_bits if piece == "UR" else REGISTER_BITS.get(piece)
                 pos += 1
                 if width is None or not isinstance(f, Field) or len(f.segments) != 1 or f.transform != "u":
                     continue

@@ -305,7 +305,8 @@ def _segments(bits: dict[int, int], illegal: set[int], fillable: set[int] = froz
     return tuple(sorted(segs, key=lambda s: s[1]))
 
 
-# Register numbers span their register file: R0..RZ (255), UR0..URZ (63), P0..PT (7).
+# Register numbers span their register file: R0..RZ (255), UR0..URZ (63 to sm_90; Blackwell's
+# 8-bit fields the register-widths pass widens, knowing the arch), P0..PT (7).
 REGISTER_WIDTH = {"reg": 8, "ureg": 6, "pred": 3, "upred": 3}
 
 

@@ -59,7 +59,7 @@ def set_hidden_bits(e, samples: list) -> None:
                 e.base &= ~(1 << b)
 
 
-ZERO_REGISTER = {"R": 255, "UR": 63}
+ZERO_REGISTER = {"R": 255, "UR": 255}
 
 
 def choose_reuse_bits(encodings, by_key) -> dict:

@@ -83,10 +83,11 @@ def test_batch_with_a_fatal_word_keeps_legal_words():
     assert result[illegal] is None and result[ambiguous] is None
 
 
-@pytest.mark.parametrize("arch", ["sm_100", "sm_120"])
-def test_blackwell_urz_is_never_written_as_ur63(arch):
-    """Blackwell's URZ is 255 and 63 is UR63. A uniform-register field the description holds
-    only 6 bits of (UMOV UR, UR) refuses URZ, at the line; one of 8 bits writes 255."""
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100", "sm_120"])
+def test_uniform_register_numbers_per_arch(arch):
+    """URZ is 255 in sassas on every arch. Blackwell's fields hold UR0..UR254 and URZ as 255
+    (UR63 is a register there); sm_75..sm_90's hold UR0..UR62 and URZ as 63, and UR63 on
+    them is an error at the operand that names the arch's range."""
     import sassas
     from sassas.errors import SassError
 
@@ -95,14 +96,24 @@ def test_blackwell_urz_is_never_written_as_ur63(arch):
         (_, code), = oracle.text_sections(c.data)
         return oracle.words_of(code)[0]
 
-    with pytest.raises(SassError) as e:
-        word("UMOV UR4, URZ")
-    assert e.value.loc.line == 2 and "UR63 on this arch, not URZ" in str(e.value)
+    zero = 255 if arch != "sm_90" else 63
     assert word("UMOV UR4, UR5") >> 32 & 0xFF == 5
-    assert word("UIMAD UR4, UR4, -0xa0, URZ") >> 64 & 0xFF == 0xFF
+    assert word("UMOV UR4, URZ") >> 32 & 0xFF == zero
+    assert word("UIMAD UR4, UR4, -0xa0, URZ") >> 64 & 0xFF == zero
+    texts = ["UMOV UR4, URZ", "UIMAD UR4, UR4, -0xa0, URZ", "USHF.L.U32 UR4, UR4, 0x8, URZ"]
+    if arch == "sm_90":
+        with pytest.raises(SassError) as e:
+            word("UMOV UR4, UR63")
+        assert (e.value.loc.line, e.value.loc.col) == (2, 23), e.value
+        assert "UR63 out of range on sm_90: its uniform registers are UR0..UR62" in str(e.value)
+    else:
+        assert word("UMOV UR4, UR63") >> 32 & 0xFF == 63
+        assert word("UMOV UR200, UR254") >> 16 & 0xFF == 200
+        texts += ["UMOV UR4, UR63", "UMOV UR200, UR254", "ULOP3.LUT UR4, UR4, 0xff, URZ, 0xc0, !UPT"]
     if not oracle.missing_tools(arch, ("nvdisasm",)):
-        w = word("UIMAD UR4, UR4, -0xa0, URZ")
-        assert oracle.disassemble([w], arch)[w].text == "UIMAD UR4, UR4, -0xa0, URZ"
+        words = {t: word(t) for t in texts}
+        printed = oracle.disassemble(list(words.values()), arch)
+        assert {t: printed[w].text for t, w in words.items()} == {t: t for t in texts}
 
 
 # Archs that share another's description (sassas.arch.Arch.isa_from): the forms ptxas 12.9

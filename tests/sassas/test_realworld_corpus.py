@@ -102,11 +102,7 @@ CORPORA = {c.name: c for c in [
            (("bitsandbytes==0.50.2", ("bitsandbytes/libbitsandbytes_cuda128.so",)),),
            # sm_70 format: `@!PT LDC RZ, c[0x0][RZ]` prints `c[0x0][0x0]` (docs/REALWORLD_GAPS.md);
            # the sample holds it since it takes kernels with addresses in their code too.
-           # sm_100/sm_120: uniform-register fields where Blackwell writes URZ as 255 (USHF,
-           # UPRMT, ULOP3, FSETP with a UR source) are learned 6 bits wide, and refuse URZ. Their
-           # floors are the measured shares, rounded down.
-           floors={**{arch: (100.0, 100.0) for arch in ARCHS}, "sm_70": (100.0, 99.97),
-                   "sm_100": (99.57, 99.57), "sm_120": (98.59, 98.66)}),
+           floors={**{arch: (100.0, 100.0) for arch in ARCHS}, "sm_70": (100.0, 99.97)}),
     Corpus("torchvision-audio", "BSD-3-Clause (torchvision), BSD-2-Clause (torchaudio)",
            (("torchvision==0.22.1", ("torchvision/_C.so",)),
             ("torchaudio==2.7.1", ("torchaudio/lib/libtorchaudio.so",

@@ -23,9 +23,6 @@ from kernels_sass.winograd.target import ARCHS, target
 
 SEED = int(os.environ.get("SASSAS_FUZZ_SEED") or random.randrange(1 << 32))
 ALL = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")
-# What keeps an arch's F(2x2,3x3) kernel from assembling: a form sassas's description lacks.
-F2_MISSING = {"sm_120": "sassas's sm_120 description has no 32-bit `UIADD3 UR, UR, UR` (only .64, or with "
-                        "URZ or an immediate), which the persistent tile loop uses"}
 SMS = 3         # the simulated GPU's multiprocessors: a persistent block takes several units
 
 _REPORTED = []
@@ -40,12 +37,6 @@ def _seed(report):
 
 def _rng(name: str) -> random.Random:
     return random.Random(f"{SEED}-{name}")
-
-
-def f2_arch(arch: str):
-    """arch as a parameter, xfail (strict) where the kernel cannot be assembled yet."""
-    marks = [pytest.mark.xfail(reason=F2_MISSING[arch], strict=True, raises=Exception)] if arch in F2_MISSING else []
-    return pytest.param(arch, marks=marks)
 
 
 @lru_cache(maxsize=None)
@@ -119,7 +110,7 @@ def test_the_designs_fit_each_arch():
         gemmgen.Generator(gemmgen.GemmShape(16, 128, 128), gemmgen.OPTIONS, "sm_75")
 
 
-@pytest.mark.parametrize("arch", [f2_arch(a) for a in ALL])
+@pytest.mark.parametrize("arch", ALL)
 def test_f2_in_the_simulator_matches_float64(arch):
     s, _ = f2_case()
     o, text, _ = f2_kernel(arch)
@@ -140,7 +131,7 @@ def test_f2_in_the_simulator_matches_float64(arch):
     assert m.race_log == [] and m.undefined_log == []
 
 
-@pytest.mark.parametrize("arch", [f2_arch(a) for a in ALL])
+@pytest.mark.parametrize("arch", ALL)
 def test_f2_assembles_without_hazards(arch):
     from sassas.elf import read_cubin
     s, _ = f2_case()
@@ -155,7 +146,7 @@ def test_f2_assembles_without_hazards(arch):
     assert ("desc[UR4]" in text) == (target(arch).desc is not None)
 
 
-@pytest.mark.parametrize("arch", [f2_arch(a) for a in ALL])
+@pytest.mark.parametrize("arch", ALL)
 def test_f2_nvdisasm_reads_it_as_generated(arch):
     _nvdisasm(arch)
     _, text, cubin = f2_kernel(arch)
@@ -200,5 +191,5 @@ def test_gemm_nvdisasm_reads_it_as_generated(arch, o):
 
 
 def test_archs_the_api_builds_for_pass_these_checks():
-    """target.ARCHS (what conv2d generates for) is every arch here whose kernels both assemble."""
-    assert set(ARCHS) == set(ALL) - set(F2_MISSING)
+    """target.ARCHS (what conv2d generates for) is every arch here: both kernels assemble on each."""
+    assert set(ARCHS) == set(ALL)

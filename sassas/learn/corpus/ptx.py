@@ -430,7 +430,11 @@ def _sm100() -> list[Snippet]:
             ("b32", "ld.global.L2::256B.v8.f32 {%x, %y, %z, %o, %x, %y, %z, %o}, [%ptr];"),
             ("b32", "st.global.v8.f32 [%ptr], {%x, %y, %z, %x, %y, %z, %x, %y}; mov.b32 %o, %a;"),
             ("b32", "clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [%sp], [%sp+16]; "
-                    "mov.b32 %o, %a;")]
+                    "mov.b32 %o, %a;"),
+            # A parameter clamped, and one packed to f16x2, where they are: in uniform registers
+            # (sm_120's `UVIMNMX.U32 UR4, UR4, 0x7fffffff, UPT`, `F2FP.F16.F32.PACK_AB R5, RZ, UR6`).
+            ("b32", "ld.param.u32 %t1, [p_n]; min.u32 %t1, %t1, 2147483647; add.u32 %o, %a, %t1;"),
+            ("b32", "ld.param.u32 %t1, [p_n]; mov.b32 %x, %t1; mov.f32 %y, 0f00000000; cvt.rn.f16x2.f32 %o, %y, %x;")]
 
 
 def _sm100a() -> list[Snippet]:
