@@ -82,11 +82,12 @@ _MAX_LINE_PLANS = 100_000
 # line instead of the split.
 _digit_keys: dict[str, tuple] = {}
 _DIGIT_KEY = bytes.maketrans(b"123456789bcdefBCDEF", b"000000000aaaaaAAAAA")
+# The words a listing prints after an instruction (`/* 0x000fe20000000f00 */`), all 0 in the
+# key: NUMBER_IN_LINE cuts each whole, whatever its digits and letters, so these do not make a
+# key of each line.
+_HEX_WORD_IN_KEY = re.compile(rb"/\* 0x[0-9aA]{16} \*/")
+_HEX_WORD_ZEROED = b"/* 0x0000000000000000 */"
 _EMPTY = slice(0, 0)
-
-
-def _zeroed(m: re.Match) -> str:
-    return m.group(1) + "0" * len(m.group(2))
 
 
 class _WholeText(Exception):
@@ -244,8 +245,8 @@ def _line_items(lines: Lines) -> list:
     texts = lines.lines
     high_word = _HIGH_WORD_LINE.match
     whole = "\n".join(texts)
-    keys = (whole.encode("ascii").translate(_DIGIT_KEY).decode("ascii").split("\n")
-            if whole.isascii() else None)
+    keys = (_HEX_WORD_IN_KEY.sub(_HEX_WORD_ZEROED, whole.encode("ascii").translate(_DIGIT_KEY))
+            .decode("ascii").split("\n") if whole.isascii() else None)
     del whole
     by_key = _digit_keys
     try:
@@ -254,6 +255,7 @@ def _line_items(lines: Lines) -> list:
             if skip:
                 skip = False
                 continue
+            digit_key = keys[lineno - 1] if keys is not None else None
             if line.endswith("*/") and lineno < len(texts) and high_word(texts[lineno]) and "#" not in line \
                     and "//" not in line:
                 # A listing's instruction and the high word on the next line: one statement,
@@ -263,9 +265,16 @@ def _line_items(lines: Lines) -> list:
                 skip = True
                 # (the address the listing prints before the instruction is not read: its
                 # digits, zeroed, do not make a shape of each line)
-                line = _LISTING_ADDRESS.sub(_zeroed, line, 1)
-            elif keys is not None:
-                known = by_key.get(keys[lineno - 1])
+                address = _LISTING_ADDRESS.match(line)
+                if address is not None:
+                    a, b = address.span(2)
+                    line = line[:a] + "0" * (b - a) + line[b:]
+                if digit_key is not None:
+                    digit_key += " " + keys[lineno]
+                    if address is not None:
+                        digit_key = digit_key[:a] + "0" * (b - a) + digit_key[b:]
+            if digit_key is not None:
+                known = by_key.get(digit_key)
                 if known is not None and (known[0] is None or known[0](line) == known[1]):
                     out.append(known[3](known[2](line), lines, lineno))
                     continue
@@ -285,10 +294,10 @@ def _line_items(lines: Lines) -> list:
                 if len(plans) >= _MAX_LINE_PLANS:
                     plans.clear()
                 plans[key] = plan
-            if keys is not None and not skip and plan.statement is not None:
+            if digit_key is not None and plan.statement is not None:
                 if len(by_key) >= _MAX_LINE_PLANS:
                     by_key.clear()
-                by_key[keys[lineno - 1]] = _digit_key_entry(line, keys[lineno - 1], parts, plan.statement)
+                by_key[digit_key] = _digit_key_entry(line, digit_key, parts, plan.statement)
     except SassError:
         raise _WholeText from None
     return out

@@ -388,8 +388,8 @@ def _compile_build(plan: StatementPlan):
     What it makes per statement is the Instruction and the operands that hold a cut number but
     are not a register alone: an operand without one is the plan's own, and a register alone is
     looked up (_register_operand_table). Locations are left to a diagnostic (plan.locs)."""
-    names: dict = {"new": _new_object, "Operand": Operand, "Instruction": Instruction,
-                   "ControlCode": ControlCode, "parse_register": parse_register, "plan": plan}
+    names: dict = {"new": _new_object, "Operand": Operand, "Instruction": Instruction, "controls": _controls,
+                   "control_of_bits": _control_of_bits, "parse_register": parse_register, "plan": plan}
     for name, setter in zip(("kind", "values", "flags", "symbol"), _OPERAND_SLOTS):
         names["op_" + name] = setter
 
@@ -436,9 +436,12 @@ def _compile_build(plan: StatementPlan):
     predicate = const(plan.predicate)
     control = const(plan.control)
     if plan.control_words is not None:
-        low, high = (f"int(parts[{2 * number + 1}], 16)" if number is not None else const(value)
-                     for number, value in plan.control_words)
-        control = f"ControlCode.from_word({high} << 64 | {low})"
+        # (ControlCode.from_word of the two words: its bits from 105 are the high word's from 41)
+        number, value = plan.control_words[1]
+        high = f"int(parts[{2 * number + 1}], 16)" if number is not None else const(value)
+        body.append(f"c = {high} >> 41")
+        body.append("control = controls.get(c) or control_of_bits(c)")
+        control = "control"
     opcode, modifiers = const(plan.opcode), const(plan.modifiers)
     body.append(f"operands = ({''.join(op + ', ' for op in operands)})")
     body.append(f"inst = Instruction({opcode}, {modifiers}, operands, {predicate}, {control}, (plan, lines, lineno))")
@@ -454,6 +457,14 @@ def _compile_build(plan: StatementPlan):
 
 
 _build_code: dict[str, object] = {}
+# The control codes of listing lines, by their bits: one ControlCode for each (a listing
+# repeats a few hundred of them; a ControlCode is immutable).
+_controls: dict[int, ControlCode] = {}
+
+
+def _control_of_bits(bits: int) -> ControlCode:
+    control = _controls[bits] = ControlCode.from_bits(bits)
+    return control
 
 
 def _predicate(text: str, loc: Loc):
