@@ -376,6 +376,12 @@ class Instruction:
         self._shape = (shape, self.operands, self.predicate, self.modifiers, self.opcode)
         return shape
 
+    def assign_operands(self, operands: tuple, shape: Shape) -> None:
+        """Assign operands with their shape, which the caller found for an instruction like
+        this one with the same opcode, modifiers, predicate and operands' kinds and flags."""
+        self.operands = operands
+        self._shape = (shape, operands, self.predicate, self.modifiers, self.opcode)
+
     @property
     def loc(self) -> Optional[Loc]:
         """Where the instruction was written (None if it was not: decoded, made by a program)."""
