@@ -5,7 +5,6 @@ syntax errors' messages (syntax_error); Lines, which maps positions in the parse
 source locations."""
 from __future__ import annotations
 
-import itertools
 import re
 from typing import Optional
 
@@ -345,16 +344,16 @@ class StatementPlan:
                                 any(symbol is not None for _, _, _, symbol, *_ in operands))
         self.build = _compile_build(self)
 
-    def locs(self, lines: Lines, lineno: int) -> tuple[Loc, tuple[Loc, ...]]:
-        """The Locs of the statement built from this plan on line `lineno` of `lines` (its
-        first line), and of its operands; the parts found again from the line's text, as
-        _line_items cut it."""
-        parts = NUMBER_IN_LINE.split(lines.lines[lineno - 1]) if self.cut else ("",)
-        starts = list(itertools.accumulate(map(len, parts), initial=0))[::2]
-
-        def loc(line, part, offset):
-            return Loc.on(lines.info(lineno + line), starts[part] + offset + 1)
-        return loc(*self.where), tuple(loc(line, part, offset) for *_, line, part, offset in self.operands)
+    def loc(self, lines: Lines, lineno: int, operand: Optional[int] = None) -> Loc:
+        """The Loc of the statement built from this plan on line `lineno` of `lines` (its first
+        line), or of its operand `operand`; the parts found again from the line's text, as
+        _line_items cut it (where the place is not in the first)."""
+        line, part, offset = self.where if operand is None else self.operands[operand][-3:]
+        start = 0
+        if part:
+            parts = NUMBER_IN_LINE.split(lines.lines[lineno - 1]) if self.cut else ("",)
+            start = sum(map(len, parts[:2 * part]))
+        return Loc.on(lines.info(lineno + line), start + offset + 1)
 
 
 def _noted_control(control: Optional[ControlCode], notes: list, tokens: list, place) -> ControlCode:
