@@ -114,14 +114,19 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
     # What the validity rules find depends on the instruction's shape and control code only:
     # found once for each pair (a file repeats a few pairs thousands of times).
     problems_of: dict = {}
+    # Whether the validity rules may find anything (may_break_rules, may_refuse_zero_register),
+    # by control code and opcode.
+    may_of: dict = {}
     relocations = []
+    arch_name = arch.name
+    encode = isa.encode
     for index in range(start, stop):
         inst = instructions[index]
         if inst.raw is not None and inst.raw[0] == ALL_BITS:
             word = inst.raw[1] & ALL_BITS      # every bit given: the text is only a placeholder
         else:
             try:
-                word = isa.encode(inst)
+                word = encode(inst)
             except SassError as e:
                 errors.append(e.with_loc(inst.loc))
                 continue
@@ -134,11 +139,15 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
                 except SassError as e:
                     errors.append(e.with_loc(inst.loc))
             c = word >> CONTROL_SHIFT
-            if may_break_rules(c, inst.opcode, arch.name):
+            may = may_of.get((c, inst.opcode))
+            if may is None:
+                may = may_of[c, inst.opcode] = (may_break_rules(c, inst.opcode, arch_name),
+                                                  may_refuse_zero_register(inst.opcode, arch_name))
+            if may[0]:
                 key = (inst.shape, c)
                 problems = problems_of.get(key)
                 if problems is None:
-                    problems = problems_of[key] = control_problems(inst, c, arch.name)
+                    problems = problems_of[key] = control_problems(inst, c, arch_name)
                 for order, (severity, message) in enumerate(problems):
                     if severity == "error":
                         errors.append(SassError(f"{inst.mnemonic}: {message}", inst.loc))
@@ -147,9 +156,9 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
                     counts[message] = n + 1
                     if n < WARNINGS_PER_MESSAGE:
                         warnings.setdefault(message, []).append((index, order, f"{inst.mnemonic}: {message}"))
-            if may_refuse_zero_register(inst.opcode, arch.name):
+            if may[1]:
                 errors.extend(SassError(f"{inst.mnemonic}: {message}", inst.loc)
-                              for message in zero_register_problems(inst, arch.name))
+                              for message in zero_register_problems(inst, arch_name))
         words += word.to_bytes(16, "little")
     top = _highest_register(instructions, start, stop) if find_top and not errors else -1
     return _EncodedRange(bytes(words), None if errors and in_worker else errors, warnings, counts, relocations, top)
