@@ -248,6 +248,11 @@ _REGISTER_NUMBERS = {prefix: {str(n): n for n in range(highest + 1)} for prefix,
 _register_operands: dict[tuple, dict[str, Operand]] = {}
 
 
+# An operand that is a name alone (`acc12`), by the number at its end as cut out, per (the
+# name's prefix, kind, flags): made when first named (names are a few hundred, numbers any).
+_name_operands: dict[tuple, dict[str, Operand]] = {}
+
+
 def _register_operand_table(prefix: str, kind: str, flags: frozenset) -> dict[str, Operand]:
     key = (prefix, kind, flags)
     table = _register_operands.get(key)
@@ -404,6 +409,15 @@ def _compile_build(plan: StatementPlan):
         operands.append(var)
         if not fills:
             operands[-1] = const(Operand(kind, values, flags, symbol))
+            continue
+        if len(values) == 1 and fills[0][2] == _FROM_NAME_SYMBOL and symbol == values[0]:
+            # The operand is a name alone (`acc12`): one Operand for every instruction that names it.
+            _, number, _, prefix = fills[0]
+            table = _name_operands.setdefault((prefix, kind, flags), {})
+            body.append(f"d = parts[{2 * number + 1}]")
+            body.append(f"{var} = {const(table)}.get(d)")
+            body.append(f"if {var} is None: {var} = {const(table)}[d] = Operand({const(kind)}, ({const(prefix)} + d,), "
+                        f"{const(flags)}, {const(prefix)} + d)")
             continue
         if len(values) == 1 and fills[0][2] == _FROM_REGISTER:          # the operand is the register
             _, number, _, prefix = fills[0]
