@@ -218,7 +218,7 @@ def _plan_line(line: str, parts: list, lineno: int, lines: Lines) -> tuple[Optio
     return (plan if cacheable else None), plan.build(parts, lines, lineno)
 
 
-def _digit_key_entry(line: str, key: str, parts: list, build) -> Optional[tuple]:
+def _digit_key_entry(line: str, key: str, parts: list, build) -> tuple:
     """What _line_items keeps for a digit key (see _digit_keys), from a line of it cut into
     `parts` whose plan builds one statement: (the check's positions as an itemgetter and
     what it finds on this line, an itemgetter cutting a line into parts, the build)."""
