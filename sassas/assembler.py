@@ -104,7 +104,7 @@ def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, inclu
     Raises :class:`sassas.SassError` (with file:line:col) for any error in the input; the
     warnings are in ``Cubin.warnings``. See :func:`parse` for the options. ``threads`` > 1
     encodes a large kernel in that many processes, forked from this one (the cubin, errors
-    and warnings are the same; `sassas asm` takes one a CPU core); 1 keeps to this process.
+    and warnings are the same: `sassas asm -t N`); 1 keeps to this process.
     """
     target = get_arch(arch)
     diags = Diagnostics(warnings_as_errors)
