@@ -249,7 +249,7 @@ _register_operands: dict[tuple, dict[str, Operand]] = {}
 
 
 # An operand that is a name alone (`acc12`), by the number at its end as cut out, per (the
-# name's prefix, kind, flags): made when first named (names are a few hundred, numbers any).
+# name's prefix, kind, flags): made where a line first names it, and kept, as the registers'.
 _name_operands: dict[tuple, dict[str, Operand]] = {}
 
 
@@ -391,7 +391,8 @@ def _compile_build(plan: StatementPlan):
 
     What it makes per statement is the Instruction and the operands that hold a cut number but
     are not a register alone: an operand without one is the plan's own, and a register alone is
-    looked up (_register_operand_table). Locations are left to a diagnostic (plan.locs)."""
+    looked up (_register_operand_table), and so is a name alone (_name_operands). Locations
+    are left to a diagnostic (plan.loc)."""
     names: dict = {"new": _new_object, "Operand": Operand, "Instruction": Instruction, "controls": _controls,
                    "control_of_bits": _control_of_bits, "parse_register": parse_register, "plan": plan}
     for name, setter in zip(("kind", "values", "flags", "symbol"), _OPERAND_SLOTS):
