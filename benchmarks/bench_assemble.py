@@ -3,7 +3,7 @@
 generated files of several mixes and sizes, and how it scales (a table, not a timed test).
 
     python benchmarks/bench_assemble.py [--sizes 200000,1000000] [--mixes dense,barriers,...]
-                                        [--repeat 3] [--arch sm_90] [--stages]
+                                        [--repeat 3] [--arch sm_90] [--threads N] [--stages]
 
 Mixes:
   dense     FFMA / LDS.128 with hand-written control codes, stall 1 everywhere, no barriers
@@ -17,7 +17,9 @@ Each cell is the median of --repeat runs (each a fresh process, after one that w
 bytecode and sassas's caches, as any later run finds them); "wall" is the process's
 elapsed time, "CPU" its user + system time (which other work on the machine inflates less).
 "per inst" is the CPU time of one instruction relative to the mix's smallest size: linear
-scaling keeps it at x1.00. --stages adds, per mix and size, an in-process split of the time by
+scaling keeps it at x1.00. --threads N passes `-t N` (`asm --threads`: N processes encode a
+large kernel, 0 one a CPU core; their CPU time counts in "CPU"); without it, sassas's default,
+one process. --stages adds, per mix and size, an in-process split of the time by
 pipeline stage (not part of the rate).
 """
 from __future__ import annotations
@@ -30,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -127,11 +130,12 @@ GENERATORS = {"dense": dense, "barriers": barriers, "listing": None, "turingas":
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def run_process(path: str, arch: str, out: str) -> tuple[float, float]:
-    """(wall s, CPU s) of one `python -m sassas asm` process."""
+def run_process(path: str, arch: str, out: str, threads: Optional[int] = None) -> tuple[float, float]:
+    """(wall s, CPU s) of one `python -m sassas asm` process (with its workers)."""
     with tempfile.TemporaryFile() as err:     # (warnings: a pipe left unread would block the process)
         t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "sassas", "asm", path, "--arch", arch, "-o", out],
+        proc = subprocess.Popen([sys.executable, "-m", "sassas", "asm", path, "--arch", arch, "-o", out,
+                                 *(["-t", str(threads)] if threads is not None else [])],
                                 cwd=ROOT, stderr=err, env=CHILD_ENV)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
@@ -184,10 +188,12 @@ def main() -> None:
     ap.add_argument("--mixes", default=",".join(GENERATORS))
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--threads", type=int, default=None, help="pass `-t N` to sassas asm (0: one a CPU core)")
     ap.add_argument("--stages", action="store_true")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    print(f"python -m sassas asm, {args.arch}, median of {args.repeat} process(es) a cell; "
+    print(f"python -m sassas asm{'' if args.threads is None else f' -t {args.threads}'}, {args.arch}, "
+          f"median of {args.repeat} process(es) a cell; "
           f"{os.cpu_count()} CPU(s), Python {sys.version.split()[0]}")
     print(f"{'mix':>9} {'instructions':>12} {'wall s':>7} {'CPU s':>6} {'inst/s':>8} {'inst/CPU s':>10} "
           f"{'per inst':>8}" + ("   stages (parse/resolve/encode+checks/ELF s)" if args.stages else ""))
@@ -210,7 +216,7 @@ def main() -> None:
                 with open(path, "w") as f:
                     f.write(text)
                 del text
-                runs = [run_process(path, args.arch, out) for _ in range(args.repeat)]
+                runs = [run_process(path, args.arch, out, args.threads) for _ in range(args.repeat)]
                 wall = statistics.median(w for w, _ in runs)
                 cpu = statistics.median(c for _, c in runs)
                 base = base or cpu / n

@@ -95,14 +95,16 @@ def parse(text: str, arch: str = "sm_90", filename: str = "<input>", include_dir
 def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, include_dirs=(),
              kernel_name: Optional[str] = None, allow_exec: bool = True, auto_reuse: bool = False,
              warnings_as_errors: bool = False, yield_strategy: Optional[str] = None,
-             dialect: Optional[str] = None) -> Cubin:
+             dialect: Optional[str] = None, threads: int = 1) -> Cubin:
     """Assemble SASS source text into a cubin for `arch`.
 
     Instructions written without a control code are scheduled automatically
     (:mod:`sassas.schedule`). ``yield_strategy`` ('natural', 'every:N' or N) then sets the
     yield flags of every instruction (see :func:`sassas.schedule.apply_yield_strategy`).
     Raises :class:`sassas.SassError` (with file:line:col) for any error in the input; the
-    warnings are in ``Cubin.warnings``. See :func:`parse` for the options.
+    warnings are in ``Cubin.warnings``. See :func:`parse` for the options. ``threads`` > 1
+    encodes a large kernel in that many processes, forked from this one (the cubin, errors
+    and warnings are the same: `sassas asm -t N`); 1 keeps to this process.
     """
     target = get_arch(arch)
     diags = Diagnostics(warnings_as_errors)
@@ -115,7 +117,7 @@ def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, inclu
         schedule_kernel(kernel, target)        # (instructions without a control code get one)
         if yield_strategy is not None:
             apply_yield_strategy(kernel, yield_strategy)
-        encoded = encode_kernel(kernel, target, isa)
+        encoded = encode_kernel(kernel, target, isa, threads)
         for message, loc in encoded.warnings:
             diags.warn(message, loc)
         for message, loc in barrier_raise_warnings(kernel, target.name):

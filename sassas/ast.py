@@ -345,8 +345,9 @@ class Instruction:
     control: Optional[ControlCode] = None   # None: to be filled in by the scheduler
     # Where the instruction was written: its Loc (`loc`, which may also be assigned), or what the
     # parser keeps to find it and its operands' Locs when a diagnostic needs them (most never
-    # do): (layout, lines, line), with layout.locs(lines, line) -> (Loc, one Loc an operand),
-    # from its statement plan, the parsed sassas.parse.Lines and the statement's first line.
+    # do): (layout, lines, line), with layout.loc(lines, line[, operand index]) -> its (or the
+    # operand's) Loc, from its statement plan, the parsed sassas.parse.Lines and the
+    # statement's first line.
     written: Union[Loc, tuple, None] = field(default=None, repr=False)
     address: int = -1                       # byte offset in the kernel's .text, set by resolve
     # Raw-bits escape: bits forced over the encoding, for text that is genuinely lossy.
@@ -378,13 +379,19 @@ class Instruction:
         self._shape = (shape, self.operands, self.predicate, self.modifiers, self.opcode)
         return shape
 
+    def assign_operands(self, operands: tuple, shape: Shape) -> None:
+        """Assign operands with their shape, which the caller found for an instruction like
+        this one with the same opcode, modifiers, predicate and operands' kinds and flags."""
+        self.operands = operands
+        self._shape = (shape, operands, self.predicate, self.modifiers, self.opcode)
+
     @property
     def loc(self) -> Optional[Loc]:
         """Where the instruction was written (None if it was not: decoded, made by a program)."""
         written = self.written
         if written.__class__ is tuple:
             layout, lines, line = written
-            return layout.locs(lines, line)[0]
+            return layout.loc(lines, line)
         return written
 
     @loc.setter
@@ -397,7 +404,7 @@ class Instruction:
         written = self.written
         if written.__class__ is tuple:
             layout, lines, line = written
-            return layout.locs(lines, line)[1][index]
+            return layout.loc(lines, line, index)
         return written
 
     @property

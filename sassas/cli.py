@@ -39,6 +39,16 @@ def _yield_strategy(text: str) -> str:
     return text
 
 
+def _threads(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of processes (0: one a CPU core), not {text!r}")
+    return n
+
+
 def _arch_arg(p: argparse.ArgumentParser, required: bool = True):
     p.add_argument("--arch", "-arch", required=required, metavar="sm_XX", type=_arch_name,
                    help=f"target architecture: {', '.join(ARCHS)}")
@@ -52,6 +62,7 @@ kept: Optional[list] = None
 
 def _cmd_asm(args) -> int:
     from .assembler import assemble
+    from .workers import usable_cores
     if args.input == "-":
         text, name = decode_source(sys.stdin.buffer.read(), "<stdin>"), "<stdin>"
     else:
@@ -59,7 +70,8 @@ def _cmd_asm(args) -> int:
     cubin = assemble(text, args.arch, filename=name, include_dirs=tuple(args.include),
                      kernel_name=args.kernel_name, allow_exec=not args.no_exec,
                      auto_reuse=args.auto_reuse, warnings_as_errors=args.werror,
-                     yield_strategy=args.yield_strategy, dialect=args.dialect)
+                     yield_strategy=args.yield_strategy, dialect=args.dialect,
+                     threads=args.threads or usable_cores())
     for warning in cubin.warnings:
         print(warning.render(), file=sys.stderr)
     if args.check:
@@ -174,6 +186,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--check", action="store_true",
                    help="run `sassas check` on the result: a hazard that is an error writes no cubin "
                         "(`asm` alone refuses only a wait one cycle after its barrier is set)")
+    p.add_argument("-t", "--threads", type=_threads, default=1, metavar="N",
+                   help="processes that encode a large kernel, each at least 10 000 of its instructions "
+                        "(the cubin is the same; sooner only where cores are idle); 1, the default: this "
+                        "process alone; 0: one a CPU core")
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=_cmd_asm)
 

@@ -1,7 +1,9 @@
 """Encode stage: resolved kernels -> code bytes and the facts the ELF writer needs."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from typing import Optional
 
 from .arch import Arch
 from .ast import Instruction, Kernel
@@ -10,6 +12,7 @@ from .isa.forms import CONTROL_SHIFT
 from .kinds import value_pieces
 from .semantics import SemanticsError, highest_register
 from .validity import control_problems, may_break_rules, may_refuse_zero_register, zero_register_problems
+from .workers import map_ranges, ranges
 
 ALL_BITS = (1 << 128) - 1
 
@@ -48,12 +51,17 @@ MAX_REGISTER_COUNT = 255
 def count_registers(kernel: Kernel) -> int:
     """The register count the driver allocates: the highest R the kernel reads or writes (with
     each operand's width, from the semantics table), plus one, plus the reserved two."""
-    return _register_count(kernel.instructions)
+    return _register_count(_highest_register(kernel.instructions, 0, len(kernel.instructions)))
 
 
-def _register_count(instructions: list[Instruction]) -> int:
+def _register_count(top: int) -> int:
+    return min(top + 1 + RESERVED_REGISTERS, MAX_REGISTER_COUNT)
+
+
+def _highest_register(instructions: list[Instruction], start: int, stop: int) -> int:
+    """The highest R register that instructions[start:stop] read or write, -1 for none."""
     top = -1
-    for inst in instructions:
+    for inst in instructions[start:stop]:
         try:
             highest = highest_register(inst)
             if highest > top:
@@ -66,7 +74,7 @@ def _register_count(instructions: list[Instruction]) -> int:
                 for piece, value in zip(value_pieces(op.kind), op.values):
                     if piece == "R" and value != 255:
                         top = max(top, value + w - 1)
-    return min(top + 1 + RESERVED_REGISTERS, MAX_REGISTER_COUNT)
+    return top
 
 
 def _barrier_count(instructions: list[Instruction]) -> int:
@@ -77,27 +85,48 @@ def _barrier_count(instructions: list[Instruction]) -> int:
     return n
 
 
-def encode_kernel(kernel: Kernel, arch: Arch, isa) -> EncodedKernel:
-    """The code of a resolved kernel whose every instruction has a control code (the assembler
-    runs sassas.schedule first)."""
-    instructions = kernel.instructions
-    if any(inst.control is None for inst in instructions):
-        raise ValueError(f"kernel '{kernel.name}': instructions without a control code; "
-                         f"schedule them first (sassas.schedule.schedule_kernel)")
+# A kernel is encoded in ranges of at least this many instructions a process (sassas.workers):
+# below that, forking and sending the result back cost more than the range's encoding.
+MIN_INSTRUCTIONS_A_WORKER = 10_000
+
+
+@dataclass
+class _EncodedRange:
+    """What one range of a kernel's instructions encodes to."""
+    code: bytes
+    # The errors, in order; None from a worker process where there were some (they are found
+    # again in the asking one, whose instructions' locations they name).
+    errors: Optional[list]
+    # Warnings, per message (without the mnemonic): its first WARNINGS_PER_MESSAGE as
+    # (instruction index, order in the instruction, text), and how many instructions gave it.
+    warnings: dict
+    counts: dict
+    relocations: list
+    top: int                    # the highest R register (_highest_register)
+
+
+def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: Arch, isa,
+                  find_top: bool, in_worker: bool = False) -> _EncodedRange:
     words = bytearray()
     errors: list[SassError] = []
-    warnings: list = []
-    warned: dict[str, int] = {}           # message -> instructions it was found in
+    warnings: dict[str, list] = {}
+    counts: dict[str, int] = {}          # message -> instructions it was found in
     # What the validity rules find depends on the instruction's shape and control code only:
     # found once for each pair (a file repeats a few pairs thousands of times).
     problems_of: dict = {}
+    # Whether the validity rules may find anything (may_break_rules, may_refuse_zero_register),
+    # by control code and opcode.
+    may_of: dict = {}
     relocations = []
-    for inst in instructions:
+    arch_name = arch.name
+    encode = isa.encode
+    for index in range(start, stop):
+        inst = instructions[index]
         if inst.raw is not None and inst.raw[0] == ALL_BITS:
             word = inst.raw[1] & ALL_BITS      # every bit given: the text is only a placeholder
         else:
             try:
-                word = isa.encode(inst)
+                word = encode(inst)
             except SassError as e:
                 errors.append(e.with_loc(inst.loc))
                 continue
@@ -110,34 +139,71 @@ def encode_kernel(kernel: Kernel, arch: Arch, isa) -> EncodedKernel:
                 except SassError as e:
                     errors.append(e.with_loc(inst.loc))
             c = word >> CONTROL_SHIFT
-            if may_break_rules(c, inst.opcode, arch.name):
+            may = may_of.get((c, inst.opcode))
+            if may is None:
+                may = may_of[c, inst.opcode] = (may_break_rules(c, inst.opcode, arch_name),
+                                                  may_refuse_zero_register(inst.opcode, arch_name))
+            if may[0]:
                 key = (inst.shape, c)
                 problems = problems_of.get(key)
                 if problems is None:
-                    problems = problems_of[key] = control_problems(inst, c, arch.name)
-                for severity, message in problems:
+                    problems = problems_of[key] = control_problems(inst, c, arch_name)
+                for order, (severity, message) in enumerate(problems):
                     if severity == "error":
                         errors.append(SassError(f"{inst.mnemonic}: {message}", inst.loc))
-                    elif warned.setdefault(message, 0) < WARNINGS_PER_MESSAGE:
-                        warned[message] += 1
-                        warnings.append((f"{inst.mnemonic}: {message}", inst.loc))
-                    else:
-                        warned[message] += 1
-            if may_refuse_zero_register(inst.opcode, arch.name):
+                        continue
+                    n = counts.get(message, 0)
+                    counts[message] = n + 1
+                    if n < WARNINGS_PER_MESSAGE:
+                        warnings.setdefault(message, []).append((index, order, f"{inst.mnemonic}: {message}"))
+            if may[1]:
                 errors.extend(SassError(f"{inst.mnemonic}: {message}", inst.loc)
-                              for message in zero_register_problems(inst, arch.name))
+                              for message in zero_register_problems(inst, arch_name))
         words += word.to_bytes(16, "little")
+    top = _highest_register(instructions, start, stop) if find_top and not errors else -1
+    return _EncodedRange(bytes(words), None if errors and in_worker else errors, warnings, counts, relocations, top)
+
+
+def encode_kernel(kernel: Kernel, arch: Arch, isa, threads: int = 1) -> EncodedKernel:
+    """The code of a resolved kernel whose every instruction has a control code (the assembler
+    runs sassas.schedule first). `threads`: the processes that may encode it (sassas.workers),
+    each a range of at least MIN_INSTRUCTIONS_A_WORKER instructions; the result is the same."""
+    instructions = kernel.instructions
+    if any(inst.control is None for inst in instructions):
+        raise ValueError(f"kernel '{kernel.name}': instructions without a control code; "
+                         f"schedule them first (sassas.schedule.schedule_kernel)")
+    n = len(instructions)
+    count = kernel.registers is None
+    workers = max(1, min(threads, n // MIN_INSTRUCTIONS_A_WORKER))
+    asker = os.getpid()
+    parts = map_ranges(n, workers, lambda start, stop: _encode_range(instructions, start, stop, arch, isa, count,
+                                                                     in_worker=os.getpid() != asker))
+    for k, ((start, stop), part) in enumerate(zip(ranges(n, workers), parts)):
+        if part.errors is None:
+            parts[k] = _encode_range(instructions, start, stop, arch, isa, count)
+    errors = [e for part in parts for e in part.errors]
     if errors:
         raise errors[0] if len(errors) == 1 else SassErrors(errors)
-    for message, n in warned.items():
-        if n > WARNINGS_PER_MESSAGE:
-            warnings.append((f"{n - WARNINGS_PER_MESSAGE} more instructions of kernel '{kernel.name}' with: "
+    # The warnings in the order of their instructions; the first WARNINGS_PER_MESSAGE of each
+    # message in the kernel, then how many more.
+    warned: dict[str, int] = {}
+    kept = []
+    for part in parts:
+        for message, n_part in part.counts.items():
+            before = warned.get(message, 0)
+            kept.extend(part.warnings[message][:max(0, WARNINGS_PER_MESSAGE - before)])
+            warned[message] = before + n_part
+    warnings = [(text, instructions[index].loc) for index, _order, text in sorted(kept)]
+    for message, count_of in warned.items():
+        if count_of > WARNINGS_PER_MESSAGE:
+            warnings.append((f"{count_of - WARNINGS_PER_MESSAGE} more instructions of kernel '{kernel.name}' with: "
                              f"{message}", None))
     return EncodedKernel(
-        kernel=kernel, code=bytes(words),
-        registers=kernel.registers if kernel.registers is not None else _register_count(instructions),
+        kernel=kernel, code=b"".join(part.code for part in parts),
+        registers=kernel.registers if not count else _register_count(max(part.top for part in parts)),
         exit_offsets=[i.address for i in instructions if i.opcode in EXIT_OPCODES],
-        barriers=_barrier_count(instructions), relocations=relocations, warnings=warnings)
+        barriers=_barrier_count(instructions), relocations=[r for part in parts for r in part.relocations],
+        warnings=warnings)
 
 
 # Where the driver writes `32@lo(x)` / `32@hi(x)`: the 32-bit immediate at bits 32..63.

@@ -168,25 +168,42 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
     # An operand binds to the same operand wherever it stands (`acc12`, `[addr+0x10]`: TuringAs
     # code names most of its registers): bound once. (Keyed by its fields: a tuple hashes and
     # compares without calling the dataclass's methods.)
-    bound: dict[tuple, Operand] = {}
+    bound: dict[tuple, tuple[Operand, int]] = {}
+    # The shape of an instruction with its operands bound, by its shape before and, for each
+    # bound operand, a number for what a shape sees of it (its kind, flags, and whether it
+    # has a symbol).
+    bound_shapes: dict[tuple, Shape] = {}
+    shape_parts: dict[tuple, int] = {}
     for inst in instructions:
         shape = inst.shape
         if shape.symbolic:
             new_ops = []
+            key = [shape]
             for i, op in enumerate(inst.operands):
-                key = (op.kind, op.values, op.flags, op.symbol)
-                new = bound.get(key)
-                if new is None:
+                op_key = (op.kind, op.values, op.flags, op.symbol)
+                entry = bound.get(op_key)
+                if entry is None:
                     try:
                         new = _bind(op, registers, consts, smem, labels, params, known, arch)
                     except SassError as e:
                         diags.error(e.with_loc(inst.operand_loc(i)))
-                        new = op
+                        entry = (op, None)
                     else:
-                        bound[key] = new
-                new_ops.append(new)
-            inst.operands = tuple(new_ops)
-            shape = inst.shape
+                        part = (new.kind, new.flags, new.symbol is not None)
+                        entry = bound[op_key] = (new, shape_parts.setdefault(part, len(shape_parts)))
+                new_ops.append(entry[0])
+                key.append(entry[1])
+            operands = tuple(new_ops)
+            key = tuple(key)
+            known_shape = bound_shapes.get(key)
+            if known_shape is None:
+                inst.operands = operands
+                shape = inst.shape
+                if None not in key:
+                    bound_shapes[key] = shape
+            else:
+                inst.assign_operands(operands, known_shape)
+                shape = known_shape
         if arch is not None:
             # (after binding: the table knows spellings by their operands' kinds)
             try:

@@ -486,7 +486,8 @@ def _reg(reg: Reg) -> str:
 
 
 def _describe(inst: Instruction) -> str:
-    where = f"line {inst.loc.line}" if inst.loc is not None and inst.loc.line > 0 else ""
+    loc = inst.loc
+    where = f"line {loc.line}" if loc is not None and loc.line > 0 else ""
     addr = f"/*{inst.address:04x}*/" if inst.address >= 0 else ""
     return f"{inst.mnemonic} ({', '.join(x for x in (where, addr) if x)})" if (where or addr) else inst.mnemonic
 

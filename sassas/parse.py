@@ -8,6 +8,7 @@ import hashlib
 import itertools
 import re
 from importlib import resources
+from operator import itemgetter
 from typing import Optional
 
 from lark import Lark, Token
@@ -70,9 +71,23 @@ _LISTING_ADDRESS = re.compile(r"^(\s*/\*)([0-9a-fA-F]{4,})(?=\*/)")
 _line_plans: dict[tuple, "_LinePlan"] = {}
 _MAX_LINE_PLANS = 100_000
 
-
-def _zeroed(m: re.Match) -> str:
-    return m.group(1) + "0" * len(m.group(2))
+# Finding a line's shape (the NUMBER_IN_LINE split) costs more than building its statement.
+# A line's *digit key* is the line with every digit written 0, every a-f written a and every
+# A-F written A. NUMBER_IN_LINE looks at digits and hex letters only through classes that hold
+# all of them alike (\w, [0-9], [a-z], [0-9a-fA-F]), but for the `0` before an `x` (`0x1f`):
+# lines with the same digit key, the same digits and hex letters outside the numbers cut out
+# and the same `0` before each `x` are cut at the same places into the same shape.
+# _digit_keys maps a digit key to that check and the cut, with the statement's build (lines
+# of one statement only): one translation of the whole text, a lookup and two itemgetters a
+# line instead of the split.
+_digit_keys: dict[str, tuple] = {}
+_DIGIT_KEY = bytes.maketrans(b"123456789bcdefBCDEF", b"000000000aaaaaAAAAA")
+# The words a listing prints after an instruction (`/* 0x000fe20000000f00 */`), all 0 in the
+# key: NUMBER_IN_LINE cuts each whole, whatever its digits and letters, so these do not make a
+# key of each line.
+_HEX_WORD_IN_KEY = re.compile(rb"/\* 0x[0-9aA]{16} \*/")
+_HEX_WORD_ZEROED = b"/* 0x0000000000000000 */"
+_EMPTY = slice(0, 0)
 
 
 class _WholeText(Exception):
@@ -203,6 +218,25 @@ def _plan_line(line: str, parts: list, lineno: int, lines: Lines) -> tuple[Optio
     return (plan if cacheable else None), plan.build(parts, lines, lineno)
 
 
+def _digit_key_entry(line: str, key: str, parts: list, build) -> tuple:
+    """What _line_items keeps for a digit key (see _digit_keys), from a line of it cut into
+    `parts` whose plan builds one statement: (the check's positions as an itemgetter and
+    what it finds on this line, an itemgetter cutting a line into parts, the build)."""
+    cuts, pos = [], 0
+    for k, part in enumerate(parts):
+        if k % 2:
+            cuts.append((pos, pos + len(part)))
+        pos += len(part)
+    inside = {i for a, b in cuts for i in range(a, b)}
+    checked = [i for i, ch in enumerate(key) if ch in "0aA" and i not in inside]
+    checked += [i - 1 for i in range(1, len(key)) if key[i] in "xX" and key[i - 1] == "0" and i - 1 in inside]
+    checked = sorted(set(checked))
+    # (two positions at least, so that itemgetter gives a tuple)
+    check = itemgetter(*checked, 0, 0) if checked else None
+    cut = itemgetter(*[s for a, b in cuts for s in (_EMPTY, slice(a, b))], _EMPTY)
+    return (check, check(line) if check else None, cut, build)
+
+
 def _line_items(lines: Lines) -> list:
     """The items of the parsed text, line by line through the line plans; raises _WholeText."""
     out = []
@@ -210,12 +244,18 @@ def _line_items(lines: Lines) -> list:
     split = NUMBER_IN_LINE.split
     texts = lines.lines
     high_word = _HIGH_WORD_LINE.match
+    whole = "\n".join(texts)
+    keys = (_HEX_WORD_IN_KEY.sub(_HEX_WORD_ZEROED, whole.encode("ascii").translate(_DIGIT_KEY))
+            .decode("ascii").split("\n") if whole.isascii() else None)
+    del whole
+    by_key = _digit_keys
     try:
         skip = False
         for lineno, line in enumerate(texts, 1):
             if skip:
                 skip = False
                 continue
+            digit_key = keys[lineno - 1] if keys is not None else None
             if line.endswith("*/") and lineno < len(texts) and high_word(texts[lineno]) and "#" not in line \
                     and "//" not in line:
                 # A listing's instruction and the high word on the next line: one statement,
@@ -225,7 +265,19 @@ def _line_items(lines: Lines) -> list:
                 skip = True
                 # (the address the listing prints before the instruction is not read: its
                 # digits, zeroed, do not make a shape of each line)
-                line = _LISTING_ADDRESS.sub(_zeroed, line, 1)
+                address = _LISTING_ADDRESS.match(line)
+                if address is not None:
+                    a, b = address.span(2)
+                    line = line[:a] + "0" * (b - a) + line[b:]
+                if digit_key is not None:
+                    digit_key += " " + keys[lineno]
+                    if address is not None:
+                        digit_key = digit_key[:a] + "0" * (b - a) + digit_key[b:]
+            if digit_key is not None:
+                known = by_key.get(digit_key)
+                if known is not None and (known[0] is None or known[0](line) == known[1]):
+                    out.append(known[3](known[2](line), lines, lineno))
+                    continue
             parts = split(line)
             key = tuple(parts[::2])
             plan = plans.get(key)
@@ -234,13 +286,18 @@ def _line_items(lines: Lines) -> list:
                     out.append(plan.statement(parts, lines, lineno))
                 elif plan.items:
                     out.extend(plan.build(parts, lines, lineno))
-                continue
-            plan, items = _plan_line(line, parts, lineno, lines)
-            if plan is not None:
+            else:
+                plan, items = _plan_line(line, parts, lineno, lines)
+                out.extend(items)
+                if plan is None:
+                    continue
                 if len(plans) >= _MAX_LINE_PLANS:
                     plans.clear()
                 plans[key] = plan
-            out.extend(items)
+            if digit_key is not None and plan.statement is not None:
+                if len(by_key) >= _MAX_LINE_PLANS:
+                    by_key.clear()
+                by_key[digit_key] = _digit_key_entry(line, digit_key, parts, plan.statement)
     except SassError:
         raise _WholeText from None
     return out

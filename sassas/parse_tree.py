@@ -5,7 +5,6 @@ syntax errors' messages (syntax_error); Lines, which maps positions in the parse
 source locations."""
 from __future__ import annotations
 
-import itertools
 import re
 from typing import Optional
 
@@ -249,6 +248,11 @@ _REGISTER_NUMBERS = {prefix: {str(n): n for n in range(highest + 1)} for prefix,
 _register_operands: dict[tuple, dict[str, Operand]] = {}
 
 
+# An operand that is a name alone (`acc12`), by the number at its end as cut out, per (the
+# name's prefix, kind, flags): made where a line first names it, and kept, as the registers'.
+_name_operands: dict[tuple, dict[str, Operand]] = {}
+
+
 def _register_operand_table(prefix: str, kind: str, flags: frozenset) -> dict[str, Operand]:
     key = (prefix, kind, flags)
     table = _register_operands.get(key)
@@ -345,16 +349,16 @@ class StatementPlan:
                                 any(symbol is not None for _, _, _, symbol, *_ in operands))
         self.build = _compile_build(self)
 
-    def locs(self, lines: Lines, lineno: int) -> tuple[Loc, tuple[Loc, ...]]:
-        """The Locs of the statement built from this plan on line `lineno` of `lines` (its
-        first line), and of its operands; the parts found again from the line's text, as
-        _line_items cut it."""
-        parts = NUMBER_IN_LINE.split(lines.lines[lineno - 1]) if self.cut else ("",)
-        starts = list(itertools.accumulate(map(len, parts), initial=0))[::2]
-
-        def loc(line, part, offset):
-            return Loc.on(lines.info(lineno + line), starts[part] + offset + 1)
-        return loc(*self.where), tuple(loc(line, part, offset) for *_, line, part, offset in self.operands)
+    def loc(self, lines: Lines, lineno: int, operand: Optional[int] = None) -> Loc:
+        """The Loc of the statement built from this plan on line `lineno` of `lines` (its first
+        line), or of its operand `operand`; the parts found again from the line's text, as
+        _line_items cut it (where the place is not in the first)."""
+        line, part, offset = self.where if operand is None else self.operands[operand][-3:]
+        start = 0
+        if part:
+            parts = NUMBER_IN_LINE.split(lines.lines[lineno - 1]) if self.cut else ("",)
+            start = sum(map(len, parts[:2 * part]))
+        return Loc.on(lines.info(lineno + line), start + offset + 1)
 
 
 def _noted_control(control: Optional[ControlCode], notes: list, tokens: list, place) -> ControlCode:
@@ -387,9 +391,10 @@ def _compile_build(plan: StatementPlan):
 
     What it makes per statement is the Instruction and the operands that hold a cut number but
     are not a register alone: an operand without one is the plan's own, and a register alone is
-    looked up (_register_operand_table). Locations are left to a diagnostic (plan.locs)."""
-    names: dict = {"new": _new_object, "Operand": Operand, "Instruction": Instruction,
-                   "ControlCode": ControlCode, "parse_register": parse_register, "plan": plan}
+    looked up (_register_operand_table), and so is a name alone (_name_operands). Locations
+    are left to a diagnostic (plan.loc)."""
+    names: dict = {"new": _new_object, "Operand": Operand, "Instruction": Instruction, "controls": _controls,
+                   "control_of_bits": _control_of_bits, "parse_register": parse_register, "plan": plan}
     for name, setter in zip(("kind", "values", "flags", "symbol"), _OPERAND_SLOTS):
         names["op_" + name] = setter
 
@@ -405,6 +410,15 @@ def _compile_build(plan: StatementPlan):
         operands.append(var)
         if not fills:
             operands[-1] = const(Operand(kind, values, flags, symbol))
+            continue
+        if len(values) == 1 and fills[0][2] == _FROM_NAME_SYMBOL and symbol == values[0]:
+            # The operand is a name alone (`acc12`): one Operand for every instruction that names it.
+            _, number, _, prefix = fills[0]
+            table = _name_operands.setdefault((prefix, kind, flags), {})
+            body.append(f"d = parts[{2 * number + 1}]")
+            body.append(f"{var} = {const(table)}.get(d)")
+            body.append(f"if {var} is None: {var} = {const(table)}[d] = Operand({const(kind)}, ({const(prefix)} + d,), "
+                        f"{const(flags)}, {const(prefix)} + d)")
             continue
         if len(values) == 1 and fills[0][2] == _FROM_REGISTER:          # the operand is the register
             _, number, _, prefix = fills[0]
@@ -436,9 +450,12 @@ def _compile_build(plan: StatementPlan):
     predicate = const(plan.predicate)
     control = const(plan.control)
     if plan.control_words is not None:
-        low, high = (f"int(parts[{2 * number + 1}], 16)" if number is not None else const(value)
-                     for number, value in plan.control_words)
-        control = f"ControlCode.from_word({high} << 64 | {low})"
+        # (ControlCode.from_word of the two words: its bits from 105 are the high word's from 41)
+        number, value = plan.control_words[1]
+        high = f"int(parts[{2 * number + 1}], 16)" if number is not None else const(value)
+        body.append(f"c = {high} >> 41")
+        body.append("control = controls.get(c) or control_of_bits(c)")
+        control = "control"
     opcode, modifiers = const(plan.opcode), const(plan.modifiers)
     body.append(f"operands = ({''.join(op + ', ' for op in operands)})")
     body.append(f"inst = Instruction({opcode}, {modifiers}, operands, {predicate}, {control}, (plan, lines, lineno))")
@@ -454,6 +471,14 @@ def _compile_build(plan: StatementPlan):
 
 
 _build_code: dict[str, object] = {}
+# The control codes of listing lines, by their bits: one ControlCode for each (a listing
+# repeats a few hundred of them; a ControlCode is immutable).
+_controls: dict[int, ControlCode] = {}
+
+
+def _control_of_bits(bits: int) -> ControlCode:
+    control = _controls[bits] = ControlCode.from_bits(bits)
+    return control
 
 
 def _predicate(text: str, loc: Loc):

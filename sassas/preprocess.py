@@ -444,8 +444,9 @@ def listing_statements(lines: list[str], filename: str) -> list[str]:
     start = 0                # where the function's directive went in `out`
     for line in lines:
         keep = ""
-        m = _CUOBJDUMP_FUNCTION.match(line)
-        s = _SECTION.match(line)
+        # (each regex only where the word it needs stands: most lines are instructions)
+        m = _CUOBJDUMP_FUNCTION.match(line) if "Function" in line else None
+        s = _SECTION.match(line) if ".section" in line else None
         if m:
             # (cuobjdump does not say which functions are entries: all are kernels)
             function, in_code, keep = m.group(1), True, f".kernel {m.group(1)}"
@@ -456,13 +457,12 @@ def listing_statements(lines: list[str], filename: str) -> list[str]:
                 # nvdisasm: a device function, unless `.other name,@"STO_CUDA_ENTRY ..."` follows
                 function, start = name[len(".text."):], len(out)
                 keep = f".func {function}"
-        elif in_code and _ENTRY.match(line):
+        elif in_code and ".other" in line and _ENTRY.match(line):
             out[start] = f".kernel {function}"
         elif in_code:
-            stripped = line.strip()
             if _INSTRUCTION_LINE.match(line):
                 keep = _ANNOTATION.sub(lambda a: " " * len(a.group()), line) if "(*" in line else line
-            elif stripped.endswith(":") and not _TEXT_LABEL.match(line):
+            elif line.strip().endswith(":") and not _TEXT_LABEL.match(line):
                 keep = line          # a branch target (.L_x_3:) or a function's entry
         out.append(keep)
     return out

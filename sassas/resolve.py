@@ -64,6 +64,8 @@ def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Ope
     labels = assign_addresses(kernel)
     params = {p.name: p for p in kernel.params}
     registers = registers or {}
+    # An operand resolves to the same operand wherever it stands (`n[0]`, a label): once.
+    resolved: dict[tuple, Operand] = {}
     for inst in kernel.instructions:
         if inst.shape.symbolic:
             operands = []
@@ -76,7 +78,11 @@ def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Ope
                                             "holds at most one")
                         inst.relocation = _relocation(ref, kernel, labels)
                         op = Operand("I", (0,), op.flags)
-                    operands.append(_resolve_operand(op, labels, params, registers, arch))
+                    key = (op.kind, op.values, op.flags, op.symbol)
+                    new = resolved.get(key)
+                    if new is None:
+                        new = resolved[key] = _resolve_operand(op, labels, params, registers, arch)
+                    operands.append(new)
                 except SassError as e:
                     raise e.with_loc(inst.operand_loc(i))
             inst.operands = tuple(operands)

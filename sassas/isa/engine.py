@@ -685,8 +685,9 @@ def _same_number(a, b) -> bool:
 
 
 def _compiled_encoder(enc: Encoding, shape_word: int, inst: Instruction):
-    """For an encoding whose fields all hold a value as it is (insert-plan codes 0, 1, 3) and
-    the shape word of `inst`'s shape: a function of an instruction of that shape that gives its
+    """For an encoding whose fields all hold a value as it is (insert-plan codes 0, 1, 3, or
+    an unsigned or signed integer field in pieces, code 2 with transform "u" or "s") and the
+    shape word of `inst`'s shape: a function of an instruction of that shape that gives its
     word (values and control code in place), or None where Isa.encode's general path must look
     (a value out of range or not a number, raw bits, a descriptor); None where the encoding has
     other fields. What the function computes is what _insert_values and _with_control do for
@@ -695,7 +696,8 @@ def _compiled_encoder(enc: Encoding, shape_word: int, inst: Instruction):
     slots = [("predicate", 0)] if inst.predicate is not None else [None]
     for i, op in enumerate(inst.operands):
         slots.extend((i, j) for j in range(len(value_pieces(op.kind))))
-    if len(slots) != len(plan) or any(code not in (0, 1, 3) for code, _a, _b in plan):
+    if len(slots) != len(plan) or any(code not in (0, 1, 2, 3) or code == 2 and f.transform not in ("u", "s")
+                                      for (code, _a, _b), f in zip(plan, enc.fields)):
         return None
     word = shape_word
     lines = []
@@ -713,9 +715,21 @@ def _compiled_encoder(enc: Encoding, shape_word: int, inst: Instruction):
             lines.append(f"    if v != c{k} or type(v) is not type(c{k}): return None")
         elif code == 1:
             lines += [f"    if type(v) is not int or not 0 <= v <= {b}: return None", f"    w |= v << {a}"]
-        else:
+        elif code == 3:
             lines += [f"    if type(v) is not int or not {-b} <= v < {b}: return None",
                       f"    w |= (v & {2 * b - 1}) << {a}"]
+        else:
+            # (_to_raw's "u" or "s" and Field.insert, for a field of several segments or with
+            # bits the value must leave 0: a constant-bank offset in words)
+            f = enc.fields[k]
+            if f.transform == "u":
+                lines.append(f"    if type(v) is not int or v < 0 or v & {~f.value_mask}: return None")
+            else:
+                half = 1 << (f.value_bits - 1)
+                lines += [f"    if type(v) is not int or not {-half} <= v < {half}: return None",
+                          f"    v &= {2 * half - 1}",
+                          f"    if v & {~f.value_mask}: return None"]
+            lines += [f"    w |= (v >> {vl} & {(1 << width) - 1}) << {wl}" for wl, vl, width in f.segments]
     keep = ~(0xF << 17)
     body = ["def encode(inst):",
             "    if inst.raw is not None or inst.descriptor is not None: return None",

@@ -136,3 +136,52 @@ def test_listing_instructions_take_the_line_plans(monkeypatch):
                         "/* 0x0000000000000012 */\nEXIT;")
     _same_as_whole_text("/*0000*/ FFMA R1, R2, R3, R4 ; /* 0x0000000000000012 */\n/* 0x0000000000000012 */\n"
                         "/* 0x0000000000000013 */\nEXIT;")
+
+
+def test_lines_of_one_digit_key_parse_alike():
+    """Lines that differ only in their digits and hex letters share a digit key (sassas.parse):
+    built through it, where the digits outside the numbers cut out (`STS.64`/`STS.32`,
+    `.F16x2`), the `0` before an `x` (`0x1f`/`1x1f`), hex letters outside hex numbers (`acc`,
+    `Rab`, `0xa`) and names that end in digits decide the shape, each line gives what the
+    whole-text parse gives. Fresh seed each run."""
+    from _fuzz import replay, rng_for
+    rng = rng_for("digit-keys")
+    # (each {d} a random digit, each {h} a random digit or hex letter, either case)
+    templates = ["--:-:-:Y:{d}      FFMA R{d}{d}, R{d}.reuse, R{d}{d}{d}, R{d};",
+                 "STS.{d}{d} [R{d}+0x{h}{h}{h}], R{d}{d};", "LDS.{d}{d}{d} R{d}, [R{d}{d}+{d}x{h}{h}];",
+                 "IADD3 R{d}, R{d}, 0x{h}{h}, RZ;", "IADD3 R{d}, R{h}{h}, {d}{h}, RZ;",
+                 "HFMA2.F{d}{d}x{d} R{d}, R{d}, R{d}, R{d};", "MOV R{d}, acc{d}{h};", "MOV R{d}, a{h}{h}{d};",
+                 "@P{d} BRA `(.L_x_{d}{d});", "MOV R{d}, UR{d}{d}; # {h}{h}", "{d}{d}:{d}:{d}:-:{h} MOV R{d}, {d};",
+                 "FADD R{d}, R{d}, -{d}.{d}e{d};", "ISETP.GE.AND P{d}, PT, R{d}, c[0x{d}][0x{h}{h}{h}], PT;",
+                 "MOV R{d}, 0x{h}{h}{h}{h}{h}{h}{h}{h}{h}{h}{h}{h}{h}{h}{h}{h}{h};"]
+
+    def fill(template: str) -> str:
+        out = []
+        for piece in template.split("{"):
+            if piece.startswith("d}"):
+                out.append(rng.choice("0123456789" if rng.random() < 0.8 else "00") + piece[2:])
+            elif piece.startswith("h}"):
+                out.append(rng.choice("0123456789abcdefABCDEF") + piece[2:])
+            else:
+                out.append(piece)
+        return "".join(out)
+    lines = [fill(rng.choice(templates)) for _ in range(4000)]
+    parse_module._digit_keys.clear()
+    good = []
+    for line in lines[:800]:
+        try:
+            parse_module.parse_items(line)
+            good.append(line)
+        except SassError:
+            pass
+    assert len(good) > 200, replay()
+    text = "\n".join(good + [line for line in lines[800:] if not line.startswith("{")])
+    try:
+        _same_as_whole_text("\n".join(good), "t.sass")
+        _same_as_whole_text(text, "t.sass")
+    except AssertionError as e:
+        raise AssertionError(f"{e} ({replay()})") from None
+    assert parse_module._digit_keys, "no line was built through its digit key"
+    # The same digit key as the line before, but no number: a syntax error, as the whole text.
+    _same_as_whole_text("IADD3 R1, R2, 0x1f, RZ;\nIADD3 R1, R2, 1x1f, RZ;\nEXIT;")
+    _same_as_whole_text("STS.64 [R1+0x10], R2;\nSTS.32 [R1+0x10], R2;\nMOV R1, acc1;\nMOV R1, Rab1;\nEXIT;")
