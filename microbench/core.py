@@ -104,6 +104,7 @@ class Case:
     attributes: dict = field(default_factory=dict)
     cluster: int = 0             # thread-block cluster size (x) to launch with; 0: no cluster
     blocks_per_sm: int = 1       # with grid 'sms': blocks launched per SM
+    warmup: int = 0              # untimed launches of this case beyond the run's --warmup
     tensor_map: Optional[TensorMap2D] = None   # encoded into inp[0:32] at launch
     index: int = -1              # position in its benchmark's case list (set by the runner)
 
@@ -291,8 +292,12 @@ def register(cls):
 
 def all_benchmarks() -> dict[str, Benchmark]:
     import importlib
-    for module in ("bench_smem", "bench_smem_forms", "bench_smem_more", "bench_smem_cluster",
-                   "bench_smem_bulk", "bench_inst"):         # registering, in this order
+    import os
+    modules = ["bench_smem", "bench_smem_forms", "bench_smem_more", "bench_smem_cluster",
+               "bench_smem_bulk", "bench_inst"]              # registering, in this order
+    if os.environ.get("MICROBENCH_SPREAD_EXPERIMENT", "") not in ("", "0"):
+        modules.append("spread_experiment")                 # the spread.* cases
+    for module in modules:
         importlib.import_module(f"{__package__}.{module}")
     return REGISTRY
 
