@@ -3,7 +3,7 @@
 exceed it (microbench/README.md, "Spread"):
 
 - spread.bulk: the one-block-an-SM bulk and 2-D tensor streams of smem.bulk_copy (2 KiB and
-  8 KiB copies, tma.2d 8 KiB boxes): 1, 2 and 4 times the iterations, 8 more warm-up
+  8 KiB copies, tma.2d 8 KiB boxes): 1, 2, 4 and 8 times the iterations, 8 more warm-up
   launches, and (CUDA-C) every block waiting at the start until the whole grid has arrived;
   each launch's sample as the median over SMs (smem.bulk_copy's), the mean over SMs, and the
   sum of the SMs' bytes over the sum of their spans.
@@ -96,8 +96,8 @@ class SpreadBulk(Benchmark):
             if tensor:
                 defines.update(TENSOR=1, ROWS=shape.rows, TENSOR_OFFSET=1024)
             synced = cuda_impl("smem_bulk_copy.cu", "smem_bulk_copy", **defines, SYNC_WORD=sync_word)
-            runs = [(f"x{f}", SASS, impls[SASS], self.BASE_ITERS * f, 0) for f in (1, 2, 4)]
-            runs += [(f"x{f}", CUDA, impls[CUDA], self.BASE_ITERS * f, 0) for f in (1, 2, 4)]
+            runs = [(f"x{f}", lang, impls[lang], self.BASE_ITERS * f, 0)
+                    for lang in (SASS, CUDA) for f in (1, 2, 4, 8)]
             runs += [(f"x1 warmup+{MORE_WARMUP}", lang, impls[lang], self.BASE_ITERS, MORE_WARMUP)
                      for lang in (SASS, CUDA)]
             runs += [("x1 sync-start", CUDA, synced, self.BASE_ITERS, 0),
