@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Optional
 
 import numpy as np
 
@@ -145,11 +146,37 @@ def _wait_all(k: Sass, shape: Shape) -> None:
         _wait_phase(k, s, f"DRAIN{s}")
 
 
-def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sass:
+def _start_together(k: Sass, regs: Regs, sync_word: int) -> None:
+    """Hold the block until every block of the grid has arrived: lane 0 counts it in at
+    inp[sync_word] (ATOMG.INC wraps the count to 0 at the grid's last block, which then
+    raises the generation at inp[sync_word + 1]); the warp spins until the generation it read
+    before counting in has changed."""
+    count = f"desc[UR4][R{regs.inp}.64+{4 * sync_word:#x}]"
+    generation = f"desc[UR4][R{regs.inp}.64+{4 * sync_word + 4:#x}]"
+    k.op("LDC R20, c[0x0][0xc]", wait=k.pending, write=0, stall=1, note="gridDim.x")
+    k.op(f"LDG.E.STRONG.GPU R21, {generation}", write=1, stall=1,
+         note="the generation before this block counts in")
+    k.op("MOV R22, 0x1", stall=1)
+    k.op("IADD3 R20, R20, -0x1, RZ", wait=0x01, y=True, stall=6, note="the count wraps at gridDim.x - 1")
+    k.op(f"@{LANE0} ATOMG.E.INC.STRONG.GPU PT, R23, {count}, R20", wait=0x02, write=2, stall=1,
+         note="count this block in")
+    k.op(f"ISETP.EQ.AND P5, PT, R23, R20, {LANE0}", wait=0x04, y=True, stall=13,
+         note="the grid's last block")
+    k.op(f"@P5 REDG.E.ADD.STRONG.GPU {generation}, R22", read=1, stall=1, note="the next generation")
+    k.label("ARRIVED")
+    k.op(f"LDG.E.STRONG.GPU R24, {generation}", write=3, stall=1)
+    k.op("ISETP.NE.AND P5, PT, R24, R21, PT", wait=0x08, y=True, stall=13)
+    k.op("@!P5 BRA ARRIVED", stall=5)
+
+
+def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90",
+                sync_word: Optional[int] = None) -> Sass:
+    """`sync_word`: every block waits for the whole grid before its start clock
+    (_start_together), with the counter at inp[sync_word] and inp[sync_word + 1]."""
     regs = Regs()
     base = shared_base(arch)
     barriers = base + BUFFER_BYTES
-    name = kernel_name(shape, wait_each)
+    name = kernel_name(shape, wait_each) + ("" if sync_word is None else "_together")
     k = Sass(name, shared=base + BUFFER_BYTES + 8 * shape.stages, comment=(
         f"{name}: {shape.stages} stages of {shape.copies} x {shape.instruction} of "
         f"{shape.copy_bytes} bytes,\n"
@@ -184,6 +211,8 @@ def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sa
         k.op(f"UTMACCTL.IV [{TENSOR_MAP}]", wait=k.pending, read=0, stall=1,
              note="drop a cached copy of the map (fence.proxy.tensormap acquire)")
         k.op("UTMACMDFLUSH", read=3, stall=2)
+    if sync_word is not None:
+        _start_together(k, regs, sync_word)
     block_start(k, regs)
     inc, cmp, bra = loop_control(regs, "LOOP")
     k.label("LOOP")

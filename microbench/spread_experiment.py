@@ -4,7 +4,7 @@ exceed it (microbench/README.md, "Spread"):
 
 - spread.bulk: the one-block-an-SM bulk and 2-D tensor streams of smem.bulk_copy (2 KiB and
   8 KiB copies, tma.2d 8 KiB boxes): 1, 2, 4 and 8 times the iterations, 8 more warm-up
-  launches, and (CUDA-C) every block waiting at the start until the whole grid has arrived;
+  launches, and every block waiting at the start until the whole grid has arrived;
   each launch's sample as the median over SMs (smem.bulk_copy's), the mean over SMs, and the
   sum of the SMs' bytes over the sum of their spans.
 - spread.ldgsts: smem.async_copy's one-warp issue-only LDGSTS runs: 4, 8, 16 and 32
@@ -31,10 +31,11 @@ import numpy as np
 
 from .bench_smem import SM_BLOCK, UNROLL
 from .bench_smem_bulk import (Shape, _check_landed, _lane0, _size, _source_words, _tensor_input,
-                              _tensor_map, bulk_impls)
+                              _tensor_map, bulk_impls, bulk_kernel)
 from .bench_smem_cluster import STREAM_ITERS_FACTOR, cluster_stream_impls
 from .bench_smem_more import COPY_CHUNK, COPY_FORMS, COPY_UNROLL, COPY_WINDOW, copy_impl
-from .core import CUDA, SASS, SM_STATISTICS, Benchmark, Case, Metric, cuda_impl, register
+from .core import (CUDA, SASS, SM_STATISTICS, Benchmark, Case, Metric, cuda_impl, register,
+                   sass_impl)
 from .patterns import LIMIT_BYTES_PER_CLK, WARP
 from . import patterns as pat
 from .results import Limit
@@ -86,7 +87,7 @@ class SpreadBulk(Benchmark):
             tensor = shape.form == "tensor"
             inp = _tensor_input() if tensor else _source_words()
             sync_word = len(inp)
-            inp = np.append(inp, np.uint32(0))      # the start barrier's counter
+            inp = np.append(inp, np.zeros(2, np.uint32))     # the start barrier's words
             what = f"{'tma.2d' if tensor else 'bulk'} {_size(shape.copy_bytes)} 1 block/SM"
             extra = {"copy_bytes": shape.copy_bytes, "source_word": shape.source_word}
             more = {"tensor_map": _tensor_map(shape)} if tensor else {}
@@ -100,8 +101,9 @@ class SpreadBulk(Benchmark):
                     for lang in (SASS, CUDA) for f in (1, 2, 4, 8)]
             runs += [(f"x1 warmup+{MORE_WARMUP}", lang, impls[lang], self.BASE_ITERS, MORE_WARMUP)
                      for lang in (SASS, CUDA)]
-            runs += [("x1 sync-start", CUDA, synced, self.BASE_ITERS, 0),
-                     ("x4 sync-start", CUDA, synced, self.BASE_ITERS * 4, 0)]
+            together = sass_impl(bulk_kernel(shape, True, arch, sync_word=sync_word))
+            runs += [(f"x{f} sync-start", lang, impl, self.BASE_ITERS * f, 0)
+                     for lang, impl in ((SASS, together), (CUDA, synced)) for f in (1, 4)]
             for label, lang, impl, iters, warmup in runs:
                 per_block = float(shape.stage_bytes * shape.stages * iters)
                 metrics = rate_metrics(lambda rec, case, b=per_block: _lane0(rec, b),

@@ -25,14 +25,14 @@ if ! "$PY" -c "import lark" 2>/dev/null; then
 fi
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw \
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw \
     --format=csv >>"$OUT/progress.log" 2>&1 || true
 start=$(date +%s)
 "$PY" -m microbench run "${@:-spread}" --json "$OUT/spread.json" --table "$OUT/spread_full.txt" \
     --case-timeout 60 >/dev/null 2>>"$OUT/progress.log"
 rc=$?
 end=$(date +%s)
-nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv >>"$OUT/progress.log" 2>&1 || true
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv >>"$OUT/progress.log" 2>&1 || true
 echo "== exit code $rc after $((end - start)) s; last lines of $OUT/progress.log:"
 tail -n 5 "$OUT/progress.log"
 echo
