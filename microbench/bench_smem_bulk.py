@@ -32,12 +32,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Optional
 
 import numpy as np
 
-from .core import (CUDA, SASS, Benchmark, Case, Impl, Metric, Records, TensorMap2D, bandwidth_metric,
-                   cuda_impl, register, sass_impl)
+from .core import (CUDA, SASS, Benchmark, Case, Impl, Metric, Records, TensorMap2D, cuda_impl,
+                   register, sass_impl, sm_bandwidth_metrics)
 from .patterns import LIMIT_BYTES_PER_CLK, WARP
 from .results import Limit
 from .sassgen import Regs, Sass, block_start, epilogue, loop_control, prologue, shared_base
@@ -146,37 +145,11 @@ def _wait_all(k: Sass, shape: Shape) -> None:
         _wait_phase(k, s, f"DRAIN{s}")
 
 
-def _start_together(k: Sass, regs: Regs, sync_word: int) -> None:
-    """Hold the block until every block of the grid has arrived: lane 0 counts it in at
-    inp[sync_word] (ATOMG.INC wraps the count to 0 at the grid's last block, which then
-    raises the generation at inp[sync_word + 1]); the warp spins until the generation it read
-    before counting in has changed."""
-    count = f"desc[UR4][R{regs.inp}.64+{4 * sync_word:#x}]"
-    generation = f"desc[UR4][R{regs.inp}.64+{4 * sync_word + 4:#x}]"
-    k.op("LDC R20, c[0x0][0xc]", wait=k.pending, write=0, stall=1, note="gridDim.x")
-    k.op(f"LDG.E.STRONG.GPU R21, {generation}", write=1, stall=1,
-         note="the generation before this block counts in")
-    k.op("MOV R22, 0x1", stall=1)
-    k.op("IADD3 R20, R20, -0x1, RZ", wait=0x01, y=True, stall=6, note="the count wraps at gridDim.x - 1")
-    k.op(f"@{LANE0} ATOMG.E.INC.STRONG.GPU PT, R23, {count}, R20", wait=0x02, write=2, stall=1,
-         note="count this block in")
-    k.op(f"ISETP.EQ.AND P5, PT, R23, R20, {LANE0}", wait=0x04, y=True, stall=13,
-         note="the grid's last block")
-    k.op(f"@P5 REDG.E.ADD.STRONG.GPU {generation}, R22", read=1, stall=1, note="the next generation")
-    k.label("ARRIVED")
-    k.op(f"LDG.E.STRONG.GPU R24, {generation}", write=3, stall=1)
-    k.op("ISETP.NE.AND P5, PT, R24, R21, PT", wait=0x08, y=True, stall=13)
-    k.op("@!P5 BRA ARRIVED", stall=5)
-
-
-def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90",
-                sync_word: Optional[int] = None) -> Sass:
-    """`sync_word`: every block waits for the whole grid before its start clock
-    (_start_together), with the counter at inp[sync_word] and inp[sync_word + 1]."""
+def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sass:
     regs = Regs()
     base = shared_base(arch)
     barriers = base + BUFFER_BYTES
-    name = kernel_name(shape, wait_each) + ("" if sync_word is None else "_together")
+    name = kernel_name(shape, wait_each)
     k = Sass(name, shared=base + BUFFER_BYTES + 8 * shape.stages, comment=(
         f"{name}: {shape.stages} stages of {shape.copies} x {shape.instruction} of "
         f"{shape.copy_bytes} bytes,\n"
@@ -211,8 +184,6 @@ def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90",
         k.op(f"UTMACCTL.IV [{TENSOR_MAP}]", wait=k.pending, read=0, stall=1,
              note="drop a cached copy of the map (fence.proxy.tensormap acquire)")
         k.op("UTMACMDFLUSH", read=3, stall=2)
-    if sync_word is not None:
-        _start_together(k, regs, sync_word)
     block_start(k, regs)
     inc, cmp, bra = loop_control(regs, "LOOP")
     k.label("LOOP")
@@ -276,6 +247,12 @@ TENSOR_STREAM = ((Shape(1024, 8, 4, "tensor"), 1), (Shape(8192, 1, 4, "tensor"),
                  (Shape(8192, 1, 4, "tensor"), 4))
 TENSOR_LATENCY = tuple(Shape(n, 1, 1, "tensor") for n in (256, 1024, 4096, 16384))
 TENSOR_ISSUE = Shape(1024, 8, 4, "tensor")
+# The streams run 64 times the latency runs' iterations (1.5-4 ms a launch with one block an
+# SM): a block's copies wait on L2 with every other SM's, and which SMs get the most changes
+# from launch to launch; a quarter of this length left the one-block-an-SM streams 1-2.5%
+# apart across launches (as the median over SMs), this length 0.2-0.8% (as the mean) but
+# for the SASS stream of 2 KiB copies (1.1%).
+STREAM_ITERS_FACTOR = 64
 
 
 def _source_words() -> np.ndarray:
@@ -316,7 +293,8 @@ class SmemBulkCopy(Benchmark):
     about = ("UBLKCP.S.G (cp.async.bulk) and UTMALDG.2D (cp.async.bulk.tensor, prefix "
              "'tma.2d') global -> shared completing on mbarriers, one warp a block issuing: "
              "bytes/clk/SM with 4 stages of 8 KiB in flight a block (copies of 512 B .. 8 KiB; "
-             "1, 2 or 4 blocks an SM); the latency of one copy (16 B .. 16 KiB) from issue to "
+             "1, 2 or 4 blocks an SM; the mean over SMs, the median, 10th and 90th percentiles "
+             "beside it); the latency of one copy (16 B .. 16 KiB) from issue to "
              "the waiting warp seeing its mbarrier phase complete; the cycles issuing one costs "
              "the warp (32 copies of 1 KiB, the wait after the end clock; with ptxas's stall of 12 "
              "around each copy, and with 2).")
@@ -325,7 +303,7 @@ class SmemBulkCopy(Benchmark):
         iters = 16 if quick else 32
         out = []
 
-        def add(variant, shape, wait_each, grid, blocks_per_sm, n_iters, metric, what,
+        def add(variant, shape, wait_each, grid, blocks_per_sm, n_iters, metrics, what,
                 langs=(SASS, CUDA)):
             extra = {"what": what, "copy_bytes": shape.copy_bytes, "copies": shape.copies,
                      "stages": shape.stages, "blocks_per_sm": blocks_per_sm,
@@ -339,7 +317,7 @@ class SmemBulkCopy(Benchmark):
             out.extend(self.both(
                 variant, {lang: impls[lang] for lang in langs},
                 grid=grid, blocks_per_sm=blocks_per_sm, block=WARP, iters=n_iters,
-                metrics=[metric], inp=_source_words() if shape.form == "bulk" else _tensor_input(),
+                metrics=metrics, inp=_source_words() if shape.form == "bulk" else _tensor_input(),
                 check=_check_landed, expect={shape.instruction: shape.copies_per_iteration},
                 extra=extra, **tensor))
 
@@ -347,20 +325,17 @@ class SmemBulkCopy(Benchmark):
             bulk = form == "bulk"
             streams = [(s, 1) for s in STREAM_SHAPES] + list(STREAM_BLOCKS) if bulk else TENSOR_STREAM
             for shape, blocks in streams:
-                # (a block's copies wait on L2 with every other SM's: 16 x the latency runs'
-                # iterations make a launch long enough, about half a millisecond, that the
-                # launches agree within 1%)
-                n_iters = iters * 16
+                n_iters = iters * STREAM_ITERS_FACTOR
                 per_block = float(shape.stage_bytes * shape.stages * n_iters)
-                metric = bandwidth_metric(lambda rec, case, b=per_block: _lane0(rec, b))
+                metrics = sm_bandwidth_metrics(lambda rec, case, b=per_block: _lane0(rec, b))
                 add(f"stream {_size(shape.copy_bytes)} copies, {blocks} block{'s' if blocks > 1 else ''}/SM",
-                    shape, True, "sms", blocks, n_iters, metric, "bandwidth")
+                    shape, True, "sms", blocks, n_iters, metrics, "bandwidth")
             for shape in LATENCY_SHAPES if bulk else TENSOR_LATENCY:
                 metric = Metric("latency", "cycles",
                                 lambda rec, case, n=iters: float(rec.warp_span(0)) / n,
                                 Limit(min=max(1.0, shape.copy_bytes / LIMIT_BYTES_PER_CLK),
                                       why="a copy lands at most 128 B a clock"))
-                add(f"latency {_size(shape.copy_bytes)}", shape, True, 1, 1, iters, metric, "latency")
+                add(f"latency {_size(shape.copy_bytes)}", shape, True, 1, 1, iters, [metric], "latency")
             for stall in ISSUE_STALLS:
                 shape = dataclasses.replace(ISSUE_SHAPE if bulk else TENSOR_ISSUE, stall=stall)
                 n_issue = shape.copies_per_iteration
@@ -370,7 +345,7 @@ class SmemBulkCopy(Benchmark):
                 # the CUDA-C reference has ptxas's stalls: once
                 add(f"issue {_size(shape.copy_bytes)} x {n_issue}"
                     + ("" if stall == COPY_STALL else f" stall {stall}"),
-                    shape, False, 1, 1, 1, metric, "issue",
+                    shape, False, 1, 1, 1, [metric], "issue",
                     langs=(SASS, CUDA) if stall == COPY_STALL else (SASS,))
         return out
 

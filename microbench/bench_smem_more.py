@@ -256,6 +256,11 @@ COPY_FORMS = {
 COPY_STALLS = (1, 4)                  # 4: what ptxas puts between two LDGSTS
 COPY_SM_ITERS_FACTOR = 8
 COPY_ISSUE_ITERS = 4
+# The issue-only runs start warm: one iteration's copies issued and waited for before the
+# start clock (without it, whether the source's lines were still in L1 moved a launch's
+# 128 copies by up to 9 cycles: 1.1-1.3% across launches), and 8 more untimed launches (the
+# CUDA-C reference's first few launches take 9-10 cycles more).
+ISSUE_WARMUP = 8
 # The record's registers clear of R2 and R4:R5: a copy reads its address registers after it
 # issues, so nothing may write them while one is in flight (the end clock does, in
 # STREAM_REGS, and the issue-only variant reads it before the copies are waited for).
@@ -327,7 +332,8 @@ class SmemAsyncCopy(Benchmark):
              "(cp.async.cg, from L2), 32 a loop iteration then a wait for all: bytes/clk/SM "
              "with 24 warps a block, one block per SM; cycles per copy instruction for one "
              "warp (the warp's whole loop, its waits included, over its copies), and with "
-             "the wait only after the end clock ('issue': what the copies cost the warp).")
+             "the wait only after the end clock ('issue': what the copies cost the warp, "
+             "after one iteration's copies waited for before the start clock).")
 
     def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
         iters = 16 if quick else 32
@@ -340,10 +346,14 @@ class SmemAsyncCopy(Benchmark):
                                           ("one-warp issue", WARP, False)):
                 # the SM-wide runs are L2's when the copies bypass L1: longer runs, less
                 # spread; the issue-only run is 4 iterations (128 copies): short, since it
-                # times the issue and not the copies, and long enough that the CUDA-C
-                # reference's loop set-up between its clocks (ptxas unrolls by 4) weighs little
+                # times the issue and not the copies (longer, the queue of outstanding copies
+                # fills and the run times their completion: 7.4-8.0 cycles a copy at 8-32
+                # iterations from L1, 7-18 with spreads of 5-500% from L2), and long enough
+                # that the CUDA-C reference's loop set-up between its clocks (ptxas unrolls by
+                # 4) weighs little. It warms up (see ISSUE_WARMUP).
                 n_iters = (iters * COPY_SM_ITERS_FACTOR if who == "sm" else
                            iters if wait_each else COPY_ISSUE_ITERS)
+                warm = not wait_each
                 per_thread = float(COPY_CHUNK * COPY_UNROLL * n_iters)
                 if who == "sm":
                     metric = bandwidth_metric(lambda rec, case, b=per_thread: np.full(rec.threads, b))
@@ -355,9 +365,10 @@ class SmemAsyncCopy(Benchmark):
                 for lang, stall in impls:
                     label = f"{form} {who}" + (f" stall {stall}" if stall else "")
                     out += self.both(
-                        label, {lang: copy_impl(form, stall or 0, wait_each, lang, arch)},
+                        label, {lang: copy_impl(form, stall or 0, wait_each, lang, arch, warm)},
                         grid="sms" if who == "sm" else 1, block=block, iters=n_iters,
-                        metrics=[metric], inp=inp, expect={op: COPY_UNROLL},
+                        metrics=[metric], inp=inp, expect={op: COPY_UNROLL * (2 if warm else 1)},
+                        warmup=ISSUE_WARMUP if warm else 0,
                         extra={"op": op, "stall": stall, "threads": block,
                                "wait_each_iteration": wait_each})
         return out

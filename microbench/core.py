@@ -237,6 +237,21 @@ def bandwidth_metric(bytes_per_thread: Callable[[Records, "Case"], np.ndarray],
                   Limit(max=LIMIT_BYTES_PER_CLK, why="32 banks x 4 B a clock"))
 
 
+def sm_bandwidth_metrics(bytes_per_thread: Callable[[Records, "Case"], np.ndarray]) -> list[Metric]:
+    """A stream's bytes/clk/SM: the mean over SMs (headline), and the median, 10th and 90th
+    percentiles over SMs beside it.
+
+    For streams whose SMs do not get one rate (which SMs pair up in a cluster, or win the
+    shared L2 and copy engines, changes from launch to launch), the rates over SMs are no
+    narrow peak: their median jumps between launches, while their mean moves only as much
+    as the mix; the percentiles show the spread over SMs within a launch."""
+    out = [bandwidth_metric(bytes_per_thread, "mean")]
+    for statistic in ("median", "p10", "p90"):
+        m = bandwidth_metric(bytes_per_thread, statistic)
+        out.append(Metric(f"{m.name}_{statistic}", m.unit, m.compute, m.limit, headline=False))
+    return out
+
+
 def latency_metric(hops: int) -> Metric:
     """Cycles per dependent load: warp 0's span over its `hops` loads."""
     return Metric("latency", "cycles", lambda rec, case: float(rec.warp_span(0)) / hops,
@@ -292,12 +307,8 @@ def register(cls):
 
 def all_benchmarks() -> dict[str, Benchmark]:
     import importlib
-    import os
-    modules = ["bench_smem", "bench_smem_forms", "bench_smem_more", "bench_smem_cluster",
-               "bench_smem_bulk", "bench_inst"]              # registering, in this order
-    if os.environ.get("MICROBENCH_SPREAD_EXPERIMENT", "") not in ("", "0"):
-        modules.append("spread_experiment")                 # the spread.* cases
-    for module in modules:
+    for module in ("bench_smem", "bench_smem_forms", "bench_smem_more", "bench_smem_cluster",
+                   "bench_smem_bulk", "bench_inst"):         # registering, in this order
         importlib.import_module(f"{__package__}.{module}")
     return REGISTRY
 

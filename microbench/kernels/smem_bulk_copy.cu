@@ -9,9 +9,6 @@
 // -DTENSOR=1: cp.async.bulk.tensor.2d (UTMALDG) of the box at (0, 0) of the tensor map the host
 // encoded into inp's first 128 bytes (COPY_BYTES = the box's bytes); the map is fenced first
 // (fence.proxy.tensormap::generic.acquire: the host wrote it).
-// -DSYNC_WORD=n: every block waits, before its start clock, until all the grid's blocks have
-// arrived (a counter at inp[n] that the host zeroes and each launch raises by the grid size):
-// the blocks' streams start together (the grid must be resident at once).
 #include "common.cuh"
 
 #ifndef COPY_BYTES
@@ -50,16 +47,6 @@ extern "C" __global__ void __launch_bounds__(32) smem_bulk_copy(MB_ARGS) {
         asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" :: "l"(inp) : "memory");
 #endif
     }
-#ifdef SYNC_WORD
-    if (threadIdx.x == 0) {
-        unsigned *arrived = (unsigned *)inp + SYNC_WORD;
-        const unsigned target = (atomicAdd(arrived, 1u) / gridDim.x + 1) * gridDim.x;
-        unsigned seen;
-        do {
-            asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(arrived) : "memory");
-        } while (seen < target);
-    }
-#endif
     __syncthreads();
     unsigned parity = 1;
     const unsigned long long t0 = mb_clock();

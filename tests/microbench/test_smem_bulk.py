@@ -129,6 +129,9 @@ def test_stream_cases_count_bytes_on_lane0_and_launch_blocks_per_sm():
         assert c.grid == "sms" and c.block == 32
         assert c.grid_size(132) == 132 * c.extra["blocks_per_sm"]
         assert c.metrics[0].limit.max == 128
+        assert [m.name for m in c.metrics] == ["bytes_per_clk_sm", "bytes_per_clk_sm_median",
+                                               "bytes_per_clk_sm_p10", "bytes_per_clk_sm_p90"]
+        assert [m.headline for m in c.metrics] == [True, False, False, False]
     # the per-SM rate: 2 blocks on one SM, each 1000 cycles, 8 KiB x 4 stages x n iterations
     c = next(c for c in _cases() if c.extra["what"] == "bandwidth" and c.extra["blocks_per_sm"] == 2)
     words = np.zeros((64, 4), np.uint32)
@@ -137,6 +140,12 @@ def test_stream_cases_count_bytes_on_lane0_and_launch_blocks_per_sm():
     words[:, 2] = 7
     rate = c.metrics[0].compute(Records(words.ravel(), 32), c)
     assert rate == pytest.approx(2 * 32768 * c.iters / 1000)
+    # the headline is the mean over SMs: a second SM at half the rate
+    words = np.concatenate([words, words])
+    words[64:, 1] = 2100
+    words[64:, 2] = 8
+    got = [m.compute(Records(words.ravel(), 32), c) for m in c.metrics]
+    assert got[0] == pytest.approx(0.75 * 2 * 32768 * c.iters / 1000)
 
 
 def test_latency_limit_is_the_copy_at_128_bytes_a_clock():
