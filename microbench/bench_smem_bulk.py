@@ -247,11 +247,11 @@ TENSOR_STREAM = ((Shape(1024, 8, 4, "tensor"), 1), (Shape(8192, 1, 4, "tensor"),
                  (Shape(8192, 1, 4, "tensor"), 4))
 TENSOR_LATENCY = tuple(Shape(n, 1, 1, "tensor") for n in (256, 1024, 4096, 16384))
 TENSOR_ISSUE = Shape(1024, 8, 4, "tensor")
-# The streams run 64 times the latency runs' iterations (1.5-4 ms a launch with one block an
-# SM): a block's copies wait on L2 with every other SM's, and which SMs get the most changes
-# from launch to launch; a quarter of this length left the one-block-an-SM streams 1-2.5%
-# apart across launches (as the median over SMs), this length 0.2-0.8% (as the mean) but
-# for the SASS stream of 2 KiB copies (1.1%).
+# The streams run 64 times the latency runs' iterations (1.4-3.9 ms a launch with one block
+# an SM and copies of 2 or 8 KiB): a block's copies wait on L2 with every other SM's, and
+# which SMs get the most changes from launch to launch. A quarter of this length left the
+# one-block-an-SM streams 1-2.5% apart across launches (as the median over SMs), this length
+# 0.2-0.8% (as the mean), but for the SASS stream of 2 KiB copies (1.1%).
 STREAM_ITERS_FACTOR = 64
 
 

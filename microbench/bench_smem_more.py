@@ -258,8 +258,8 @@ COPY_SM_ITERS_FACTOR = 8
 COPY_ISSUE_ITERS = 4
 # The issue-only runs start warm: one iteration's copies issued and waited for before the
 # start clock (without it, whether the source's lines were still in L1 moved a launch's
-# 128 copies by up to 9 cycles: 1.1-1.3% across launches), and 8 more untimed launches (the
-# CUDA-C reference's first few launches take 9-10 cycles more).
+# 128 copies by up to 12 cycles: 1.1-1.3% across launches), and 8 more untimed launches (the
+# CUDA-C reference's first two timed launches took 9-14 cycles more).
 ISSUE_WARMUP = 8
 # The record's registers clear of R2 and R4:R5: a copy reads its address registers after it
 # issues, so nothing may write them while one is in flight (the end clock does, in
