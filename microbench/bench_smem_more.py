@@ -367,7 +367,7 @@ class SmemAsyncCopy(Benchmark):
                     out += self.both(
                         label, {lang: copy_impl(form, stall or 0, wait_each, lang, arch, warm)},
                         grid="sms" if who == "sm" else 1, block=block, iters=n_iters,
-                        metrics=[metric], inp=inp, expect={op: COPY_UNROLL * (2 if warm else 1)},
+                        metrics=[metric], inp=inp, expect={op: COPY_UNROLL},
                         warmup=ISSUE_WARMUP if warm else 0,
                         extra={"op": op, "stall": stall, "threads": block,
                                "wait_each_iteration": wait_each})
