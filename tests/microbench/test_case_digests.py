@@ -1,7 +1,7 @@
 """Every benchmark case, full and quick, builds the same kernel and launch as recorded in
 data/case_digests.json: the SASS text (so the cubin) or the CUDA-C source and its NVRTC
-options, the kernel name, the launch shape and extra warm-up launches, the input words, the parameters, the metrics and
-their limits, the model and the extra fields. Refactoring the case-building code must keep
+options, the kernel name, the launch shape and extra warm-up launches, the input words, the
+parameters, the metrics and their limits, the model and the extra fields. Refactoring the case-building code must keep
 every line; a deliberate change of a benchmark rewrites the file:
 
     MICROBENCH_WRITE_DIGESTS=1 python -m pytest -q tests/microbench/test_case_digests.py
