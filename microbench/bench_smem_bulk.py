@@ -30,6 +30,7 @@ it once, and only the mbarrier arrive, a per-thread instruction, is predicated o
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -52,6 +53,11 @@ BARRIERS = 12                  # R12 = the first mbarrier's address
 MBARRIER_REG = f"R{BARRIERS}+URZ"
 LANE0 = "P3"                   # lane 0: the one thread that arrives on the mbarriers
 READY = "P4"                   # TRYWAIT's answer
+# Stamps (one copy in flight): lane j keeps the clock after copy j - 1's phase (its start)
+# and after copy j's (its end). R48 = tid + 1, R49 = tid + 2; P5: the loop counter (i + 1 in
+# iteration i) is tid + 1, P6: it is tid + 2.
+STAMP_FROM, STAMP_TO = 48, 49
+STAMP_START, STAMP_END = "P5", "P6"
 COPY_PAIR = "UR12"             # UR12 = destination, UR13 = its mbarrier
 SOURCE = "UR14"                # bulk: UR14:UR15 = inp, the source of every copy
 SIZE = "UR16"                  # bulk: UR16 = COPY_BYTES / 16
@@ -76,8 +82,14 @@ class Shape:
     form: str = "bulk"         # 'bulk' (UBLKCP) | 'tensor' (UTMALDG.2D, boxes of whole rows)
     # The stall of a copy and of the uniform-register write before it: ptxas gives both 12.
     stall: int = COPY_STALL
+    issuer: str = "warp"       # 'warp': the whole warp runs the loop | 'lane0': lane 0 alone
+    retry: str = "spin"        # 'spin': TRYWAIT, branch back | 'yield': a first TRYWAIT, then
+    #                            a loop out of line that yields before each retry (ptxas's)
+    gap: int = 0               # cycles of NOP after each copy
 
     def __post_init__(self):
+        if self.issuer not in ("warp", "lane0") or self.retry not in ("spin", "yield"):
+            raise ValueError(f"unknown issuer {self.issuer!r} or retry {self.retry!r}")
         if self.form not in FORMS:
             raise ValueError(f"unknown copy form {self.form!r}")
         if self.copy_bytes % BULK_UNIT or self.copy_bytes <= 0:
@@ -99,6 +111,11 @@ class Shape:
         return self.copies * self.stages
 
     @property
+    def single(self) -> bool:
+        """One copy in flight (the latency cases): each copy is timed on its own."""
+        return self.stages == 1 and self.copies == 1
+
+    @property
     def rows(self) -> int:
         """Tensor form: the box's height (rows of TENSOR_WIDTH words)."""
         return self.copy_bytes // TENSOR_ROW_BYTES
@@ -106,7 +123,15 @@ class Shape:
     @property
     def tag(self) -> str:
         tag = f"{_size(self.copy_bytes)}x{self.copies}x{self.stages}"
-        return tag if self.stall == COPY_STALL else f"{tag}_s{self.stall}"
+        if self.stall != COPY_STALL:
+            tag += f"_s{self.stall}"
+        if self.issuer != "warp":
+            tag += f"_{self.issuer}"
+        if self.retry != "spin":
+            tag += f"_{self.retry}"
+        if self.gap:
+            tag += f"_g{self.gap}"
+        return tag
 
     @property
     def instruction(self) -> str:
@@ -132,17 +157,35 @@ def _barrier(stage: int, base: str) -> str:
     return f"[{base}+{8 * stage:#x}]" if stage else f"[{base}]"
 
 
-def _wait_phase(k: Sass, stage: int, label: str) -> None:
-    """Spin until mbarrier `stage` completed the phase whose parity R9 holds."""
-    k.label(label)
-    k.op(f"SYNCS.PHASECHK.TRANS64.TRYWAIT {READY}, {_barrier(stage, MBARRIER_REG)}, R{PARITY}",
-         write=1, stall=2)
-    k.op(f"@!{READY} BRA {label}", wait=0x02, stall=5)
+def _wait_phase(k: Sass, stage: int, label: str, retries: list | None = None) -> None:
+    """Spin until mbarrier `stage` completed the phase whose parity R9 holds. With `retries`
+    (a list), one TRYWAIT here and, when it fails, a branch to a retry loop that yields
+    before each TRYWAIT (appended to `retries`, emitted after the kernel's EXIT), as ptxas
+    does."""
+    check = f"SYNCS.PHASECHK.TRANS64.TRYWAIT {READY}, {_barrier(stage, MBARRIER_REG)}, R{PARITY}"
+    if retries is None:
+        k.label(label)
+        k.op(check, write=1, stall=2)
+        k.op(f"@!{READY} BRA {label}", wait=0x02, stall=5)
+        return
+    k.op(check, write=1, stall=2)
+    k.op(f"@!{READY} BRA {label}_RETRY", wait=0x02, stall=5)
+    k.label(f"{label}_DONE")
+    retries.append((label, check))
 
 
-def _wait_all(k: Sass, shape: Shape) -> None:
+def _retry_loops(k: Sass, retries: list) -> None:
+    for label, check in retries:
+        k.label(f"{label}_RETRY")
+        k.op("YIELD", stall=5)
+        k.op(check, write=1, stall=2)
+        k.op(f"@!{READY} BRA {label}_RETRY", wait=0x02, stall=5)
+        k.op(f"BRA {label}_DONE", stall=5)
+
+
+def _wait_all(k: Sass, shape: Shape, retries: list | None = None) -> None:
     for s in range(shape.stages):
-        _wait_phase(k, s, f"DRAIN{s}")
+        _wait_phase(k, s, f"DRAIN{s}", retries)
 
 
 def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sass:
@@ -184,15 +227,32 @@ def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sa
         k.op(f"UTMACCTL.IV [{TENSOR_MAP}]", wait=k.pending, read=0, stall=1,
              note="drop a cached copy of the map (fence.proxy.tensormap acquire)")
         k.op("UTMACMDFLUSH", read=3, stall=2)
+    stamps = shape.single and wait_each
+    if stamps:
+        k.op(f"IADD3 R{STAMP_FROM}, R{regs.tid}, 0x1, RZ", stall=1, note="stamps: tid + 1")
+        k.op(f"IADD3 R{STAMP_TO}, R{regs.tid}, 0x2, RZ", stall=1, note="tid + 2")
     block_start(k, regs)
+    retries = [] if shape.retry == "yield" else None
+    if shape.issuer == "lane0":
+        # Lanes 1..31 wait at the BSYNC after the loop, as ptxas's code for `if (tid == 0)`.
+        k.op("BSSY B0, JOINED", stall=1)
+        k.op(f"@!{LANE0} BRA SYNC", stall=5, note="lane 0 alone issues and waits")
     inc, cmp, bra = loop_control(regs, "LOOP")
     k.label("LOOP")
     # Loop control first: it runs while the last iteration's copies are in flight, and the
     # compare is long done when the branch reads it.
     k.op(inc, y=True, stall=6)
     k.op(cmp, stall=1)
+    if stamps:
+        # A predicate is read 13 cycles after it is written, at the earliest: these run
+        # while the last copy is in flight.
+        k.op(f"ISETP.EQ.AND {STAMP_START}, PT, R{regs.counter}, R{STAMP_FROM}, PT", stall=1)
+        k.op(f"ISETP.EQ.AND {STAMP_END}, PT, R{regs.counter}, R{STAMP_TO}, PT", stall=5)
     for s in range(shape.stages):
-        _wait_phase(k, s, f"WAIT{s}")
+        _wait_phase(k, s, f"WAIT{s}", retries)
+        if stamps:
+            k.op(f"@{STAMP_START} CS2R R{regs.start}, SR_CLOCKLO", stall=1, note="copy tid starts")
+            k.op(f"@{STAMP_END} CS2R R{regs.end}, SR_CLOCKLO", stall=1, note="copy tid - 1 ends")
         k.op(f"@{LANE0} SYNCS.ARRIVE.TRANS64 RZ, {_barrier(s, MBARRIER_REG)}, R{ARRIVE_BYTES}",
              stall=1, note=f"arm mbarrier {s}")
         for c in range(shape.copies):
@@ -205,20 +265,34 @@ def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sa
                 k.op(f"UBLKCP.S.G [{COPY_PAIR}], [{SOURCE}], {SIZE}", read=0, y=True, stall=shape.stall)
             else:
                 k.op(f"UTMALDG.2D [{COPY_PAIR}], [{TENSOR_MAP}]", read=0, y=True, stall=shape.stall)
+            for gap in range(shape.gap, 0, -15):
+                k.op("NOP", y=True, stall=min(gap, 15))
     k.op(f"LOP3.LUT R{PARITY}, R{PARITY}, 0x80000000, RZ, 0x3c, !PT", stall=1, note="next parity")
     k.op(bra, stall=5)
+    if stamps:
+        # The last copy's end, and the whole loop's for the lanes past the last copy.
+        k.op(f"ISETP.GE.AND {STAMP_END}, PT, R{STAMP_FROM}, R{regs.counter}, PT", y=True, stall=6)
     if wait_each:
-        _wait_all(k, shape)
-    epilogue(k, regs, sink=regs.sink, sink_always=True,
-             before_store=lambda kk: _sink(kk, shape, regs, base, wait_each))
+        _wait_all(k, shape, retries)
+    if stamps:
+        k.op(f"@{STAMP_END} CS2R R{regs.end}, SR_CLOCKLO", y=True, stall=6, note="end clock")
+    if shape.issuer == "lane0":
+        k.label("SYNC")
+        k.op("BSYNC B0", wait=k.pending, stall=5)
+        k.label("JOINED")
+    epilogue(k, regs, sink=regs.sink, sink_always=True, end_clock=not stamps,
+             before_store=lambda kk: _sink(kk, shape, regs, base, wait_each, retries))
+    if retries:
+        _retry_loops(k, retries)
     return k
 
 
-def _sink(k: Sass, shape: Shape, regs: Regs, base: int, wait_each: bool) -> None:
+def _sink(k: Sass, shape: Shape, regs: Regs, base: int, wait_each: bool,
+          retries: list | None) -> None:
     """sink = the lane's word of the first buffer (after the drain, for the issue-only
     variant, whose end clock comes before it)."""
     if not wait_each:
-        _wait_all(k, shape)
+        _wait_all(k, shape, retries)
     k.op(f"SHF.L.U32 R{regs.sink}, R{regs.tid}, 0x2, RZ", y=True, stall=6)
     k.op(f"LDS R{regs.sink}, [R{regs.sink}+{base:#x}]", write=2, stall=1,
          note="the lane's word of the first copy")
@@ -228,6 +302,8 @@ def _sink(k: Sass, shape: Shape, regs: Regs, base: int, wait_each: bool) -> None
 def bulk_impls(shape: Shape, wait_each: bool, arch: str = "sm_90") -> dict[str, Impl]:
     defines = dict(COPY_BYTES=shape.copy_bytes, COPIES=shape.copies, STAGES=shape.stages,
                    WAIT_EACH=int(wait_each))
+    if shape.single and wait_each:
+        defines["STAMPS"] = 1
     if shape.form == "tensor":
         defines.update(TENSOR=1, ROWS=shape.rows, TENSOR_OFFSET=TENSOR_OFFSET)
     return {SASS: sass_impl(bulk_kernel(shape, wait_each, arch)),
@@ -253,6 +329,12 @@ TENSOR_ISSUE = Shape(1024, 8, 4, "tensor")
 # one-block-an-SM streams 1-2.5% apart across launches (as the median over SMs), this length
 # 0.2-0.8% (as the mean), but for the SASS stream of 2 KiB copies (1.1%).
 STREAM_ITERS_FACTOR = 64
+# MICROBENCH_BULK_ISSUERS=1: the streams of 2 and 8 KiB copies (and 8 KiB boxes) also with the
+# issuing patterns below (SASS only): lane 0 alone in the loop, ptxas's retry loop with a
+# yield, both, and NOPs after each copy as far apart as ptxas's copies.
+ISSUER_ENV = "MICROBENCH_BULK_ISSUERS"
+ISSUER_VARIANTS = (dict(issuer="lane0"), dict(retry="yield"), dict(issuer="lane0", retry="yield"),
+                   dict(gap=25), dict(issuer="lane0", retry="yield", gap=25))
 
 
 def _source_words() -> np.ndarray:
@@ -328,14 +410,24 @@ class SmemBulkCopy(Benchmark):
                 n_iters = iters * STREAM_ITERS_FACTOR
                 per_block = float(shape.stage_bytes * shape.stages * n_iters)
                 metrics = sm_bandwidth_metrics(lambda rec, case, b=per_block: _lane0(rec, b))
-                add(f"stream {_size(shape.copy_bytes)} copies, {blocks} block{'s' if blocks > 1 else ''}/SM",
-                    shape, True, "sms", blocks, n_iters, metrics, "bandwidth")
+                name = f"stream {_size(shape.copy_bytes)} copies, {blocks} block{'s' if blocks > 1 else ''}/SM"
+                add(name, shape, True, "sms", blocks, n_iters, metrics, "bandwidth")
+                if os.environ.get(ISSUER_ENV, "") not in ("", "0") and blocks == 1 \
+                        and shape.copy_bytes >= 2048:
+                    for how in ISSUER_VARIANTS:
+                        other = dataclasses.replace(shape, **how)
+                        add(f"{name} [{other.tag.split('_', 1)[1]}]", other, True, "sms", blocks,
+                            n_iters, metrics, "bandwidth", langs=(SASS,))
             for shape in LATENCY_SHAPES if bulk else TENSOR_LATENCY:
-                metric = Metric("latency", "cycles",
-                                lambda rec, case, n=iters: float(rec.warp_span(0)) / n,
-                                Limit(min=max(1.0, shape.copy_bytes / LIMIT_BYTES_PER_CLK),
-                                      why="a copy lands at most 128 B a clock"))
-                add(f"latency {_size(shape.copy_bytes)}", shape, True, 1, 1, iters, [metric], "latency")
+                limit = Limit(min=max(1.0, shape.copy_bytes / LIMIT_BYTES_PER_CLK),
+                              why="a copy lands at most 128 B a clock")
+                metrics = [Metric("latency", "cycles",
+                                  lambda rec, case, n=iters: float(np.median(_copy_cycles(rec, n))),
+                                  limit),
+                           Metric("latency_mean", "cycles",
+                                  lambda rec, case, n=iters: float(np.mean(_copy_cycles(rec, n))),
+                                  limit, headline=False)]
+                add(f"latency {_size(shape.copy_bytes)}", shape, True, 1, 1, iters, metrics, "latency")
             for stall in ISSUE_STALLS:
                 shape = dataclasses.replace(ISSUE_SHAPE if bulk else TENSOR_ISSUE, stall=stall)
                 n_issue = shape.copies_per_iteration
@@ -348,6 +440,11 @@ class SmemBulkCopy(Benchmark):
                     shape, False, 1, 1, 1, [metric], "issue",
                     langs=(SASS, CUDA) if stall == COPY_STALL else (SASS,))
         return out
+
+
+def _copy_cycles(rec: Records, iters: int) -> np.ndarray:
+    """The latency cases' samples: lane j's start and end clocks bracket copy j."""
+    return rec.cycles()[:min(iters, WARP)]
 
 
 def _lane0(rec: Records, per_block: float) -> np.ndarray:

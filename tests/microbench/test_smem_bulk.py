@@ -112,6 +112,74 @@ def test_clocks_around_the_waits(wait_each):
     assert lds > max(drains)
 
 
+@pytest.mark.parametrize("form", bulk.FORMS)
+def test_latency_kernels_stamp_each_copy_after_its_phase(form):
+    """One copy in flight: after each wait, lane i + 1's predicate reads the start clock (copy
+    i starts) and lane i's reads the end clock (copy i - 1 ended); after the drain the last
+    copy's lane and the lanes past it read the end clock; the epilogue reads none."""
+    shape = bulk.TENSOR_LATENCY[0] if form == "tensor" else bulk.LATENCY_SHAPES[0]
+    insts = _texts(shape)
+    loop = next(i for i, t in enumerate(insts) if t.startswith("IADD3 R6, R6"))
+    loop_end = next(i for i, t in enumerate(insts) if t.startswith("@P2 BRA"))
+    assert "ISETP.EQ.AND P5, PT, R6, R48, PT" in insts[loop:loop_end]
+    assert "ISETP.EQ.AND P6, PT, R6, R49, PT" in insts[loop:loop_end]
+    wait = next(i for i, t in enumerate(insts) if t.startswith("@!P4 BRA WAIT0"))
+    assert insts[wait + 1:wait + 3] == ["@P5 CS2R R40, SR_CLOCKLO", "@P6 CS2R R42, SR_CLOCKLO"]
+    drain = next(i for i, t in enumerate(insts) if t.startswith("@!P4 BRA DRAIN0"))
+    assert insts[drain - 2] == "ISETP.GE.AND P6, PT, R48, R6, PT"
+    assert insts[drain + 1] == "@P6 CS2R R42, SR_CLOCKLO"
+    assert sum(t.startswith("CS2R") for t in insts) == 1          # the start clock
+    # the streams keep one start and one end clock
+    assert sum("CS2R" in t for t in _texts(bulk.Shape(2048, 4, 4))) == 2
+
+
+def test_latency_is_the_median_of_the_copies_lanes():
+    """Lane j brackets copy j: the headline is the median over the first min(iters, 32)
+    lanes, the mean beside it; the lanes past the last copy do not count."""
+    c = next(c for c in _cases() if c.extra["what"] == "latency" and c.impl == "cuda")
+    assert c.iters == 16 and "-DSTAMPS=1" in c.source.options
+    words = np.zeros((32, 4), np.uint32)
+    words[:, 0] = 2 ** 32 - 100                               # the counter wraps: no harm
+    words[:, 1] = 300
+    words[3, 1] = 1000                                        # one slow copy
+    words[16:, 1] = 50000                                     # past the last copy
+    rec = Records(words.ravel(), 32)
+    assert [m.name for m in c.metrics] == ["latency", "latency_mean"]
+    assert c.metrics[0].compute(rec, c) == 400
+    assert c.metrics[1].compute(rec, c) == pytest.approx(400 + 700 / 16)
+    assert not c.metrics[1].headline
+    streams = [c for c in _cases() if c.extra["what"] != "latency"]
+    assert not any("-DSTAMPS=1" in c.source.options for c in streams if c.impl == "cuda")
+
+
+@pytest.mark.parametrize("how", bulk.ISSUER_VARIANTS, ids=lambda h: "_".join(map(str, h.values())))
+def test_issuer_variants(how, monkeypatch):
+    """lane0: lanes 1..31 branch to a BSYNC after the drain, lane 0 alone loops; yield: one
+    TRYWAIT in line, the retries out of line after the EXIT, each after a YIELD; gap: NOPs
+    after each copy. They are stream cases (SASS) under MICROBENCH_BULK_ISSUERS only."""
+    shape = bulk.Shape(2048, 4, 4, **how)
+    insts = _texts(shape)
+    end = insts.index("EXIT")
+    if how.get("issuer") == "lane0":
+        assert insts.index("BSSY B0, JOINED") < insts.index("@!P3 BRA SYNC") < insts.index("IADD3 R6, R6, 0x1, RZ")
+        assert insts.index("BSYNC B0") > max(i for i, t in enumerate(insts[:end]) if "TRYWAIT" in t)
+    else:
+        assert "BSYNC B0" not in insts
+    waits = [i for i, t in enumerate(insts) if "TRYWAIT" in t]
+    if how.get("retry") == "yield":
+        assert len([i for i in waits if i > end]) == 2 * shape.stages
+        assert all(insts[i - 1] == "YIELD" for i in waits if i > end)
+    else:
+        assert all(i < end for i in waits)
+    nops = sum(t == "NOP" for t in insts)
+    assert nops == (2 * shape.copies_per_iteration if how.get("gap") else 0)
+    assert not any(c.variant.endswith("]") for c in _cases())
+    monkeypatch.setenv(bulk.ISSUER_ENV, "1")
+    extra = [c for c in _cases() if c.variant.endswith("]")]
+    assert {c.impl for c in extra} == {"sass"}
+    assert len(extra) == 3 * len(bulk.ISSUER_VARIANTS)
+
+
 def test_shapes_fit_the_buffer_and_reject_what_does_not():
     for s in SHAPES:
         assert s.stage_bytes * s.stages <= bulk.BUFFER_BYTES
@@ -256,7 +324,7 @@ def test_the_runner_encodes_the_map_with_the_buffers_address(monkeypatch):
     gpu = g.Gpu()
     case = next(c for c in _cases() if c.variant == "tma.2d latency 4K" and c.impl == "sass")
     samples, _times, _rec = gpu.run_case(case, repeat=2, warmup=1)
-    assert samples["latency"] == [1000 / case.iters] * 2
+    assert samples["latency"] == [1000.0] * 2          # every lane's copy took 1000 cycles
     enc = [a for fn, a in calls if fn == "cuTensorMapEncodeTiled"]
     assert len(enc) == 1
     dtype, rank, address, dims, strides, box, steps, *modes = enc[0]
