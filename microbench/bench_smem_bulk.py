@@ -228,6 +228,8 @@ def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sa
              note="drop a cached copy of the map (fence.proxy.tensormap acquire)")
         k.op("UTMACMDFLUSH", read=3, stall=2)
     stamps = shape.single and wait_each
+    if stamps and shape.issuer != "warp":
+        raise ValueError("the stamps of one copy in flight need the whole warp in the loop")
     if stamps:
         k.op(f"IADD3 R{STAMP_FROM}, R{regs.tid}, 0x1, RZ", stall=1, note="stamps: tid + 1")
         k.op(f"IADD3 R{STAMP_TO}, R{regs.tid}, 0x2, RZ", stall=1, note="tid + 2")
@@ -331,7 +333,8 @@ TENSOR_ISSUE = Shape(1024, 8, 4, "tensor")
 STREAM_ITERS_FACTOR = 64
 # MICROBENCH_BULK_ISSUERS=1: the streams of 2 and 8 KiB copies (and 8 KiB boxes) also with the
 # issuing patterns below (SASS only): lane 0 alone in the loop, ptxas's retry loop with a
-# yield, both, and NOPs after each copy as far apart as ptxas's copies.
+# yield, both, and NOPs after each copy as far apart as ptxas's copies; the latency of 1 KiB
+# with the yield (its stamps need the whole warp in the loop).
 ISSUER_ENV = "MICROBENCH_BULK_ISSUERS"
 ISSUER_VARIANTS = (dict(issuer="lane0"), dict(retry="yield"), dict(issuer="lane0", retry="yield"),
                    dict(gap=25), dict(issuer="lane0", retry="yield", gap=25))
@@ -428,6 +431,11 @@ class SmemBulkCopy(Benchmark):
                                   lambda rec, case, n=iters: float(np.mean(_copy_cycles(rec, n))),
                                   limit, headline=False)]
                 add(f"latency {_size(shape.copy_bytes)}", shape, True, 1, 1, iters, metrics, "latency")
+                if os.environ.get(ISSUER_ENV, "") not in ("", "0") and shape.copy_bytes == 1024:
+                    for how in (dict(retry="yield"),):
+                        other = dataclasses.replace(shape, **how)
+                        add(f"latency {_size(shape.copy_bytes)} [{other.tag.split('_', 1)[1]}]", other,
+                            True, 1, 1, iters, metrics, "latency", langs=(SASS,))
             for stall in ISSUE_STALLS:
                 shape = dataclasses.replace(ISSUE_SHAPE if bulk else TENSOR_ISSUE, stall=stall)
                 n_issue = shape.copies_per_iteration

@@ -177,7 +177,9 @@ def test_issuer_variants(how, monkeypatch):
     monkeypatch.setenv(bulk.ISSUER_ENV, "1")
     extra = [c for c in _cases() if c.variant.endswith("]")]
     assert {c.impl for c in extra} == {"sass"}
-    assert len(extra) == 3 * len(bulk.ISSUER_VARIANTS)
+    assert len(extra) == 3 * len(bulk.ISSUER_VARIANTS) + 2
+    with pytest.raises(ValueError, match="whole warp"):
+        bulk.bulk_kernel(bulk.Shape(1024, 1, 1, issuer="lane0"))
 
 
 def test_shapes_fit_the_buffer_and_reject_what_does_not():
