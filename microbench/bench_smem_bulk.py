@@ -26,6 +26,12 @@ The SASS does what ptxas does for the CUDA-C reference (`kernels/smem_bulk_copy.
 one difference: ptxas wraps each UBLKCP (a uniform-datapath instruction, issued once per
 warp) in an ELECT loop because only thread 0 executes it in C; here the whole warp executes
 it once, and only the mbarrier arrive, a per-thread instruction, is predicated on lane 0.
+The streams put NOPs after each copy (Shape.gap) so that copies leave about 50 cycles apart,
+as from ptxas's loop; the issue-only cases issue them back to back.
+
+The latency cases time each copy: the warp reads the clock after each phase it sees, lane j
+keeping the reads around copy j (as its start and end clocks); the figure is the median over
+the copies (the mean beside it).
 """
 from __future__ import annotations
 
@@ -82,14 +88,9 @@ class Shape:
     form: str = "bulk"         # 'bulk' (UBLKCP) | 'tensor' (UTMALDG.2D, boxes of whole rows)
     # The stall of a copy and of the uniform-register write before it: ptxas gives both 12.
     stall: int = COPY_STALL
-    issuer: str = "warp"       # 'warp': the whole warp runs the loop | 'lane0': lane 0 alone
-    retry: str = "spin"        # 'spin': TRYWAIT, branch back | 'yield': a first TRYWAIT, then
-    #                            a loop out of line that yields before each retry (ptxas's)
-    gap: int = 0               # cycles of NOP after each copy
+    gap: int = 0               # cycles of NOP after each copy (and its stall)
 
     def __post_init__(self):
-        if self.issuer not in ("warp", "lane0") or self.retry not in ("spin", "yield"):
-            raise ValueError(f"unknown issuer {self.issuer!r} or retry {self.retry!r}")
         if self.form not in FORMS:
             raise ValueError(f"unknown copy form {self.form!r}")
         if self.copy_bytes % BULK_UNIT or self.copy_bytes <= 0:
@@ -125,10 +126,6 @@ class Shape:
         tag = f"{_size(self.copy_bytes)}x{self.copies}x{self.stages}"
         if self.stall != COPY_STALL:
             tag += f"_s{self.stall}"
-        if self.issuer != "warp":
-            tag += f"_{self.issuer}"
-        if self.retry != "spin":
-            tag += f"_{self.retry}"
         if self.gap:
             tag += f"_g{self.gap}"
         return tag
@@ -157,35 +154,17 @@ def _barrier(stage: int, base: str) -> str:
     return f"[{base}+{8 * stage:#x}]" if stage else f"[{base}]"
 
 
-def _wait_phase(k: Sass, stage: int, label: str, retries: list | None = None) -> None:
-    """Spin until mbarrier `stage` completed the phase whose parity R9 holds. With `retries`
-    (a list), one TRYWAIT here and, when it fails, a branch to a retry loop that yields
-    before each TRYWAIT (appended to `retries`, emitted after the kernel's EXIT), as ptxas
-    does."""
-    check = f"SYNCS.PHASECHK.TRANS64.TRYWAIT {READY}, {_barrier(stage, MBARRIER_REG)}, R{PARITY}"
-    if retries is None:
-        k.label(label)
-        k.op(check, write=1, stall=2)
-        k.op(f"@!{READY} BRA {label}", wait=0x02, stall=5)
-        return
-    k.op(check, write=1, stall=2)
-    k.op(f"@!{READY} BRA {label}_RETRY", wait=0x02, stall=5)
-    k.label(f"{label}_DONE")
-    retries.append((label, check))
+def _wait_phase(k: Sass, stage: int, label: str) -> None:
+    """Spin until mbarrier `stage` completed the phase whose parity R9 holds."""
+    k.label(label)
+    k.op(f"SYNCS.PHASECHK.TRANS64.TRYWAIT {READY}, {_barrier(stage, MBARRIER_REG)}, R{PARITY}",
+         write=1, stall=2)
+    k.op(f"@!{READY} BRA {label}", wait=0x02, stall=5)
 
 
-def _retry_loops(k: Sass, retries: list) -> None:
-    for label, check in retries:
-        k.label(f"{label}_RETRY")
-        k.op("YIELD", stall=5)
-        k.op(check, write=1, stall=2)
-        k.op(f"@!{READY} BRA {label}_RETRY", wait=0x02, stall=5)
-        k.op(f"BRA {label}_DONE", stall=5)
-
-
-def _wait_all(k: Sass, shape: Shape, retries: list | None = None) -> None:
+def _wait_all(k: Sass, shape: Shape) -> None:
     for s in range(shape.stages):
-        _wait_phase(k, s, f"DRAIN{s}", retries)
+        _wait_phase(k, s, f"DRAIN{s}")
 
 
 def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sass:
@@ -228,17 +207,10 @@ def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sa
              note="drop a cached copy of the map (fence.proxy.tensormap acquire)")
         k.op("UTMACMDFLUSH", read=3, stall=2)
     stamps = shape.single and wait_each
-    if stamps and shape.issuer != "warp":
-        raise ValueError("the stamps of one copy in flight need the whole warp in the loop")
     if stamps:
         k.op(f"IADD3 R{STAMP_FROM}, R{regs.tid}, 0x1, RZ", stall=1, note="stamps: tid + 1")
         k.op(f"IADD3 R{STAMP_TO}, R{regs.tid}, 0x2, RZ", stall=1, note="tid + 2")
     block_start(k, regs)
-    retries = [] if shape.retry == "yield" else None
-    if shape.issuer == "lane0":
-        # Lanes 1..31 wait at the BSYNC after the loop, as ptxas's code for `if (tid == 0)`.
-        k.op("BSSY B0, JOINED", stall=1)
-        k.op(f"@!{LANE0} BRA SYNC", stall=5, note="lane 0 alone issues and waits")
     inc, cmp, bra = loop_control(regs, "LOOP")
     k.label("LOOP")
     # Loop control first: it runs while the last iteration's copies are in flight, and the
@@ -251,7 +223,7 @@ def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sa
         k.op(f"ISETP.EQ.AND {STAMP_START}, PT, R{regs.counter}, R{STAMP_FROM}, PT", stall=1)
         k.op(f"ISETP.EQ.AND {STAMP_END}, PT, R{regs.counter}, R{STAMP_TO}, PT", stall=5)
     for s in range(shape.stages):
-        _wait_phase(k, s, f"WAIT{s}", retries)
+        _wait_phase(k, s, f"WAIT{s}")
         if stamps:
             k.op(f"@{STAMP_START} CS2R R{regs.start}, SR_CLOCKLO", stall=1, note="copy tid starts")
             k.op(f"@{STAMP_END} CS2R R{regs.end}, SR_CLOCKLO", stall=1, note="copy tid - 1 ends")
@@ -275,26 +247,19 @@ def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sa
         # The last copy's end, and the whole loop's for the lanes past the last copy.
         k.op(f"ISETP.GE.AND {STAMP_END}, PT, R{STAMP_FROM}, R{regs.counter}, PT", y=True, stall=6)
     if wait_each:
-        _wait_all(k, shape, retries)
+        _wait_all(k, shape)
     if stamps:
         k.op(f"@{STAMP_END} CS2R R{regs.end}, SR_CLOCKLO", y=True, stall=6, note="end clock")
-    if shape.issuer == "lane0":
-        k.label("SYNC")
-        k.op("BSYNC B0", wait=k.pending, stall=5)
-        k.label("JOINED")
     epilogue(k, regs, sink=regs.sink, sink_always=True, end_clock=not stamps,
-             before_store=lambda kk: _sink(kk, shape, regs, base, wait_each, retries))
-    if retries:
-        _retry_loops(k, retries)
+             before_store=lambda kk: _sink(kk, shape, regs, base, wait_each))
     return k
 
 
-def _sink(k: Sass, shape: Shape, regs: Regs, base: int, wait_each: bool,
-          retries: list | None) -> None:
+def _sink(k: Sass, shape: Shape, regs: Regs, base: int, wait_each: bool) -> None:
     """sink = the lane's word of the first buffer (after the drain, for the issue-only
     variant, whose end clock comes before it)."""
     if not wait_each:
-        _wait_all(k, shape, retries)
+        _wait_all(k, shape)
     k.op(f"SHF.L.U32 R{regs.sink}, R{regs.tid}, 0x2, RZ", y=True, stall=6)
     k.op(f"LDS R{regs.sink}, [R{regs.sink}+{base:#x}]", write=2, stall=1,
          note="the lane's word of the first copy")
@@ -313,16 +278,22 @@ def bulk_impls(shape: Shape, wait_each: bool, arch: str = "sm_90") -> dict[str, 
 
 
 # Stream shapes: 32 KiB in flight a block, in copies of 512 B .. 8 KiB; blocks per SM 1, 2, 4.
-STREAM_SHAPES = (Shape(512, 16, 4), Shape(2048, 4, 4), Shape(8192, 1, 4))
-STREAM_BLOCKS = ((Shape(8192, 1, 4), 2), (Shape(8192, 1, 4), 4))
+# A stream's copies are issued STREAM_GAP cycles of NOP apart (about 50 cycles from copy to
+# copy, as ptxas's ELECT loop issues them): back to back (25 cycles apart) the 2 KiB copies
+# stream 27% slower and their launches scatter twice as far.
+STREAM_GAP = 25
+STREAM_SHAPES = (Shape(512, 16, 4, gap=STREAM_GAP), Shape(2048, 4, 4, gap=STREAM_GAP),
+                 Shape(8192, 1, 4, gap=STREAM_GAP))
+STREAM_BLOCKS = ((Shape(8192, 1, 4, gap=STREAM_GAP), 2), (Shape(8192, 1, 4, gap=STREAM_GAP), 4))
 # Latency: one copy in flight, waited for before the next.
 LATENCY_SHAPES = tuple(Shape(n, 1, 1) for n in (16, 128, 1024, 4096, 16384))
 ISSUE_SHAPE = Shape(1024, 8, 4)     # 32 copies issued back to back, then waited for
 ISSUE_STALLS = (COPY_STALL, 2)      # ptxas's stalls around a copy, and the least
 SOURCE_WORDS = 16384 // 4           # the largest copy's source
 # The tensor form: boxes of 4 and 32 rows (1 KiB, 8 KiB) streamed, 1 .. 64 rows one at a time.
-TENSOR_STREAM = ((Shape(1024, 8, 4, "tensor"), 1), (Shape(8192, 1, 4, "tensor"), 1),
-                 (Shape(8192, 1, 4, "tensor"), 4))
+TENSOR_STREAM = ((Shape(1024, 8, 4, "tensor", gap=STREAM_GAP), 1),
+                 (Shape(8192, 1, 4, "tensor", gap=STREAM_GAP), 1),
+                 (Shape(8192, 1, 4, "tensor", gap=STREAM_GAP), 4))
 TENSOR_LATENCY = tuple(Shape(n, 1, 1, "tensor") for n in (256, 1024, 4096, 16384))
 TENSOR_ISSUE = Shape(1024, 8, 4, "tensor")
 # The streams run 64 times the latency runs' iterations (1.4-3.9 ms a launch with one block
@@ -331,13 +302,10 @@ TENSOR_ISSUE = Shape(1024, 8, 4, "tensor")
 # one-block-an-SM streams 1-2.5% apart across launches (as the median over SMs), this length
 # 0.2-0.8% (as the mean), but for the SASS stream of 2 KiB copies (1.1%).
 STREAM_ITERS_FACTOR = 64
-# MICROBENCH_BULK_ISSUERS=1: the streams of 2 and 8 KiB copies (and 8 KiB boxes) also with the
-# issuing patterns below (SASS only): lane 0 alone in the loop, ptxas's retry loop with a
-# yield, both, and NOPs after each copy as far apart as ptxas's copies; the latency of 1 KiB
-# with the yield (its stamps need the whole warp in the loop).
-ISSUER_ENV = "MICROBENCH_BULK_ISSUERS"
-ISSUER_VARIANTS = (dict(issuer="lane0"), dict(retry="yield"), dict(issuer="lane0", retry="yield"),
-                   dict(gap=25), dict(issuer="lane0", retry="yield", gap=25))
+# MICROBENCH_BULK_GAPS=1: the streams of one and two blocks an SM also with these gaps (SASS
+# only; 0: back to back).
+GAPS_ENV = "MICROBENCH_BULK_GAPS"
+GAPS = (0, 12, 50, 100)
 
 
 def _source_words() -> np.ndarray:
@@ -415,12 +383,11 @@ class SmemBulkCopy(Benchmark):
                 metrics = sm_bandwidth_metrics(lambda rec, case, b=per_block: _lane0(rec, b))
                 name = f"stream {_size(shape.copy_bytes)} copies, {blocks} block{'s' if blocks > 1 else ''}/SM"
                 add(name, shape, True, "sms", blocks, n_iters, metrics, "bandwidth")
-                if os.environ.get(ISSUER_ENV, "") not in ("", "0") and blocks == 1 \
-                        and shape.copy_bytes >= 2048:
-                    for how in ISSUER_VARIANTS:
-                        other = dataclasses.replace(shape, **how)
-                        add(f"{name} [{other.tag.split('_', 1)[1]}]", other, True, "sms", blocks,
-                            n_iters, metrics, "bandwidth", langs=(SASS,))
+                if os.environ.get(GAPS_ENV, "") not in ("", "0") and blocks <= 2:
+                    for gap in GAPS:
+                        add(f"{name}, " + (f"gap {gap}" if gap else "back to back"),
+                            dataclasses.replace(shape, gap=gap), True, "sms", blocks, n_iters,
+                            metrics, "bandwidth", langs=(SASS,))
             for shape in LATENCY_SHAPES if bulk else TENSOR_LATENCY:
                 limit = Limit(min=max(1.0, shape.copy_bytes / LIMIT_BYTES_PER_CLK),
                               why="a copy lands at most 128 B a clock")
@@ -431,11 +398,6 @@ class SmemBulkCopy(Benchmark):
                                   lambda rec, case, n=iters: float(np.mean(_copy_cycles(rec, n))),
                                   limit, headline=False)]
                 add(f"latency {_size(shape.copy_bytes)}", shape, True, 1, 1, iters, metrics, "latency")
-                if os.environ.get(ISSUER_ENV, "") not in ("", "0") and shape.copy_bytes == 1024:
-                    for how in (dict(retry="yield"),):
-                        other = dataclasses.replace(shape, **how)
-                        add(f"latency {_size(shape.copy_bytes)} [{other.tag.split('_', 1)[1]}]", other,
-                            True, 1, 1, iters, metrics, "latency", langs=(SASS,))
             for stall in ISSUE_STALLS:
                 shape = dataclasses.replace(ISSUE_SHAPE if bulk else TENSOR_ISSUE, stall=stall)
                 n_issue = shape.copies_per_iteration

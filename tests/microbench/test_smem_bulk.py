@@ -152,34 +152,27 @@ def test_latency_is_the_median_of_the_copies_lanes():
     assert not any("-DSTAMPS=1" in c.source.options for c in streams if c.impl == "cuda")
 
 
-@pytest.mark.parametrize("how", bulk.ISSUER_VARIANTS, ids=lambda h: "_".join(map(str, h.values())))
-def test_issuer_variants(how, monkeypatch):
-    """lane0: lanes 1..31 branch to a BSYNC after the drain, lane 0 alone loops; yield: one
-    TRYWAIT in line, the retries out of line after the EXIT, each after a YIELD; gap: NOPs
-    after each copy. They are stream cases (SASS) under MICROBENCH_BULK_ISSUERS only."""
-    shape = bulk.Shape(2048, 4, 4, **how)
-    insts = _texts(shape)
-    end = insts.index("EXIT")
-    if how.get("issuer") == "lane0":
-        assert insts.index("BSSY B0, JOINED") < insts.index("@!P3 BRA SYNC") < insts.index("IADD3 R6, R6, 0x1, RZ")
-        assert insts.index("BSYNC B0") > max(i for i, t in enumerate(insts[:end]) if "TRYWAIT" in t)
-    else:
-        assert "BSYNC B0" not in insts
-    waits = [i for i, t in enumerate(insts) if "TRYWAIT" in t]
-    if how.get("retry") == "yield":
-        assert len([i for i in waits if i > end]) == 2 * shape.stages
-        assert all(insts[i - 1] == "YIELD" for i in waits if i > end)
-    else:
-        assert all(i < end for i in waits)
-    nops = sum(t == "NOP" for t in insts)
-    assert nops == (2 * shape.copies_per_iteration if how.get("gap") else 0)
-    assert not any(c.variant.endswith("]") for c in _cases())
-    monkeypatch.setenv(bulk.ISSUER_ENV, "1")
-    extra = [c for c in _cases() if c.variant.endswith("]")]
+def test_stream_copies_leave_a_gap_apart_and_the_issue_runs_back_to_back(monkeypatch):
+    """The streams put NOPs of STREAM_GAP cycles after each copy; the issue-only and latency
+    kernels none. MICROBENCH_BULK_GAPS adds the streams of 1 and 2 blocks an SM at other gaps
+    (SASS only)."""
+    for shape in (*bulk.STREAM_SHAPES, *(s for s, _ in bulk.STREAM_BLOCKS),
+                  *(s for s, _ in bulk.TENSOR_STREAM)):
+        insts = _texts(shape)
+        copies = [i for i, t in enumerate(insts) if t.startswith(("UBLKCP", "UTMALDG"))]
+        assert len(copies) == shape.copies_per_iteration
+        for i in copies:
+            assert insts[i + 1:i + 3] == ["NOP", "NOP"]
+        stalls = [int(ctl.split(":")[-1], 16) for ctl, t in bulk.bulk_kernel(shape).instructions()
+                  if t == "NOP"]
+        assert stalls == [15, 10] * shape.copies_per_iteration
+    for shape in (*bulk.LATENCY_SHAPES, bulk.ISSUE_SHAPE):
+        assert "NOP" not in _texts(shape, shape.single)
+    assert not any(c.variant.endswith(("back to back", "gap 50")) for c in _cases())
+    monkeypatch.setenv(bulk.GAPS_ENV, "1")
+    extra = [c for c in _cases() if c.variant.endswith(("back to back",)) or ", gap " in c.variant]
     assert {c.impl for c in extra} == {"sass"}
-    assert len(extra) == 3 * len(bulk.ISSUER_VARIANTS) + 2
-    with pytest.raises(ValueError, match="whole warp"):
-        bulk.bulk_kernel(bulk.Shape(1024, 1, 1, issuer="lane0"))
+    assert len(extra) == len(bulk.GAPS) * (len(bulk.STREAM_SHAPES) + 1 + 2)
 
 
 def test_shapes_fit_the_buffer_and_reject_what_does_not():
