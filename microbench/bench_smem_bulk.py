@@ -26,8 +26,8 @@ The SASS does what ptxas does for the CUDA-C reference (`kernels/smem_bulk_copy.
 one difference: ptxas wraps each UBLKCP (a uniform-datapath instruction, issued once per
 warp) in an ELECT loop because only thread 0 executes it in C; here the whole warp executes
 it once, and only the mbarrier arrive, a per-thread instruction, is predicated on lane 0.
-The streams put NOPs after each copy (Shape.gap) so that copies leave about 50 cycles apart,
-as from ptxas's loop; the issue-only cases issue them back to back.
+The streams put NOPs after each copy (Shape.gap), so that copies leave about 75 cycles apart
+(50 for copies of 512 B); the issue-only cases issue them back to back.
 
 The latency cases time each copy: the warp reads the clock after each phase it sees, lane j
 keeping the reads around copy j (as its start and end clocks); the figure is the median over
@@ -278,22 +278,31 @@ def bulk_impls(shape: Shape, wait_each: bool, arch: str = "sm_90") -> dict[str, 
 
 
 # Stream shapes: 32 KiB in flight a block, in copies of 512 B .. 8 KiB; blocks per SM 1, 2, 4.
-# A stream's copies are issued STREAM_GAP cycles of NOP apart (about 50 cycles from copy to
-# copy, as ptxas's ELECT loop issues them): back to back (25 cycles apart) the 2 KiB copies
-# stream 27% slower and their launches scatter twice as far.
-STREAM_GAP = 25
-STREAM_SHAPES = (Shape(512, 16, 4, gap=STREAM_GAP), Shape(2048, 4, 4, gap=STREAM_GAP),
-                 Shape(8192, 1, 4, gap=STREAM_GAP))
-STREAM_BLOCKS = ((Shape(8192, 1, 4, gap=STREAM_GAP), 2), (Shape(8192, 1, 4, gap=STREAM_GAP), 4))
+# A stream's copies leave STREAM_GAP cycles of NOP apart (about 75 cycles from copy to copy;
+# ptxas's ELECT loop issues one every 50 or so). Back to back (25 cycles apart) the 2 KiB
+# copies streamed 30% slower (H100: 9.7 against 13.9 B/clk/SM) and their launches scattered
+# 2% instead of 0.2%. Copies of 512 B leave SMALL_COPY_GAP apart (50 cycles from copy to
+# copy): the copy engine takes about 74 cycles for one, so the longer gap would time the
+# issue (6.55 against 6.96).
+STREAM_GAP = 50
+SMALL_COPY_GAP = 25
+
+
+def _stream_shape(copy_bytes: int, copies: int, form: str = "bulk") -> Shape:
+    return Shape(copy_bytes, copies, 4, form,
+                 gap=STREAM_GAP if copy_bytes >= 1024 else SMALL_COPY_GAP)
+
+
+STREAM_SHAPES = (_stream_shape(512, 16), _stream_shape(2048, 4), _stream_shape(8192, 1))
+STREAM_BLOCKS = ((_stream_shape(8192, 1), 2), (_stream_shape(8192, 1), 4))
 # Latency: one copy in flight, waited for before the next.
 LATENCY_SHAPES = tuple(Shape(n, 1, 1) for n in (16, 128, 1024, 4096, 16384))
 ISSUE_SHAPE = Shape(1024, 8, 4)     # 32 copies issued back to back, then waited for
 ISSUE_STALLS = (COPY_STALL, 2)      # ptxas's stalls around a copy, and the least
 SOURCE_WORDS = 16384 // 4           # the largest copy's source
 # The tensor form: boxes of 4 and 32 rows (1 KiB, 8 KiB) streamed, 1 .. 64 rows one at a time.
-TENSOR_STREAM = ((Shape(1024, 8, 4, "tensor", gap=STREAM_GAP), 1),
-                 (Shape(8192, 1, 4, "tensor", gap=STREAM_GAP), 1),
-                 (Shape(8192, 1, 4, "tensor", gap=STREAM_GAP), 4))
+TENSOR_STREAM = ((_stream_shape(1024, 8, "tensor"), 1), (_stream_shape(8192, 1, "tensor"), 1),
+                 (_stream_shape(8192, 1, "tensor"), 4))
 TENSOR_LATENCY = tuple(Shape(n, 1, 1, "tensor") for n in (256, 1024, 4096, 16384))
 TENSOR_ISSUE = Shape(1024, 8, 4, "tensor")
 # The streams run 64 times the latency runs' iterations (1.4-3.9 ms a launch with one block
@@ -302,10 +311,10 @@ TENSOR_ISSUE = Shape(1024, 8, 4, "tensor")
 # one-block-an-SM streams 1-2.5% apart across launches (as the median over SMs), this length
 # 0.2-0.8% (as the mean), but for the SASS stream of 2 KiB copies (1.1%).
 STREAM_ITERS_FACTOR = 64
-# MICROBENCH_BULK_GAPS=1: the streams of one and two blocks an SM also with these gaps (SASS
-# only; 0: back to back).
+# MICROBENCH_BULK_GAPS=1: the streams of one and two blocks an SM also with the other gaps of
+# these (SASS only; 0: back to back).
 GAPS_ENV = "MICROBENCH_BULK_GAPS"
-GAPS = (0, 12, 50, 100)
+GAPS = (0, 12, 25, 50, 100)
 
 
 def _source_words() -> np.ndarray:
@@ -384,7 +393,7 @@ class SmemBulkCopy(Benchmark):
                 name = f"stream {_size(shape.copy_bytes)} copies, {blocks} block{'s' if blocks > 1 else ''}/SM"
                 add(name, shape, True, "sms", blocks, n_iters, metrics, "bandwidth")
                 if os.environ.get(GAPS_ENV, "") not in ("", "0") and blocks <= 2:
-                    for gap in GAPS:
+                    for gap in (g for g in GAPS if g != shape.gap):
                         add(f"{name}, " + (f"gap {gap}" if gap else "back to back"),
                             dataclasses.replace(shape, gap=gap), True, "sms", blocks, n_iters,
                             metrics, "bandwidth", langs=(SASS,))
