@@ -309,7 +309,8 @@ TENSOR_ISSUE = Shape(1024, 8, 4, "tensor")
 # an SM and copies of 2 or 8 KiB): a block's copies wait on L2 with every other SM's, and
 # which SMs get the most changes from launch to launch. A quarter of this length left the
 # one-block-an-SM streams 1-2.5% apart across launches (as the median over SMs), this length
-# 0.2-0.8% (as the mean), but for the SASS stream of 2 KiB copies (1.1%).
+# 0.2-0.8% (as the mean), but for the SASS stream of 2 KiB copies back to back (1.1-2.3% at
+# any length; 0.2% STREAM_GAP apart).
 STREAM_ITERS_FACTOR = 64
 # MICROBENCH_BULK_GAPS=1: the streams of one and two blocks an SM also with the other gaps of
 # these (SASS only; 0: back to back).

@@ -19,7 +19,7 @@ _KERNEL = re.compile(r"^\s*\.kernel\s+(\w+)")
 
 def intended(text: str, param_base: int = 0x210) -> dict[str, list[tuple[str, str]]]:
     """Per kernel: (control text, instruction text) as written, parameters expanded and
-    branch (BRA, BSSY) labels replaced by the byte address they stand for."""
+    branch labels replaced by the byte address they stand for."""
     kernels: dict[str, list] = {}
     labels: dict[str, dict[str, int]] = {}
     current = None
@@ -44,7 +44,7 @@ def intended(text: str, param_base: int = 0x210) -> dict[str, list[tuple[str, st
     for k, insts in kernels.items():
         resolved = []
         for ctl, inst in insts:
-            mm = re.match(r"^(.*(?:\bBRA|\bBSSY B\d+,))\s+([A-Za-z_.$][\w.$]*)$", inst)
+            mm = re.match(r"^(.*\bBRA)\s+([A-Za-z_.$][\w.$]*)$", inst)
             if mm and mm.group(2) in labels[k]:
                 inst = f"{mm.group(1)} {labels[k][mm.group(2)]:#x}"
             resolved.append((ctl, inst))
