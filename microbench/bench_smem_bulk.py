@@ -26,17 +26,24 @@ The SASS does what ptxas does for the CUDA-C reference (`kernels/smem_bulk_copy.
 one difference: ptxas wraps each UBLKCP (a uniform-datapath instruction, issued once per
 warp) in an ELECT loop because only thread 0 executes it in C; here the whole warp executes
 it once, and only the mbarrier arrive, a per-thread instruction, is predicated on lane 0.
+The streams put NOPs after each copy (Shape.gap), so that copies leave about 75 cycles apart
+(50 for copies of 512 B); the issue-only cases issue them back to back.
+
+The latency cases time each copy: the warp reads the clock after each phase it sees, lane j
+keeping the reads around copy j (as its start and end clocks); the figure is the median over
+the copies (the mean beside it).
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
-from .core import (CUDA, SASS, Benchmark, Case, Impl, Metric, Records, TensorMap2D, bandwidth_metric,
-                   cuda_impl, register, sass_impl)
+from .core import (CUDA, SASS, Benchmark, Case, Impl, Metric, Records, TensorMap2D, cuda_impl,
+                   register, sass_impl, sm_bandwidth_metrics)
 from .patterns import LIMIT_BYTES_PER_CLK, WARP
 from .results import Limit
 from .sassgen import Regs, Sass, block_start, epilogue, loop_control, prologue, shared_base
@@ -52,6 +59,11 @@ BARRIERS = 12                  # R12 = the first mbarrier's address
 MBARRIER_REG = f"R{BARRIERS}+URZ"
 LANE0 = "P3"                   # lane 0: the one thread that arrives on the mbarriers
 READY = "P4"                   # TRYWAIT's answer
+# Stamps (one copy in flight): lane j keeps the clock after copy j - 1's phase (its start)
+# and after copy j's (its end). R48 = tid + 1, R49 = tid + 2; P5: the loop counter (i + 1 in
+# iteration i) is tid + 1, P6: it is tid + 2.
+STAMP_FROM, STAMP_TO = 48, 49
+STAMP_START, STAMP_END = "P5", "P6"
 COPY_PAIR = "UR12"             # UR12 = destination, UR13 = its mbarrier
 SOURCE = "UR14"                # bulk: UR14:UR15 = inp, the source of every copy
 SIZE = "UR16"                  # bulk: UR16 = COPY_BYTES / 16
@@ -76,6 +88,7 @@ class Shape:
     form: str = "bulk"         # 'bulk' (UBLKCP) | 'tensor' (UTMALDG.2D, boxes of whole rows)
     # The stall of a copy and of the uniform-register write before it: ptxas gives both 12.
     stall: int = COPY_STALL
+    gap: int = 0               # cycles of NOP after each copy (and its stall)
 
     def __post_init__(self):
         if self.form not in FORMS:
@@ -99,6 +112,11 @@ class Shape:
         return self.copies * self.stages
 
     @property
+    def single(self) -> bool:
+        """One copy in flight (the latency cases): each copy is timed on its own."""
+        return self.stages == 1 and self.copies == 1
+
+    @property
     def rows(self) -> int:
         """Tensor form: the box's height (rows of TENSOR_WIDTH words)."""
         return self.copy_bytes // TENSOR_ROW_BYTES
@@ -106,7 +124,11 @@ class Shape:
     @property
     def tag(self) -> str:
         tag = f"{_size(self.copy_bytes)}x{self.copies}x{self.stages}"
-        return tag if self.stall == COPY_STALL else f"{tag}_s{self.stall}"
+        if self.stall != COPY_STALL:
+            tag += f"_s{self.stall}"
+        if self.gap:
+            tag += f"_g{self.gap}"
+        return tag
 
     @property
     def instruction(self) -> str:
@@ -184,6 +206,10 @@ def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sa
         k.op(f"UTMACCTL.IV [{TENSOR_MAP}]", wait=k.pending, read=0, stall=1,
              note="drop a cached copy of the map (fence.proxy.tensormap acquire)")
         k.op("UTMACMDFLUSH", read=3, stall=2)
+    stamps = shape.single and wait_each
+    if stamps:
+        k.op(f"IADD3 R{STAMP_FROM}, R{regs.tid}, 0x1, RZ", stall=1, note="stamps: tid + 1")
+        k.op(f"IADD3 R{STAMP_TO}, R{regs.tid}, 0x2, RZ", stall=1, note="tid + 2")
     block_start(k, regs)
     inc, cmp, bra = loop_control(regs, "LOOP")
     k.label("LOOP")
@@ -191,8 +217,16 @@ def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sa
     # compare is long done when the branch reads it.
     k.op(inc, y=True, stall=6)
     k.op(cmp, stall=1)
+    if stamps:
+        # A predicate is read 13 cycles after it is written, at the earliest: these run
+        # while the last copy is in flight.
+        k.op(f"ISETP.EQ.AND {STAMP_START}, PT, R{regs.counter}, R{STAMP_FROM}, PT", stall=1)
+        k.op(f"ISETP.EQ.AND {STAMP_END}, PT, R{regs.counter}, R{STAMP_TO}, PT", stall=5)
     for s in range(shape.stages):
         _wait_phase(k, s, f"WAIT{s}")
+        if stamps:
+            k.op(f"@{STAMP_START} CS2R R{regs.start}, SR_CLOCKLO", stall=1, note="copy tid starts")
+            k.op(f"@{STAMP_END} CS2R R{regs.end}, SR_CLOCKLO", stall=1, note="copy tid - 1 ends")
         k.op(f"@{LANE0} SYNCS.ARRIVE.TRANS64 RZ, {_barrier(s, MBARRIER_REG)}, R{ARRIVE_BYTES}",
              stall=1, note=f"arm mbarrier {s}")
         for c in range(shape.copies):
@@ -205,11 +239,18 @@ def bulk_kernel(shape: Shape, wait_each: bool = True, arch: str = "sm_90") -> Sa
                 k.op(f"UBLKCP.S.G [{COPY_PAIR}], [{SOURCE}], {SIZE}", read=0, y=True, stall=shape.stall)
             else:
                 k.op(f"UTMALDG.2D [{COPY_PAIR}], [{TENSOR_MAP}]", read=0, y=True, stall=shape.stall)
+            for gap in range(shape.gap, 0, -15):
+                k.op("NOP", y=True, stall=min(gap, 15))
     k.op(f"LOP3.LUT R{PARITY}, R{PARITY}, 0x80000000, RZ, 0x3c, !PT", stall=1, note="next parity")
     k.op(bra, stall=5)
+    if stamps:
+        # The last copy's end, and the whole loop's for the lanes past the last copy.
+        k.op(f"ISETP.GE.AND {STAMP_END}, PT, R{STAMP_FROM}, R{regs.counter}, PT", y=True, stall=6)
     if wait_each:
         _wait_all(k, shape)
-    epilogue(k, regs, sink=regs.sink, sink_always=True,
+    if stamps:
+        k.op(f"@{STAMP_END} CS2R R{regs.end}, SR_CLOCKLO", y=True, stall=6, note="end clock")
+    epilogue(k, regs, sink=regs.sink, sink_always=True, end_clock=not stamps,
              before_store=lambda kk: _sink(kk, shape, regs, base, wait_each))
     return k
 
@@ -228,6 +269,8 @@ def _sink(k: Sass, shape: Shape, regs: Regs, base: int, wait_each: bool) -> None
 def bulk_impls(shape: Shape, wait_each: bool, arch: str = "sm_90") -> dict[str, Impl]:
     defines = dict(COPY_BYTES=shape.copy_bytes, COPIES=shape.copies, STAGES=shape.stages,
                    WAIT_EACH=int(wait_each))
+    if shape.single and wait_each:
+        defines["STAMPS"] = 1
     if shape.form == "tensor":
         defines.update(TENSOR=1, ROWS=shape.rows, TENSOR_OFFSET=TENSOR_OFFSET)
     return {SASS: sass_impl(bulk_kernel(shape, wait_each, arch)),
@@ -235,18 +278,44 @@ def bulk_impls(shape: Shape, wait_each: bool, arch: str = "sm_90") -> dict[str, 
 
 
 # Stream shapes: 32 KiB in flight a block, in copies of 512 B .. 8 KiB; blocks per SM 1, 2, 4.
-STREAM_SHAPES = (Shape(512, 16, 4), Shape(2048, 4, 4), Shape(8192, 1, 4))
-STREAM_BLOCKS = ((Shape(8192, 1, 4), 2), (Shape(8192, 1, 4), 4))
+# A stream's copies leave STREAM_GAP cycles of NOP apart (about 75 cycles from copy to copy;
+# ptxas's ELECT loop issues one every 50 or so). Back to back (25 cycles apart) the 2 KiB
+# copies streamed 30% slower (H100: 9.7 against 13.9 B/clk/SM) and their launches scattered
+# 2% instead of 0.2%. Copies of 512 B leave SMALL_COPY_GAP apart (50 cycles from copy to
+# copy): the copy engine takes about 74 cycles for one, so the longer gap would time the
+# issue (6.55 against 6.96).
+STREAM_GAP = 50
+SMALL_COPY_GAP = 25
+
+
+def _stream_shape(copy_bytes: int, copies: int, form: str = "bulk") -> Shape:
+    return Shape(copy_bytes, copies, 4, form,
+                 gap=STREAM_GAP if copy_bytes >= 1024 else SMALL_COPY_GAP)
+
+
+STREAM_SHAPES = (_stream_shape(512, 16), _stream_shape(2048, 4), _stream_shape(8192, 1))
+STREAM_BLOCKS = ((_stream_shape(8192, 1), 2), (_stream_shape(8192, 1), 4))
 # Latency: one copy in flight, waited for before the next.
 LATENCY_SHAPES = tuple(Shape(n, 1, 1) for n in (16, 128, 1024, 4096, 16384))
 ISSUE_SHAPE = Shape(1024, 8, 4)     # 32 copies issued back to back, then waited for
 ISSUE_STALLS = (COPY_STALL, 2)      # ptxas's stalls around a copy, and the least
 SOURCE_WORDS = 16384 // 4           # the largest copy's source
 # The tensor form: boxes of 4 and 32 rows (1 KiB, 8 KiB) streamed, 1 .. 64 rows one at a time.
-TENSOR_STREAM = ((Shape(1024, 8, 4, "tensor"), 1), (Shape(8192, 1, 4, "tensor"), 1),
-                 (Shape(8192, 1, 4, "tensor"), 4))
+TENSOR_STREAM = ((_stream_shape(1024, 8, "tensor"), 1), (_stream_shape(8192, 1, "tensor"), 1),
+                 (_stream_shape(8192, 1, "tensor"), 4))
 TENSOR_LATENCY = tuple(Shape(n, 1, 1, "tensor") for n in (256, 1024, 4096, 16384))
 TENSOR_ISSUE = Shape(1024, 8, 4, "tensor")
+# The streams run 64 times the latency runs' iterations (1.4-3.9 ms a launch with one block
+# an SM and copies of 2 or 8 KiB): a block's copies wait on L2 with every other SM's, and
+# which SMs get the most changes from launch to launch. A quarter of this length left the
+# one-block-an-SM streams 1-2.5% apart across launches (as the median over SMs), this length
+# 0.2-0.8% (as the mean), but for the SASS stream of 2 KiB copies back to back (1.1-2.3% at
+# any length; 0.2% STREAM_GAP apart).
+STREAM_ITERS_FACTOR = 64
+# MICROBENCH_BULK_GAPS=1: the streams of one and two blocks an SM also with the other gaps of
+# these (SASS only; 0: back to back).
+GAPS_ENV = "MICROBENCH_BULK_GAPS"
+GAPS = (0, 12, 25, 50, 100)
 
 
 def _source_words() -> np.ndarray:
@@ -287,7 +356,8 @@ class SmemBulkCopy(Benchmark):
     about = ("UBLKCP.S.G (cp.async.bulk) and UTMALDG.2D (cp.async.bulk.tensor, prefix "
              "'tma.2d') global -> shared completing on mbarriers, one warp a block issuing: "
              "bytes/clk/SM with 4 stages of 8 KiB in flight a block (copies of 512 B .. 8 KiB; "
-             "1, 2 or 4 blocks an SM); the latency of one copy (16 B .. 16 KiB) from issue to "
+             "1, 2 or 4 blocks an SM; the mean over SMs, the median, 10th and 90th percentiles "
+             "beside it); the latency of one copy (16 B .. 16 KiB) from issue to "
              "the waiting warp seeing its mbarrier phase complete; the cycles issuing one costs "
              "the warp (32 copies of 1 KiB, the wait after the end clock; with ptxas's stall of 12 "
              "around each copy, and with 2).")
@@ -296,7 +366,7 @@ class SmemBulkCopy(Benchmark):
         iters = 16 if quick else 32
         out = []
 
-        def add(variant, shape, wait_each, grid, blocks_per_sm, n_iters, metric, what,
+        def add(variant, shape, wait_each, grid, blocks_per_sm, n_iters, metrics, what,
                 langs=(SASS, CUDA)):
             extra = {"what": what, "copy_bytes": shape.copy_bytes, "copies": shape.copies,
                      "stages": shape.stages, "blocks_per_sm": blocks_per_sm,
@@ -310,7 +380,7 @@ class SmemBulkCopy(Benchmark):
             out.extend(self.both(
                 variant, {lang: impls[lang] for lang in langs},
                 grid=grid, blocks_per_sm=blocks_per_sm, block=WARP, iters=n_iters,
-                metrics=[metric], inp=_source_words() if shape.form == "bulk" else _tensor_input(),
+                metrics=metrics, inp=_source_words() if shape.form == "bulk" else _tensor_input(),
                 check=_check_landed, expect={shape.instruction: shape.copies_per_iteration},
                 extra=extra, **tensor))
 
@@ -318,20 +388,26 @@ class SmemBulkCopy(Benchmark):
             bulk = form == "bulk"
             streams = [(s, 1) for s in STREAM_SHAPES] + list(STREAM_BLOCKS) if bulk else TENSOR_STREAM
             for shape, blocks in streams:
-                # (a block's copies wait on L2 with every other SM's: 16 x the latency runs'
-                # iterations make a launch long enough, about half a millisecond, that the
-                # launches agree within 1%)
-                n_iters = iters * 16
+                n_iters = iters * STREAM_ITERS_FACTOR
                 per_block = float(shape.stage_bytes * shape.stages * n_iters)
-                metric = bandwidth_metric(lambda rec, case, b=per_block: _lane0(rec, b))
-                add(f"stream {_size(shape.copy_bytes)} copies, {blocks} block{'s' if blocks > 1 else ''}/SM",
-                    shape, True, "sms", blocks, n_iters, metric, "bandwidth")
+                metrics = sm_bandwidth_metrics(lambda rec, case, b=per_block: _lane0(rec, b))
+                name = f"stream {_size(shape.copy_bytes)} copies, {blocks} block{'s' if blocks > 1 else ''}/SM"
+                add(name, shape, True, "sms", blocks, n_iters, metrics, "bandwidth")
+                if os.environ.get(GAPS_ENV, "") not in ("", "0") and blocks <= 2:
+                    for gap in (g for g in GAPS if g != shape.gap):
+                        add(f"{name}, " + (f"gap {gap}" if gap else "back to back"),
+                            dataclasses.replace(shape, gap=gap), True, "sms", blocks, n_iters,
+                            metrics, "bandwidth", langs=(SASS,))
             for shape in LATENCY_SHAPES if bulk else TENSOR_LATENCY:
-                metric = Metric("latency", "cycles",
-                                lambda rec, case, n=iters: float(rec.warp_span(0)) / n,
-                                Limit(min=max(1.0, shape.copy_bytes / LIMIT_BYTES_PER_CLK),
-                                      why="a copy lands at most 128 B a clock"))
-                add(f"latency {_size(shape.copy_bytes)}", shape, True, 1, 1, iters, metric, "latency")
+                limit = Limit(min=max(1.0, shape.copy_bytes / LIMIT_BYTES_PER_CLK),
+                              why="a copy lands at most 128 B a clock")
+                metrics = [Metric("latency", "cycles",
+                                  lambda rec, case, n=iters: float(np.median(_copy_cycles(rec, n))),
+                                  limit),
+                           Metric("latency_mean", "cycles",
+                                  lambda rec, case, n=iters: float(np.mean(_copy_cycles(rec, n))),
+                                  limit, headline=False)]
+                add(f"latency {_size(shape.copy_bytes)}", shape, True, 1, 1, iters, metrics, "latency")
             for stall in ISSUE_STALLS:
                 shape = dataclasses.replace(ISSUE_SHAPE if bulk else TENSOR_ISSUE, stall=stall)
                 n_issue = shape.copies_per_iteration
@@ -341,9 +417,14 @@ class SmemBulkCopy(Benchmark):
                 # the CUDA-C reference has ptxas's stalls: once
                 add(f"issue {_size(shape.copy_bytes)} x {n_issue}"
                     + ("" if stall == COPY_STALL else f" stall {stall}"),
-                    shape, False, 1, 1, 1, metric, "issue",
+                    shape, False, 1, 1, 1, [metric], "issue",
                     langs=(SASS, CUDA) if stall == COPY_STALL else (SASS,))
         return out
+
+
+def _copy_cycles(rec: Records, iters: int) -> np.ndarray:
+    """The latency cases' samples: lane j's start and end clocks bracket copy j."""
+    return rec.cycles()[:min(iters, WARP)]
 
 
 def _lane0(rec: Records, per_block: float) -> np.ndarray:

@@ -19,8 +19,8 @@ from . import patterns as pat
 from .bench_smem import (CHASE_BYTES, CHASE_UNROLL, DATA_REGS, SETS, SHARED_BYTES, SM_BLOCK,
                          STREAM_REGS, UNROLL, chase_expected, chase_input, copy_image,
                          stream_epilogue)
-from .core import (CUDA, SASS, Benchmark, Case, Impl, Metric, bandwidth_metric, chain_check,
-                   cuda_impl, latency_metric, register, sass_impl)
+from .core import (CUDA, SASS, Benchmark, Case, Impl, chain_check, cuda_impl, latency_metric,
+                   register, sass_impl, sm_bandwidth_metrics)
 from .sassgen import (Regs, Sass, block_start, epilogue, fill_registers, prologue, rotating_slot,
                       shared_base, unrolled_loop)
 
@@ -29,7 +29,11 @@ STREAM_KERNEL = "cluster_ld128_stream"
 # Load j of the stream reads [lane's offset + j * 128]: the same banks, and every load its
 # own address (ptxas merges ld.shared::cluster of one address, which is no volatile access).
 STREAM_STEP = 128
-STREAM_ITERS_FACTOR = 8
+# The streams run 32 times the chase's iterations (about 0.1 s a launch with every SM
+# streaming): which SMs pair up changes between launches and moves the mean over SMs by
+# 0.1-0.3% a launch, and a quarter of this length left the CUDA-C streams of 8 CTAs up to
+# 1.6% apart across launches.
+STREAM_ITERS_FACTOR = 32
 # (cluster size, rank distance of the target): 0 = the CTA's own memory, by the same loads.
 PLACEMENTS = ((2, 0), (2, 1), (4, 1), (4, 2), (8, 1), (8, 4), (8, 7))
 # Clusters streaming alone (grid = one cluster): the neighbour's bandwidth without the rest
@@ -171,11 +175,10 @@ class SmemCluster(Benchmark):
                 grid=size, block=32, iters=iters, metrics=[latency_metric(hops)], inp=inp,
                 check=check, p0=distance, cluster=size, expect={"LD.E": CHASE_UNROLL},
                 extra={"cluster": size, "distance": distance, "hops": hops})
-        # longer runs than the latency's: the SM-to-SM traffic of a whole GPU varies more
         stream_iters = iters * STREAM_ITERS_FACTOR
         p = pat.pattern(16, "conflict-free")
         lane_bytes = np.full(32, 16.0 * UNROLL * stream_iters)
-        bw = stream_metrics(lambda rec, case: np.resize(lane_bytes, rec.threads))
+        bw = sm_bandwidth_metrics(lambda rec, case: np.resize(lane_bytes, rec.threads))
         # Every SM streaming (the whole GPU's SM-to-SM traffic), then one cluster alone.
         placements = [(size, d, "sms") for size, d in PLACEMENTS]
         placements += [(size, 1, size) for size in SINGLE_CLUSTER_SIZES]
@@ -190,17 +193,3 @@ class SmemCluster(Benchmark):
                                                     "all_sms": grid == "sms"})
         return out
 
-
-def stream_metrics(bytes_per_thread) -> list[Metric]:
-    """The stream's bytes/clk/SM: the mean over SMs (headline), and the median, 10th and 90th
-    percentiles over SMs beside it.
-
-    With clusters of 4 and 8 the rate of an SM depends on where its target CTA runs (which
-    SMs pair up changes from launch to launch), so the rates over SMs are not one narrow
-    peak: their median jumps between launches, while their mean moves only as much as the
-    mix of pairings; the percentiles show the spread over SMs within a launch."""
-    out = [bandwidth_metric(bytes_per_thread, "mean")]
-    for statistic in ("median", "p10", "p90"):
-        m = bandwidth_metric(bytes_per_thread, statistic)
-        out.append(Metric(f"{m.name}_{statistic}", m.unit, m.compute, m.limit, headline=False))
-    return out

@@ -104,6 +104,7 @@ class Case:
     attributes: dict = field(default_factory=dict)
     cluster: int = 0             # thread-block cluster size (x) to launch with; 0: no cluster
     blocks_per_sm: int = 1       # with grid 'sms': blocks launched per SM
+    warmup: int = 0              # untimed launches of this case beyond the run's --warmup
     tensor_map: Optional[TensorMap2D] = None   # encoded into inp[0:32] at launch
     index: int = -1              # position in its benchmark's case list (set by the runner)
 
@@ -234,6 +235,21 @@ def bandwidth_metric(bytes_per_thread: Callable[[Records, "Case"], np.ndarray],
     """Shared-memory bytes per clock per SM (per_sm_rate), at most what the banks move."""
     return Metric("bytes_per_clk_sm", "B/clk/SM", per_sm_rate(bytes_per_thread, statistic),
                   Limit(max=LIMIT_BYTES_PER_CLK, why="32 banks x 4 B a clock"))
+
+
+def sm_bandwidth_metrics(bytes_per_thread: Callable[[Records, "Case"], np.ndarray]) -> list[Metric]:
+    """A stream's bytes/clk/SM: the mean over SMs (headline), and the median, 10th and 90th
+    percentiles over SMs beside it.
+
+    For streams whose SMs do not get one rate (which SMs pair up in a cluster, or win the
+    shared L2 and copy engines, changes from launch to launch), the rates over SMs are no
+    narrow peak: their median jumps between launches, while their mean moves only as much
+    as the mix; the percentiles show the spread over SMs within a launch."""
+    out = [bandwidth_metric(bytes_per_thread, "mean")]
+    for statistic in ("median", "p10", "p90"):
+        m = bandwidth_metric(bytes_per_thread, statistic)
+        out.append(Metric(f"{m.name}_{statistic}", m.unit, m.compute, m.limit, headline=False))
+    return out
 
 
 def latency_metric(hops: int) -> Metric:

@@ -191,6 +191,7 @@ class Gpu:
         samples: dict[str, list[float]] = {m.name: [] for m in case.metrics}
         times: list[float] = []
         rec = None
+        warmup += case.warmup
         try:
             for i in range(warmup + repeat):
                 out.copy_from(poison)

@@ -277,13 +277,15 @@ def loop_control(r: Regs, label: str, pred: str = "P2") -> tuple[str, str, str]:
 
 
 def epilogue(k: Sass, r: Regs, *, end_wait: int = 0, sink: Optional[int] = None,
-             sink_always: bool = False, before_store=None) -> None:
-    """Read the end clock (after waiting `end_wait`), store the thread's record, exit.
+             sink_always: bool = False, before_store=None, end_clock: bool = True) -> None:
+    """Read the end clock (after waiting `end_wait`; not with `end_clock=False`, where the
+    kernel has set R{r.end} itself), store the thread's record, exit.
 
     `sink`: register stored as word 3, under P0 (flag != 0) unless `sink_always`;
     `before_store(k)` emits code between the end clock and the stores (computing the sink).
     """
-    k.op(f"CS2R R{r.end}, SR_CLOCKLO", wait=end_wait, y=True, stall=6, note="end clock")
+    if end_clock:
+        k.op(f"CS2R R{r.end}, SR_CLOCKLO", wait=end_wait, y=True, stall=6, note="end clock")
     if before_store is not None:
         before_store(k)
     k.op(f"IMAD R{r.gid}, R{r.ctaid}, UR6, R{r.tid}", wait=k.pending & 0x07, y=True, stall=6,

@@ -1,7 +1,7 @@
 """Every benchmark case, full and quick, builds the same kernel and launch as recorded in
 data/case_digests.json: the SASS text (so the cubin) or the CUDA-C source and its NVRTC
-options, the kernel name, the launch shape, the input words, the parameters, the metrics and
-their limits, the model and the extra fields. Refactoring the case-building code must keep
+options, the kernel name, the launch shape and extra warm-up launches, the input words, the
+parameters, the metrics and their limits, the model and the extra fields. Refactoring the case-building code must keep
 every line; a deliberate change of a benchmark rewrites the file:
 
     MICROBENCH_WRITE_DIGESTS=1 python -m pytest -q tests/microbench/test_case_digests.py
@@ -36,6 +36,7 @@ def describe(case) -> dict:
         "kernel": case.kernel, "grid": case.grid, "blocks_per_sm": case.blocks_per_sm,
         "block": case.block, "iters": case.iters, "inp": inp, "p0": case.p0, "p1": case.p1,
         "flag": case.flag, "cluster": case.cluster, "attributes": case.attributes,
+        "warmup": case.warmup,
         "tensor_map": None if case.tensor_map is None else dataclasses.asdict(case.tensor_map),
         "expect": case.expect, "model": case.model,
         "metrics": [[m.name, m.unit, m.limit.min, m.limit.max, m.headline] for m in case.metrics],

@@ -250,11 +250,30 @@ def test_loader_checks_cluster_dims():
         L._cluster_dims(0, (8, 1, 1))
 
 
+def test_async_copy_issue_runs_start_warm():
+    """The issue-only cases issue one iteration's copies and wait for them before the start
+    clock, time as many again without waiting, and warm up with more launches."""
+    ops = [text.split(" ")[0] for _ctl, text in
+           more.copy_kernel("ldgsts.128", 1, wait_each=False, warm=True).instructions()]
+    clocks = [i for i, op in enumerate(ops) if op == "CS2R"]
+    copies = [i for i, op in enumerate(ops) if op.startswith("LDGSTS")]
+    waits = [i for i, op in enumerate(ops) if op == "DEPBAR.LE"]
+    assert len(clocks) == 2 and len(copies) == 2 * more.COPY_UNROLL
+    assert sum(i < clocks[0] for i in copies) == more.COPY_UNROLL
+    assert len(waits) == 2 and waits[0] < clocks[0] and waits[1] > clocks[1]
+    for c in _cases("smem.async_copy", quick=False):
+        issue = "issue" in c.variant
+        assert c.warmup == (more.ISSUE_WARMUP if issue else 0), c.label
+        assert (c.kernel.endswith("_warm_stream") if c.impl == "sass" else
+                "-DWARM=1" in c.source.options) == issue, c.label
+
+
 @pytest.mark.parametrize("wait_each", [True, False])
 def test_async_copies_keep_their_address_registers(wait_each):
     """A copy reads its address registers after it issues: nothing after the first LDGSTS
-    may write R2 (shared) or R4:R5 (global), the issue-only variant's record included."""
-    insts = [text for _ctl, text in more.copy_kernel("ldgsts.128", 1, wait_each).instructions()]
+    may write R2 (shared) or R4:R5 (global), the issue-only (warm) variant's record included."""
+    insts = [text for _ctl, text in
+             more.copy_kernel("ldgsts.128", 1, wait_each, warm=not wait_each).instructions()]
     first = next(i for i, t in enumerate(insts) if t.startswith("LDGSTS"))
     for text in insts[first:]:
         op, _, rest = text.partition(" ")

@@ -112,6 +112,71 @@ def test_clocks_around_the_waits(wait_each):
     assert lds > max(drains)
 
 
+@pytest.mark.parametrize("form", bulk.FORMS)
+def test_latency_kernels_stamp_each_copy_after_its_phase(form):
+    """One copy in flight: after each wait, lane i + 1's predicate reads the start clock (copy
+    i starts) and lane i's reads the end clock (copy i - 1 ended); after the drain the last
+    copy's lane and the lanes past it read the end clock; the epilogue reads none."""
+    shape = bulk.TENSOR_LATENCY[0] if form == "tensor" else bulk.LATENCY_SHAPES[0]
+    insts = _texts(shape)
+    loop = next(i for i, t in enumerate(insts) if t.startswith("IADD3 R6, R6"))
+    loop_end = next(i for i, t in enumerate(insts) if t.startswith("@P2 BRA"))
+    assert "ISETP.EQ.AND P5, PT, R6, R48, PT" in insts[loop:loop_end]
+    assert "ISETP.EQ.AND P6, PT, R6, R49, PT" in insts[loop:loop_end]
+    wait = next(i for i, t in enumerate(insts) if t.startswith("@!P4 BRA WAIT0"))
+    assert insts[wait + 1:wait + 3] == ["@P5 CS2R R40, SR_CLOCKLO", "@P6 CS2R R42, SR_CLOCKLO"]
+    drain = next(i for i, t in enumerate(insts) if t.startswith("@!P4 BRA DRAIN0"))
+    assert insts[drain - 2] == "ISETP.GE.AND P6, PT, R48, R6, PT"
+    assert insts[drain + 1] == "@P6 CS2R R42, SR_CLOCKLO"
+    assert sum(t.startswith("CS2R") for t in insts) == 1          # the start clock
+    # the streams keep one start and one end clock
+    assert sum("CS2R" in t for t in _texts(bulk.Shape(2048, 4, 4))) == 2
+
+
+def test_latency_is_the_median_of_the_copies_lanes():
+    """Lane j brackets copy j: the headline is the median over the first min(iters, 32)
+    lanes, the mean beside it; the lanes past the last copy do not count."""
+    c = next(c for c in _cases() if c.extra["what"] == "latency" and c.impl == "cuda")
+    assert c.iters == 16 and "-DSTAMPS=1" in c.source.options
+    words = np.zeros((32, 4), np.uint32)
+    words[:, 0] = 2 ** 32 - 100                               # the counter wraps: no harm
+    words[:, 1] = 300
+    words[3, 1] = 1000                                        # one slow copy
+    words[16:, 1] = 50000                                     # past the last copy
+    rec = Records(words.ravel(), 32)
+    assert [m.name for m in c.metrics] == ["latency", "latency_mean"]
+    assert c.metrics[0].compute(rec, c) == 400
+    assert c.metrics[1].compute(rec, c) == pytest.approx(400 + 700 / 16)
+    assert not c.metrics[1].headline
+    streams = [c for c in _cases() if c.extra["what"] != "latency"]
+    assert not any("-DSTAMPS=1" in c.source.options for c in streams if c.impl == "cuda")
+
+
+def test_stream_copies_leave_a_gap_apart_and_the_issue_runs_back_to_back(monkeypatch):
+    """The streams put NOPs of STREAM_GAP cycles after each copy (SMALL_COPY_GAP after copies
+    of 512 B); the issue-only and latency kernels none. MICROBENCH_BULK_GAPS adds the streams of 1 and 2 blocks an SM at other gaps
+    (SASS only)."""
+    for shape in (*bulk.STREAM_SHAPES, *(s for s, _ in bulk.STREAM_BLOCKS),
+                  *(s for s, _ in bulk.TENSOR_STREAM)):
+        insts = _texts(shape)
+        copies = [i for i, t in enumerate(insts) if t.startswith(("UBLKCP", "UTMALDG"))]
+        assert len(copies) == shape.copies_per_iteration
+        for i in copies:
+            assert insts[i + 1] == "NOP"
+        stalls = [int(ctl.split(":")[-1], 16) for ctl, t in bulk.bulk_kernel(shape).instructions()
+                  if t == "NOP"]
+        want = [15, 15, 15, 5] if shape.copy_bytes >= 1024 else [15, 10]
+        assert shape.gap == sum(want)
+        assert stalls == want * shape.copies_per_iteration
+    for shape in (*bulk.LATENCY_SHAPES, bulk.ISSUE_SHAPE):
+        assert "NOP" not in _texts(shape, shape.single)
+    assert not any(c.variant.endswith(("back to back", "gap 25")) for c in _cases())
+    monkeypatch.setenv(bulk.GAPS_ENV, "1")
+    extra = [c for c in _cases() if c.variant.endswith(("back to back",)) or ", gap " in c.variant]
+    assert {c.impl for c in extra} == {"sass"}
+    assert len(extra) == (len(bulk.GAPS) - 1) * (len(bulk.STREAM_SHAPES) + 1 + 2)
+
+
 def test_shapes_fit_the_buffer_and_reject_what_does_not():
     for s in SHAPES:
         assert s.stage_bytes * s.stages <= bulk.BUFFER_BYTES
@@ -129,6 +194,9 @@ def test_stream_cases_count_bytes_on_lane0_and_launch_blocks_per_sm():
         assert c.grid == "sms" and c.block == 32
         assert c.grid_size(132) == 132 * c.extra["blocks_per_sm"]
         assert c.metrics[0].limit.max == 128
+        assert [m.name for m in c.metrics] == ["bytes_per_clk_sm", "bytes_per_clk_sm_median",
+                                               "bytes_per_clk_sm_p10", "bytes_per_clk_sm_p90"]
+        assert [m.headline for m in c.metrics] == [True, False, False, False]
     # the per-SM rate: 2 blocks on one SM, each 1000 cycles, 8 KiB x 4 stages x n iterations
     c = next(c for c in _cases() if c.extra["what"] == "bandwidth" and c.extra["blocks_per_sm"] == 2)
     words = np.zeros((64, 4), np.uint32)
@@ -137,6 +205,12 @@ def test_stream_cases_count_bytes_on_lane0_and_launch_blocks_per_sm():
     words[:, 2] = 7
     rate = c.metrics[0].compute(Records(words.ravel(), 32), c)
     assert rate == pytest.approx(2 * 32768 * c.iters / 1000)
+    # the headline is the mean over SMs: a second SM at half the rate
+    words = np.concatenate([words, words])
+    words[64:, 1] = 2100
+    words[64:, 2] = 8
+    got = [m.compute(Records(words.ravel(), 32), c) for m in c.metrics]
+    assert got[0] == pytest.approx(0.75 * 2 * 32768 * c.iters / 1000)
 
 
 def test_latency_limit_is_the_copy_at_128_bytes_a_clock():
@@ -247,7 +321,7 @@ def test_the_runner_encodes_the_map_with_the_buffers_address(monkeypatch):
     gpu = g.Gpu()
     case = next(c for c in _cases() if c.variant == "tma.2d latency 4K" and c.impl == "sass")
     samples, _times, _rec = gpu.run_case(case, repeat=2, warmup=1)
-    assert samples["latency"] == [1000 / case.iters] * 2
+    assert samples["latency"] == [1000.0] * 2          # every lane's copy took 1000 cycles
     enc = [a for fn, a in calls if fn == "cuTensorMapEncodeTiled"]
     assert len(enc) == 1
     dtype, rank, address, dims, strides, box, steps, *modes = enc[0]
