@@ -144,6 +144,10 @@ def canonical_operand(atoms: Sequence, loc: Loc | None = None, sources: dict | N
             kind.append("SR")
             values.append(v)
         elif t in ("NUMBER", "FLOAT"):
+            if depth and v[0] == "-" and i and atoms[i - 1].type in ("REGISTER", "NAME", "SUFFIX"):
+                # `[R2-0x10]`: the lexer reads `-0x10` as one number; after a register it is the
+                # offset's sign, as in `[R2 - 0x10]`.
+                kind.append("+")
             if sources is not None:
                 sources[len(values)] = (i, False)
             kind.append("I")
