@@ -1,0 +1,559 @@
+"""Winograd F(4x4,3x3), fused, in SASS for sm_90: x in NCHW, y in NCHW, and no transformed
+tensor in global memory but the filters' U (a pre-pass: winograd.cu's f4_filter_transform,
+U[e][c][k], 36 x Cp rows of Kp floats and PAD_ROWS more that the last prefetch reads).
+
+    text = generate(Shape(N, C, H, W, K))       # kernel f4fused_kernel_name(s): params x, u, y
+    Fused(s).grid(), THREADS, SMEM_BYTES         # the launch
+
+Design (NOTES.md section 15):
+- 288 threads, a block tile of 32 filters x 32 output tiles (4x4 pixels each) x the 36
+  positions; 8 channels an iteration. Thread tid computes position e = tid / 8, rows
+  k = 16 (sub / 4) + 0..15 and columns t = 8 (sub % 4) + 0..7 of that position's 32 x 32
+  product (sub = tid % 8): 16 x 8 accumulators, 4 + 2 LDS.128 a channel for 128 FFMA.
+- Inputs: thread tid < 256 loads the 6x6 window of channel c0 + tid / 32, tile tid % 32 from
+  NCHW with 36 predicated LDG (a 36-bit mask, one R2P a row: image borders, tiles past the
+  last, channels past C), transforms it in registers (B^T d B, in place) and stores the 36
+  values into shared memory; warp 8 has no window (zero mask) and stores into a junk row.
+- Filters: thread tid copies row tid (position tid / 8, channel tid % 8, 32 filters) of U with
+  8 LDGSTS.128, one group an iteration (LDGDEPBAR on scoreboard 3).
+- Two shared buffers OTHER bytes apart (addresses toggle by XOR): iteration i computes the
+  block in buffer i % 2 while the loads of block i + 1 are in flight (issued during its first
+  channels), then transforms and stores block i + 1 into the other buffer; one BAR.
+- Epilogue: the accumulators as M[e][k][t] in shared memory, then thread tid < 256 takes the 4
+  (k, t) pairs k = tid / 32 + 8r, t = tid % 32: 36 LDS, A^T m A, 16 predicated STG to NCHW.
+
+The control codes come from sched.Seq (conservative latencies, scoreboards assigned) and the
+operand reuse flags from sched.mark_reuse: a first version, correct before fast; the loop is
+not placed by slots as gemmgen's is. Every kernel is checked with sassas.hazards when built.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from .cubins import build_text
+from .pieces import mad, signed_hex
+from .plan import Shape, Unsupported
+from .sched import PRED_LATENCY, Op, Seq, mark_reuse
+from .target import DEFAULT_ARCH, target
+
+THREADS = 288
+BK = BT = 32               # a block's filters and output tiles
+BC = 8                     # channels an iteration
+E = 36                     # positions of the 6x6 transformed tiles
+ROW = 4 * BK               # bytes of a shared row (32 floats)
+U_E = BC * ROW + 16        # U rows of position e: [e][c][k]; +16: a warp's 4 positions in other bank quads
+V_E = (BC + 1) * ROW + 16  # V rows [e][c][t], row 8 warp 8's junk
+V_OFF = E * U_E
+BUF_BYTES = V_OFF + E * V_E
+OTHER = 0x20000            # the second buffer, by XOR (every first-buffer address is below it)
+SMEM_BYTES = OTHER + BUF_BYTES
+M_E = BK * BT * 4          # the epilogue's M[e][k][t]
+PAD_ROWS = BC              # rows of U past 36 x Cp that the last iteration's prefetch reads
+COPY_GAP = 4               # cycles from an LDGSTS to the next and to its LDGDEPBAR (as ptxas: gemmgen)
+DEPBAR_LEAD = 8            # cycles from the DEPBAR to the BAR
+ASYNC_SB = 3               # the copy groups' scoreboard (not in the Seq pools)
+LDS_SB, LDG_SB, MISC_SB = (0, 1, 2), (5,), (4,)
+
+PARAMS = (("x", 8), ("u", 8), ("y", 8))
+P_X, P_U, P_Y = 0x0, 0x8, 0x10
+U_UR = 6                   # U's base: the copies read [R.U32 + UR6]
+
+# ---- registers (thread) ----------------------------------------------------------------
+RA = 128                   # A: 16 filters of the channel
+RB = 144                   # B: two sets of 8 tiles
+RX = 160                   # the 6x6 window, row-major (RX + 6i + j), transformed in place
+RS = 196                   # 4 spares: the window's effective masks
+XP, MLO, MHI, CH, UOFF, USTS, VSTS, LDA, LDB, CNT = 200, 202, 203, 204, 205, 206, 207, 208, 209, 210
+TOP = CNT                  # the highest register: 213 counted, 216 allocated, x 288 <= 64K
+
+
+def ACC(i: int, j: int) -> int:
+    """Accumulator of row i (0..15), column j (0..7): columns swapped in pairs so that an
+    accumulator and the B operand it meets sit in different register banks (as gemmgen)."""
+    return 8 * i + (j ^ 1)
+
+
+def _up(v: int, m: int) -> int:
+    return -(-v // m) * m
+
+
+@dataclass(frozen=True)
+class Fused:
+    """The geometry of the fused kernel for a problem shape."""
+    s: Shape
+
+    @property
+    def TH(self) -> int:
+        return -(-self.s.H // 4)
+
+    @property
+    def TW(self) -> int:
+        return -(-self.s.W // 4)
+
+    @property
+    def tiles(self) -> int:
+        return self.s.N * self.TH * self.TW
+
+    @property
+    def Cp(self) -> int:
+        return _up(self.s.C, BC)
+
+    @property
+    def Kp(self) -> int:
+        return _up(self.s.K, BK)
+
+    @property
+    def iterations(self) -> int:
+        return self.Cp // BC
+
+    @property
+    def u_rows(self) -> int:
+        return E * self.Cp + PAD_ROWS
+
+    def grid(self) -> tuple[int, int, int]:
+        return (-(-self.tiles // BT), self.Kp // BK, 1)
+
+
+def exact_magic(d: int, n_max: int) -> Optional[int]:
+    """m with floor(n * m / 2^32) == n // d for 0 <= n <= n_max (None for d == 1): m =
+    floor(2^32 / d) + 1 is exact while n_max * (m d - 2^32) < 2^32."""
+    if d == 1:
+        return None
+    m = (1 << 32) // d + 1
+    if n_max * (m * d - (1 << 32)) >= 1 << 32:
+        raise Unsupported(f"tile index {n_max} / {d}: no exact 32-bit magic division")
+    return m
+
+
+def check(s: Shape) -> Fused:
+    if min(s.N, s.C, s.H, s.W, s.K) < 1:
+        raise Unsupported(f"empty problem {s}")
+    f = Fused(s)
+    lim = 1 << 31
+    if (s.N * s.C + 2 * BC) * s.H * s.W * 4 >= lim or s.N * s.K * s.H * s.W * 4 + 8 * BK * s.H * s.W * 4 >= lim:
+        raise Unsupported("tensors of 2 GiB or more need 64-bit offsets")
+    if f.u_rows * f.Kp * 4 >= lim:
+        raise Unsupported("transformed filters of 2 GiB or more")
+    if 4 * (5 * s.W + 5) >= 1 << 23 or 4 * (3 * s.W + 3) >= 1 << 23:
+        raise Unsupported("load offsets beyond the 24-bit immediate")
+    if f.grid()[0] >= 1 << 31 or f.grid()[1] >= 1 << 16:
+        raise Unsupported("grid too large")
+    n_max = f.grid()[0] * BT
+    exact_magic(f.TW, n_max)
+    exact_magic(f.TH, n_max // f.TW + 1)
+    return f
+
+
+class Generator:
+    def __init__(self, s: Shape, arch: str = DEFAULT_ARCH):
+        self.f = check(s)
+        self.s = s
+        self.t = target(arch)
+        if not self.t.async_copy:
+            raise ValueError(f"{self.t.arch} has no LDGSTS: the fused F(4x4,3x3) kernel copies U by LDGSTS")
+        if SMEM_BYTES > self.t.max_smem:
+            raise ValueError(f"{self.t.arch}: {SMEM_BYTES} bytes of shared memory a block, {self.t.max_smem} given")
+
+    def seq(self, yield_all: bool = True) -> Seq:
+        return Seq(self.t.arch, barriers=LDS_SB + MISC_SB + LDG_SB, yield_all=yield_all, spell=self.t.spell)
+
+    # ---- index arithmetic -------------------------------------------------------------
+    def divide(self, q: Seq, quot: int, rem: Optional[int], n: int, d: int, n_max: int, tmp: int) -> None:
+        """R<quot> = R<n> / d, R<rem> = R<n> % d (rem None: not wanted); quot != n."""
+        m = exact_magic(d, n_max)
+        if m is None:
+            q.op(f"MOV R{quot}, R{n}")
+            if rem is not None:
+                q.op(f"MOV R{rem}, RZ")
+            return
+        q.op(f"MOV R{tmp}, {m:#x}")
+        q.op(f"IMAD.HI.U32 R{quot}, R{n}, R{tmp}, RZ")
+        if rem is not None:
+            mad(q, rem, quot, -d, n, tmp)
+
+    def tile_of(self, q: Seq, tid: int, bx: int, r: list[int]) -> tuple[int, int, int, int]:
+        """(t, n, th, tw) of thread tid's tile column t = tid % 32 in block bx; P0 = the tile
+        exists (a tile past the last one is computed as tile 0, its loads and stores off).
+        Uses r[0..5]."""
+        f = self.f
+        t, tg, q1, n, th, tw = r[:6]
+        tmp = r[6]
+        q.op(f"LOP3.LUT R{t}, R{tid}, 0x1f, RZ, 0xc0, !PT")
+        mad(q, tg, bx, BT, t, tmp)
+        q.op(f"ISETP.LT.U32.AND P0, PT, R{tg}, {f.tiles:#x}, PT")
+        q.op(f"SEL R{tg}, R{tg}, RZ, P0")
+        self.divide(q, q1, tw, tg, f.TW, f.grid()[0] * BT, tmp)
+        self.divide(q, n, th, q1, f.TH, f.grid()[0] * BT // f.TW + 1, tmp)
+        return t, n, th, tw
+
+    def bound_mask(self, q: Seq, dst: int, first: int, count: int, limit: int, shift: int, tmp: list[int]) -> None:
+        """R<dst> = sum over i < count of ((R<first> + i) <u limit) << (shift * i): which rows or
+        columns of a window lie inside the image (first may be -1)."""
+        a, b = tmp[:2]
+        q.op(f"MOV R{dst}, RZ")
+        for i in range(count):
+            q.op(f"IADD3 R{a}, R{first}, {i:#x}, RZ")
+            q.op(f"ISETP.LT.U32.AND P1, PT, R{a}, {limit:#x}, PT")
+            q.op(f"SEL R{b}, RZ, {1 << (shift * i):#x}, !P1")
+            q.op(f"IADD3 R{dst}, R{dst}, R{b}, RZ")
+
+    def pointer(self, q: Seq, dst: int, off: int, param: int, tmp: int) -> None:
+        """R<dst>:R<dst+1> = the parameter's pointer + 4 * R<off> (a signed 32-bit element
+        offset; R<off> and R<tmp> pair free after)."""
+        q.op(f"SHF.L.U32 R{off}, R{off}, 0x2, RZ")
+        q.op(f"SHF.R.S32.HI R{off + 1}, RZ, 0x1f, R{off}")
+        q.op(f"LDC.64 R{tmp}, {self.t.param(param)}")
+        q.op(f"IADD3 R{dst}, P1, R{off}, R{tmp}, RZ")
+        q.op(f"IADD3.X R{dst + 1}, R{off + 1}, R{tmp + 1}, RZ, P1, !PT")
+
+    def advance(self, q: Seq, ptr: int, nbytes: int) -> None:
+        q.op(f"IADD3 R{ptr}, P1, R{ptr}, {nbytes:#x}, RZ")
+        q.op(f"IADD3.X R{ptr + 1}, RZ, R{ptr + 1}, RZ, P1, !PT")
+
+    # ---- the pieces of an iteration ----------------------------------------------------
+    def copy_ops(self) -> list[str]:
+        """Block i + 1's U row of this thread into the write buffer: 8 LDGSTS.128."""
+        return [f"LDGSTS.E.BYPASS.128 [R{USTS}+{16 * j:#x}], [R{UOFF}.U32+UR{U_UR}+{16 * j:#x}]" for j in range(8)]
+
+    def window_setup(self) -> list[str]:
+        """Before the window loads: the masks, zero if the window's channel is past C, and
+        the zeros of the window's registers (the transform overwrote them)."""
+        out = [f"ISETP.LT.AND P6, PT, R{CH}, {self.s.C:#x}, PT",
+               f"SEL R{RS}, R{MLO}, RZ, P6", f"SEL R{RS + 1}, R{MHI}, RZ, P6"]
+        return out + [f"MOV R{RX + k}, RZ" for k in range(36)]
+
+    def window_row(self, i: int) -> list[str]:
+        """Row i of the window: its predicates (R2P of mask byte i), 6 predicated loads."""
+        reg, byte = (RS, i) if i < 4 else (RS + 1, i - 4)
+        out = [f"R2P PR, R{reg}{'.B%d' % byte if byte else ''}, 0x3f"]
+        return out + [f"@P{j} LDG.E{self.t.scope} R{RX + 6 * i + j}, "
+                      f"{self.t.global_address(XP, 4 * (i * self.s.W + j))}" for j in range(6)]
+
+    @staticmethod
+    def bt6(r: list[int], sp: list[int]) -> tuple[list[str], list[int]]:
+        """B^T d for 6 registers in place with 4 spares (B^T of reference.BT4): the ops and
+        the registers of the 6 results."""
+        r0, r1, r2, r3, r4, r5 = r
+        a, b, c, f = sp
+        ops = [f"FFMA R{a}, R{r2}, -4, R{r4}", f"FFMA R{b}, R{r1}, -4, R{r3}",
+               f"FADD R{c}, R{r4}, -R{r2}", f"FADD R{f}, R{r3}, -R{r1}",
+               f"FFMA R{r4}, R{r2}, -5, R{r4}", f"FFMA R{r5}, R{r3}, -5, R{r5}",
+               f"FFMA R{r4}, R{r0}, 4, R{r4}", f"FFMA R{r5}, R{r1}, 4, R{r5}",
+               f"FADD R{r0}, R{a}, R{b}", f"FADD R{r1}, R{a}, -R{b}",
+               f"FFMA R{r2}, R{f}, 2, R{c}", f"FFMA R{r3}, R{f}, -2, R{c}"]
+        return ops, [r4, r0, r1, r2, r3, r5]
+
+    @staticmethod
+    def at6(m: list[int], sp: list[int]) -> tuple[list[str], list[int]]:
+        """A^T m for 6 registers in place with 2 spares (A^T of reference.AT4): the ops and
+        the registers of the 4 results."""
+        m0, m1, m2, m3, m4, m5 = m
+        p, q = sp
+        ops = [f"FADD R{p}, R{m1}, -R{m2}", f"FADD R{q}, R{m3}, -R{m4}",
+               f"FADD R{m1}, R{m1}, R{m2}", f"FADD R{m3}, R{m3}, R{m4}",
+               f"FADD R{m0}, R{m0}, R{m1}", f"FFMA R{m2}, R{q}, 2, R{p}",
+               f"FADD R{m0}, R{m0}, R{m3}", f"FFMA R{m4}, R{m3}, 4, R{m1}",
+               f"FFMA R{m5}, R{q}, 8, R{m5}", f"FADD R{m5}, R{m5}, R{p}"]
+        return ops, [m0, m2, m4, m5]
+
+    @staticmethod
+    def interleave(groups: list[list[str]]) -> list[str]:
+        out = []
+        for step in range(max(len(g) for g in groups)):
+            out += [g[step] for g in groups if step < len(g)]
+        return out
+
+    def input_transform(self) -> tuple[list[str], list[int]]:
+        """B^T d B of the window in place, 3 columns (then 3 rows) at a time on the A operand
+        registers as spares (free between the last FFMA and the next iteration's LDS): the ops
+        and the register of each position e = 6i + j."""
+        ops, cols = [], {}
+        for half in range(2):
+            group = []
+            for n, j in enumerate(range(3 * half, 3 * half + 3)):
+                o, where = self.bt6([RX + 6 * i + j for i in range(6)], list(range(RA + 4 * n, RA + 4 * n + 4)))
+                group.append(o)
+                cols[j] = where
+            ops += self.interleave(group)
+        where = {}
+        for half in range(2):
+            group = []
+            for n, i in enumerate(range(3 * half, 3 * half + 3)):
+                o, w = self.bt6([cols[j][i] for j in range(6)], list(range(RA + 4 * n, RA + 4 * n + 4)))
+                group.append(o)
+                for j in range(6):
+                    where[6 * i + j] = w[j]
+            ops += self.interleave(group)
+        return ops, [where[e] for e in range(E)]
+
+    def stage_end(self, q: Seq) -> None:
+        """Block i + 1: transform and store the window, move the pointers on; the copies
+        landed, BAR; the buffers swap."""
+        ops, where = self.input_transform()
+        for text in ops:
+            q.op(text)
+        for e in range(E):
+            q.op(f"STS [R{VSTS}+{e * V_E:#x}], R{where[e]}", barriers=MISC_SB)
+        self.advance(q, XP, BC * self.s.H * self.s.W * 4)
+        q.op(f"IADD3 R{CH}, R{CH}, {BC:#x}, RZ")
+        q.op(f"DEPBAR.LE SB{ASYNC_SB}, 0x0", y=True, stall=4)
+        q.op("NOP", stall=DEPBAR_LEAD)
+        q.op("BAR.SYNC.DEFER_BLOCKING 0x0", y=True, wait=q.wait_all())
+        for reg in (LDA, LDB, USTS, VSTS):
+            q.op(f"LOP3.LUT R{reg}, R{reg}, {OTHER:#x}, RZ, 0x3c, !PT")
+
+    def copies(self, q: Seq) -> None:
+        for c in self.copy_ops():
+            q.op(c, barriers=MISC_SB, stall=COPY_GAP)
+        q.op("LDGDEPBAR", y=True, stall=COPY_GAP).wb = ASYNC_SB
+        q.op(f"IADD3 R{UOFF}, R{UOFF}, {BC * self.f.Kp * 4:#x}, RZ")
+
+    # ---- prologue -----------------------------------------------------------------------
+    def prologue(self) -> list[str]:
+        s, f = self.s, self.f
+        q = self.seq()
+        tid, bx, by, e, sub, kq, tq, cc = range(8)
+        r = list(range(8, 40))
+        q.op(f"S2R R{tid}, SR_TID.X")
+        q.op(f"S2R R{bx}, SR_CTAID.X")
+        q.op(f"S2R R{by}, SR_CTAID.Y")
+        for text in self.t.desc_load():
+            q.op(text)
+        q.op(f"ULDC.64 UR{U_UR}, {self.t.param(P_U)}")
+        q.op(f"SHF.R.U32.HI R{e}, RZ, 0x3, R{tid}")
+        q.op(f"LOP3.LUT R{sub}, R{tid}, 0x7, RZ, 0xc0, !PT")
+        q.op(f"SHF.R.U32.HI R{kq}, RZ, 0x2, R{sub}")
+        q.op(f"LOP3.LUT R{tq}, R{sub}, 0x3, RZ, 0xc0, !PT")
+        q.op(f"SHF.R.U32.HI R{cc}, RZ, 0x5, R{tid}")
+        tmp = r[-1]
+        base = self.t.smem_base
+        # reads (buffer 1 until the first swap): A at e*U_E + 64 kq, B at V_OFF + e*V_E + 32 tq
+        mad(q, LDA, e, U_E, None, tmp)
+        mad(q, LDA, kq, 64, LDA, tmp)
+        q.op(f"IADD3 R{LDA}, R{LDA}, {base + OTHER:#x}, RZ")
+        mad(q, LDB, e, V_E, None, tmp)
+        mad(q, LDB, tq, 32, LDB, tmp)
+        q.op(f"IADD3 R{LDB}, R{LDB}, {base + OTHER + V_OFF:#x}, RZ")
+        # copies: U row (e, sub) of the block's 32 filters; V stores at (cc, t)
+        mad(q, USTS, e, U_E, None, tmp)
+        mad(q, USTS, sub, ROW, USTS, tmp)
+        q.op(f"IADD3 R{USTS}, R{USTS}, {base:#x}, RZ")
+        mad(q, UOFF, e, f.Cp, sub, tmp)
+        mad(q, UOFF, UOFF, f.Kp, None, tmp)
+        mad(q, UOFF, by, BK, UOFF, tmp)
+        q.op(f"SHF.L.U32 R{UOFF}, R{UOFF}, 0x2, RZ")
+        t, n, th, tw = self.tile_of(q, tid, bx, r)
+        mad(q, VSTS, cc, ROW, None, tmp)
+        mad(q, VSTS, t, 4, VSTS, tmp)
+        q.op(f"IADD3 R{VSTS}, R{VSTS}, {base + V_OFF:#x}, RZ")
+        q.op(f"MOV R{CH}, R{cc}")
+        # the window at (4 th - 1, 4 tw - 1): its rows and columns inside the image
+        h0, w0, cm, lo, hi = r[6:11]
+        off = 34                     # an even pair and the pair after it
+        mad(q, h0, th, 4, None, tmp)
+        q.op(f"IADD3 R{h0}, R{h0}, -0x1, RZ")
+        mad(q, w0, tw, 4, None, tmp)
+        q.op(f"IADD3 R{w0}, R{w0}, -0x1, RZ")
+        self.bound_mask(q, cm, w0, 6, s.W, 1, r[12:])
+        q.op(f"ISETP.LT.U32.AND P0, PT, R{tid}, 0x100, P0")       # warp 8: no window
+        q.op(f"SEL R{cm}, R{cm}, RZ, P0")
+        self.bound_mask(q, lo, h0, 4, s.H, 8, r[12:])
+        q.op(f"IADD3 R{r[14]}, R{h0}, 0x4, RZ")
+        self.bound_mask(q, hi, r[14], 2, s.H, 8, r[15:])
+        q.op(f"IMAD R{MLO}, R{cm}, R{lo}, RZ")
+        q.op(f"IMAD R{MHI}, R{cm}, R{hi}, RZ")
+        # x + 4 (((n C + cc) H + h0) W + w0)
+        mad(q, off, n, s.C, cc, tmp)
+        mad(q, off, off, s.H, h0, tmp)
+        mad(q, off, off, s.W, w0, tmp)
+        self.pointer(q, XP, off, P_X, off + 2)
+        q.op(f"MOV R{CNT}, {f.iterations:#x}")
+        # block 0: its copies and window, then the accumulators while the loads fly
+        self.copies(q)
+        for text in self.window_setup():
+            q.op(text)
+        for i in range(6):
+            for text in self.window_row(i):
+                q.op(text, barriers=LDG_SB)
+        for i in range(16):
+            for j in range(8):
+                q.op(f"MOV R{ACC(i, j)}, RZ")
+        self.stage_end(q)
+        q.op("NOP", wait=q.wait_all())
+        return q.lines()
+
+    # ---- the loop body --------------------------------------------------------------
+    def lds_a(self, ch: int, quad: int) -> str:
+        return f"LDS.128 R{RA + 4 * quad}, [R{LDA}+{ch * ROW + 16 * quad:#x}]"
+
+    def lds_b(self, ch: int, half: int) -> str:
+        return f"LDS.128 R{RB + 8 * (ch % 2) + 4 * half}, [R{LDB}+{ch * ROW + 16 * half:#x}]"
+
+    def loop_body(self) -> list[Op]:
+        """One iteration: the GEMM of the 8 channels of the read buffer, with the next
+        channel's operands loaded behind the FFMAs that free their registers, and block i + 1's
+        copies (channel 0) and window loads (row i in channel i + 1) among the FFMAs; then
+        stage_end."""
+        ins: dict[int, list[tuple[str, tuple]]] = {}
+
+        def at(slot: int, text: str, barriers=()) -> None:
+            ins.setdefault(slot, []).append((text, barriers))
+
+        for c in self.copy_ops():
+            at(8, c, MISC_SB)
+        at(9, "LDGDEPBAR")
+        at(40, f"IADD3 R{UOFF}, R{UOFF}, {BC * self.f.Kp * 4:#x}, RZ")
+        for n, text in enumerate(self.window_setup()):
+            at(44 + 2 * n, text)
+        for i in range(6):
+            row = self.window_row(i)
+            at(128 * (i + 1), row[0])
+            for n, text in enumerate(row[1:]):
+                at(128 * (i + 1) + 24 + 4 * n, text, LDG_SB)
+        for ch in range(BC - 1):
+            for h in range(2):
+                at(ch * 128 + 2 + 10 * h, self.lds_b(ch + 1, h), LDS_SB)
+            for quad in range(4):
+                at(ch * 128 + 32 * (quad + 1), self.lds_a(ch + 1, quad), LDS_SB)
+        q = self.seq(yield_all=False)
+        for quad in range(4):
+            q.op(self.lds_a(0, quad), barriers=LDS_SB)
+        for h in range(2):
+            q.op(self.lds_b(0, h), barriers=LDS_SB)
+        ffmas = []
+        for slot in range(BC * 128):
+            for text, bars in ins.get(slot, []):
+                o = q.op(text, barriers=bars or None, stall=COPY_GAP if text.startswith("LDGSTS") else 1)
+                if text == "LDGDEPBAR":
+                    o.wb, o.y, o.stall = ASYNC_SB, True, COPY_GAP
+            ch, k = divmod(slot, 128)
+            i, jj = divmod(k, 8)
+            j = jj if i % 2 == 0 else 7 - jj        # zigzag: B reused at the row turns
+            a, b = RA + i, RB + 8 * (ch % 2) + j
+            o = q.op(f"FFMA R{ACC(i, j)}, R{a}, R{b}, R{ACC(i, j)}")
+            o.ffma = (a, b)
+            ffmas.append(o)
+        self.stage_end(q)
+        q.op(f"IADD3 R{CNT}, R{CNT}, -0x1, RZ")
+        q.op(f"ISETP.NE.AND P6, PT, R{CNT}, RZ, PT", stall=PRED_LATENCY)
+        q.op("NOP", wait=q.wait_all())
+        body = list(q.ops)
+        body.append(Op("@P6 BRA LOOP", y=True, stall=5))
+        mark_reuse(body)
+        return body
+
+    # ---- epilogue ---------------------------------------------------------------------
+    def epilogue(self) -> list[str]:
+        s, f = self.s, self.f
+        q = self.seq()
+        # the accumulators as M[e][k][t] (every warp is past the loop's last BAR, and nothing
+        # reads the buffers after it)
+        tid, e, sub, kq, tq, mb, tmp = range(RA, RA + 7)
+        q.op(f"S2R R{tid}, SR_TID.X")
+        q.op(f"SHF.R.U32.HI R{e}, RZ, 0x3, R{tid}")
+        q.op(f"LOP3.LUT R{sub}, R{tid}, 0x7, RZ, 0xc0, !PT")
+        q.op(f"SHF.R.U32.HI R{kq}, RZ, 0x2, R{sub}")
+        q.op(f"LOP3.LUT R{tq}, R{sub}, 0x3, RZ, 0xc0, !PT")
+        mad(q, mb, e, M_E // 4, None, tmp)
+        mad(q, mb, kq, 16 * BT, mb, tmp)
+        mad(q, mb, tq, 8, mb, tmp)
+        q.op(f"SHF.L.U32 R{mb}, R{mb}, 0x2, RZ")
+        q.op(f"IADD3 R{mb}, R{mb}, {self.t.smem_base:#x}, RZ")
+        for i in range(16):
+            for j in range(8):
+                q.op(f"STS [R{mb}+{(i * BT + j) * 4:#x}], R{ACC(i, j)}", barriers=MISC_SB)
+        q.op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=q.wait_all())
+        # thread tid: pairs (k, t) = (32 by + tid / 32 + 8 r, tid % 32), r < 4; indices in the A
+        # registers and past the window, the 4 pairs' m in the accumulators and B, spares in the window
+        bx, by, kr = RA + 1, RA + 2, RA + 3
+        rm, cm, om, h0, w0 = range(RA + 11, RA + 16)
+        k0, ro, off, yp, ldc, tmp = RS + 2, RS + 3, RS + 4, RS + 6, RS + 8, RS + 10
+        masks = range(RS + 11, RS + 15)
+        q.op(f"S2R R{tid}, SR_TID.X")
+        q.op(f"S2R R{bx}, SR_CTAID.X")
+        q.op(f"S2R R{by}, SR_CTAID.Y")
+        q.op(f"SHF.R.U32.HI R{kr}, RZ, 0x5, R{tid}")
+        t, n, th, tw = self.tile_of(q, tid, bx, list(range(RA + 4, RA + 11)))
+        mad(q, h0, th, 4, None, tmp)
+        mad(q, w0, tw, 4, None, tmp)
+        self.bound_mask(q, cm, w0, 4, s.W, 1, [RS, RS + 1])
+        q.op(f"SEL R{cm}, R{cm}, RZ, P0")
+        self.bound_mask(q, rm, h0, 4, s.H, 8, [RS, RS + 1])
+        q.op(f"IMAD R{om}, R{cm}, R{rm}, RZ")
+        q.op(f"ISETP.LT.U32.AND P2, PT, R{kr}, {BC:#x}, PT")      # warp 8: no pairs
+        q.op(f"SEL R{om}, R{om}, RZ, P2")
+        mad(q, k0, by, BK, kr, tmp)
+        # M reads at kr * 128 + 4 t; y + 4 (((n K + k0) H + 4 th) W + 4 tw)
+        mad(q, ro, kr, BT, t, tmp)
+        q.op(f"SHF.L.U32 R{ro}, R{ro}, 0x2, RZ")
+        q.op(f"IADD3 R{ro}, R{ro}, {self.t.smem_base:#x}, RZ")
+        mad(q, off, n, s.K, k0, tmp)
+        mad(q, off, off, s.H, h0, tmp)
+        mad(q, off, off, s.W, w0, tmp)
+        self.pointer(q, yp, off, P_Y, ldc)
+        m_regs = list(range(0, 128)) + list(range(RB, RB + 16))     # 4 pairs x 36
+        spares = list(range(RX, RX + 36))
+        for pr in range(4):
+            m = m_regs[36 * pr:36 * pr + 36]
+            mask = masks[pr]
+            q.op(f"ISETP.LT.AND P1, PT, R{k0}, {signed_hex(s.K - 8 * pr)}, PT")
+            q.op(f"SEL R{mask}, R{om}, RZ, P1")
+            for ee in range(E):
+                q.op(f"LDS R{m[ee]}, [R{ro}+{ee * M_E + pr * 8 * ROW:#x}]", barriers=LDS_SB)
+            # columns (6 -> 4 rows), then rows (6 -> 4)
+            outs, group = {}, []
+            for j in range(6):
+                o, w = self.at6([m[6 * i + j] for i in range(6)], spares[2 * j:2 * j + 2])
+                group.append(o)
+                outs[j] = w
+            for text in self.interleave(group):
+                q.op(text)
+            res, group = {}, []
+            for a in range(4):
+                o, w = self.at6([outs[j][a] for j in range(6)], spares[2 * a:2 * a + 2])
+                group.append(o)
+                res[a] = w
+            for text in self.interleave(group):
+                q.op(text)
+            for a in range(4):
+                q.op(f"R2P PR, R{mask}{'.B%d' % a if a else ''}, 0xf")
+                for b in range(4):
+                    q.op(f"@P{b} STG.E{self.t.scope} {self.t.global_address(yp, 4 * (a * s.W + b))}, R{res[a][b]}")
+            if pr < 3:
+                self.advance(q, yp, BC * s.H * s.W * 4)
+        q.op("EXIT")
+        return q.lines()
+
+    def text(self, name: Optional[str] = None) -> str:
+        s, f = self.s, self.f
+        name = name or kernel_name(s)
+        out = [f"# Winograd F(4x4,3x3) fused, NCHW, for {self.t.arch}, generated by kernels_sass/winograd/f4fused.py",
+               f"# N={s.N} C={s.C} H={s.H} W={s.W} K={s.K}; grid {f.grid()}, {THREADS} threads, "
+               f"{SMEM_BYTES} bytes of dynamic shared memory",
+               f".kernel {name}", "<params>"]
+        out += [f"{n}, {b}" for n, b in PARAMS]
+        out.append("</params>")
+        # ptxas puts three never-executed shared loads before a kernel's first LDGSTS
+        out += [Op("@!PT LDS RZ, [RZ]", y=False, stall=1).line() for _ in range(3)]
+        out += self.prologue()
+        out.append("LOOP:")
+        out += [op.line() for op in self.loop_body()]
+        out += self.epilogue()
+        out.append("END:")
+        out.append("--:-:-:Y:0      BRA END;")
+        return "\n".join(self.t.spell_line(line) for line in out) + "\n"
+
+
+def kernel_name(s: Shape) -> str:
+    return f"wino4f_n{s.N}_c{s.C}_h{s.H}_w{s.W}_k{s.K}"
+
+
+def generate(s: Shape, arch: str = DEFAULT_ARCH) -> str:
+    return Generator(s, arch).text()
+
+
+def build(s: Shape, *, arch: str = DEFAULT_ARCH, check_hazards: bool = True, cache: bool = True) -> bytes:
+    """Assemble the kernel for s on arch (cubin bytes), through the on-disk cache (cubins)."""
+    return build_text(generate(s, arch), kernel_name(s), arch=arch, filename="winograd_f4fused.sass",
+                      check_hazards=check_hazards, cache=cache)
