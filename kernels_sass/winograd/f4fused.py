@@ -54,6 +54,10 @@ COPY_GAP = 4               # cycles from an LDGSTS to the next and to its LDGDEP
 DEPBAR_LEAD = 8            # cycles from the DEPBAR to the BAR
 ASYNC_SB = 3               # the copy groups' scoreboard (not in the Seq pools)
 LDS_SB, LDG_SB, MISC_SB = (0, 1, 2), (5,), (4,)
+# The loop's shared loads of channel c + 1, during channel c: B on scoreboard 0, A's row quads
+# 0 and 2 on 1, 1 and 3 on 2, so that the first FFMA of a quad never waits for the quad loaded
+# just before it (quad 3 is loaded as channel c + 1 starts, when channel c's rows 12-15 are done)
+B_SB, A_SB = (0,), ((1,), (2,))
 
 PARAMS = (("x", 8), ("u", 8), ("y", 8))
 P_X, P_U, P_Y = 0x0, 0x8, 0x10
@@ -413,9 +417,9 @@ class Generator:
                 at(128 * (i + 1) + 24 + 4 * n, text, LDG_SB)
         for ch in range(BC - 1):
             for h in range(2):
-                at(ch * 128 + 2 + 10 * h, self.lds_b(ch + 1, h), LDS_SB)
+                at(ch * 128 + 2 + 10 * h, self.lds_b(ch + 1, h), B_SB)
             for quad in range(4):
-                at(ch * 128 + 32 * (quad + 1), self.lds_a(ch + 1, quad), LDS_SB)
+                at(ch * 128 + 32 * (quad + 1), self.lds_a(ch + 1, quad), A_SB[quad % 2])
         q = self.seq(yield_all=False)
         for quad in range(4):
             q.op(self.lds_a(0, quad), barriers=LDS_SB)
