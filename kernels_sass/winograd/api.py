@@ -6,12 +6,15 @@ padding 1, stride 1, 3x3 filters, FP32.
     y = conv2d(x, w, impl="direct")        # direct convolution (checking)
     y = conv2d(xc, wc, layout="CHWN")      # x [C, H, W, N], w [C, 3, 3, K] -> [K, H, W, N]
     y = conv2d(x, w, algo="f4")            # Winograd F(4x4,3x3), non-fused (default "auto")
+    y = conv2d(x, w, algo="f4fused")       # Winograd F(4x4,3x3), fused: NCHW in and out, no transposes
 
 impl="sass" is the generated SASS main kernel, built for the GPU's arch (target.ARCHS; designed
 and run on sm_90, the others checked on the CPU only); the filter transform and, for NCHW,
 the layout transposes are the CUDA-C kernels of winograd.cu. algo: "f2" the fused
 F(2x2,3x3) kernel of sassgen, "f4" F(4x4,3x3) with the SASS GEMM of gemmgen (kernels_sass.
-winograd.f4), "auto" the faster of the two for the shape (choose_algo). Shapes the SASS kernel cannot
+winograd.f4), "f4fused" F(4x4,3x3) in one SASS kernel that reads x and writes y in NCHW
+(kernels_sass.winograd.f4fused; SASS only; CHWN through transposes), "auto" the faster of
+"f2" and "f4" for the shape (choose_algo). Shapes the SASS kernel cannot
 take (offsets past 32 bits) raise plan.Unsupported; use impl="cuda" for those.
 """
 from __future__ import annotations
@@ -23,13 +26,13 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import cubins, f4, plan, sassgen
+from . import cubins, f4, f4fused, plan, sassgen
 from .device import Lib, arch, cuda_module, dtype_of, filter_strides, pointer, shape_of, sm_count
 from .plan import Options, Shape
 from .target import ARCHS, target
 
 IMPLS = ("sass", "cuda", "direct")
-ALGOS = ("auto", "f2", "f4")
+ALGOS = ("auto", "f2", "f4", "f4fused")
 
 
 # ---- kernels -----------------------------------------------------------------------------------
@@ -65,6 +68,9 @@ class Workspace:
     u4: Any = None      # F(4x4,3x3): transformed filters, inputs, products (f4.Plan.buffers)
     v4: Any = None
     m4: Any = None
+    u4f: Any = None     # F(4x4,3x3) fused: transformed filters (f4fused.Fused.u_rows x Kp)
+    xn: Any = None      # F(4x4,3x3) fused with CHWN tensors: NCHW input and output
+    yn: Any = None
 
 
 def transpose(src, dst, rows: int, cols: int, stream=0) -> None:
@@ -113,6 +119,45 @@ def main_kernel(impl: str, xc, u, yk, s: Shape, opts: Options = Options(), strea
           shared=sassgen.SMEM_BYTES, stream=stream)
     else:
         raise ValueError(impl)
+
+
+@lru_cache(maxsize=None)
+def f4fused_kernel(s: Shape):
+    """The fused F(4x4,3x3) kernel of s for this GPU."""
+    import sassas
+    return sassas.load(f4fused.build(s, arch=sass_arch()))[f4fused.kernel_name(s)]
+
+
+def f4fused_filter_transform(w, u4f, s: Shape, layout: str, stream=0) -> None:
+    """U[e][c][k] (f4fused.Fused(s).u_rows rows of Kp; the last PAD_ROWS, read by the kernel's
+    last prefetch into a buffer nobody reads, are left as they are) from w, KCRS or CRSK."""
+    f = f4fused.Fused(s)
+    cuda_module()["f4_filter_transform"]((-(-f.Kp // 128), f.Cp), 128, pointer(w), pointer(u4f), np.int32(s.K),
+                                         np.int32(s.C), np.int32(f.Kp), np.int32(f.Cp), *filter_strides(s, layout),
+                                         stream=stream)
+
+
+def f4fused_main(x, u4f, y, s: Shape, stream=0) -> None:
+    """y (NCHW) from x (NCHW) and U by the fused kernel."""
+    f4fused_kernel(s)(f4fused.Fused(s).grid(), f4fused.THREADS, pointer(x), pointer(u4f), pointer(y),
+                      shared=f4fused.SMEM_BYTES, stream=stream)
+
+
+def f4fused_conv(x, w, y, s: Shape, layout: str, ws: Workspace, lib: Any, stream=0) -> None:
+    """y from x by the fused F(4x4,3x3) path: NCHW directly, CHWN through transposes."""
+    if ws.u4f is None:
+        ws.u4f = lib.empty((f4fused.Fused(s).u_rows, f4fused.Fused(s).Kp))
+    f4fused_filter_transform(w, ws.u4f, s, layout, stream)
+    if layout == "NCHW":
+        f4fused_main(x, ws.u4f, y, s, stream)
+        return
+    if ws.xn is None:
+        ws.xn = lib.empty((s.N, s.C, s.H, s.W))
+    if ws.yn is None:
+        ws.yn = lib.empty((s.N, s.K, s.H, s.W))
+    transpose(x, ws.xn, s.C * s.H * s.W, s.N, stream)
+    f4fused_main(ws.xn, ws.u4f, ws.yn, s, stream)
+    transpose(ws.yn, y, s.N, s.K * s.H * s.W, stream)
 
 
 def direct(x, w, y, s: Shape, dtype=np.float32, stream=0) -> None:
@@ -184,6 +229,15 @@ def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Op
     s = problem(x, w, layout)
     if algo == "auto":
         algo = choose_algo(s)
+    if algo == "f4fused" and impl == "cuda":
+        raise ValueError('algo "f4fused" is SASS only (impl "sass"); its CUDA-C counterpart is algo "f4"')
+    if algo == "f4fused" and impl == "sass":
+        f4fused.check(s)
+        lib = Lib(x)
+        ws = workspace or Workspace()
+        y = out if out is not None else lib.empty((s.N, s.K, s.H, s.W) if layout == "NCHW" else (s.K, s.H, s.W, s.N))
+        f4fused_conv(x, w, y, s, layout, ws, lib, lib.stream())
+        return y
     p4 = None
     if algo == "f4" and impl != "direct":
         p4 = f4_plan(s, 1 if impl == "cuda" else parts)
