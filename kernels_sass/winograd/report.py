@@ -195,8 +195,8 @@ def render(data: dict, plot: str = None) -> None:
           + (f"; NCHW against PyTorch's default (TF32) {gm(ratios['NCHW/TF32']):.3f}" if ratios["NCHW/TF32"] else ""),
           flush=True)
     if ratios["f4f/best"]:
-        print(f"geometric mean of f4fused NCHW / cudnn: {gm(ratios["f4f/best"]):.3f} over "
-              f"{len(ratios["f4f/best"])} configurations, min {min(ratios["f4f/best"]):.3f}", flush=True)
+        print(f"geometric mean of f4fused NCHW / cudnn: {gm(ratios['f4f/best']):.3f} over "
+              f"{len(ratios['f4f/best'])} configurations, min {min(ratios['f4f/best']):.3f}", flush=True)
     if plot:
         try:
             import matplotlib
