@@ -139,6 +139,9 @@ def main(argv=None) -> int:
     q.add_argument("--split", nargs="*", type=int, default=[], help="also these forced splits (check --split S)")
     q.add_argument("--gemm-options", nargs="*", default=["", EIGHT_BY_EIGHT],
                    help="the F(4x4,3x3) GEMM variants (gemm --options)")
+    q.add_argument("--f4fused", action="store_true",
+                   help="only the kernels of `device_run.sh f4fused`: the fused F(4x4,3x3) kernels of the check, "
+                        "smoke and bench shapes, the F(2x2,3x3) kernels and chosen GEMMs bench compares them with")
     q.set_defaults(func=cmd_prebuild)
     q = sub.add_parser("train-bench", help="training step of ResNet-18/34's 3x3 layers: Conv2d against nn.Conv2d")
     q.add_argument("--batch", nargs="*", type=int, default=[32, 64, 128])
