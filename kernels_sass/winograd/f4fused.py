@@ -6,25 +6,29 @@ U[e][c][k], 36 x Cp rows of Kp floats and PAD_ROWS more that the last prefetch r
     Fused(s).grid(), THREADS, SMEM_BYTES         # the launch
 
 Design (NOTES.md section 15):
-- 288 threads, a block tile of 32 filters x 32 output tiles (4x4 pixels each) x the 36
-  positions; 8 channels an iteration. Thread tid computes position e = tid / 8, rows
-  k = 16 (sub / 4) + 0..15 and columns t = 8 (sub % 4) + 0..7 of that position's 32 x 32
-  product (sub = tid % 8): 16 x 8 accumulators, 4 + 2 LDS.128 a channel for 128 FFMA.
-- Inputs: thread tid < 256 loads the 6x6 window of channel c0 + tid / 32, tile tid % 32 from
-  NCHW with 36 predicated LDG (a 36-bit mask, one R2P a row: image borders, tiles past the
-  last, channels past C), transforms it in registers (B^T d B, in place) and stores the 36
-  values into shared memory; warp 8 has no window (zero mask) and stores into a junk row.
-- Filters: thread tid copies row tid (position tid / 8, channel tid % 8, 32 filters) of U with
-  8 LDGSTS.128, one group an iteration (LDGDEPBAR on scoreboard 3).
+- 256 threads, a block tile of 32 filters x 32 output tiles (4x4 pixels each) x the 36
+  positions; 8 channels an iteration. Positions 0..31: thread tid computes position
+  e = tid / 8, rows k = 16 (sub / 4) + 0..15 and columns t = 8 (sub % 4) + 0..7 of that
+  position's 32 x 32 product (sub = tid % 8): 16 x 8 accumulators, 4 + 2 LDS.128 a channel
+  for 128 FFMA. Positions 32..35: 64 threads each, a 4 x 4 tile a thread (k = 4 (tid / 8 % 8),
+  t = 4 sub), 2 LDS.128 for 16 FFMA. Every warp has the same work: 8 warps, 2 a scheduler.
+- Inputs: thread tid loads the 6x6 window of channel c0 + tid / 32, tile tid % 32 from NCHW
+  with 36 predicated LDG (a 36-bit mask, one R2P a row: image borders, tiles past the last,
+  channels past C), transforms it in registers (B^T d B, in place) and stores the 36 values
+  into shared memory.
+- Filters: thread tid copies row tid (position tid / 8, channel tid % 8, 32 filters) of U and
+  a 16-byte chunk of the small positions' rows with 9 LDGSTS.128, one group an iteration
+  (LDGDEPBAR on scoreboard 3).
 - Two shared buffers OTHER bytes apart (addresses toggle by XOR): iteration i computes the
-  block in buffer i % 2 while the loads of block i + 1 are in flight (issued during its first
-  channels), then transforms and stores block i + 1 into the other buffer; one BAR.
-- Epilogue: the accumulators as M[e][k][t] in shared memory, then thread tid < 256 takes the 4
+  block in buffer i % 2; among its FFMAs, the copies and window loads of block i + 1 (channels
+  0-1) and its transform and stores into the other buffer (channels 4-7); one BAR.
+- Epilogue: the accumulators as M[e][k][t] in shared memory, then thread tid takes the 4
   (k, t) pairs k = tid / 32 + 8r, t = tid % 32: 36 LDS, A^T m A, 16 predicated STG to NCHW.
 
 The control codes come from sched.Seq (conservative latencies, scoreboards assigned) and the
-operand reuse flags from sched.mark_reuse: a first version, correct before fast; the loop is
-not placed by slots as gemmgen's is. Every kernel is checked with sassas.hazards when built.
+operand reuse flags from sched.mark_reuse; the instructions are placed at FFMA slots of the
+loop (as gemmgen's and sassgen's loops), not cycle-exact: a first version, correct before
+fast. Every kernel is checked with sassas.hazards when built.
 """
 from __future__ import annotations
 
@@ -37,13 +41,13 @@ from .plan import Shape, Unsupported
 from .sched import PRED_LATENCY, Op, Seq, mark_reuse
 from .target import DEFAULT_ARCH, target
 
-THREADS = 288
+THREADS = 256
 BK = BT = 32               # a block's filters and output tiles
 BC = 8                     # channels an iteration
 E = 36                     # positions of the 6x6 transformed tiles
 ROW = 4 * BK               # bytes of a shared row (32 floats)
 U_E = BC * ROW + 16        # U rows of position e: [e][c][k]; +16: a warp's 4 positions in other bank quads
-V_E = (BC + 1) * ROW + 16  # V rows [e][c][t], row 8 warp 8's junk
+V_E = BC * ROW + 16        # V rows [e][c][t]
 V_OFF = E * U_E
 BUF_BYTES = V_OFF + E * V_E
 OTHER = 0x20000            # the second buffer, by XOR (every first-buffer address is below it)
@@ -54,28 +58,43 @@ COPY_GAP = 4               # cycles from an LDGSTS to the next and to its LDGDEP
 DEPBAR_LEAD = 8            # cycles from the DEPBAR to the BAR
 ASYNC_SB = 3               # the copy groups' scoreboard (not in the Seq pools)
 LDS_SB, LDG_SB, MISC_SB = (0, 1, 2), (5,), (4,)
+SLOTS = 128 + 16           # FFMAs a channel: the 16 x 8 tile's, then the 4 x 4 tile's
+TRANSFORM_FROM = 4         # the loop's channel where the transform of the next block starts (its
+                           # loads issued in channels 0-1: ~3 channels, ~430 FFMA slots, of latency)
 # The loop's shared loads of channel c + 1, during channel c: B on scoreboard 0, A's row quads
-# 0 and 2 on 1, 1 and 3 on 2, so that the first FFMA of a quad never waits for the quad loaded
-# just before it (quad 3 is loaded as channel c + 1 starts, when channel c's rows 12-15 are done)
+# 0 and 2 on 1, 1 and 3 (and the small tile's operands, loaded as channel c + 1 starts) on 2, so
+# that the first FFMA of a quad never waits for the quad loaded just before it
 B_SB, A_SB = (0,), ((1,), (2,))
 
 PARAMS = (("x", 8), ("u", 8), ("y", 8))
 P_X, P_U, P_Y = 0x0, 0x8, 0x10
 U_UR = 6                   # U's base: the copies read [R.U32 + UR6]
 
+BIG = 32                   # positions of the 16 x 8 thread tiles (8 threads a position); the other
+                           # 4 take a 4 x 4 tile of every thread (64 threads a position)
+
 # ---- registers (thread) ----------------------------------------------------------------
-RA = 128                   # A: 16 filters of the channel
-RB = 144                   # B: two sets of 8 tiles
-RX = 160                   # the 6x6 window, row-major (RX + 6i + j), transformed in place
-RS = 196                   # 4 spares: the window's effective masks
-XP, MLO, MHI, CH, UOFF, USTS, VSTS, LDA, LDB, CNT = 200, 202, 203, 204, 205, 206, 207, 208, 209, 210
-TOP = CNT                  # the highest register: 213 counted, 216 allocated, x 288 <= 64K
+RA = 144                   # A: 16 filters of the channel
+RB = 160                   # B: two sets of 8 tiles
+RA2, RB2 = 176, 180        # the small tile's 4 filters and 4 tiles
+RX = 184                   # the 6x6 window, row-major (RX + 6i + j), transformed in place
+RS = 220                   # 4 spares: the window's effective masks
+RT = 239                   # 12 spares of the input transform (3 six-point transforms at a time)
+XP, MLO, MHI, CH, UOFF, USTS, VSTS, LDA, LDB, LDA2, LDB2, UOFF2, USTS2, CNT = (
+    224, 226, 227, 228, 229, 230, 231, 232, 233, 234, 235, 236, 237, 238)
+TOP = RT + 11              # the highest register, R250: 253 counted (256 threads: up to 255;
+                           # R253 is an illegal instruction on the H100, NOTES.md section 7)
 
 
 def ACC(i: int, j: int) -> int:
     """Accumulator of row i (0..15), column j (0..7): columns swapped in pairs so that an
     accumulator and the B operand it meets sit in different register banks (as gemmgen)."""
     return 8 * i + (j ^ 1)
+
+
+def ACC2(i: int, j: int) -> int:
+    """The small tile's accumulator of row i, column j (0..3), after the big tile's."""
+    return 128 + 4 * i + (j ^ 1)
 
 
 def _up(v: int, m: int) -> int:
@@ -217,8 +236,10 @@ class Generator:
 
     # ---- the pieces of an iteration ----------------------------------------------------
     def copy_ops(self) -> list[str]:
-        """Block i + 1's U row of this thread into the write buffer: 8 LDGSTS.128."""
-        return [f"LDGSTS.E.BYPASS.128 [R{USTS}+{16 * j:#x}], [R{UOFF}.U32+UR{U_UR}+{16 * j:#x}]" for j in range(8)]
+        """Block i + 1's U rows into the write buffer: row tid of the big positions' 256 (8
+        LDGSTS.128), chunk tid % 8 of row tid / 8 of the small positions' 32."""
+        return [f"LDGSTS.E.BYPASS.128 [R{USTS}+{16 * j:#x}], [R{UOFF}.U32+UR{U_UR}+{16 * j:#x}]" for j in range(8)] + \
+            [f"LDGSTS.E.BYPASS.128 [R{USTS2}], [R{UOFF2}.U32+UR{U_UR}]"]
 
     def window_setup(self) -> list[str]:
         """Before the window loads: the masks, zero if the window's channel is past C, and
@@ -268,15 +289,14 @@ class Generator:
             out += [g[step] for g in groups if step < len(g)]
         return out
 
-    def input_transform(self) -> tuple[list[str], list[int]]:
-        """B^T d B of the window in place, 3 columns (then 3 rows) at a time on the A operand
-        registers as spares (free between the last FFMA and the next iteration's LDS): the ops
-        and the register of each position e = 6i + j."""
+    def transform_and_store(self) -> list[str]:
+        """B^T d B of the window in place, 3 columns (then 3 rows) at a time on 12 spares (RT):
+        the ops and the register of each position e = 6i + j."""
         ops, cols = [], {}
         for half in range(2):
             group = []
             for n, j in enumerate(range(3 * half, 3 * half + 3)):
-                o, where = self.bt6([RX + 6 * i + j for i in range(6)], list(range(RA + 4 * n, RA + 4 * n + 4)))
+                o, where = self.bt6([RX + 6 * i + j for i in range(6)], list(range(RT + 4 * n, RT + 4 * n + 4)))
                 group.append(o)
                 cols[j] = where
             ops += self.interleave(group)
@@ -284,34 +304,37 @@ class Generator:
         for half in range(2):
             group = []
             for n, i in enumerate(range(3 * half, 3 * half + 3)):
-                o, w = self.bt6([cols[j][i] for j in range(6)], list(range(RA + 4 * n, RA + 4 * n + 4)))
+                o, w = self.bt6([cols[j][i] for j in range(6)], list(range(RT + 4 * n, RT + 4 * n + 4)))
                 group.append(o)
                 for j in range(6):
                     where[6 * i + j] = w[j]
             ops += self.interleave(group)
-        return ops, [where[e] for e in range(E)]
+            # the 18 values of these rows to V[e][cc][t] (the write buffer)
+            ops += [f"STS [R{VSTS}+{e * V_E:#x}], R{where[e]}" for e in range(18 * half, 18 * half + 18)]
+        return ops
 
-    def stage_end(self, q: Seq) -> None:
-        """Block i + 1: transform and store the window, move the pointers on; the copies
-        landed, BAR; the buffers swap."""
-        ops, where = self.input_transform()
-        for text in ops:
-            q.op(text)
-        for e in range(E):
-            q.op(f"STS [R{VSTS}+{e * V_E:#x}], R{where[e]}", barriers=MISC_SB)
+    def stage_end(self, q: Seq, transform: bool = True) -> None:
+        """Block i + 1: transform and store the window (unless the loop did it among its
+        FFMAs), move the pointers on; the copies landed, BAR; the buffers swap."""
+        for text in self.transform_and_store() if transform else []:
+            q.op(text, barriers=MISC_SB if text.startswith("STS") else None)
         self.advance(q, XP, BC * self.s.H * self.s.W * 4)
         q.op(f"IADD3 R{CH}, R{CH}, {BC:#x}, RZ")
         q.op(f"DEPBAR.LE SB{ASYNC_SB}, 0x0", y=True, stall=4)
         q.op("NOP", stall=DEPBAR_LEAD)
         q.op("BAR.SYNC.DEFER_BLOCKING 0x0", y=True, wait=q.wait_all())
-        for reg in (LDA, LDB, USTS, VSTS):
+        for reg in (LDA, LDB, LDA2, LDB2, USTS, USTS2, VSTS):
             q.op(f"LOP3.LUT R{reg}, R{reg}, {OTHER:#x}, RZ, 0x3c, !PT")
 
     def copies(self, q: Seq) -> None:
         for c in self.copy_ops():
             q.op(c, barriers=MISC_SB, stall=COPY_GAP)
         q.op("LDGDEPBAR", y=True, stall=COPY_GAP).wb = ASYNC_SB
-        q.op(f"IADD3 R{UOFF}, R{UOFF}, {BC * self.f.Kp * 4:#x}, RZ")
+        for text in self.copy_advance():
+            q.op(text)
+
+    def copy_advance(self) -> list[str]:
+        return [f"IADD3 R{reg}, R{reg}, {BC * self.f.Kp * 4:#x}, RZ" for reg in (UOFF, UOFF2)]
 
     # ---- prologue -----------------------------------------------------------------------
     def prologue(self) -> list[str]:
@@ -347,6 +370,27 @@ class Generator:
         mad(q, UOFF, UOFF, f.Kp, None, tmp)
         mad(q, UOFF, by, BK, UOFF, tmp)
         q.op(f"SHF.L.U32 R{UOFF}, R{UOFF}, 0x2, RZ")
+        # the small positions: e2 = 32 + tid / 64; kq2 = tid / 8 % 8 (also the channel of the
+        # row this thread copies a chunk of), tq2 = sub (also the chunk)
+        e2, kq2 = r[20:22]
+        q.op(f"SHF.R.U32.HI R{e2}, RZ, 0x6, R{tid}")
+        q.op(f"IADD3 R{e2}, R{e2}, {BIG:#x}, RZ")
+        q.op(f"LOP3.LUT R{kq2}, R{e}, 0x7, RZ, 0xc0, !PT")
+        mad(q, LDA2, e2, U_E, None, tmp)
+        mad(q, LDA2, kq2, 16, LDA2, tmp)
+        q.op(f"IADD3 R{LDA2}, R{LDA2}, {base + OTHER:#x}, RZ")
+        mad(q, LDB2, e2, V_E, None, tmp)
+        mad(q, LDB2, sub, 16, LDB2, tmp)
+        q.op(f"IADD3 R{LDB2}, R{LDB2}, {base + OTHER + V_OFF:#x}, RZ")
+        mad(q, USTS2, e2, U_E, None, tmp)
+        mad(q, USTS2, kq2, ROW, USTS2, tmp)
+        mad(q, USTS2, sub, 16, USTS2, tmp)
+        q.op(f"IADD3 R{USTS2}, R{USTS2}, {base:#x}, RZ")
+        mad(q, UOFF2, e2, f.Cp, kq2, tmp)
+        mad(q, UOFF2, UOFF2, f.Kp, None, tmp)
+        mad(q, UOFF2, by, BK, UOFF2, tmp)
+        mad(q, UOFF2, sub, 4, UOFF2, tmp)
+        q.op(f"SHF.L.U32 R{UOFF2}, R{UOFF2}, 0x2, RZ")
         t, n, th, tw = self.tile_of(q, tid, bx, r)
         mad(q, VSTS, cc, ROW, None, tmp)
         mad(q, VSTS, t, 4, VSTS, tmp)
@@ -360,7 +404,6 @@ class Generator:
         mad(q, w0, tw, 4, None, tmp)
         q.op(f"IADD3 R{w0}, R{w0}, -0x1, RZ")
         self.bound_mask(q, cm, w0, 6, s.W, 1, r[12:])
-        q.op(f"ISETP.LT.U32.AND P0, PT, R{tid}, 0x100, P0")       # warp 8: no window
         q.op(f"SEL R{cm}, R{cm}, RZ, P0")
         self.bound_mask(q, lo, h0, 4, s.H, 8, r[12:])
         q.op(f"IADD3 R{r[14]}, R{h0}, 0x4, RZ")
@@ -380,9 +423,8 @@ class Generator:
         for i in range(6):
             for text in self.window_row(i):
                 q.op(text, barriers=LDG_SB)
-        for i in range(16):
-            for j in range(8):
-                q.op(f"MOV R{ACC(i, j)}, RZ")
+        for a in range(128 + 16):
+            q.op(f"MOV R{a}, RZ")
         self.stage_end(q)
         q.op("NOP", wait=q.wait_all())
         return q.lines()
@@ -394,12 +436,30 @@ class Generator:
     def lds_b(self, ch: int, half: int) -> str:
         return f"LDS.128 R{RB + 8 * (ch % 2) + 4 * half}, [R{LDB}+{ch * ROW + 16 * half:#x}]"
 
+    def lds_small(self, ch: int) -> list[str]:
+        return [f"LDS.128 R{RA2}, [R{LDA2}+{ch * ROW:#x}]", f"LDS.128 R{RB2}, [R{LDB2}+{ch * ROW:#x}]"]
+
+    def ffma_slots(self, ch: int) -> list[tuple[int, int, int]]:
+        """A channel's FFMAs (accumulator, A, B): the 16 x 8 tile zigzag (B reused at the row
+        turns), then the 4 x 4 tile's."""
+        out = []
+        for i in range(16):
+            for jj in range(8):
+                j = jj if i % 2 == 0 else 7 - jj
+                out.append((ACC(i, j), RA + i, RB + 8 * (ch % 2) + j))
+        for i in range(4):
+            for jj in range(4):
+                j = jj if i % 2 == 0 else 3 - jj
+                out.append((ACC2(i, j), RA2 + i, RB2 + j))
+        return out
+
     def loop_body(self) -> list[Op]:
         """One iteration: the GEMM of the 8 channels of the read buffer, with the next
         channel's operands loaded behind the FFMAs that free their registers, and block i + 1's
         copies (channel 0) and window loads (row i in channel i + 1) among the FFMAs; then
         stage_end."""
         ins: dict[int, list[tuple[str, tuple]]] = {}
+        slots = SLOTS
 
         def at(slot: int, text: str, barriers=()) -> None:
             ins.setdefault(slot, []).append((text, barriers))
@@ -407,38 +467,45 @@ class Generator:
         for c in self.copy_ops():
             at(8, c, MISC_SB)
         at(9, "LDGDEPBAR")
-        at(40, f"IADD3 R{UOFF}, R{UOFF}, {BC * self.f.Kp * 4:#x}, RZ")
-        for n, text in enumerate(self.window_setup()):
-            at(44 + 2 * n, text)
-        for i in range(6):
+        for n, text in enumerate(self.copy_advance()):
+            at(48 + n, text)
+        setup = self.window_setup()
+        at(20, setup[0])                                # the channel test, PRED_LATENCY before its SELs
+        for n, text in enumerate(setup[1:]):
+            at(52 + 2 * n, text)
+        for i in range(6):                              # the window loads in channels 0-1
             row = self.window_row(i)
-            at(128 * (i + 1), row[0])
+            at(140 + 24 * i, row[0])
             for n, text in enumerate(row[1:]):
-                at(128 * (i + 1) + 24 + 4 * n, text, LDG_SB)
+                at(140 + 24 * i + 16 + n, text, LDG_SB)
+        # block i + 1's transform and stores spread over channels TRANSFORM_FROM..7
+        work = self.transform_and_store()
+        first, last = TRANSFORM_FROM * slots, BC * slots - 8
+        for n, text in enumerate(work):
+            at(first + n * (last - first) // len(work), text, MISC_SB if text.startswith("STS") else ())
         for ch in range(BC - 1):
             for h in range(2):
-                at(ch * 128 + 2 + 10 * h, self.lds_b(ch + 1, h), B_SB)
-            for quad in range(4):
-                at(ch * 128 + 32 * (quad + 1), self.lds_a(ch + 1, quad), A_SB[quad % 2])
+                at(ch * slots + 2 + 10 * h, self.lds_b(ch + 1, h), B_SB)
+            # quad q after its last FFMA in channel ch; quad 3 and the small tile's operands
+            # after channel ch's small FFMAs (whose operands share quad 3's scoreboard)
+            for quad in range(3):
+                at(ch * slots + 32 * (quad + 1), self.lds_a(ch + 1, quad), A_SB[quad % 2])
+            for text in self.lds_small(ch + 1) + [self.lds_a(ch + 1, 3)]:
+                at((ch + 1) * slots, text, A_SB[1])
         q = self.seq(yield_all=False)
         for quad in range(4):
             q.op(self.lds_a(0, quad), barriers=LDS_SB)
-        for h in range(2):
-            q.op(self.lds_b(0, h), barriers=LDS_SB)
-        ffmas = []
-        for slot in range(BC * 128):
-            for text, bars in ins.get(slot, []):
-                o = q.op(text, barriers=bars or None, stall=COPY_GAP if text.startswith("LDGSTS") else 1)
-                if text == "LDGDEPBAR":
-                    o.wb, o.y, o.stall = ASYNC_SB, True, COPY_GAP
-            ch, k = divmod(slot, 128)
-            i, jj = divmod(k, 8)
-            j = jj if i % 2 == 0 else 7 - jj        # zigzag: B reused at the row turns
-            a, b = RA + i, RB + 8 * (ch % 2) + j
-            o = q.op(f"FFMA R{ACC(i, j)}, R{a}, R{b}, R{ACC(i, j)}")
-            o.ffma = (a, b)
-            ffmas.append(o)
-        self.stage_end(q)
+        for text in self.lds_b(0, 0), self.lds_b(0, 1), *self.lds_small(0):
+            q.op(text, barriers=LDS_SB)
+        for ch in range(BC):
+            for k, (acc, a, b) in enumerate(self.ffma_slots(ch)):
+                for text, bars in ins.get(ch * slots + k, []):
+                    o = q.op(text, barriers=bars or None, stall=COPY_GAP if text.startswith("LDGSTS") else 1)
+                    if text == "LDGDEPBAR":
+                        o.wb, o.y, o.stall = ASYNC_SB, True, COPY_GAP
+                o = q.op(f"FFMA R{acc}, R{a}, R{b}, R{acc}")
+                o.ffma = (a, b)
+        self.stage_end(q, transform=False)
         q.op(f"IADD3 R{CNT}, R{CNT}, -0x1, RZ")
         q.op(f"ISETP.NE.AND P6, PT, R{CNT}, RZ, PT", stall=PRED_LATENCY)
         q.op("NOP", wait=q.wait_all())
@@ -467,6 +534,18 @@ class Generator:
         for i in range(16):
             for j in range(8):
                 q.op(f"STS [R{mb}+{(i * BT + j) * 4:#x}], R{ACC(i, j)}", barriers=MISC_SB)
+        # the small tile: M[32 + tid / 64][4 (tid / 8 % 8) + i][4 sub + j]
+        q.op(f"SHF.R.U32.HI R{kq}, RZ, 0x6, R{tid}")
+        q.op(f"IADD3 R{kq}, R{kq}, {BIG:#x}, RZ")
+        q.op(f"LOP3.LUT R{e}, R{e}, 0x7, RZ, 0xc0, !PT")
+        mad(q, mb, kq, M_E // 4, None, tmp)
+        mad(q, mb, e, 4 * BT, mb, tmp)
+        mad(q, mb, sub, 4, mb, tmp)
+        q.op(f"SHF.L.U32 R{mb}, R{mb}, 0x2, RZ")
+        q.op(f"IADD3 R{mb}, R{mb}, {self.t.smem_base:#x}, RZ")
+        for i in range(4):
+            for j in range(4):
+                q.op(f"STS [R{mb}+{(i * BT + j) * 4:#x}], R{ACC2(i, j)}", barriers=MISC_SB)
         q.op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=q.wait_all())
         # thread tid: pairs (k, t) = (32 by + tid / 32 + 8 r, tid % 32), r < 4; indices in the A
         # registers and past the window, the 4 pairs' m in the accumulators and B, spares in the window
@@ -485,8 +564,6 @@ class Generator:
         q.op(f"SEL R{cm}, R{cm}, RZ, P0")
         self.bound_mask(q, rm, h0, 4, s.H, 8, [RS, RS + 1])
         q.op(f"IMAD R{om}, R{cm}, R{rm}, RZ")
-        q.op(f"ISETP.LT.U32.AND P2, PT, R{kr}, {BC:#x}, PT")      # warp 8: no pairs
-        q.op(f"SEL R{om}, R{om}, RZ, P2")
         mad(q, k0, by, BK, kr, tmp)
         # M reads at kr * 128 + 4 t; y + 4 (((n K + k0) H + 4 th) W + 4 tw)
         mad(q, ro, kr, BT, t, tmp)
@@ -496,7 +573,7 @@ class Generator:
         mad(q, off, off, s.H, h0, tmp)
         mad(q, off, off, s.W, w0, tmp)
         self.pointer(q, yp, off, P_Y, ldc)
-        m_regs = list(range(0, 128)) + list(range(RB, RB + 16))     # 4 pairs x 36
+        m_regs = list(range(0, 144))           # 4 pairs x 36: the accumulators
         spares = list(range(RX, RX + 36))
         for pr in range(4):
             m = m_regs[36 * pr:36 * pr + 36]
