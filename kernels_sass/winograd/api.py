@@ -122,41 +122,50 @@ def main_kernel(impl: str, xc, u, yk, s: Shape, opts: Options = Options(), strea
 
 
 @lru_cache(maxsize=None)
-def f4fused_kernel(s: Shape):
-    """The fused F(4x4,3x3) kernel of s for this GPU."""
+def f4fused_kernel(s: Shape, parts: int = 1):
+    """The fused F(4x4,3x3) kernel of s (channels split in `parts`) for this GPU."""
     import sassas
-    return sassas.load(f4fused.build(s, arch=sass_arch()))[f4fused.kernel_name(s)]
+    return sassas.load(f4fused.build(s, parts, arch=sass_arch()))[f4fused.kernel_name(s, parts)]
 
 
-def f4fused_filter_transform(w, u4f, s: Shape, layout: str, stream=0) -> None:
-    """U[e][c][k] (f4fused.Fused(s).u_rows rows of Kp; the last PAD_ROWS, read by the kernel's
-    last prefetch into a buffer nobody reads, are left as they are) from w, KCRS or CRSK."""
-    f = f4fused.Fused(s)
+def f4fused_parts(s: Shape, parts: int = 0) -> int:
+    """parts, or (0) the split of the least modelled time on this GPU (f4fused.choose_parts)."""
+    return parts or f4fused.choose_parts(s, sm_count())
+
+
+def f4fused_filter_transform(w, u4f, s: Shape, parts: int, layout: str, stream=0) -> None:
+    """U[e][c][k] (f4fused.Fused(s, parts).u_rows rows of Kp; the last PAD_ROWS, read by the
+    kernel's last prefetch into a buffer nobody reads, are left as they are) from w, KCRS or CRSK."""
+    f = f4fused.Fused(s, parts)
     cuda_module()["f4_filter_transform"]((-(-f.Kp // 128), f.Cp), 128, pointer(w), pointer(u4f), np.int32(s.K),
                                          np.int32(s.C), np.int32(f.Kp), np.int32(f.Cp), *filter_strides(s, layout),
                                          stream=stream)
 
 
-def f4fused_main(x, u4f, y, s: Shape, stream=0) -> None:
-    """y (NCHW) from x (NCHW) and U by the fused kernel."""
-    f4fused_kernel(s)(f4fused.Fused(s).grid(), f4fused.THREADS, pointer(x), pointer(u4f), pointer(y),
-                      shared=f4fused.SMEM_BYTES, stream=stream)
+def f4fused_main(x, u4f, y, s: Shape, parts: int, stream=0) -> None:
+    """y (NCHW) from x (NCHW) and U by the fused kernel; with parts > 1 y is zeroed first and
+    the parts add into it."""
+    if parts > 1:
+        fill(y, 0.0, stream)
+    f4fused_kernel(s, parts)(f4fused.Fused(s, parts).grid(), f4fused.THREADS, pointer(x), pointer(u4f),
+                             pointer(y), shared=f4fused.SMEM_BYTES, stream=stream)
 
 
-def f4fused_conv(x, w, y, s: Shape, layout: str, ws: Workspace, lib: Any, stream=0) -> None:
+def f4fused_conv(x, w, y, s: Shape, parts: int, layout: str, ws: Workspace, lib: Any, stream=0) -> None:
     """y from x by the fused F(4x4,3x3) path: NCHW directly, CHWN through transposes."""
     if ws.u4f is None:
-        ws.u4f = lib.empty((f4fused.Fused(s).u_rows, f4fused.Fused(s).Kp))
-    f4fused_filter_transform(w, ws.u4f, s, layout, stream)
+        f = f4fused.Fused(s, parts)
+        ws.u4f = lib.empty((f.u_rows, f.Kp))
+    f4fused_filter_transform(w, ws.u4f, s, parts, layout, stream)
     if layout == "NCHW":
-        f4fused_main(x, ws.u4f, y, s, stream)
+        f4fused_main(x, ws.u4f, y, s, parts, stream)
         return
     if ws.xn is None:
         ws.xn = lib.empty((s.N, s.C, s.H, s.W))
     if ws.yn is None:
         ws.yn = lib.empty((s.N, s.K, s.H, s.W))
     transpose(x, ws.xn, s.C * s.H * s.W, s.N, stream)
-    f4fused_main(ws.xn, ws.u4f, ws.yn, s, stream)
+    f4fused_main(ws.xn, ws.u4f, ws.yn, s, parts, stream)
     transpose(ws.yn, y, s.N, s.K * s.H * s.W, stream)
 
 
@@ -218,7 +227,7 @@ def f4_plan(s: Shape, parts: int = 0):
 def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Options = Options(),
            workspace: Optional[Workspace] = None, algo: str = "auto", parts: int = 0):
     """3x3 convolution, padding 1, stride 1, FP32. See the module docstring. parts: F(4x4,3x3)'s
-    split of the channel loop (0: the modelled best, f4.plan)."""
+    split of the channel loop (0: the modelled best, f4.plan or f4fused.choose_parts)."""
     if impl not in IMPLS:
         raise ValueError(f"impl {impl!r}: one of {IMPLS}")
     if algo not in ALGOS:
@@ -232,11 +241,12 @@ def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Op
     if algo == "f4fused" and impl == "cuda":
         raise ValueError('algo "f4fused" is SASS only (impl "sass"); its CUDA-C counterpart is algo "f4"')
     if algo == "f4fused" and impl == "sass":
-        f4fused.check(s)
+        parts = f4fused_parts(s, parts)
+        f4fused.check(s, parts)
         lib = Lib(x)
         ws = workspace or Workspace()
         y = out if out is not None else lib.empty((s.N, s.K, s.H, s.W) if layout == "NCHW" else (s.K, s.H, s.W, s.N))
-        f4fused_conv(x, w, y, s, layout, ws, lib, lib.stream())
+        f4fused_conv(x, w, y, s, parts, layout, ws, lib, lib.stream())
         return y
     p4 = None
     if algo == "f4" and impl != "direct":

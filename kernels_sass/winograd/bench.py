@@ -166,14 +166,16 @@ def cmd_bench(args) -> int:
                                                                                v4=ws4[i].v4, m4=ws4[i].m4))
         if "sass" in args.impl and "f4fused" in args.algo:
             # the fused F(4x4,3x3) kernel alone (U transformed once here) and with its filter transform
-            fz = api.f4fused.Fused(s)
+            pf = api.f4fused_parts(s, args.parts)
+            fz = api.f4fused.Fused(s, pf)
+            row["f4fused_parts"] = pf
             row["f4fused_warp_ffma"] = fz.grid()[0] * fz.grid()[1] * 36 * 32 * 32 * fz.Cp // 32
             wsf = [api.Workspace() for _ in range(sets)]
             for i in range(sets):
-                api.conv2d(xs[i], wts[i], "sass", out=ys[i], workspace=wsf[i], algo="f4fused")
-            cases["f4fused main"] = lambda i: api.f4fused_main(xs[i], wsf[i].u4f, ys[i], s, stream())
+                api.conv2d(xs[i], wts[i], "sass", out=ys[i], workspace=wsf[i], algo="f4fused", parts=pf)
+            cases["f4fused main"] = lambda i: api.f4fused_main(xs[i], wsf[i].u4f, ys[i], s, pf, stream())
             cases["f4fused NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "sass", out=ys[i], workspace=wsf[i],
-                                                         algo="f4fused")
+                                                         algo="f4fused", parts=pf)
         row["algo_auto"] = api.choose_algo(s)
         if "cuda" in args.impl:
             cases["cuda main"] = lambda i: api.main_kernel("cuda", xcs[i], us[i], yks[i], s, opts, stream())

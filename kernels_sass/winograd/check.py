@@ -136,17 +136,18 @@ def sim_f4fused(s: Shape, seed: int, arch: str = "sm_90") -> int:
     return 0 if err <= TOL and not m.race_log and not m.undefined_log else 1
 
 
-def f4fused_simulated_error(s: Shape, rng, arch: str = "sm_90"):
+def f4fused_simulated_error(s: Shape, rng, arch: str = "sm_90", parts: int = 1):
     """(relative error against float64 with NaN as 1e30, the simulator's machine) of the fused
-    F(4x4,3x3) kernel of s on fresh random x and w from rng; y poisoned with NaN first."""
+    F(4x4,3x3) kernel of s (channels split in `parts`) on fresh random x and w from rng; y
+    poisoned with NaN first (zeroed, as conv2d does, where parts add into it)."""
     from . import f4fused, sim
-    f = f4fused.Fused(s)
+    f = f4fused.Fused(s, parts)
     x = rng.standard_normal((s.N, s.C, s.H, s.W)).astype(np.float32)
     w = rng.standard_normal((s.K, s.C, 3, 3)).astype(np.float32)
     u = np.zeros((f.u_rows, f.Kp), np.float32)          # f4_filter_transform's layout
     u[:36 * f.Cp].reshape(36, f.Cp, f.Kp)[:, :s.C, :s.K] = ref.filter_transform(w, 4)
-    y = np.full((s.N, s.K, s.H, s.W), np.nan, np.float32)
-    out, m = sim.simulate(f4fused.generate(s, arch), f.grid(), {"x": x, "u": u, "y": y}, list(f4fused.PARAMS),
+    y = np.full((s.N, s.K, s.H, s.W), np.nan if parts == 1 else 0.0, np.float32)
+    out, m = sim.simulate(f4fused.generate(s, arch, parts), f.grid(), {"x": x, "u": u, "y": y}, list(f4fused.PARAMS),
                           f4fused.SMEM_BYTES, threads=f4fused.THREADS, arch=arch)
     got = out["y"].view(np.float32).reshape(y.shape)
     want = ref.direct_conv2d(x, w)

@@ -103,8 +103,10 @@ def _up(v: int, m: int) -> int:
 
 @dataclass(frozen=True)
 class Fused:
-    """The geometry of the fused kernel for a problem shape."""
+    """The geometry of the fused kernel for a problem shape, its channels split in `parts`
+    (split-C: grid z; each part adds its sums into y with REDG, y zeroed before)."""
     s: Shape
+    parts: int = 1
 
     @property
     def TH(self) -> int:
@@ -120,7 +122,7 @@ class Fused:
 
     @property
     def Cp(self) -> int:
-        return _up(self.s.C, BC)
+        return _up(self.s.C, BC * self.parts)
 
     @property
     def Kp(self) -> int:
@@ -128,14 +130,31 @@ class Fused:
 
     @property
     def iterations(self) -> int:
-        return self.Cp // BC
+        """Of one block (one part)."""
+        return self.Cp // BC // self.parts
 
     @property
     def u_rows(self) -> int:
         return E * self.Cp + PAD_ROWS
 
     def grid(self) -> tuple[int, int, int]:
-        return (-(-self.tiles // BT), self.Kp // BK, 1)
+        return (-(-self.tiles // BT), self.Kp // BK, self.parts)
+
+
+# The split model (split-C for grids of about a wave or less), in loop iterations: an SM takes
+# its blocks in turn (one at a time: 205 KiB of shared memory), so the kernel lasts about the
+# busiest SM's blocks x (iterations + FIXED_ITERS), the prologue, epilogue and a part's REDG.
+FIXED_ITERS = 3.0
+MAX_PARTS = 4
+
+
+def choose_parts(s: Shape, sms: int) -> int:
+    """The split of s's channel loop of the least modelled time on a GPU of `sms` SMs."""
+    def cost(p):
+        f = Fused(s, p)
+        blocks = f.grid()[0] * f.grid()[1] * p
+        return -(-blocks // sms) * (f.iterations + FIXED_ITERS) + (p > 1) * FIXED_ITERS / 2
+    return min(range(1, MAX_PARTS + 1), key=lambda p: (cost(p), p))
 
 
 def exact_magic(d: int, n_max: int) -> Optional[int]:
@@ -149,10 +168,12 @@ def exact_magic(d: int, n_max: int) -> Optional[int]:
     return m
 
 
-def check(s: Shape) -> Fused:
+def check(s: Shape, parts: int = 1) -> Fused:
     if min(s.N, s.C, s.H, s.W, s.K) < 1:
         raise Unsupported(f"empty problem {s}")
-    f = Fused(s)
+    if not 1 <= parts < 1 << 16:
+        raise Unsupported(f"{parts} parts")
+    f = Fused(s, parts)
     lim = 1 << 31
     if (s.N * s.C + 2 * BC) * s.H * s.W * 4 >= lim or s.N * s.K * s.H * s.W * 4 + 8 * BK * s.H * s.W * 4 >= lim:
         raise Unsupported("tensors of 2 GiB or more need 64-bit offsets")
@@ -169,8 +190,8 @@ def check(s: Shape) -> Fused:
 
 
 class Generator:
-    def __init__(self, s: Shape, arch: str = DEFAULT_ARCH):
-        self.f = check(s)
+    def __init__(self, s: Shape, arch: str = DEFAULT_ARCH, parts: int = 1):
+        self.f = check(s, parts)
         self.s = s
         self.t = target(arch)
         if not self.t.async_copy:
@@ -366,7 +387,14 @@ class Generator:
         mad(q, USTS, e, U_E, None, tmp)
         mad(q, USTS, sub, ROW, USTS, tmp)
         q.op(f"IADD3 R{USTS}, R{USTS}, {base:#x}, RZ")
+        c0 = 41
+        if f.parts > 1:                 # part z: channels from z Cp / parts
+            q.op(f"S2R R40, SR_CTAID.Z")
+            mad(q, c0, 40, f.Cp // f.parts, None, tmp)
+        else:
+            q.op(f"MOV R{c0}, RZ")
         mad(q, UOFF, e, f.Cp, sub, tmp)
+        q.op(f"IADD3 R{UOFF}, R{UOFF}, R{c0}, RZ")
         mad(q, UOFF, UOFF, f.Kp, None, tmp)
         mad(q, UOFF, by, BK, UOFF, tmp)
         q.op(f"SHF.L.U32 R{UOFF}, R{UOFF}, 0x2, RZ")
@@ -387,6 +415,7 @@ class Generator:
         mad(q, USTS2, sub, 16, USTS2, tmp)
         q.op(f"IADD3 R{USTS2}, R{USTS2}, {base:#x}, RZ")
         mad(q, UOFF2, e2, f.Cp, kq2, tmp)
+        q.op(f"IADD3 R{UOFF2}, R{UOFF2}, R{c0}, RZ")
         mad(q, UOFF2, UOFF2, f.Kp, None, tmp)
         mad(q, UOFF2, by, BK, UOFF2, tmp)
         mad(q, UOFF2, sub, 4, UOFF2, tmp)
@@ -395,7 +424,7 @@ class Generator:
         mad(q, VSTS, cc, ROW, None, tmp)
         mad(q, VSTS, t, 4, VSTS, tmp)
         q.op(f"IADD3 R{VSTS}, R{VSTS}, {base + V_OFF:#x}, RZ")
-        q.op(f"MOV R{CH}, R{cc}")
+        q.op(f"IADD3 R{CH}, R{cc}, R{c0}, RZ")
         # the window at (4 th - 1, 4 tw - 1): its rows and columns inside the image
         h0, w0, cm, lo, hi = r[6:11]
         off = 34                     # an even pair and the pair after it
@@ -410,8 +439,8 @@ class Generator:
         self.bound_mask(q, hi, r[14], 2, s.H, 8, r[15:])
         q.op(f"IMAD R{MLO}, R{cm}, R{lo}, RZ")
         q.op(f"IMAD R{MHI}, R{cm}, R{hi}, RZ")
-        # x + 4 (((n C + cc) H + h0) W + w0)
-        mad(q, off, n, s.C, cc, tmp)
+        # x + 4 (((n C + c0 + cc) H + h0) W + w0)
+        mad(q, off, n, s.C, CH, tmp)
         mad(q, off, off, s.H, h0, tmp)
         mad(q, off, off, s.W, w0, tmp)
         self.pointer(q, XP, off, P_X, off + 2)
@@ -573,6 +602,7 @@ class Generator:
         mad(q, off, off, s.H, h0, tmp)
         mad(q, off, off, s.W, w0, tmp)
         self.pointer(q, yp, off, P_Y, ldc)
+        store = f"{self.t.reduce}.E.ADD.F32.FTZ.RN.STRONG.GPU" if f.parts > 1 else f"STG.E{self.t.scope}"
         m_regs = list(range(0, 144))           # 4 pairs x 36: the accumulators
         spares = list(range(RX, RX + 36))
         for pr in range(4):
@@ -600,7 +630,7 @@ class Generator:
             for a in range(4):
                 q.op(f"R2P PR, R{mask}{'.B%d' % a if a else ''}, 0xf")
                 for b in range(4):
-                    q.op(f"@P{b} STG.E{self.t.scope} {self.t.global_address(yp, 4 * (a * s.W + b))}, R{res[a][b]}")
+                    q.op(f"@P{b} {store} {self.t.global_address(yp, 4 * (a * s.W + b))}, R{res[a][b]}")
             if pr < 3:
                 self.advance(q, yp, BC * s.H * s.W * 4)
         q.op("EXIT")
@@ -626,15 +656,17 @@ class Generator:
         return "\n".join(self.t.spell_line(line) for line in out) + "\n"
 
 
-def kernel_name(s: Shape) -> str:
-    return f"wino4f_n{s.N}_c{s.C}_h{s.H}_w{s.W}_k{s.K}"
+def kernel_name(s: Shape, parts: int = 1) -> str:
+    return f"wino4f_n{s.N}_c{s.C}_h{s.H}_w{s.W}_k{s.K}" + (f"_p{parts}" if parts > 1 else "")
 
 
-def generate(s: Shape, arch: str = DEFAULT_ARCH) -> str:
-    return Generator(s, arch).text()
+def generate(s: Shape, arch: str = DEFAULT_ARCH, parts: int = 1) -> str:
+    return Generator(s, arch, parts).text(kernel_name(s, parts))
 
 
-def build(s: Shape, *, arch: str = DEFAULT_ARCH, check_hazards: bool = True, cache: bool = True) -> bytes:
-    """Assemble the kernel for s on arch (cubin bytes), through the on-disk cache (cubins)."""
-    return build_text(generate(s, arch), kernel_name(s), arch=arch, filename="winograd_f4fused.sass",
+def build(s: Shape, parts: int = 1, *, arch: str = DEFAULT_ARCH, check_hazards: bool = True,
+          cache: bool = True) -> bytes:
+    """Assemble the kernel for s (its channels in `parts`) on arch (cubin bytes), through the
+    on-disk cache (cubins)."""
+    return build_text(generate(s, arch, parts), kernel_name(s, parts), arch=arch, filename="winograd_f4fused.sass",
                       check_hazards=check_hazards, cache=cache)

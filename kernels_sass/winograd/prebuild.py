@@ -66,12 +66,12 @@ def cmd_prebuild(args) -> int:
 
 def prebuild_f4fused(args) -> int:
     """The kernels of `device_run.sh f4fused`: the fused F(4x4,3x3) kernels of the check, smoke and
-    bench shapes, and what bench compares them with (the F(2x2,3x3) kernels and the chosen
+    bench shapes (the parts f4fused.choose_parts picks for `--sms`), and what bench compares them with (the F(2x2,3x3) kernels and the chosen
     F(4x4,3x3) GEMMs of the ResNet configurations)."""
     from concurrent.futures import ProcessPoolExecutor
-    from . import f4
+    from . import f4, f4fused
     configs = [s for _, s in resnet_configs()]
-    jobs = [("f4fused", s) for s in configs + ODD + SMOKE]
+    jobs = [(f4fused.choose_parts(s, args.sms), s) for s in configs + ODD + SMOKE]
     jobs += [(Options(), s) for s in configs]
     for s in configs:
         p = f4.plan(s, args.sms)
@@ -86,8 +86,8 @@ def prebuild_f4fused(args) -> int:
 def _build_f4fused_job(job):
     from . import f4fused, gemmgen
     what, s, sms = job
-    if what == "f4fused":
-        f4fused.build(s)
+    if isinstance(what, int):           # the fused kernel's parts
+        f4fused.build(s, what)
     elif isinstance(what, gemmgen.GemmOptions):
         gemmgen.build(s, what)
     else:

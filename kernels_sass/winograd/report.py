@@ -174,7 +174,9 @@ def render(data: dict, plot: str = None) -> None:
                 parts.append(f"{c} {ffma / (sms * 4 * ms * 1e-3 * clk):6.1%} ({ms:.4f} ms)")
         ms = r["ms"].get("f4fused main")
         if ms and ms == ms and r.get("f4fused_warp_ffma"):
-            parts.append(f"f4fused main {r['f4fused_warp_ffma'] / (sms * 4 * ms * 1e-3 * clk):6.1%} ({ms:.4f} ms)")
+            fp = r.get("f4fused_parts", 1)
+            parts.append(f"f4fused main {r['f4fused_warp_ffma'] / (sms * 4 * ms * 1e-3 * clk):6.1%} ({ms:.4f} ms"
+                         + (f", {fp} parts)" if fp > 1 else ")"))
         split = r.get("sass_options", "").partition("-sp")[2]
         if r.get("f4_gemm") and r["ms"].get("sass4 gemm"):
             c, k, t, p = r["f4_gemm"]

@@ -47,6 +47,25 @@ def test_simulated_kernel_matches_float64(s):
     assert m.race_log == [] and m.undefined_log == []
 
 
+@pytest.mark.parametrize("s,parts", [(Shape(3, 17, 9, 11, 40), 2), (Shape(2, 9, 7, 6, 5), 3), (Shape(1, 40, 5, 5, 33), 4)],
+                         ids=str)
+def test_split_channels_add_up_in_the_simulator(s, parts):
+    """Split-C: grid z = parts, each adds its channels' sums into y (REDG) from zero."""
+    err, m = f4fused_simulated_error(s, _rng(f"{s}{parts}"), parts=parts)
+    print(f"{s} in {parts} parts: relative error {err:.2e} (seed {SEED})")
+    assert err <= 1e-5
+    assert m.race_log == [] and m.undefined_log == []
+
+
+def test_split_model_picks_parts_for_grids_under_a_wave():
+    """On 132 SMs: Conv5/N32 (64 blocks) and N96 (192) split in 2, Conv3/N32 (196) too; the
+    others keep their channels whole."""
+    picks = {(c, n): f4fused.choose_parts(Shape(n, c, hw, hw, k), 132)
+             for c, hw, k in ((64, 56, 64), (128, 28, 128), (256, 14, 256), (512, 7, 512)) for n in (32, 64, 96, 128)}
+    assert {key for key, p in picks.items() if p > 1} == {(512, 32), (512, 96), (128, 32)}
+    assert picks[(512, 32)] == 2
+
+
 def test_random_shape_in_the_simulator():
     """One shape drawn from the seed (each dimension 1..the size that keeps the run short)."""
     r = random.Random(f"{SEED}-shape")
@@ -147,13 +166,15 @@ def test_unsupported_shapes_are_refused():
     with pytest.raises(Unsupported):
         f4fused.check(Shape(4096, 512, 56, 56, 64))          # x past 2 GiB
     assert f4fused.Fused(Shape(128, 512, 7, 7, 512)).grid() == (16, 16, 1)
+    assert f4fused.Fused(Shape(32, 20, 7, 7, 512), 3).Cp == 24 and f4fused.Fused(Shape(32, 20, 7, 7, 512), 3).grid()[2] == 3
 
 
 # ---- on the GPU -----------------------------------------------------------------------------------
 @pytest.mark.gpu
+@pytest.mark.parametrize("parts", [0, 2])
 @pytest.mark.parametrize("layout", ["NCHW", "CHWN"])
 @pytest.mark.parametrize("shape", [Shape(33, 20, 9, 11, 70), Shape(64, 512, 7, 7, 512), Shape(1, 3, 1, 2, 5)], ids=str)
-def test_f4fused_conv2d_on_the_gpu(shape, layout):
+def test_f4fused_conv2d_on_the_gpu(shape, layout, parts):
     from sassas.load import DeviceBuffer, gpu_available
     ok, why = gpu_available()
     if not ok:
@@ -165,12 +186,12 @@ def test_f4fused_conv2d_on_the_gpu(shape, layout):
     want = ref.direct_conv2d(x, w)
     if layout == "NCHW":
         out = DeviceBuffer.from_numpy(np.full((shape.N, shape.K, shape.H, shape.W), np.nan, np.float32))
-        conv2d(DeviceBuffer.from_numpy(x), DeviceBuffer.from_numpy(w), "sass", out=out, algo="f4fused")
+        conv2d(DeviceBuffer.from_numpy(x), DeviceBuffer.from_numpy(w), "sass", out=out, algo="f4fused", parts=parts)
         got = out.to_numpy()
     else:
         out = DeviceBuffer.from_numpy(np.full((shape.K, shape.H, shape.W, shape.N), np.nan, np.float32))
         conv2d(DeviceBuffer.from_numpy(ref.to_chwn(x)), DeviceBuffer.from_numpy(np.ascontiguousarray(w.transpose(1, 2, 3, 0))),
-               "sass", layout="CHWN", out=out, algo="f4fused")
+               "sass", layout="CHWN", out=out, algo="f4fused", parts=parts)
         got = ref.from_khwn(out.to_numpy())
     assert not np.isnan(got).any()
     assert np.linalg.norm(got - want) / np.linalg.norm(want) <= 1e-5
