@@ -145,8 +145,8 @@ def render(data: dict, plot: str = None) -> None:
     shown = [k for k in ratio_cols if any(c[k] is not None for _, _, c in table)]
     print(f"# speed ratios: best = {ref_col}{' (cuDNNnchw or cuDNNnhwc)' if ref_col == 'cudnn best' else ''}, "
           f"TF32 = defTF32; CHWN/NCHW = the auto algorithm's entry (CHWN: transforms + main kernels; NCHW: with "
-          f"the layout transposes); f2/f4/f4f = that algorithm's NCHW entry (f4f: F(4x4,3x3) fused, NCHW in "
-          f"and out, its filter transform included)")
+          f"the layout transposes); f2/f4 = that algorithm's NCHW entry"
+          + ("; f4f = F(4x4,3x3) fused, NCHW in and out, its filter transform included" if "f4f/best" in shown else ""))
     print(f"{'config':<11}{'auto':>5}" + "".join(f"{k:>{W + 1}}" for k in shown))
     for r, algo, cells in table:
         print((f"{r['config']:<11}{algo:>5}" + "".join(" " + _cell(cells[k], ".2f") for k in shown)).rstrip())
