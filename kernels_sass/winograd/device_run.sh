@@ -31,10 +31,10 @@ step() {  # step NAME SECONDS CMD...: run with a time limit, append to the log, 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv >> "$LOG"
 python3 -c 'import torch, cuda.bindings; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version(), "cuda.bindings", cuda.bindings.__version__)' >> "$LOG" 2>&1
 if [ "$MODE" = f4fused ]; then
-  step prebuild 60 $W prebuild --f4fused
+  step prebuild 45 $W prebuild --f4fused
   step smoke_f4fused 30 $W smoke --impl sass --algo f4fused
-  step check_f4fused 110 $W check --impl sass --algo f4fused --chwn --json "$OUT/f4fused_check.json"
-  step bench_f4fused 200 $W bench --impl sass --algo f2 f4 f4fused --json "$OUT/f4fused_bench.json" --plot "$OUT/f4fused_bench.png"
+  step check_f4fused 100 $W check --impl sass --algo f4fused --chwn --json "$OUT/f4fused_check.json"
+  step bench_f4fused 190 $W bench --impl sass --algo f2 f4 f4fused --json "$OUT/f4fused_bench.json" --plot "$OUT/f4fused_bench.png"
   step memcheck_f4fused 35 compute-sanitizer --tool memcheck --error-exitcode 1 $W smoke --impl sass --algo f4fused
   step racecheck_f4fused 35 compute-sanitizer --tool racecheck --error-exitcode 1 $W smoke --impl sass --algo f4fused
   echo "==== summary"; grep '^\[run\]' "$LOG"; grep -h 'NVIDIA\|^torch' "$LOG" | head -2
