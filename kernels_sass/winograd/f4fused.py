@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .cubins import build_text
-from .pieces import mad, signed_hex
+from .pieces import f43_at_ops, f43_bt_ops, mad, signed_hex
 from .plan import Shape, Unsupported
 from .sched import PRED_LATENCY, Op, Seq, mark_reuse
 from .target import DEFAULT_ARCH, target
@@ -219,7 +219,7 @@ class Generator:
     def tile_of(self, q: Seq, tid: int, bx: int, r: list[int]) -> tuple[int, int, int, int]:
         """(t, n, th, tw) of thread tid's tile column t = tid % 32 in block bx; P0 = the tile
         exists (a tile past the last one is computed as tile 0, its loads and stores off).
-        Uses r[0..5]."""
+        Uses r[0..6]."""
         f = self.f
         t, tg, q1, n, th, tw = r[:6]
         tmp = r[6]
@@ -277,33 +277,6 @@ class Generator:
                       f"{self.t.global_address(XP, 4 * (i * self.s.W + j))}" for j in range(6)]
 
     @staticmethod
-    def bt6(r: list[int], sp: list[int]) -> tuple[list[str], list[int]]:
-        """B^T d for 6 registers in place with 4 spares (B^T of reference.BT4): the ops and
-        the registers of the 6 results."""
-        r0, r1, r2, r3, r4, r5 = r
-        a, b, c, f = sp
-        ops = [f"FFMA R{a}, R{r2}, -4, R{r4}", f"FFMA R{b}, R{r1}, -4, R{r3}",
-               f"FADD R{c}, R{r4}, -R{r2}", f"FADD R{f}, R{r3}, -R{r1}",
-               f"FFMA R{r4}, R{r2}, -5, R{r4}", f"FFMA R{r5}, R{r3}, -5, R{r5}",
-               f"FFMA R{r4}, R{r0}, 4, R{r4}", f"FFMA R{r5}, R{r1}, 4, R{r5}",
-               f"FADD R{r0}, R{a}, R{b}", f"FADD R{r1}, R{a}, -R{b}",
-               f"FFMA R{r2}, R{f}, 2, R{c}", f"FFMA R{r3}, R{f}, -2, R{c}"]
-        return ops, [r4, r0, r1, r2, r3, r5]
-
-    @staticmethod
-    def at6(m: list[int], sp: list[int]) -> tuple[list[str], list[int]]:
-        """A^T m for 6 registers in place with 2 spares (A^T of reference.AT4): the ops and
-        the registers of the 4 results."""
-        m0, m1, m2, m3, m4, m5 = m
-        p, q = sp
-        ops = [f"FADD R{p}, R{m1}, -R{m2}", f"FADD R{q}, R{m3}, -R{m4}",
-               f"FADD R{m1}, R{m1}, R{m2}", f"FADD R{m3}, R{m3}, R{m4}",
-               f"FADD R{m0}, R{m0}, R{m1}", f"FFMA R{m2}, R{q}, 2, R{p}",
-               f"FADD R{m0}, R{m0}, R{m3}", f"FFMA R{m4}, R{m3}, 4, R{m1}",
-               f"FFMA R{m5}, R{q}, 8, R{m5}", f"FADD R{m5}, R{m5}, R{p}"]
-        return ops, [m0, m2, m4, m5]
-
-    @staticmethod
     def interleave(groups: list[list[str]]) -> list[str]:
         out = []
         for step in range(max(len(g) for g in groups)):
@@ -311,13 +284,13 @@ class Generator:
         return out
 
     def transform_and_store(self) -> list[str]:
-        """B^T d B of the window in place, 3 columns (then 3 rows) at a time on 12 spares (RT):
-        the ops and the register of each position e = 6i + j."""
+        """B^T d B of the window in place, 3 columns (then 3 rows) at a time on 12 spares (RT),
+        each half of the rows followed by the stores of its 18 positions (e = 6i + j)."""
         ops, cols = [], {}
         for half in range(2):
             group = []
             for n, j in enumerate(range(3 * half, 3 * half + 3)):
-                o, where = self.bt6([RX + 6 * i + j for i in range(6)], list(range(RT + 4 * n, RT + 4 * n + 4)))
+                o, where = f43_bt_ops([RX + 6 * i + j for i in range(6)], list(range(RT + 4 * n, RT + 4 * n + 4)))
                 group.append(o)
                 cols[j] = where
             ops += self.interleave(group)
@@ -325,7 +298,7 @@ class Generator:
         for half in range(2):
             group = []
             for n, i in enumerate(range(3 * half, 3 * half + 3)):
-                o, w = self.bt6([cols[j][i] for j in range(6)], list(range(RT + 4 * n, RT + 4 * n + 4)))
+                o, w = f43_bt_ops([cols[j][i] for j in range(6)], list(range(RT + 4 * n, RT + 4 * n + 4)))
                 group.append(o)
                 for j in range(6):
                     where[6 * i + j] = w[j]
@@ -615,14 +588,14 @@ class Generator:
             # columns (6 -> 4 rows), then rows (6 -> 4)
             outs, group = {}, []
             for j in range(6):
-                o, w = self.at6([m[6 * i + j] for i in range(6)], spares[2 * j:2 * j + 2])
+                o, w = f43_at_ops([m[6 * i + j] for i in range(6)], spares[2 * j:2 * j + 2])
                 group.append(o)
                 outs[j] = w
             for text in self.interleave(group):
                 q.op(text)
             res, group = {}, []
             for a in range(4):
-                o, w = self.at6([outs[j][a] for j in range(6)], spares[2 * a:2 * a + 2])
+                o, w = f43_at_ops([outs[j][a] for j in range(6)], spares[2 * a:2 * a + 2])
                 group.append(o)
                 res[a] = w
             for text in self.interleave(group):

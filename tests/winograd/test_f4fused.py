@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pytest
 
-from kernels_sass.winograd import cubins, f4fused
+from kernels_sass.winograd import cubins, f4fused, pieces
 from kernels_sass.winograd import reference as ref
 from kernels_sass.winograd.check import f4fused_simulated_error
 from kernels_sass.winograd.plan import Shape, Unsupported
@@ -119,9 +119,9 @@ def test_sassas_check_cli_reports_no_hazard(tmp_path):
 
 
 def test_transforms_are_the_f43_matrices():
-    """bt6 and at6 (the generator's in-place FADD/FFMA lists) compute B^T d and A^T m."""
+    """pieces.f43_bt_ops and f43_at_ops (the in-place FADD/FFMA lists) compute B^T d and A^T m."""
     rng = _rng("transforms")
-    for ops_of, mat, n_out in ((f4fused.Generator.bt6, ref.BT4, 6), (f4fused.Generator.at6, ref.AT4, 4)):
+    for ops_of, mat, n_out in ((pieces.f43_bt_ops, ref.BT4, 6), (pieces.f43_at_ops, ref.AT4, 4)):
         regs, spares = list(range(6)), list(range(6, 6 + (4 if n_out == 6 else 2)))
         ops, where = ops_of(regs, spares)
         d = rng.standard_normal(6)
