@@ -307,15 +307,17 @@ class Generator:
             ops += [f"STS [R{VSTS}+{e * V_E:#x}], R{where[e]}" for e in range(18 * half, 18 * half + 18)]
         return ops
 
-    def stage_end(self, q: Seq, transform: bool = True) -> None:
-        """Block i + 1: transform and store the window (unless the loop did it among its
-        FFMAs), move the pointers on; the copies landed, BAR; the buffers swap."""
-        for text in self.transform_and_store() if transform else []:
-            q.op(text, barriers=MISC_SB if text.startswith("STS") else None)
-        self.advance(q, XP, BC * self.s.H * self.s.W * 4)
-        q.op(f"IADD3 R{CH}, R{CH}, {BC:#x}, RZ")
-        q.op(f"DEPBAR.LE SB{ASYNC_SB}, 0x0", y=True, stall=4)
-        q.op("NOP", stall=DEPBAR_LEAD)
+    def stage_end(self, q: Seq, inline: bool = False) -> None:
+        """Block i + 1: transform and store the window, move the window on to the next
+        channels, wait for the copies (unless the loop did all that among its FFMAs); BAR; the
+        buffers swap."""
+        if not inline:
+            for text in self.transform_and_store():
+                q.op(text, barriers=MISC_SB if text.startswith("STS") else None)
+            for text in self.window_advance():
+                q.op(text)
+            q.op(self.depbar(), y=True, stall=4)
+            q.op("NOP", stall=DEPBAR_LEAD)
         q.op("BAR.SYNC.DEFER_BLOCKING 0x0", y=True, wait=q.wait_all())
         for reg in (LDA, LDB, LDA2, LDB2, USTS, USTS2, VSTS):
             q.op(f"LOP3.LUT R{reg}, R{reg}, {OTHER:#x}, RZ, 0x3c, !PT")
@@ -326,6 +328,16 @@ class Generator:
         q.op("LDGDEPBAR", y=True, stall=COPY_GAP).wb = ASYNC_SB
         for text in self.copy_advance():
             q.op(text)
+
+    def window_advance(self) -> list[str]:
+        """The window pointer and channel to the next 8 channels (64-bit: the carry, then the
+        high word)."""
+        return [f"IADD3 R{XP}, P1, R{XP}, {BC * self.s.H * self.s.W * 4:#x}, RZ",
+                f"IADD3.X R{XP + 1}, RZ, R{XP + 1}, RZ, P1, !PT", f"IADD3 R{CH}, R{CH}, {BC:#x}, RZ"]
+
+    @staticmethod
+    def depbar() -> str:
+        return f"DEPBAR.LE SB{ASYNC_SB}, 0x0"
 
     def copy_advance(self) -> list[str]:
         return [f"IADD3 R{reg}, R{reg}, {BC * self.f.Kp * 4:#x}, RZ" for reg in (UOFF, UOFF2)]
@@ -466,11 +478,12 @@ class Generator:
         def at(slot: int, text: str, barriers=()) -> None:
             ins.setdefault(slot, []).append((text, barriers))
 
-        for c in self.copy_ops():
-            at(8, c, MISC_SB)
-        at(9, "LDGDEPBAR")
+        copies = self.copy_ops()                        # COPY_GAP FFMA slots apart (ptxas's spacing)
+        for m, c in enumerate(copies):
+            at(8 + COPY_GAP * m, c, MISC_SB)
+        at(8 + COPY_GAP * len(copies), "LDGDEPBAR")
         for n, text in enumerate(self.copy_advance()):
-            at(48 + n, text)
+            at(60 + n, text)
         setup = self.window_setup()
         at(20, setup[0])                                # the channel test, PRED_LATENCY before its SELs
         for n, text in enumerate(setup[1:]):
@@ -485,6 +498,16 @@ class Generator:
         first, last = TRANSFORM_FROM * slots, BC * slots - 8
         for n, text in enumerate(work):
             at(first + n * (last - first) // len(work), text, MISC_SB if text.startswith("STS") else ())
+        # the window moves on once its loads are in (the transform waited for them), the high
+        # word PRED_LATENCY slots after the carry; the loop test in channel 6 (P6: no R2P after
+        # it); the copies' wait DEPBAR_LEAD slots before the BAR that follows the last FFMA
+        adv = self.window_advance()
+        at(first + slots, adv[0])
+        at(first + slots + PRED_LATENCY + 2, adv[1])
+        at(first + slots + 1, adv[2])
+        at(6 * slots, f"IADD3 R{CNT}, R{CNT}, -0x1, RZ")
+        at(6 * slots + 12, f"ISETP.NE.AND P6, PT, R{CNT}, RZ, PT")
+        at(BC * slots - DEPBAR_LEAD, self.depbar())
         for ch in range(BC - 1):
             for h in range(2):
                 at(ch * slots + 2 + 10 * h, self.lds_b(ch + 1, h), B_SB)
@@ -502,14 +525,14 @@ class Generator:
         for ch in range(BC):
             for k, (acc, a, b) in enumerate(self.ffma_slots(ch)):
                 for text, bars in ins.get(ch * slots + k, []):
-                    o = q.op(text, barriers=bars or None, stall=COPY_GAP if text.startswith("LDGSTS") else 1)
+                    o = q.op(text, barriers=bars or None)
                     if text == "LDGDEPBAR":
-                        o.wb, o.y, o.stall = ASYNC_SB, True, COPY_GAP
+                        o.wb, o.y = ASYNC_SB, True
+                    if text.startswith("DEPBAR"):
+                        o.y, o.stall = True, max(o.stall, 4)
                 o = q.op(f"FFMA R{acc}, R{a}, R{b}, R{acc}")
                 o.ffma = (a, b)
-        self.stage_end(q, transform=False)
-        q.op(f"IADD3 R{CNT}, R{CNT}, -0x1, RZ")
-        q.op(f"ISETP.NE.AND P6, PT, R{CNT}, RZ, PT", stall=PRED_LATENCY)
+        self.stage_end(q, inline=True)
         q.op("NOP", wait=q.wait_all())
         body = list(q.ops)
         body.append(Op("@P6 BRA LOOP", y=True, stall=5))
