@@ -104,7 +104,8 @@ def test_nvdisasm_reads_the_kernel_as_written():
     if why:
         pytest.skip(why)
     s = Shape(3, 17, 9, 11, 40)
-    assert cubins.disasm_mismatches(f4fused.generate(s), f4fused.build(s, cache=False)) == []
+    for parts in (1, 2):                      # STG, REDG
+        assert cubins.disasm_mismatches(f4fused.generate(s, parts=parts), f4fused.build(s, parts, cache=False)) == []
 
 
 def test_sassas_check_cli_reports_no_hazard(tmp_path):
