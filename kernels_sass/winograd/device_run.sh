@@ -45,7 +45,7 @@ if [ "$MODE" = f4fused ]; then
   exit 0
 fi
 if step smoke 60 $W smoke; then
-  step check 200 $W check --chwn --json "$OUT/check.json"
+  step check 260 $W check --chwn --json "$OUT/check.json"
   step bench 240 $W bench --json "$OUT/bench.json" --plot "$OUT/bench.png"
   step gemm 120 $W gemm --json "$OUT/gemm.json"
   # the GEMM's main loop in SM cycles (ncu counters), with the measurement-only variants
