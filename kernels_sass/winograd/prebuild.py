@@ -57,10 +57,15 @@ def cmd_prebuild(args) -> int:
                     except gemmgen.Unsupported:
                         continue
                     gemms.add((gg, o))
+    # F(4x4,3x3) fused: the check/bench/smoke shapes with the parts chosen for --sms
+    from . import f4fused
+    fused = [(f4fused.choose_parts(s, args.sms), s, args.sms) for s in [s for _, s in resnet_configs()] + ODD + SMOKE]
     t = time.time()
     with ProcessPoolExecutor(max_workers=args.jobs or os.cpu_count()) as ex:
         list(ex.map(_build, [(s, o, args.sms) for s, o in jobs] + [(g, o, None) for g, o in sorted(gemms, key=str)]))
-    log(f"[prebuild] {len(jobs)} F(2x2,3x3) kernels and {len(gemms)} F(4x4,3x3) GEMMs in {time.time() - t:.1f}s")
+        list(ex.map(_build_f4fused_job, fused))
+    log(f"[prebuild] {len(jobs)} F(2x2,3x3) kernels, {len(gemms)} F(4x4,3x3) GEMMs and {len(fused)} fused "
+        f"F(4x4,3x3) kernels in {time.time() - t:.1f}s")
     return 0
 
 
