@@ -12,8 +12,8 @@ impl="sass" is the generated SASS main kernel, built for the GPU's arch (target.
 and run on sm_90, the others checked on the CPU only); the filter transform and, for NCHW,
 the layout transposes are the CUDA-C kernels of winograd.cu. algo: "f2" the fused
 F(2x2,3x3) kernel of sassgen, "f4" F(4x4,3x3) with the SASS GEMM of gemmgen (kernels_sass.
-winograd.f4), "f4fused" F(4x4,3x3) in one SASS kernel that reads x and writes y in NCHW
-(kernels_sass.winograd.f4fused; SASS only; CHWN through transposes), "auto" the faster of
+winograd.f4), "f4fused" F(4x4,3x3) in one SASS kernel that reads x and writes y in the
+caller's layout, NCHW or CHWN (kernels_sass.winograd.f4fused; SASS only), "auto" the faster of
 "f2" and "f4" for the shape (choose_algo). Shapes the SASS kernel cannot
 take (offsets past 32 bits) raise plan.Unsupported; use impl="cuda" for those.
 """
@@ -69,8 +69,6 @@ class Workspace:
     v4: Any = None
     m4: Any = None
     u4f: Any = None     # F(4x4,3x3) fused: transformed filters (f4fused.Fused.u_rows x Kp)
-    xn: Any = None      # F(4x4,3x3) fused with CHWN tensors: NCHW input and output
-    yn: Any = None
 
 
 def transpose(src, dst, rows: int, cols: int, stream=0) -> None:
@@ -122,10 +120,11 @@ def main_kernel(impl: str, xc, u, yk, s: Shape, opts: Options = Options(), strea
 
 
 @lru_cache(maxsize=None)
-def f4fused_kernel(s: Shape, parts: int = 1):
-    """The fused F(4x4,3x3) kernel of s (channels split in `parts`) for this GPU."""
+def f4fused_kernel(s: Shape, parts: int = 1, layout: str = "NCHW"):
+    """The fused F(4x4,3x3) kernel of s (channels split in `parts`, x and y in `layout`) for
+    this GPU."""
     import sassas
-    return sassas.load(f4fused.build(s, parts, arch=sass_arch()))[f4fused.kernel_name(s, parts)]
+    return sassas.load(f4fused.build(s, parts, layout, arch=sass_arch()))[f4fused.kernel_name(s, parts, layout)]
 
 
 def f4fused_parts(s: Shape, parts: int = 0) -> int:
@@ -142,31 +141,22 @@ def f4fused_filter_transform(w, u4f, s: Shape, parts: int, layout: str, stream=0
                                          stream=stream)
 
 
-def f4fused_main(x, u4f, y, s: Shape, parts: int, stream=0) -> None:
-    """y (NCHW) from x (NCHW) and U by the fused kernel; with parts > 1 y is zeroed first and
-    the parts add into it."""
+def f4fused_main(x, u4f, y, s: Shape, parts: int, layout: str = "NCHW", stream=0) -> None:
+    """y from x (NCHW -> NKHW, or CHWN -> KHWN) and U by the fused kernel; with parts > 1 y is
+    zeroed first and the parts add into it."""
     if parts > 1:
         fill(y, 0.0, stream)
-    f4fused_kernel(s, parts)(f4fused.Fused(s, parts).grid(), f4fused.THREADS, pointer(x), pointer(u4f),
-                             pointer(y), shared=f4fused.SMEM_BYTES, stream=stream)
+    f4fused_kernel(s, parts, layout)(f4fused.Fused(s, parts, layout).grid(), f4fused.THREADS, pointer(x),
+                                     pointer(u4f), pointer(y), shared=f4fused.SMEM_BYTES, stream=stream)
 
 
 def f4fused_conv(x, w, y, s: Shape, parts: int, layout: str, ws: Workspace, lib: Any, stream=0) -> None:
-    """y from x by the fused F(4x4,3x3) path: NCHW directly, CHWN through transposes."""
+    """y from x by the fused F(4x4,3x3) path: the filter transform, the kernel."""
     if ws.u4f is None:
         f = f4fused.Fused(s, parts)
         ws.u4f = lib.empty((f.u_rows, f.Kp))
     f4fused_filter_transform(w, ws.u4f, s, parts, layout, stream)
-    if layout == "NCHW":
-        f4fused_main(x, ws.u4f, y, s, parts, stream)
-        return
-    if ws.xn is None:
-        ws.xn = lib.empty((s.N, s.C, s.H, s.W))
-    if ws.yn is None:
-        ws.yn = lib.empty((s.N, s.K, s.H, s.W))
-    transpose(x, ws.xn, s.C * s.H * s.W, s.N, stream)
-    f4fused_main(ws.xn, ws.u4f, ws.yn, s, parts, stream)
-    transpose(ws.yn, y, s.N, s.K * s.H * s.W, stream)
+    f4fused_main(x, ws.u4f, y, s, parts, layout, stream)
 
 
 def direct(x, w, y, s: Shape, dtype=np.float32, stream=0) -> None:
@@ -242,7 +232,7 @@ def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Op
         raise ValueError('algo "f4fused" is SASS only (impl "sass"); its CUDA-C counterpart is algo "f4"')
     if algo == "f4fused" and impl == "sass":
         parts = f4fused_parts(s, parts)
-        f4fused.check(s, parts)
+        f4fused.check(s, parts, layout)
         lib = Lib(x)
         ws = workspace or Workspace()
         y = out if out is not None else lib.empty((s.N, s.K, s.H, s.W) if layout == "NCHW" else (s.K, s.H, s.W, s.N))

@@ -136,20 +136,23 @@ def sim_f4fused(s: Shape, seed: int, arch: str = "sm_90") -> int:
     return 0 if err <= TOL and not m.race_log and not m.undefined_log else 1
 
 
-def f4fused_simulated_error(s: Shape, rng, arch: str = "sm_90", parts: int = 1):
+def f4fused_simulated_error(s: Shape, rng, arch: str = "sm_90", parts: int = 1, layout: str = "NCHW"):
     """(relative error against float64 with NaN as 1e30, the simulator's machine) of the fused
-    F(4x4,3x3) kernel of s (channels split in `parts`) on fresh random x and w from rng; y
-    poisoned with NaN first (zeroed, as conv2d does, where parts add into it)."""
+    F(4x4,3x3) kernel of s (channels split in `parts`, x and y in `layout`) on fresh random x
+    and w from rng; y poisoned with NaN first (zeroed, as conv2d does, where parts add into it)."""
     from . import f4fused, sim
-    f = f4fused.Fused(s, parts)
+    f = f4fused.Fused(s, parts, layout)
     x = rng.standard_normal((s.N, s.C, s.H, s.W)).astype(np.float32)
     w = rng.standard_normal((s.K, s.C, 3, 3)).astype(np.float32)
     u = np.zeros((f.u_rows, f.Kp), np.float32)          # f4_filter_transform's layout
     u[:36 * f.Cp].reshape(36, f.Cp, f.Kp)[:, :s.C, :s.K] = ref.filter_transform(w, 4)
-    y = np.full((s.N, s.K, s.H, s.W), np.nan if parts == 1 else 0.0, np.float32)
-    out, m = sim.simulate(f4fused.generate(s, arch, parts), f.grid(), {"x": x, "u": u, "y": y}, list(f4fused.PARAMS),
-                          f4fused.SMEM_BYTES, threads=f4fused.THREADS, arch=arch)
+    y = np.full((s.N, s.K, s.H, s.W) if layout == "NCHW" else (s.K, s.H, s.W, s.N), np.nan if parts == 1 else 0.0,
+                np.float32)
+    xl = x if layout == "NCHW" else ref.to_chwn(x)
+    out, m = sim.simulate(f4fused.generate(s, arch, parts, layout), f.grid(), {"x": xl, "u": u, "y": y},
+                          list(f4fused.PARAMS), f4fused.SMEM_BYTES, threads=f4fused.THREADS, arch=arch)
     got = out["y"].view(np.float32).reshape(y.shape)
+    got = got if layout == "NCHW" else ref.from_khwn(got)
     want = ref.direct_conv2d(x, w)
     return float(np.linalg.norm(np.nan_to_num(got - want, nan=1e30)) / np.linalg.norm(want)), m
 

@@ -1,9 +1,9 @@
-"""Winograd F(4x4,3x3), fused, in SASS for sm_90: x in NCHW, y in NCHW, and no transformed
-tensor in global memory but the filters' U (a pre-pass: winograd.cu's f4_filter_transform,
+"""Winograd F(4x4,3x3), fused, in SASS for sm_90: x in NCHW and y in NCHW (or CHWN and KHWN:
+`layout`), and no transformed tensor in global memory but the filters' U (a pre-pass: winograd.cu's f4_filter_transform,
 U[e][c][k], 36 x Cp rows of Kp floats and PAD_ROWS more that the last prefetch reads).
 
-    text = generate(Shape(N, C, H, W, K))       # kernel f4fused_kernel_name(s): params x, u, y
-    Fused(s).grid(), THREADS, SMEM_BYTES         # the launch
+    text = generate(Shape(N, C, H, W, K), parts=1, layout="NCHW")   # kernel_name(s, parts, layout)
+    Fused(s, parts, layout).grid(), THREADS, SMEM_BYTES              # the launch: params x, u, y
 
 Design (NOTES.md section 15):
 - 256 threads, a block tile of 32 filters x 32 output tiles (4x4 pixels each) x the 36
@@ -104,9 +104,22 @@ def _up(v: int, m: int) -> int:
 @dataclass(frozen=True)
 class Fused:
     """The geometry of the fused kernel for a problem shape, its channels split in `parts`
-    (split-C: grid z; each part adds its sums into y with REDG, y zeroed before)."""
+    (split-C: grid z; each part adds its sums into y with REDG, y zeroed before), x and y in
+    `layout`: NCHW (y NKHW; tile t = (n TH + th) TW + tw) or CHWN (y KHWN; t = (th TW + tw) N + n,
+    so that a warp's 32 tiles are 32 images: coalesced loads and stores)."""
     s: Shape
     parts: int = 1
+    layout: str = "NCHW"
+
+    @property
+    def px(self) -> int:
+        """Elements from a pixel to the next in a row, in x and y."""
+        return 1 if self.layout == "NCHW" else self.s.N
+
+    @property
+    def plane(self) -> int:
+        """Elements from a channel of x to the next (a filter of y to the next)."""
+        return self.s.H * self.s.W * self.px
 
     @property
     def TH(self) -> int:
@@ -168,30 +181,35 @@ def exact_magic(d: int, n_max: int) -> Optional[int]:
     return m
 
 
-def check(s: Shape, parts: int = 1) -> Fused:
+def check(s: Shape, parts: int = 1, layout: str = "NCHW") -> Fused:
+    if layout not in ("NCHW", "CHWN"):
+        raise ValueError(f"layout {layout!r}: NCHW or CHWN")
     if min(s.N, s.C, s.H, s.W, s.K) < 1:
         raise Unsupported(f"empty problem {s}")
     if not 1 <= parts < 1 << 16:
         raise Unsupported(f"{parts} parts")
-    f = Fused(s, parts)
+    f = Fused(s, parts, layout)
     lim = 1 << 31
-    if (s.N * s.C + 2 * BC) * s.H * s.W * 4 >= lim or s.N * s.K * s.H * s.W * 4 + 8 * BK * s.H * s.W * 4 >= lim:
+    # offsets (signed 32-bit) of the windows and output tiles, with the prefetch past the last
+    # channel and the tiles past the last image
+    if (s.N + 2) * (f.Cp + 2 * BC) * s.H * s.W * 4 >= lim or (s.N + 2) * (f.Kp + BK) * s.H * s.W * 4 >= lim:
         raise Unsupported("tensors of 2 GiB or more need 64-bit offsets")
     if f.u_rows * f.Kp * 4 >= lim:
         raise Unsupported("transformed filters of 2 GiB or more")
-    if 4 * (5 * s.W + 5) >= 1 << 23 or 4 * (3 * s.W + 3) >= 1 << 23:
+    if 4 * (5 * s.W + 5) * f.px >= 1 << 23:
         raise Unsupported("load offsets beyond the 24-bit immediate")
     if f.grid()[0] >= 1 << 31 or f.grid()[1] >= 1 << 16:
         raise Unsupported("grid too large")
     n_max = f.grid()[0] * BT
-    exact_magic(f.TW, n_max)
-    exact_magic(f.TH, n_max // f.TW + 1)
+    first, second = (f.TW, f.TH) if layout == "NCHW" else (s.N, f.TW)
+    exact_magic(first, n_max)
+    exact_magic(second, n_max // first + 1)
     return f
 
 
 class Generator:
-    def __init__(self, s: Shape, arch: str = DEFAULT_ARCH, parts: int = 1):
-        self.f = check(s, parts)
+    def __init__(self, s: Shape, arch: str = DEFAULT_ARCH, parts: int = 1, layout: str = "NCHW"):
+        self.f = check(s, parts, layout)
         self.s = s
         self.t = target(arch)
         if not self.t.async_copy:
@@ -227,8 +245,13 @@ class Generator:
         mad(q, tg, bx, BT, t, tmp)
         q.op(f"ISETP.LT.U32.AND P0, PT, R{tg}, {f.tiles:#x}, PT")
         q.op(f"SEL R{tg}, R{tg}, RZ, P0")
-        self.divide(q, q1, tw, tg, f.TW, f.grid()[0] * BT, tmp)
-        self.divide(q, n, th, q1, f.TH, f.grid()[0] * BT // f.TW + 1, tmp)
+        n_max = f.grid()[0] * BT
+        if f.layout == "NCHW":          # tg = (n TH + th) TW + tw
+            self.divide(q, q1, tw, tg, f.TW, n_max, tmp)
+            self.divide(q, n, th, q1, f.TH, n_max // f.TW + 1, tmp)
+        else:                           # tg = (th TW + tw) N + n
+            self.divide(q, q1, n, tg, self.s.N, n_max, tmp)
+            self.divide(q, th, tw, q1, f.TW, n_max // self.s.N + 1, tmp)
         return t, n, th, tw
 
     def bound_mask(self, q: Seq, dst: int, first: int, count: int, limit: int, shift: int, tmp: list[int]) -> None:
@@ -250,6 +273,19 @@ class Generator:
         q.op(f"LDC.64 R{tmp}, {self.t.param(param)}")
         q.op(f"IADD3 R{dst}, P1, R{off}, R{tmp}, RZ")
         q.op(f"IADD3.X R{dst + 1}, R{off + 1}, R{tmp + 1}, RZ, P1, !PT")
+
+    def offset(self, q: Seq, off: int, n: int, c: int, channels: int, h: int, w: int, tmp: int) -> None:
+        """R<off> = the element offset of (image R<n>, channel R<c> of `channels`, row R<h>,
+        column R<w>) in NCHW, or in CHWN (((c H + h) W + w) N + n)."""
+        s = self.s
+        if self.f.layout == "NCHW":
+            mad(q, off, n, channels, c, tmp)
+            mad(q, off, off, s.H, h, tmp)
+            mad(q, off, off, s.W, w, tmp)
+        else:
+            mad(q, off, c, s.H, h, tmp)
+            mad(q, off, off, s.W, w, tmp)
+            mad(q, off, off, s.N, n, tmp)
 
     def advance(self, q: Seq, ptr: int, nbytes: int) -> None:
         q.op(f"IADD3 R{ptr}, P1, R{ptr}, {nbytes:#x}, RZ")
@@ -274,7 +310,7 @@ class Generator:
         reg, byte = (RS, i) if i < 4 else (RS + 1, i - 4)
         out = [f"R2P PR, R{reg}{'.B%d' % byte if byte else ''}, 0x3f"]
         return out + [f"@P{j} LDG.E{self.t.scope} R{RX + 6 * i + j}, "
-                      f"{self.t.global_address(XP, 4 * (i * self.s.W + j))}" for j in range(6)]
+                      f"{self.t.global_address(XP, 4 * (i * self.s.W + j) * self.f.px)}" for j in range(6)]
 
     @staticmethod
     def interleave(groups: list[list[str]]) -> list[str]:
@@ -332,7 +368,7 @@ class Generator:
     def window_advance(self) -> list[str]:
         """The window pointer and channel to the next 8 channels (64-bit: the carry, then the
         high word)."""
-        return [f"IADD3 R{XP}, P1, R{XP}, {BC * self.s.H * self.s.W * 4:#x}, RZ",
+        return [f"IADD3 R{XP}, P1, R{XP}, {BC * self.f.plane * 4:#x}, RZ",
                 f"IADD3.X R{XP + 1}, RZ, R{XP + 1}, RZ, P1, !PT", f"IADD3 R{CH}, R{CH}, {BC:#x}, RZ"]
 
     @staticmethod
@@ -424,10 +460,7 @@ class Generator:
         self.bound_mask(q, hi, r[14], 2, s.H, 8, r[15:])
         q.op(f"IMAD R{MLO}, R{cm}, R{lo}, RZ")
         q.op(f"IMAD R{MHI}, R{cm}, R{hi}, RZ")
-        # x + 4 (((n C + c0 + cc) H + h0) W + w0)
-        mad(q, off, n, s.C, CH, tmp)
-        mad(q, off, off, s.H, h0, tmp)
-        mad(q, off, off, s.W, w0, tmp)
+        self.offset(q, off, n, CH, s.C, h0, w0, tmp)
         self.pointer(q, XP, off, P_X, off + 2)
         q.op(f"MOV R{CNT}, {f.iterations:#x}")
         # block 0: its copies and window, then the accumulators while the loads fly
@@ -594,9 +627,7 @@ class Generator:
         mad(q, ro, kr, BT, t, tmp)
         q.op(f"SHF.L.U32 R{ro}, R{ro}, 0x2, RZ")
         q.op(f"IADD3 R{ro}, R{ro}, {self.t.smem_base:#x}, RZ")
-        mad(q, off, n, s.K, k0, tmp)
-        mad(q, off, off, s.H, h0, tmp)
-        mad(q, off, off, s.W, w0, tmp)
+        self.offset(q, off, n, k0, s.K, h0, w0, tmp)
         self.pointer(q, yp, off, P_Y, ldc)
         store = f"{self.t.reduce}.E.ADD.F32.FTZ.RN.STRONG.GPU" if f.parts > 1 else f"STG.E{self.t.scope}"
         m_regs = list(range(0, 144))           # 4 pairs x 36: the accumulators
@@ -626,9 +657,9 @@ class Generator:
             for a in range(4):
                 q.op(f"R2P PR, R{mask}{'.B%d' % a if a else ''}, 0xf")
                 for b in range(4):
-                    q.op(f"@P{b} {store} {self.t.global_address(yp, 4 * (a * s.W + b))}, R{res[a][b]}")
+                    q.op(f"@P{b} {store} {self.t.global_address(yp, 4 * (a * s.W + b) * f.px)}, R{res[a][b]}")
             if pr < 3:
-                self.advance(q, yp, BC * s.H * s.W * 4)
+                self.advance(q, yp, BC * f.plane * 4)
         q.op("EXIT")
         return q.lines()
 
@@ -652,17 +683,18 @@ class Generator:
         return "\n".join(self.t.spell_line(line) for line in out) + "\n"
 
 
-def kernel_name(s: Shape, parts: int = 1) -> str:
-    return f"wino4f_n{s.N}_c{s.C}_h{s.H}_w{s.W}_k{s.K}" + (f"_p{parts}" if parts > 1 else "")
+def kernel_name(s: Shape, parts: int = 1, layout: str = "NCHW") -> str:
+    return f"wino4f_n{s.N}_c{s.C}_h{s.H}_w{s.W}_k{s.K}" + (f"_p{parts}" if parts > 1 else "") + \
+        ("_chwn" if layout == "CHWN" else "")
 
 
-def generate(s: Shape, arch: str = DEFAULT_ARCH, parts: int = 1) -> str:
-    return Generator(s, arch, parts).text(kernel_name(s, parts))
+def generate(s: Shape, arch: str = DEFAULT_ARCH, parts: int = 1, layout: str = "NCHW") -> str:
+    return Generator(s, arch, parts, layout).text(kernel_name(s, parts, layout))
 
 
-def build(s: Shape, parts: int = 1, *, arch: str = DEFAULT_ARCH, check_hazards: bool = True,
+def build(s: Shape, parts: int = 1, layout: str = "NCHW", *, arch: str = DEFAULT_ARCH, check_hazards: bool = True,
           cache: bool = True) -> bytes:
-    """Assemble the kernel for s (its channels in `parts`) on arch (cubin bytes), through the
-    on-disk cache (cubins)."""
-    return build_text(generate(s, arch, parts), kernel_name(s, parts), arch=arch, filename="winograd_f4fused.sass",
-                      check_hazards=check_hazards, cache=cache)
+    """Assemble the kernel for s (its channels in `parts`, x and y in `layout`) on arch (cubin
+    bytes), through the on-disk cache (cubins)."""
+    return build_text(generate(s, arch, parts, layout), kernel_name(s, parts, layout), arch=arch,
+                      filename="winograd_f4fused.sass", check_hazards=check_hazards, cache=cache)

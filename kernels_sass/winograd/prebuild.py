@@ -59,7 +59,8 @@ def cmd_prebuild(args) -> int:
                     gemms.add((gg, o))
     # F(4x4,3x3) fused: the check/bench/smoke shapes with the parts chosen for --sms
     from . import f4fused
-    fused = [(f4fused.choose_parts(s, args.sms), s, args.sms) for s in [s for _, s in resnet_configs()] + ODD + SMOKE]
+    fused = [((f4fused.choose_parts(s, args.sms), layout), s, args.sms)
+             for s in [s for _, s in resnet_configs()] + ODD + SMOKE for layout in ("NCHW", "CHWN")]
     t = time.time()
     with ProcessPoolExecutor(max_workers=args.jobs or os.cpu_count()) as ex:
         list(ex.map(_build, [(s, o, args.sms) for s, o in jobs] + [(g, o, None) for g, o in sorted(gemms, key=str)]))
@@ -71,12 +72,13 @@ def cmd_prebuild(args) -> int:
 
 def prebuild_f4fused(args) -> int:
     """The kernels of `device_run.sh f4fused`: the fused F(4x4,3x3) kernels of the check, smoke and
-    bench shapes (the parts f4fused.choose_parts picks for `--sms`), and what bench compares them with (the F(2x2,3x3) kernels and the chosen
+    bench shapes (NCHW and CHWN, the parts f4fused.choose_parts picks for `--sms`), and what bench
+    compares them with (the F(2x2,3x3) kernels and the chosen
     F(4x4,3x3) GEMMs of the ResNet configurations)."""
     from concurrent.futures import ProcessPoolExecutor
     from . import f4, f4fused
     configs = [s for _, s in resnet_configs()]
-    jobs = [(f4fused.choose_parts(s, args.sms), s) for s in configs + ODD + SMOKE]
+    jobs = [((f4fused.choose_parts(s, args.sms), layout), s) for s in configs + ODD + SMOKE for layout in ("NCHW", "CHWN")]
     jobs += [(Options(), s) for s in configs]
     for s in configs:
         p = f4.plan(s, args.sms)
@@ -91,8 +93,8 @@ def prebuild_f4fused(args) -> int:
 def _build_f4fused_job(job):
     from . import f4fused, gemmgen
     what, s, sms = job
-    if isinstance(what, int):           # the fused kernel's parts
-        f4fused.build(s, what)
+    if isinstance(what, tuple):         # the fused kernel's parts and layout
+        f4fused.build(s, *what)
     elif isinstance(what, gemmgen.GemmOptions):
         gemmgen.build(s, what)
     else:

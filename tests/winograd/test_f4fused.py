@@ -39,10 +39,11 @@ SHAPES = [Shape(2, 9, 7, 6, 5), Shape(3, 17, 9, 11, 40), Shape(7, 1, 1, 1, 1), S
           Shape(1, 16, 13, 10, 33)]
 
 
+@pytest.mark.parametrize("layout", ["NCHW", "CHWN"])
 @pytest.mark.parametrize("s", SHAPES, ids=str)
-def test_simulated_kernel_matches_float64(s):
-    err, m = f4fused_simulated_error(s, _rng(str(s)))
-    print(f"{s}: relative error {err:.2e} (seed {SEED})")
+def test_simulated_kernel_matches_float64(s, layout):
+    err, m = f4fused_simulated_error(s, _rng(str(s) + layout), layout=layout)
+    print(f"{s} {layout}: relative error {err:.2e} (seed {SEED})")
     assert err <= 1e-5
     assert m.race_log == [] and m.undefined_log == []
 
@@ -51,7 +52,7 @@ def test_simulated_kernel_matches_float64(s):
                          ids=str)
 def test_split_channels_add_up_in_the_simulator(s, parts):
     """Split-C: grid z = parts, each adds its channels' sums into y (REDG) from zero."""
-    err, m = f4fused_simulated_error(s, _rng(f"{s}{parts}"), parts=parts)
+    err, m = f4fused_simulated_error(s, _rng(f"{s}{parts}"), parts=parts, layout=("NCHW", "CHWN")[parts % 2])
     print(f"{s} in {parts} parts: relative error {err:.2e} (seed {SEED})")
     assert err <= 1e-5
     assert m.race_log == [] and m.undefined_log == []
@@ -70,7 +71,7 @@ def test_random_shape_in_the_simulator():
     """One shape drawn from the seed (each dimension 1..the size that keeps the run short)."""
     r = random.Random(f"{SEED}-shape")
     s = Shape(r.randint(1, 4), r.randint(1, 20), r.randint(1, 12), r.randint(1, 12), r.randint(1, 70))
-    err, m = f4fused_simulated_error(s, _rng("random"))
+    err, m = f4fused_simulated_error(s, _rng("random"), layout=r.choice(["NCHW", "CHWN"]))
     print(f"{s}: relative error {err:.2e} (seed {SEED})")
     assert err <= 1e-5
     assert m.race_log == [] and m.undefined_log == []
@@ -104,8 +105,9 @@ def test_nvdisasm_reads_the_kernel_as_written():
     if why:
         pytest.skip(why)
     s = Shape(3, 17, 9, 11, 40)
-    for parts in (1, 2):                      # STG, REDG
-        assert cubins.disasm_mismatches(f4fused.generate(s, parts=parts), f4fused.build(s, parts, cache=False)) == []
+    for parts, layout in ((1, "NCHW"), (2, "CHWN")):       # STG, REDG
+        assert cubins.disasm_mismatches(f4fused.generate(s, parts=parts, layout=layout),
+                                        f4fused.build(s, parts, layout, cache=False)) == []
 
 
 def test_sassas_check_cli_reports_no_hazard(tmp_path):
