@@ -1,6 +1,7 @@
 """Winograd F(4x4,3x3), fused, in SASS for sm_90: x in NCHW and y in NCHW (or CHWN and KHWN:
-`layout`), and no transformed tensor in global memory but the filters' U (a pre-pass: winograd.cu's f4_filter_transform,
-U[e][c][k], 36 x Cp rows of Kp floats and PAD_ROWS more that the last prefetch reads).
+`layout`), and no transformed tensor in global memory but the filters' U (a pre-pass:
+winograd.cu's f4_filter_transform, U[e][c][k], 36 x Cp rows of Kp floats and PAD_ROWS more
+that the last prefetch reads).
 
     text = generate(Shape(N, C, H, W, K), parts=1, layout="NCHW")   # kernel_name(s, parts, layout)
     Fused(s, parts, layout).grid(), THREADS, SMEM_BYTES              # the launch: params x, u, y
@@ -12,8 +13,8 @@ Design (NOTES.md section 15):
   position's 32 x 32 product (sub = tid % 8): 16 x 8 accumulators, 4 + 2 LDS.128 a channel
   for 128 FFMA. Positions 32..35: 64 threads each, a 4 x 4 tile a thread (k = 4 (tid / 8 % 8),
   t = 4 sub), 2 LDS.128 for 16 FFMA. Every warp has the same work: 8 warps, 2 a scheduler.
-- Inputs: thread tid loads the 6x6 window of channel c0 + tid / 32, tile tid % 32 from NCHW
-  with 36 predicated LDG (a 36-bit mask, one R2P a row: image borders, tiles past the last,
+- Inputs: thread tid loads the 6x6 window of channel c0 + tid / 32, tile tid % 32 (NCHW: of
+  a row of tiles; CHWN: an image) with 36 predicated LDG (a 36-bit mask, one R2P a row: image borders, tiles past the last,
   channels past C), transforms it in registers (B^T d B, in place) and stores the 36 values
   into shared memory.
 - Filters: thread tid copies row tid (position tid / 8, channel tid % 8, 32 filters) of U and
