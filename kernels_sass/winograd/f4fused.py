@@ -14,9 +14,9 @@ Design (NOTES.md section 15):
   for 128 FFMA. Positions 32..35: 64 threads each, a 4 x 4 tile a thread (k = 4 (tid / 8 % 8),
   t = 4 sub), 2 LDS.128 for 16 FFMA. Every warp has the same work: 8 warps, 2 a scheduler.
 - Inputs: thread tid loads the 6x6 window of channel c0 + tid / 32, tile tid % 32 (NCHW: of
-  a row of tiles; CHWN: an image) with 36 predicated LDG (a 36-bit mask, one R2P a row: image borders, tiles past the last,
-  channels past C), transforms it in registers (B^T d B, in place) and stores the 36 values
-  into shared memory.
+  a row of tiles; CHWN: an image) with 36 predicated LDG (a 36-bit mask, one R2P a row:
+  image borders, tiles past the last, channels past C), transforms it in registers (B^T d B,
+  in place) and stores the 36 values into shared memory.
 - Filters: thread tid copies row tid (position tid / 8, channel tid % 8, 32 filters) of U and
   a 16-byte chunk of the small positions' rows with 9 LDGSTS.128, one group an iteration
   (LDGDEPBAR on scoreboard 3).
@@ -24,7 +24,7 @@ Design (NOTES.md section 15):
   block in buffer i % 2; among its FFMAs, the copies and window loads of block i + 1 (channels
   0-1) and its transform and stores into the other buffer (channels 4-7); one BAR.
 - Epilogue: the accumulators as M[e][k][t] in shared memory, then thread tid takes the 4
-  (k, t) pairs k = tid / 32 + 8r, t = tid % 32: 36 LDS, A^T m A, 16 predicated STG to NCHW.
+  (k, t) pairs k = tid / 32 + 8r, t = tid % 32: 36 LDS, A^T m A, 16 predicated STG (or REDG, split).
 
 The control codes come from sched.Seq (conservative latencies, scoreboards assigned) and the
 operand reuse flags from sched.mark_reuse; the instructions are placed at FFMA slots of the
