@@ -78,13 +78,30 @@ BIG = 32                   # positions of the 16 x 8 thread tiles (8 threads a p
 RA = 144                   # A: 16 filters of the channel
 RB = 160                   # B: two sets of 8 tiles
 RA2, RB2 = 176, 180        # the small tile's 4 filters and 4 tiles
-RX = 184                   # the 6x6 window, row-major (RX + 6i + j), transformed in place
+RX = 184                   # the 6x6 window (WIN), transformed in place: R184..R219, R222, R223, R251, R252
 RS = 220                   # 4 spares: the window's effective masks
 RT = 239                   # 12 spares of the input transform (3 six-point transforms at a time)
 XP, MLO, MHI, CH, UOFF, USTS, VSTS, LDA, LDB, LDA2, LDB2, UOFF2, USTS2, CNT = (
     224, 226, 227, 228, 229, 230, 231, 232, 233, 234, 235, 236, 237, 238)
-TOP = RT + 11              # the highest register, R250: 253 counted (256 threads: up to 255;
-                           # R253 is an illegal instruction on the H100, NOTES.md section 7)
+TOP = 252                  # the highest register: 255 counted (256 threads: up to 255; R253 is an
+                           # illegal instruction on the H100, NOTES.md section 7)
+
+
+def _window() -> list[list[int]]:
+    """The window's registers WIN[i][j] (row i, column j), in the register bank (parity)
+    P_i ^ P_j, P = (0, 0, 0, 1, 1, 0): pieces.f43_bt_ops then reads two banks in all its
+    two-register ops but one (r1 and r5 share a bank: r1, r3, r5 cannot all differ), in the
+    column pass and, since its outputs keep their column's pattern, in the row pass too
+    (an FADD or FFMA reading one bank twice costs an issue cycle more between FFMAs, NOTES.md
+    section 8). 20 even and 16 odd registers: the window's 36, and R222, R223 (the epilogue's),
+    R251, R252."""
+    pool = list(range(RX, RX + 36)) + [RS + 2, RS + 3, TOP - 1, TOP]
+    free = {0: [r for r in pool if r % 2 == 0], 1: [r for r in pool if r % 2 == 1]}
+    p = (0, 0, 0, 1, 1, 0)
+    return [[free[p[i] ^ p[j]].pop(0) for j in range(6)] for i in range(6)]
+
+
+WIN = _window()
 
 
 def ACC(i: int, j: int) -> int:
@@ -304,13 +321,13 @@ class Generator:
         the zeros of the window's registers (the transform overwrote them)."""
         out = [f"ISETP.LT.AND P6, PT, R{CH}, {self.s.C:#x}, PT",
                f"SEL R{RS}, R{MLO}, RZ, P6", f"SEL R{RS + 1}, R{MHI}, RZ, P6"]
-        return out + [f"MOV R{RX + k}, RZ" for k in range(36)]
+        return out + [f"MOV R{WIN[i][j]}, RZ" for i in range(6) for j in range(6)]
 
     def window_row(self, i: int) -> list[str]:
         """Row i of the window: its predicates (R2P of mask byte i), 6 predicated loads."""
         reg, byte = (RS, i) if i < 4 else (RS + 1, i - 4)
         out = [f"R2P PR, R{reg}{'.B%d' % byte if byte else ''}, 0x3f"]
-        return out + [f"@P{j} LDG.E{self.t.scope} R{RX + 6 * i + j}, "
+        return out + [f"@P{j} LDG.E{self.t.scope} R{WIN[i][j]}, "
                       f"{self.t.global_address(XP, 4 * (i * self.s.W + j) * self.f.px)}" for j in range(6)]
 
     @staticmethod
@@ -327,7 +344,7 @@ class Generator:
         for half in range(2):
             group = []
             for n, j in enumerate(range(3 * half, 3 * half + 3)):
-                o, where = f43_bt_ops([RX + 6 * i + j for i in range(6)], list(range(RT + 4 * n, RT + 4 * n + 4)))
+                o, where = f43_bt_ops([WIN[i][j] for i in range(6)], list(range(RT + 4 * n, RT + 4 * n + 4)))
                 group.append(o)
                 cols[j] = where
             ops += self.interleave(group)

@@ -86,7 +86,7 @@ def test_kernel_assembles_without_hazards(s):
     cubin = sassas.assemble(text, "sm_90", filename="f4fused.sass")
     assert cubins.hazards(cubin.program) == []
     info = read_cubin(cubin.data).kernel(f4fused.kernel_name(s))
-    assert info.registers == 253                     # x 256 threads <= 64K, R250 the highest
+    assert info.registers == 255                     # x 256 threads <= 64K, R252 the highest
     assert f4fused.SMEM_BYTES <= 227 << 10
     assert [p.size for p in info.params] == [8, 8, 8]
     # the loop: 8 channels of 128 + 16 FFMA (6 + 2 LDS.128 each), 9 copies, 36 loads, 36 stores
@@ -97,6 +97,16 @@ def test_kernel_assembles_without_hazards(s):
     assert len(re.findall(r"\bLDG\.E\b", loop)) == 36
     assert len(re.findall(r"\bSTS\b", loop)) == 36
     assert max(int(r) for r in re.findall(r"\bR(\d+)\b", text)) <= f4fused.TOP
+
+
+def test_input_transform_reads_both_register_banks():
+    """The window's registers (f4fused.WIN) put the two register sources of all but 12 of the
+    transform's 144 FADD/FFMA in different banks (one per six-point transform: r1 and r5)."""
+    ops = f4fused.Generator(Shape(3, 17, 9, 11, 40)).transform_and_store()
+    pairs = [[int(r) for r in re.findall(r"R(\d+)", t.split(",", 1)[1])] for t in ops if t.startswith(("FADD", "FFMA"))]
+    assert len(pairs) == 144
+    assert sum(1 for r in pairs if r[0] % 2 == r[1] % 2) == 12
+    assert sorted(r for row in f4fused.WIN for r in row) == sorted(set(r for row in f4fused.WIN for r in row))
 
 
 def test_nvdisasm_reads_the_kernel_as_written():
