@@ -104,6 +104,19 @@ def _window() -> list[list[int]]:
 WIN = _window()
 
 
+def _pairs() -> list[list[int]]:
+    """The epilogue's m of its 4 (k, t) pairs: M[pair][6i + j] in the bank P_i ^ P_j, P = (0, 1,
+    0, 0, 1, 0), for pieces.f43_at_ops as WIN for f43_bt_ops (one one-bank op in 10: m0, m1 and
+    m3 cannot all differ); the accumulators and the operand registers, free after the loop."""
+    pool = list(range(0, 144)) + list(range(RB, RB + 24))
+    free = {0: [r for r in pool if r % 2 == 0], 1: [r for r in pool if r % 2 == 1]}
+    p = (0, 1, 0, 0, 1, 0)
+    return [[free[p[e // 6] ^ p[e % 6]].pop(0) for e in range(E)] for _ in range(4)]
+
+
+PAIRS = _pairs()
+
+
 def ACC(i: int, j: int) -> int:
     """Accumulator of row i (0..15), column j (0..7): columns swapped in pairs so that an
     accumulator and the B operand it meets sit in different register banks (as gemmgen)."""
@@ -624,7 +637,8 @@ class Generator:
                 q.op(f"STS [R{mb}+{(i * BT + j) * 4:#x}], R{ACC2(i, j)}", barriers=MISC_SB)
         q.op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=q.wait_all())
         # thread tid: pairs (k, t) = (32 by + tid / 32 + 8 r, tid % 32), r < 4; indices in the A
-        # registers and past the window, the 4 pairs' m in the accumulators and B, spares in the window
+        # registers and past the window, the 4 pairs' m in the accumulators and operands (PAIRS),
+        # spares in the window
         bx, by, kr = RA + 1, RA + 2, RA + 3
         rm, cm, om, h0, w0 = range(RA + 11, RA + 16)
         k0, ro, off, yp, ldc, tmp = RS + 2, RS + 3, RS + 4, RS + 6, RS + 8, RS + 10
@@ -648,10 +662,9 @@ class Generator:
         self.offset(q, off, n, k0, s.K, h0, w0, tmp)
         self.pointer(q, yp, off, P_Y, ldc)
         store = f"{self.t.reduce}.E.ADD.F32.FTZ.RN.STRONG.GPU" if f.parts > 1 else f"STG.E{self.t.scope}"
-        m_regs = list(range(0, 144))           # 4 pairs x 36: the accumulators
         spares = list(range(RX, RX + 36))
         for pr in range(4):
-            m = m_regs[36 * pr:36 * pr + 36]
+            m = PAIRS[pr]
             mask = masks[pr]
             q.op(f"ISETP.LT.AND P1, PT, R{k0}, {signed_hex(s.K - 8 * pr)}, PT")
             q.op(f"SEL R{mask}, R{om}, RZ, P1")
