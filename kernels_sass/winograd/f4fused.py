@@ -533,9 +533,10 @@ class Generator:
 
     def loop_body(self) -> list[Op]:
         """One iteration: the GEMM of the 8 channels of the read buffer, with the next
-        channel's operands loaded behind the FFMAs that free their registers, and block i + 1's
-        copies (channel 0) and window loads (row i in channel i + 1) among the FFMAs; then
-        stage_end."""
+        channel's operands loaded behind the FFMAs that free their registers, and among the
+        FFMAs block i + 1's copies (channel 0), window loads (channels 0-1), transform and
+        stores (channels 4-7), the window's move, the loop test and the copies' wait; then the
+        BAR and the buffer swap (stage_end), the branch."""
         ins: dict[int, list[tuple[str, tuple]]] = {}
         slots = SLOTS
 
