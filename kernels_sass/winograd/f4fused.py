@@ -53,15 +53,27 @@ V_OFF = E * U_E
 BUF_BYTES = V_OFF + E * V_E
 OTHER = 0x20000            # the second buffer, by XOR (every first-buffer address is below it)
 SMEM_BYTES = OTHER + BUF_BYTES
-M_E = BK * BT * 4          # the epilogue's M[e][k][t]
+# The epilogue's M[e][k][t] at word e M_EW + 32 k + skew(k) + t, skew(k) = 4 (k / 16 % 2) + k / 4
+# % 4 and M_EW = 1 (mod 32): a warp's 32 STS of one accumulator hit 32 banks (the 16 x 8 tiles'
+# 4 positions by M_EW, their 2 row halves by 4 (k / 16), their 4 column octets by 8; the 4 x 4
+# tiles' 4 row quads by k / 4 % 4 and 8 column quads by 4); k and t plain, the banks repeated
+# every 32 words, 8-way (4-way) conflicts
+M_EW = 1057
+M_E = 4 * M_EW
+
+
+def m_skew(k: int) -> int:
+    return 4 * (k // 16 % 2) + k // 4 % 4
 PAD_ROWS = BC              # rows of U past 36 x Cp that the last iteration's prefetch reads
+COPY_LO, COPY_HI = 0x800, 0x7ff   # an LDGSTS's 12-bit signed global offset: -0x800..0x7ff
 COPY_GAP = 4               # cycles from an LDGSTS to the next and to its LDGDEPBAR (as ptxas: gemmgen)
 DEPBAR_LEAD = 8            # cycles from the DEPBAR to the BAR
 ASYNC_SB = 3               # the copy groups' scoreboard (not in the Seq pools)
 LDS_SB, LDG_SB, MISC_SB = (0, 1, 2), (5,), (4,)
 SLOTS = 128 + 16           # FFMAs a channel: the 16 x 8 tile's, then the 4 x 4 tile's
-TRANSFORM_FROM = 4         # the loop's channel where the transform of the next block starts (its
-                           # loads issued in channels 0-1: ~3 channels, ~430 FFMA slots, of latency)
+TRANSFORM_FROM = 5         # the loop's channel where the transform of the next block starts (its
+                           # loads issued in channels 0-1: ~4 channels, ~550 FFMA slots, of latency)
+WINDOW_ROW0, WINDOW_ROW_GAP = 18, 28   # FFMA slots of the window rows' R2P: the loads by slot ~184
 # The loop's shared loads of channel c + 1, during channel c: B on scoreboard 0, A's row quads
 # 0 and 2 on 1, 1 and 3 (and the small tile's operands, loaded as channel c + 1 starts) on 2, so
 # that the first FFMA of a quad never waits for the quad loaded just before it
@@ -83,6 +95,8 @@ RS = 220                   # 4 spares: the window's effective masks
 RT = 239                   # 12 spares of the input transform (3 six-point transforms at a time)
 XP, MLO, MHI, CH, UOFF, USTS, VSTS, LDA, LDB, LDA2, LDB2, UOFF2, USTS2, CNT = (
     224, 226, 227, 228, 229, 230, 231, 232, 233, 234, 235, 236, 237, 238)
+COPY_SRC = (UOFF, 217, 219, 223)   # the copies' source offsets (rows 12 bits of immediate apart;
+                           # registers the window leaves free: WIN)
 TOP = 252                  # the highest register: 255 counted (256 threads: up to 255; R253 is an
                            # illegal instruction on the H100, NOTES.md section 7)
 
@@ -126,6 +140,12 @@ def ACC(i: int, j: int) -> int:
 def ACC2(i: int, j: int) -> int:
     """The small tile's accumulator of row i, column j (0..3), after the big tile's."""
     return 128 + 4 * i + (j ^ 1)
+
+
+def signed_offset(v: int) -> str:
+    """` + 0x10` or ` - 0x10` (a negative offset spelled `-0x10` right after a register is read as
+    a second operand by the parser: the spaces keep it an offset)."""
+    return f" + {v:#x}" if v >= 0 else f" - {-v:#x}"
 
 
 def _up(v: int, m: int) -> int:
@@ -181,6 +201,30 @@ class Fused:
     def u_rows(self) -> int:
         return E * self.Cp + PAD_ROWS
 
+    # The copies of U rows (e, c), c = 0..7, Kp * 4 bytes apart: from COPY_SRC[b] + an immediate
+    # (12 bits, signed): ROWS_PER rows a register, the register at row ROWS_PER b + CENTER
+    @property
+    def rows_per_source(self) -> int:
+        r = self.Kp * 4
+        return min(BC, COPY_LO // r + COPY_HI // r + 1)
+
+    @property
+    def copy_center(self) -> int:
+        r = self.Kp * 4
+        return max(0, self.rows_per_source - 1 - COPY_HI // r)
+
+    @property
+    def copy_sources(self) -> int:
+        return -(-BC // self.rows_per_source)
+
+    def copy_source_row(self, b: int) -> int:
+        return self.rows_per_source * b + self.copy_center
+
+    def copy_source(self, j: int) -> tuple[int, int]:
+        """(register index in COPY_SRC, byte immediate) of the copy of row (e, j)."""
+        b = j // self.rows_per_source
+        return b, (j - self.copy_source_row(b)) * self.Kp * 4
+
     def grid(self) -> tuple[int, int, int]:
         return (-(-self.tiles // BT), self.Kp // BK, self.parts)
 
@@ -225,9 +269,12 @@ def check(s: Shape, parts: int = 1, layout: str = "NCHW") -> Fused:
     # channel and the tiles past the last image
     if (s.N + 2) * (f.Cp + 2 * BC) * s.H * s.W * 4 >= lim or (s.N + 2) * (f.Kp + BK) * s.H * s.W * 4 >= lim:
         raise Unsupported("tensors of 2 GiB or more need 64-bit offsets")
+    if f.copy_sources > len(COPY_SRC):
+        raise Unsupported(f"K={s.K}: U rows of {f.Kp} filters, more than {len(COPY_SRC)} registers of "
+                          f"copy sources (12-bit offsets: at most 512 filters)")
     if f.u_rows * f.Kp * 4 >= lim:
         raise Unsupported("transformed filters of 2 GiB or more")
-    if 4 * (5 * s.W + 5) * f.px >= 1 << 23:
+    if 4 * (5 * s.W + 5) * f.px >= 1 << 23 or (BC - 1) * f.Kp * 4 >= 1 << 23:
         raise Unsupported("load offsets beyond the 24-bit immediate")
     if f.grid()[0] >= 1 << 31 or f.grid()[1] >= 1 << 16:
         raise Unsupported("grid too large")
@@ -318,16 +365,18 @@ class Generator:
             mad(q, off, off, s.W, w, tmp)
             mad(q, off, off, s.N, n, tmp)
 
-    def advance(self, q: Seq, ptr: int, nbytes: int) -> None:
-        q.op(f"IADD3 R{ptr}, P1, R{ptr}, {nbytes:#x}, RZ")
-        q.op(f"IADD3.X R{ptr + 1}, RZ, R{ptr + 1}, RZ, P1, !PT")
-
     # ---- the pieces of an iteration ----------------------------------------------------
     def copy_ops(self) -> list[str]:
-        """Block i + 1's U rows into the write buffer: row tid of the big positions' 256 (8
-        LDGSTS.128), chunk tid % 8 of row tid / 8 of the small positions' 32."""
-        return [f"LDGSTS.E.BYPASS.128 [R{USTS}+{16 * j:#x}], [R{UOFF}.U32+UR{U_UR}+{16 * j:#x}]" for j in range(8)] + \
-            [f"LDGSTS.E.BYPASS.128 [R{USTS2}], [R{UOFF2}.U32+UR{U_UR}]"]
+        """Block i + 1's U rows into the write buffer, every copy a warp's 4 whole rows (512
+        bytes: 4 shared-memory wavefronts, 4 global lines): chunk tid % 8 of the rows (tid / 8,
+        c) of the big positions, c = 0..7 (8 LDGSTS.128, offsets by immediates), and of row
+        tid / 8 of the small positions' 32. (A row a thread, 8 chunks by 8 copies, put 32
+        threads' 16 bytes in 32 lines and cost ~30 wavefronts a copy: NOTES.md section 16.)"""
+        out = []
+        for j in range(BC):
+            b, imm = self.f.copy_source(j)
+            out.append(f"LDGSTS.E.BYPASS.128 [R{USTS}+{ROW * j:#x}], [R{COPY_SRC[b]}.U32+UR{U_UR}{signed_offset(imm)}]")
+        return out + [f"LDGSTS.E.BYPASS.128 [R{USTS2}], [R{UOFF2}.U32+UR{U_UR}]"]
 
     def window_setup(self) -> list[str]:
         """Before the window loads: the masks, zero if the window's channel is past C, and
@@ -407,7 +456,8 @@ class Generator:
         return f"DEPBAR.LE SB{ASYNC_SB}, 0x0"
 
     def copy_advance(self) -> list[str]:
-        return [f"IADD3 R{reg}, R{reg}, {BC * self.f.Kp * 4:#x}, RZ" for reg in (UOFF, UOFF2)]
+        return [f"IADD3 R{reg}, R{reg}, {BC * self.f.Kp * 4:#x}, RZ"
+                for reg in COPY_SRC[:self.f.copy_sources] + (UOFF2,)]
 
     # ---- prologue -----------------------------------------------------------------------
     def prologue(self) -> list[str]:
@@ -435,9 +485,9 @@ class Generator:
         mad(q, LDB, e, V_E, None, tmp)
         mad(q, LDB, tq, 32, LDB, tmp)
         q.op(f"IADD3 R{LDB}, R{LDB}, {base + OTHER + V_OFF:#x}, RZ")
-        # copies: U row (e, sub) of the block's 32 filters; V stores at (cc, t)
+        # copies: chunk sub of U rows (e, 0..7) of the block's 32 filters; V stores at (cc, t)
         mad(q, USTS, e, U_E, None, tmp)
-        mad(q, USTS, sub, ROW, USTS, tmp)
+        mad(q, USTS, sub, 16, USTS, tmp)
         q.op(f"IADD3 R{USTS}, R{USTS}, {base:#x}, RZ")
         c0 = 41
         if f.parts > 1:                 # part z: channels from z Cp / parts
@@ -445,11 +495,14 @@ class Generator:
             mad(q, c0, 40, f.Cp // f.parts, None, tmp)
         else:
             q.op(f"MOV R{c0}, RZ")
-        mad(q, UOFF, e, f.Cp, sub, tmp)
-        q.op(f"IADD3 R{UOFF}, R{UOFF}, R{c0}, RZ")
+        mad(q, UOFF, e, f.Cp, c0, tmp)
         mad(q, UOFF, UOFF, f.Kp, None, tmp)
         mad(q, UOFF, by, BK, UOFF, tmp)
+        mad(q, UOFF, sub, 4, UOFF, tmp)
         q.op(f"SHF.L.U32 R{UOFF}, R{UOFF}, 0x2, RZ")
+        for b in reversed(range(f.copy_sources)):      # (COPY_SRC[0] is UOFF: last)
+            if f.copy_source_row(b):
+                q.op(f"IADD3 R{COPY_SRC[b]}, R{UOFF}, {f.copy_source_row(b) * f.Kp * 4:#x}, RZ")
         # the small positions: e2 = 32 + tid / 64; kq2 = tid / 8 % 8 (also the channel of the
         # row this thread copies a chunk of), tq2 = sub (also the chunk)
         e2, kq2 = r[20:22]
@@ -547,17 +600,22 @@ class Generator:
         for m, c in enumerate(copies):
             at(8 + COPY_GAP * m, c, MISC_SB)
         at(8 + COPY_GAP * len(copies), "LDGDEPBAR")
-        for n, text in enumerate(self.copy_advance()):
-            at(60 + n, text)
+        # the window loads as early as the registers allow (the BAR before the loop's first
+        # FFMA saw the stores that read them): the channel test, PRED_LATENCY slots later the
+        # masks' SELs, the zeros, then row by row its R2P and, PRED_LATENCY slots after it, its
+        # 6 loads 2 slots apart (each R2P after the loads of the row before): all in by slot
+        # WINDOW_ROW0 + 6 WINDOW_ROW_GAP, ~TRANSFORM_FROM channels before the transform
         setup = self.window_setup()
-        at(20, setup[0])                                # the channel test, PRED_LATENCY before its SELs
-        for n, text in enumerate(setup[1:]):
-            at(52 + 2 * n, text)
-        for i in range(6):                              # the window loads in channels 0-1
+        at(0, setup[0])
+        at(PRED_LATENCY + 2, setup[1])
+        at(PRED_LATENCY + 3, setup[2])
+        for n, text in enumerate(setup[3:]):
+            at(1 + n, text)
+        for i in range(6):
             row = self.window_row(i)
-            at(140 + 24 * i, row[0])
+            at(WINDOW_ROW0 + WINDOW_ROW_GAP * i, row[0])
             for n, text in enumerate(row[1:]):
-                at(140 + 24 * i + 16 + n, text, LDG_SB)
+                at(WINDOW_ROW0 + WINDOW_ROW_GAP * i + PRED_LATENCY + 2 + 2 * n, text, LDG_SB)
         # block i + 1's transform and stores spread over channels TRANSFORM_FROM..7
         work = self.transform_and_store()
         first, last = TRANSFORM_FROM * slots, BC * slots - 8
@@ -573,6 +631,10 @@ class Generator:
         at(6 * slots, f"IADD3 R{CNT}, R{CNT}, -0x1, RZ")
         at(6 * slots + 12, f"ISETP.NE.AND P6, PT, R{CNT}, RZ, PT")
         at(BC * slots - DEPBAR_LEAD, self.depbar())
+        # the copies' sources move on after the DEPBAR: an IADD3 right after the copies waited
+        # (long scoreboard) until the LDGSTS had read the register, ~7% of the stall samples
+        for n, text in enumerate(self.copy_advance()):
+            at(BC * slots - DEPBAR_LEAD + 1 + n, text)
         for ch in range(BC - 1):
             for h in range(2):
                 at(ch * slots + 2 + 10 * h, self.lds_b(ch + 1, h), B_SB)
@@ -616,20 +678,25 @@ class Generator:
         q.op(f"LOP3.LUT R{sub}, R{tid}, 0x7, RZ, 0xc0, !PT")
         q.op(f"SHF.R.U32.HI R{kq}, RZ, 0x2, R{sub}")
         q.op(f"LOP3.LUT R{tq}, R{sub}, 0x3, RZ, 0xc0, !PT")
-        mad(q, mb, e, M_E // 4, None, tmp)
-        mad(q, mb, kq, 16 * BT, mb, tmp)
+        mad(q, mb, e, M_EW, None, tmp)
+        mad(q, mb, kq, 16 * BT + m_skew(16), mb, tmp)       # k = 16 kq + i: skew(16 kq) + skew(i)
         mad(q, mb, tq, 8, mb, tmp)
         q.op(f"SHF.L.U32 R{mb}, R{mb}, 0x2, RZ")
         q.op(f"IADD3 R{mb}, R{mb}, {self.t.smem_base:#x}, RZ")
         for i in range(16):
             for j in range(8):
-                q.op(f"STS [R{mb}+{(i * BT + j) * 4:#x}], R{ACC(i, j)}", barriers=MISC_SB)
-        # the small tile: M[32 + tid / 64][4 (tid / 8 % 8) + i][4 sub + j]
+                q.op(f"STS [R{mb}+{(i * BT + m_skew(i) + j) * 4:#x}], R{ACC(i, j)}", barriers=MISC_SB)
+        # the small tile: M[32 + tid / 64][4 kq2 + i][4 sub + j], kq2 = tid / 8 % 8:
+        # skew(4 kq2 + i) = 4 (kq2 / 4) + kq2 % 4 (i < 4)
         q.op(f"SHF.R.U32.HI R{kq}, RZ, 0x6, R{tid}")
         q.op(f"IADD3 R{kq}, R{kq}, {BIG:#x}, RZ")
         q.op(f"LOP3.LUT R{e}, R{e}, 0x7, RZ, 0xc0, !PT")
-        mad(q, mb, kq, M_E // 4, None, tmp)
+        mad(q, mb, kq, M_EW, None, tmp)
         mad(q, mb, e, 4 * BT, mb, tmp)
+        q.op(f"LOP3.LUT R{tq}, R{e}, 0x3, RZ, 0xc0, !PT")
+        q.op(f"IADD3 R{mb}, R{mb}, R{tq}, RZ")
+        q.op(f"SHF.R.U32.HI R{tq}, RZ, 0x2, R{e}")
+        mad(q, mb, tq, 4, mb, tmp)
         mad(q, mb, sub, 4, mb, tmp)
         q.op(f"SHF.L.U32 R{mb}, R{mb}, 0x2, RZ")
         q.op(f"IADD3 R{mb}, R{mb}, {self.t.smem_base:#x}, RZ")
@@ -656,21 +723,31 @@ class Generator:
         self.bound_mask(q, rm, h0, 4, s.H, 8, [RS, RS + 1])
         q.op(f"IMAD R{om}, R{cm}, R{rm}, RZ")
         mad(q, k0, by, BK, kr, tmp)
-        # M reads at kr * 128 + 4 t; y + 4 (((n K + k0) H + 4 th) W + 4 tw)
+        # M reads at word 32 k + skew(k) + t, k = kr + 8 pr: skew = kr / 4 + 2 (pr % 2) + 4 (pr / 2)
+        # (kr < 8: no carries), the pr part in the immediates; y + 4 (((n K + k0) H + 4 th) W + 4 tw)
         mad(q, ro, kr, BT, t, tmp)
+        q.op(f"SHF.R.U32.HI R{tmp}, RZ, 0x2, R{kr}")
+        q.op(f"IADD3 R{ro}, R{ro}, R{tmp}, RZ")
         q.op(f"SHF.L.U32 R{ro}, R{ro}, 0x2, RZ")
         q.op(f"IADD3 R{ro}, R{ro}, {self.t.smem_base:#x}, RZ")
         self.offset(q, off, n, k0, s.K, h0, w0, tmp)
         self.pointer(q, yp, off, P_Y, ldc)
+        # the 4 pairs' output pointers (8 filters apart) up front: an IADD3 moving one pointer
+        # after a pair's stores waited (long scoreboard) for the STG to read it
+        yps = [yp] + [RX + 12 + 2 * n for n in range(3)]
+        for a, b in zip(yps, yps[1:]):
+            q.op(f"IADD3 R{b}, P1, R{a}, {BC * f.plane * 4:#x}, RZ")
+            q.op(f"IADD3.X R{b + 1}, RZ, R{a + 1}, RZ, P1, !PT")
         store = f"{self.t.reduce}.E.ADD.F32.FTZ.RN.STRONG.GPU" if f.parts > 1 else f"STG.E{self.t.scope}"
-        spares = list(range(RX, RX + 36))
+        spares = list(range(RX, RX + 12))
         for pr in range(4):
             m = PAIRS[pr]
             mask = masks[pr]
             q.op(f"ISETP.LT.AND P1, PT, R{k0}, {signed_hex(s.K - 8 * pr)}, PT")
             q.op(f"SEL R{mask}, R{om}, RZ, P1")
             for ee in range(E):
-                q.op(f"LDS R{m[ee]}, [R{ro}+{ee * M_E + pr * 8 * ROW:#x}]", barriers=LDS_SB)
+                q.op(f"LDS R{m[ee]}, [R{ro}+{ee * M_E + pr * 8 * ROW + 4 * m_skew(8 * pr):#x}]",
+                     barriers=LDS_SB)
             # columns (6 -> 4 rows), then rows (6 -> 4)
             outs, group = {}, []
             for j in range(6):
@@ -689,9 +766,7 @@ class Generator:
             for a in range(4):
                 q.op(f"R2P PR, R{mask}{'.B%d' % a if a else ''}, 0xf")
                 for b in range(4):
-                    q.op(f"@P{b} {store} {self.t.global_address(yp, 4 * (a * s.W + b) * f.px)}, R{res[a][b]}")
-            if pr < 3:
-                self.advance(q, yp, BC * f.plane * 4)
+                    q.op(f"@P{b} {store} {self.t.global_address(yps[pr], 4 * (a * s.W + b) * f.px)}, R{res[a][b]}")
         q.op("EXIT")
         return q.lines()
 

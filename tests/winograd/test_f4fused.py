@@ -67,6 +67,17 @@ def test_split_model_picks_parts_for_grids_under_a_wave():
     assert picks[(512, 32)] == 2
 
 
+@pytest.mark.parametrize("s", [Shape(1, 9, 2, 3, 300), Shape(1, 3, 2, 2, 500)], ids=str)
+def test_copies_from_several_source_registers(s):
+    """U rows of 320 and 512 filters: the 8 copies' sources 1280 and 2048 bytes apart, beyond one
+    register's 12-bit offsets, from 3 and 4 registers."""
+    assert f4fused.Fused(s).copy_sources == (3 if s.K == 300 else 4)
+    err, m = f4fused_simulated_error(s, _rng(str(s)))
+    print(f"{s}: relative error {err:.2e} (seed {SEED})")
+    assert err <= 1e-5
+    assert m.race_log == [] and m.undefined_log == []
+
+
 def test_random_shape_in_the_simulator():
     """One shape drawn from the seed (each dimension 1..the size that keeps the run short)."""
     r = random.Random(f"{SEED}-shape")
@@ -178,6 +189,8 @@ def test_unsupported_shapes_are_refused():
         f4fused.check(Shape(0, 3, 5, 5, 4))
     with pytest.raises(Unsupported):
         f4fused.check(Shape(4096, 512, 56, 56, 64))          # x past 2 GiB
+    with pytest.raises(Unsupported, match="at most 512 filters"):
+        f4fused.check(Shape(1, 8, 4, 4, 513))                # the copies' sources: 8 registers
     assert f4fused.Fused(Shape(128, 512, 7, 7, 512)).grid() == (16, 16, 1)
     assert f4fused.Fused(Shape(32, 20, 7, 7, 512), 3).Cp == 24 and f4fused.Fused(Shape(32, 20, 7, 7, 512), 3).grid()[2] == 3
 
