@@ -90,15 +90,21 @@ BIG = 32                   # positions of the 16 x 8 thread tiles (8 threads a p
 RA = 144                   # A: 16 filters of the channel
 RB = 160                   # B: two sets of 8 tiles
 RA2, RB2 = 176, 180        # the small tile's 4 filters and 4 tiles
-RX = 184                   # the 6x6 window (WIN), transformed in place: R184..R219, R222, R223, R251, R252
+RX = 184                   # the 6x6 window (WIN, WIN_WIDE), transformed in place: 36 of R184..R219, R222,
+                           # R223, R251, R252 (WINDOW_POOL)
 RS = 220                   # 4 spares: the window's effective masks
 RT = 239                   # 12 spares of the input transform (3 six-point transforms at a time)
 XP, MLO, MHI, CH, UOFF, USTS, VSTS, LDA, LDB, LDA2, LDB2, UOFF2, USTS2, CNT = (
     224, 226, 227, 228, 229, 230, 231, 232, 233, 234, 235, 236, 237, 238)
-COPY_SRC = (UOFF, 217, 219, 223)   # the copies' source offsets (rows 12 bits of immediate apart;
-                           # registers the window leaves free: WIN)
+COPY_SOURCES = 4           # registers of the copies' source offsets (rows 12 bits of immediate
+                           # apart): UOFF and 3 that the window leaves free (Generator.copy_src)
+WIDE_LOADS = True          # NCHW, W % 4 == 0 (W % 2 == 0): a window row's columns 1-4 by one LDG.128
+                           # (two LDG.64), the window in WIN_WIDE
 TOP = 252                  # the highest register: 255 counted (256 threads: up to 255; R253 is an
                            # illegal instruction on the H100, NOTES.md section 7)
+
+
+WINDOW_POOL = list(range(RX, RX + 36)) + [RS + 2, RS + 3, TOP - 1, TOP]
 
 
 def _window() -> list[list[int]]:
@@ -109,13 +115,28 @@ def _window() -> list[list[int]]:
     (an FADD or FFMA reading one bank twice costs an issue cycle more between FFMAs, NOTES.md
     section 8). 20 even and 16 odd registers: the window's 36, and R222, R223 (the epilogue's),
     R251, R252."""
-    pool = list(range(RX, RX + 36)) + [RS + 2, RS + 3, TOP - 1, TOP]
+    pool = WINDOW_POOL
     free = {0: [r for r in pool if r % 2 == 0], 1: [r for r in pool if r % 2 == 1]}
     p = (0, 0, 0, 1, 1, 0)
     return [[free[p[i] ^ p[j]].pop(0) for j in range(6)] for i in range(6)]
 
 
 WIN = _window()
+
+
+def _window_wide() -> list[list[int]]:
+    """The window's registers for wide loads: columns 1-4 of row i in the aligned quad R184 + 4i
+    (parities 0 1 0 1: the LDG.128's or the two LDG.64's destinations), columns 0 and 5 in the
+    banks that leave the fewest one-bank ops in pieces.f43_bt_ops (70 of 144, found by trying
+    all 2^12: ~58 issue cycles a warp an iteration more than WIN, for half the window loads and
+    about half their L1 wavefronts, NOTES.md section 16)."""
+    first, last = (0, 0, 0, 1, 1, 0), (1, 0, 1, 1, 0, 1)
+    pool = [r for r in WINDOW_POOL if r >= RX + 24]
+    free = {0: [r for r in pool if r % 2 == 0], 1: [r for r in pool if r % 2 == 1]}
+    return [[free[first[i]].pop(0), *range(RX + 4 * i, RX + 4 * i + 4), free[last[i]].pop(0)] for i in range(6)]
+
+
+WIN_WIDE = _window_wide()
 
 
 def _pairs() -> list[list[int]]:
@@ -256,6 +277,14 @@ def exact_magic(d: int, n_max: int) -> Optional[int]:
     return m
 
 
+def wide_loads(s: Shape, layout: str) -> int:
+    """Columns a window load reads (1, 2 or 4): NCHW rows of W % 4 == 0 (% 2) floats keep the
+    window's columns 1-4 in aligned groups (of x 16-byte aligned: Generator's `aligned`)."""
+    if not WIDE_LOADS or layout != "NCHW":
+        return 1
+    return 4 if s.W % 4 == 0 else 2 if s.W % 2 == 0 else 1
+
+
 def check(s: Shape, parts: int = 1, layout: str = "NCHW") -> Fused:
     if layout not in ("NCHW", "CHWN"):
         raise ValueError(f"layout {layout!r}: NCHW or CHWN")
@@ -269,8 +298,8 @@ def check(s: Shape, parts: int = 1, layout: str = "NCHW") -> Fused:
     # channel and the tiles past the last image
     if (s.N + 2) * (f.Cp + 2 * BC) * s.H * s.W * 4 >= lim or (s.N + 2) * (f.Kp + BK) * s.H * s.W * 4 >= lim:
         raise Unsupported("tensors of 2 GiB or more need 64-bit offsets")
-    if f.copy_sources > len(COPY_SRC):
-        raise Unsupported(f"K={s.K}: U rows of {f.Kp} filters, more than {len(COPY_SRC)} registers of "
+    if f.copy_sources > COPY_SOURCES:
+        raise Unsupported(f"K={s.K}: U rows of {f.Kp} filters, more than {COPY_SOURCES} registers of "
                           f"copy sources (12-bit offsets: at most 512 filters)")
     if f.u_rows * f.Kp * 4 >= lim:
         raise Unsupported("transformed filters of 2 GiB or more")
@@ -286,7 +315,7 @@ def check(s: Shape, parts: int = 1, layout: str = "NCHW") -> Fused:
 
 
 class Generator:
-    def __init__(self, s: Shape, arch: str = DEFAULT_ARCH, parts: int = 1, layout: str = "NCHW"):
+    def __init__(self, s: Shape, arch: str = DEFAULT_ARCH, parts: int = 1, layout: str = "NCHW", aligned: bool = True):
         self.f = check(s, parts, layout)
         self.s = s
         self.t = target(arch)
@@ -294,6 +323,10 @@ class Generator:
             raise ValueError(f"{self.t.arch} has no LDGSTS: the fused F(4x4,3x3) kernel copies U by LDGSTS")
         if SMEM_BYTES > self.t.max_smem:
             raise ValueError(f"{self.t.arch}: {SMEM_BYTES} bytes of shared memory a block, {self.t.max_smem} given")
+        self.wide = wide_loads(s, layout) if aligned else 1
+        self.win = WIN_WIDE if self.wide > 1 else WIN
+        used = {r for row in self.win for r in row}
+        self.copy_src = (UOFF,) + tuple(r for r in WINDOW_POOL if r not in used)[:COPY_SOURCES - 1]
 
     def seq(self, yield_all: bool = True) -> Seq:
         return Seq(self.t.arch, barriers=LDS_SB + MISC_SB + LDG_SB, yield_all=yield_all, spell=self.t.spell)
@@ -375,7 +408,7 @@ class Generator:
         out = []
         for j in range(BC):
             b, imm = self.f.copy_source(j)
-            out.append(f"LDGSTS.E.BYPASS.128 [R{USTS}+{ROW * j:#x}], [R{COPY_SRC[b]}.U32+UR{U_UR}{signed_offset(imm)}]")
+            out.append(f"LDGSTS.E.BYPASS.128 [R{USTS}+{ROW * j:#x}], [R{self.copy_src[b]}.U32+UR{U_UR}{signed_offset(imm)}]")
         return out + [f"LDGSTS.E.BYPASS.128 [R{USTS2}], [R{UOFF2}.U32+UR{U_UR}]"]
 
     def window_setup(self) -> list[str]:
@@ -383,14 +416,18 @@ class Generator:
         the zeros of the window's registers (the transform overwrote them)."""
         out = [f"ISETP.LT.AND P6, PT, R{CH}, {self.s.C:#x}, PT",
                f"SEL R{RS}, R{MLO}, RZ, P6", f"SEL R{RS + 1}, R{MHI}, RZ, P6"]
-        return out + [f"MOV R{WIN[i][j]}, RZ" for i in range(6) for j in range(6)]
+        return out + [f"MOV R{self.win[i][j]}, RZ" for i in range(6) for j in range(6)]
 
     def window_row(self, i: int) -> list[str]:
         """Row i of the window: its predicates (R2P of mask byte i), 6 predicated loads."""
         reg, byte = (RS, i) if i < 4 else (RS + 1, i - 4)
         out = [f"R2P PR, R{reg}{'.B%d' % byte if byte else ''}, 0x3f"]
-        return out + [f"@P{j} LDG.E{self.t.scope} R{WIN[i][j]}, "
-                      f"{self.t.global_address(XP, 4 * (i * self.s.W + j) * self.f.px)}" for j in range(6)]
+        # columns j .. j + width - 1 by one load, predicated on column j (the others are inside
+        # the image with it: an aligned group of an even W)
+        groups = [(0, 1)] + [(j, self.wide) for j in range(1, 5, self.wide)] + [(5, 1)] if self.wide > 1 else \
+            [(j, 1) for j in range(6)]
+        return out + [f"@P{j} LDG.E{'.%d' % (32 * w) if w > 1 else ''}{self.t.scope} R{self.win[i][j]}, "
+                      f"{self.t.global_address(XP, 4 * (i * self.s.W + j) * self.f.px)}" for j, w in groups]
 
     @staticmethod
     def interleave(groups: list[list[str]]) -> list[str]:
@@ -406,7 +443,7 @@ class Generator:
         for half in range(2):
             group = []
             for n, j in enumerate(range(3 * half, 3 * half + 3)):
-                o, where = f43_bt_ops([WIN[i][j] for i in range(6)], list(range(RT + 4 * n, RT + 4 * n + 4)))
+                o, where = f43_bt_ops([self.win[i][j] for i in range(6)], list(range(RT + 4 * n, RT + 4 * n + 4)))
                 group.append(o)
                 cols[j] = where
             ops += self.interleave(group)
@@ -457,7 +494,7 @@ class Generator:
 
     def copy_advance(self) -> list[str]:
         return [f"IADD3 R{reg}, R{reg}, {BC * self.f.Kp * 4:#x}, RZ"
-                for reg in COPY_SRC[:self.f.copy_sources] + (UOFF2,)]
+                for reg in self.copy_src[:self.f.copy_sources] + (UOFF2,)]
 
     # ---- prologue -----------------------------------------------------------------------
     def prologue(self) -> list[str]:
@@ -500,9 +537,9 @@ class Generator:
         mad(q, UOFF, by, BK, UOFF, tmp)
         mad(q, UOFF, sub, 4, UOFF, tmp)
         q.op(f"SHF.L.U32 R{UOFF}, R{UOFF}, 0x2, RZ")
-        for b in reversed(range(f.copy_sources)):      # (COPY_SRC[0] is UOFF: last)
+        for b in reversed(range(f.copy_sources)):      # (copy_src[0] is UOFF: last)
             if f.copy_source_row(b):
-                q.op(f"IADD3 R{COPY_SRC[b]}, R{UOFF}, {f.copy_source_row(b) * f.Kp * 4:#x}, RZ")
+                q.op(f"IADD3 R{self.copy_src[b]}, R{UOFF}, {f.copy_source_row(b) * f.Kp * 4:#x}, RZ")
         # the small positions: e2 = 32 + tid / 64; kq2 = tid / 8 % 8 (also the channel of the
         # row this thread copies a chunk of), tq2 = sub (also the chunk)
         e2, kq2 = r[20:22]
@@ -790,18 +827,18 @@ class Generator:
         return "\n".join(self.t.spell_line(line) for line in out) + "\n"
 
 
-def kernel_name(s: Shape, parts: int = 1, layout: str = "NCHW") -> str:
+def kernel_name(s: Shape, parts: int = 1, layout: str = "NCHW", aligned: bool = True) -> str:
     return f"wino4f_n{s.N}_c{s.C}_h{s.H}_w{s.W}_k{s.K}" + (f"_p{parts}" if parts > 1 else "") + \
-        ("_chwn" if layout == "CHWN" else "")
+        ("_chwn" if layout == "CHWN" else "") + ("" if aligned or wide_loads(s, layout) == 1 else "_unaligned")
 
 
-def generate(s: Shape, arch: str = DEFAULT_ARCH, parts: int = 1, layout: str = "NCHW") -> str:
-    return Generator(s, arch, parts, layout).text(kernel_name(s, parts, layout))
+def generate(s: Shape, arch: str = DEFAULT_ARCH, parts: int = 1, layout: str = "NCHW", aligned: bool = True) -> str:
+    return Generator(s, arch, parts, layout, aligned).text(kernel_name(s, parts, layout, aligned))
 
 
-def build(s: Shape, parts: int = 1, layout: str = "NCHW", *, arch: str = DEFAULT_ARCH, check_hazards: bool = True,
-          cache: bool = True) -> bytes:
-    """Assemble the kernel for s (its channels in `parts`, x and y in `layout`) on arch (cubin
-    bytes), through the on-disk cache (cubins)."""
-    return build_text(generate(s, arch, parts, layout), kernel_name(s, parts, layout), arch=arch,
+def build(s: Shape, parts: int = 1, layout: str = "NCHW", *, aligned: bool = True, arch: str = DEFAULT_ARCH,
+          check_hazards: bool = True, cache: bool = True) -> bytes:
+    """Assemble the kernel for s (its channels in `parts`, x and y in `layout`; x 16-byte aligned
+    or not) on arch (cubin bytes), through the on-disk cache (cubins)."""
+    return build_text(generate(s, arch, parts, layout, aligned), kernel_name(s, parts, layout, aligned), arch=arch,
                       filename="winograd_f4fused.sass", check_hazards=check_hazards, cache=cache)

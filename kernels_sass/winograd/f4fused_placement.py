@@ -23,6 +23,7 @@ VARIANTS = {
     "transform_from_6": {"TRANSFORM_FROM": 6},
     "copy_gap_8": {"COPY_GAP": 8},
     "window_rows_36": {"WINDOW_ROW_GAP": 36},
+    "scalar_loads": {"WIDE_LOADS": False},
 }
 LAYERS = {"Conv2/N128": Shape(128, 64, 56, 56, 64), "Conv3/N128": Shape(128, 128, 28, 28, 128),
           "Conv4/N128": Shape(128, 256, 14, 14, 256), "Conv5/N128": Shape(128, 512, 7, 7, 512)}
