@@ -121,7 +121,7 @@ def main_kernel(impl: str, xc, u, yk, s: Shape, opts: Options = Options(), strea
 
 @lru_cache(maxsize=None)
 def f4fused_kernel(s: Shape, parts: int = 1, layout: str = "NCHW", aligned: bool = True):
-    """The fused F(4x4,3x3) kernel of s (channels split in `parts`, x and y in `layout`, x
+    """The fused F(4x4,3x3) kernel of s (channels split in `parts`, x and y in `layout`, both
     16-byte aligned or not) for this GPU."""
     import sassas
     return sassas.load(f4fused.build(s, parts, layout, aligned=aligned, arch=sass_arch()))[
@@ -147,8 +147,8 @@ def f4fused_main(x, u4f, y, s: Shape, parts: int, layout: str = "NCHW", stream=0
     zeroed first and the parts add into it."""
     if parts > 1:
         fill(y, 0.0, stream)
-    # (x a view at an offset of 4 bytes times an odd number: the kernel of 4-byte window loads)
-    k = f4fused_kernel(s, parts, layout, pointer(x) % 16 == 0)
+    # (x or y a view at an offset not a multiple of 16 bytes: the kernel of 4-byte loads and stores)
+    k = f4fused_kernel(s, parts, layout, pointer(x) % 16 == 0 and pointer(y) % 16 == 0)
     k(f4fused.Fused(s, parts, layout).grid(), f4fused.THREADS, pointer(x), pointer(u4f), pointer(y),
       shared=f4fused.SMEM_BYTES, stream=stream)
 

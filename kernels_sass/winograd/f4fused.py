@@ -279,7 +279,8 @@ def exact_magic(d: int, n_max: int) -> Optional[int]:
 
 def wide_loads(s: Shape, layout: str) -> int:
     """Columns a window load reads (1, 2 or 4): NCHW rows of W % 4 == 0 (% 2) floats keep the
-    window's columns 1-4 in aligned groups (of x 16-byte aligned: Generator's `aligned`)."""
+    window's columns 1-4 in aligned groups (of x 16-byte aligned: Generator's `aligned`; W % 4 == 0
+    and y aligned too: a tile row of y by one STG.128)."""
     if not WIDE_LOADS or layout != "NCHW":
         return 1
     return 4 if s.W % 4 == 0 else 2 if s.W % 2 == 0 else 1
@@ -662,9 +663,9 @@ class Generator:
         # word PRED_LATENCY slots after the carry; the loop test in channel 6 (P6: no R2P after
         # it); the copies' wait DEPBAR_LEAD slots before the BAR that follows the last FFMA
         adv = self.window_advance()
-        at(first + slots, adv[0])
-        at(first + slots + PRED_LATENCY + 2, adv[1])
-        at(first + slots + 1, adv[2])
+        at(first + 8, adv[0])
+        at(first + 8 + PRED_LATENCY + 2, adv[1])
+        at(first + 9, adv[2])
         at(6 * slots, f"IADD3 R{CNT}, R{CNT}, -0x1, RZ")
         at(6 * slots + 12, f"ISETP.NE.AND P6, PT, R{CNT}, RZ, PT")
         at(BC * slots - DEPBAR_LEAD, self.depbar())
@@ -681,6 +682,8 @@ class Generator:
                 at(ch * slots + 32 * (quad + 1), self.lds_a(ch + 1, quad), A_SB[quad % 2])
             for text in self.lds_small(ch + 1) + [self.lds_a(ch + 1, 3)]:
                 at((ch + 1) * slots, text, A_SB[1])
+        if max(ins) >= BC * slots:
+            raise ValueError(f"loop placement past the last FFMA slot: {max(ins)} (TRANSFORM_FROM {TRANSFORM_FROM})")
         q = self.seq(yield_all=False)
         for quad in range(4):
             q.op(self.lds_a(0, quad), barriers=LDS_SB)
@@ -777,6 +780,9 @@ class Generator:
             q.op(f"IADD3.X R{b + 1}, RZ, R{a + 1}, RZ, P1, !PT")
         store = f"{self.t.reduce}.E.ADD.F32.FTZ.RN.STRONG.GPU" if f.parts > 1 else f"STG.E{self.t.scope}"
         spares = list(range(RX, RX + 12))
+        # NCHW, W % 4 == 0, x and y 16-byte aligned, no split: a tile row of y by one STG.128 (its 4
+        # columns inside the image together: the mask's column 0 says for all)
+        wide_out = self.wide == 4 and f.parts == 1
         for pr in range(4):
             m = PAIRS[pr]
             mask = masks[pr]
@@ -802,6 +808,12 @@ class Generator:
                 q.op(text)
             for a in range(4):
                 q.op(f"R2P PR, R{mask}{'.B%d' % a if a else ''}, 0xf")
+                if wide_out:            # the row's 4 outputs into an aligned quad (two in turn), one STG.128
+                    quad = RX + 20 + 4 * (a % 2)
+                    for b in range(4):
+                        q.op(f"MOV R{quad + b}, R{res[a][b]}")
+                    q.op(f"@P0 STG.E.128{self.t.scope} {self.t.global_address(yps[pr], 4 * a * s.W)}, R{quad}")
+                    continue
                 for b in range(4):
                     q.op(f"@P{b} {store} {self.t.global_address(yps[pr], 4 * (a * s.W + b) * f.px)}, R{res[a][b]}")
         q.op("EXIT")
@@ -838,7 +850,7 @@ def generate(s: Shape, arch: str = DEFAULT_ARCH, parts: int = 1, layout: str = "
 
 def build(s: Shape, parts: int = 1, layout: str = "NCHW", *, aligned: bool = True, arch: str = DEFAULT_ARCH,
           check_hazards: bool = True, cache: bool = True) -> bytes:
-    """Assemble the kernel for s (its channels in `parts`, x and y in `layout`; x 16-byte aligned
+    """Assemble the kernel for s (its channels in `parts`, x and y in `layout`; x and y 16-byte aligned
     or not) on arch (cubin bytes), through the on-disk cache (cubins)."""
     return build_text(generate(s, arch, parts, layout, aligned), kernel_name(s, parts, layout, aligned), arch=arch,
                       filename="winograd_f4fused.sass", check_hazards=check_hazards, cache=cache)

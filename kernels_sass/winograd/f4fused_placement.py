@@ -1,5 +1,5 @@
-"""The fused F(4x4,3x3) kernel's loop placement (f4fused's TRANSFORM_FROM, COPY_GAP, the window
-rows' slots) timed on the ResNet N128 layers: a benchmark table, every variant's output checked
+"""The fused F(4x4,3x3) kernel's loop placement (f4fused's TRANSFORM_FROM, COPY_GAP) and its wide
+window loads and output stores (WIDE_LOADS) timed on the ResNet N128 layers: a benchmark table, every variant's output checked
 bit for bit against the default's (the placement moves instructions, not arithmetic).
 
     python3 -m kernels_sass.winograd.f4fused_placement [--json FILE]
@@ -19,11 +19,11 @@ from .workloads import log
 # name -> f4fused constants; "default" is the module as it is
 VARIANTS = {
     "default": {},
-    "transform_from_4": {"TRANSFORM_FROM": 4},
     "transform_from_6": {"TRANSFORM_FROM": 6},
     "copy_gap_8": {"COPY_GAP": 8},
-    "window_rows_36": {"WINDOW_ROW_GAP": 36},
-    "scalar_loads": {"WIDE_LOADS": False},
+    "tf6_gap8": {"TRANSFORM_FROM": 6, "COPY_GAP": 8},
+    "tf7_gap8": {"TRANSFORM_FROM": 7, "COPY_GAP": 8},
+    "scalar_loads_stores": {"WIDE_LOADS": False},
 }
 LAYERS = {"Conv2/N128": Shape(128, 64, 56, 56, 64), "Conv3/N128": Shape(128, 128, 28, 28, 128),
           "Conv4/N128": Shape(128, 256, 14, 14, 256), "Conv5/N128": Shape(128, 512, 7, 7, 512)}

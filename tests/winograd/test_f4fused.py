@@ -133,6 +133,12 @@ def test_wide_window_loads_where_rows_allow():
     for args in ((Shape(2, 9, 5, 11, 36),), (Shape(2, 9, 5, 12, 36), "CHWN"), (Shape(2, 9, 5, 12, 36), "NCHW", False)):
         assert loads(*args) == [""] * 36
     assert f4fused.kernel_name(Shape(2, 9, 5, 12, 36), aligned=False).endswith("_unaligned")
+    # y: a tile row by one STG.128 where W % 4 == 0 (aligned, one part)
+    for args, kw, n128 in (((Shape(2, 9, 5, 12, 36),), {}, 16), ((Shape(2, 9, 5, 12, 36),), {"parts": 2}, 0),
+                           ((Shape(2, 9, 5, 10, 36),), {}, 0), ((Shape(2, 9, 5, 12, 36),), {"aligned": False}, 0)):
+        epilogue = f4fused.generate(*args, **kw).split("BRA LOOP")[1]
+        assert len(re.findall(r"\bSTG\.E\.128\b", epilogue)) == n128
+        assert len(re.findall(r"\b(STG|REDG)\.E\b", epilogue)) == 64 - 3 * n128     # (STG.E.128 counted)
     ops = f4fused.Generator(Shape(2, 9, 5, 12, 36)).transform_and_store()
     pairs = [[int(r) for r in re.findall(r"R(\d+)", t.split(",", 1)[1])] for t in ops if t.startswith(("FADD", "FFMA"))]
     assert sum(1 for r in pairs if r[0] % 2 == r[1] % 2) == 70
@@ -246,8 +252,8 @@ def test_f4fused_conv2d_on_the_gpu(shape, layout, parts):
 @pytest.mark.gpu
 @pytest.mark.parametrize("offset", [0, 1, 2])
 def test_f4fused_reads_x_at_any_4_byte_offset_on_the_gpu(offset):
-    """x a view 4 or 8 bytes into a torch buffer (W = 12: LDG.128 where aligned): the kernel of
-    4-byte loads runs instead, with the same result."""
+    """x a view 4 or 8 bytes into a torch buffer, or y (W = 12: LDG.128 and STG.128 where
+    aligned): the kernel of 4-byte loads and stores runs instead, with the same result."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device for torch")
@@ -257,6 +263,7 @@ def test_f4fused_reads_x_at_any_4_byte_offset_on_the_gpu(offset):
     buf = torch.randn(s.N * s.C * s.H * s.W + offset, device="cuda", generator=g)
     x = buf[offset:].view(s.N, s.C, s.H, s.W)
     w = torch.randn((s.K, s.C, 3, 3), device="cuda", generator=g)
-    got = conv2d(x, w, "sass", algo="f4fused").cpu().double().numpy()
+    out = torch.empty(s.N * s.K * s.H * s.W + 3, device="cuda")[3 - offset:].view(s.N, s.K, s.H, s.W)
+    got = conv2d(x, w, "sass", algo="f4fused", out=out).cpu().double().numpy()
     want = ref.direct_conv2d(x.cpu().double().numpy(), w.cpu().double().numpy())
     assert np.linalg.norm(got - want) / np.linalg.norm(want) <= 1e-5
