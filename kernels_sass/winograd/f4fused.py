@@ -3,10 +3,10 @@
 winograd.cu's f4_filter_transform, U[e][c][k], 36 x Cp rows of Kp floats and PAD_ROWS more
 that the last prefetch reads).
 
-    text = generate(Shape(N, C, H, W, K), parts=1, layout="NCHW")   # kernel_name(s, parts, layout)
+    text = generate(Shape(N, C, H, W, K), parts=1, layout="NCHW", aligned=True)   # kernel_name(...)
     Fused(s, parts, layout).grid(), THREADS, SMEM_BYTES              # the launch: params x, u, y
 
-Design (NOTES.md section 15):
+Design (NOTES.md sections 15 and 16):
 - 256 threads, a block tile of 32 filters x 32 output tiles (4x4 pixels each) x the 36
   positions; 8 channels an iteration. Positions 0..31: thread tid computes position
   e = tid / 8, rows k = 16 (sub / 4) + 0..15 and columns t = 8 (sub % 4) + 0..7 of that
@@ -15,16 +15,18 @@ Design (NOTES.md section 15):
   t = 4 sub), 2 LDS.128 for 16 FFMA. Every warp has the same work: 8 warps, 2 a scheduler.
 - Inputs: thread tid loads the 6x6 window of channel c0 + tid / 32, tile tid % 32 (NCHW: of
   a row of tiles; CHWN: an image) with 36 predicated LDG (a 36-bit mask, one R2P a row:
-  image borders, tiles past the last, channels past C), transforms it in registers (B^T d B,
-  in place) and stores the 36 values into shared memory.
-- Filters: thread tid copies row tid (position tid / 8, channel tid % 8, 32 filters) of U and
-  a 16-byte chunk of the small positions' rows with 9 LDGSTS.128, one group an iteration
-  (LDGDEPBAR on scoreboard 3).
+  image borders, tiles past the last, channels past C; NCHW rows of W % 4 == 0 floats: a
+  row's columns 1-4 by one LDG.128, W % 2 == 0 by two LDG.64, x 16-byte aligned), transforms
+  it in registers (B^T d B, in place) and stores the 36 values into shared memory.
+- Filters: thread tid copies chunk tid % 8 of the U rows (position tid / 8, channels 0..7;
+  32 filters a row) and of row tid / 8 of the small positions' with 9 LDGSTS.128 (a warp's
+  copy 4 whole rows), one group an iteration (LDGDEPBAR on scoreboard 3).
 - Two shared buffers OTHER bytes apart (addresses toggle by XOR): iteration i computes the
   block in buffer i % 2; among its FFMAs, the copies and window loads of block i + 1 (channels
-  0-1) and its transform and stores into the other buffer (channels 4-7); one BAR.
+  0-1) and its transform and stores into the other buffer (channels TRANSFORM_FROM..7); one BAR.
 - Epilogue: the accumulators as M[e][k][t] in shared memory, then thread tid takes the 4
-  (k, t) pairs k = tid / 32 + 8r, t = tid % 32: 36 LDS, A^T m A, 16 predicated STG (or REDG, split).
+  (k, t) pairs k = tid / 32 + 8r, t = tid % 32: 36 LDS, A^T m A, 16 predicated STG (or REDG, split;
+  W % 4 == 0, y 16-byte aligned: 4 STG.128).
 
 The control codes come from sched.Seq (conservative latencies, scoreboards assigned) and the
 operand reuse flags from sched.mark_reuse; the instructions are placed at FFMA slots of the
@@ -625,8 +627,9 @@ class Generator:
     def loop_body(self) -> list[Op]:
         """One iteration: the GEMM of the 8 channels of the read buffer, with the next
         channel's operands loaded behind the FFMAs that free their registers, and among the
-        FFMAs block i + 1's copies (channel 0), window loads (channels 0-1), transform and
-        stores (channels 4-7), the window's move, the loop test and the copies' wait; then the
+        FFMAs block i + 1's copies and window loads (channels 0-1), transform and stores
+        (channels TRANSFORM_FROM..7), the window's move, the loop test, the copies' wait and
+        their sources' move; then the
         BAR and the buffer swap (stage_end), the branch."""
         ins: dict[int, list[tuple[str, tuple]]] = {}
         slots = SLOTS
