@@ -26,7 +26,7 @@ Design (NOTES.md sections 15 and 16):
   0-1) and its transform and stores into the other buffer (channels TRANSFORM_FROM..7); one BAR.
 - Epilogue: the accumulators as M[e][k][t] in shared memory, then thread tid takes the 4
   (k, t) pairs k = tid / 32 + 8r, t = tid % 32: 36 LDS, A^T m A, 16 predicated STG (or REDG, split;
-  W % 4 == 0, y 16-byte aligned: 4 STG.128).
+  W % 4 == 0, y 16-byte aligned: 4 STG.128; W % 2 == 0: 8 STG.64).
 
 The control codes come from sched.Seq (conservative latencies, scoreboards assigned) and the
 operand reuse flags from sched.mark_reuse; the instructions are placed at FFMA slots of the
@@ -282,7 +282,7 @@ def exact_magic(d: int, n_max: int) -> Optional[int]:
 def wide_loads(s: Shape, layout: str) -> int:
     """Columns a window load reads (1, 2 or 4): NCHW rows of W % 4 == 0 (% 2) floats keep the
     window's columns 1-4 in aligned groups (of x 16-byte aligned: Generator's `aligned`; W % 4 == 0
-    and y aligned too: a tile row of y by one STG.128)."""
+    and y aligned too: a tile row of y by one STG.128, W % 2 == 0 two STG.64)."""
     if not WIDE_LOADS or layout != "NCHW":
         return 1
     return 4 if s.W % 4 == 0 else 2 if s.W % 2 == 0 else 1
@@ -783,9 +783,9 @@ class Generator:
             q.op(f"IADD3.X R{b + 1}, RZ, R{a + 1}, RZ, P1, !PT")
         store = f"{self.t.reduce}.E.ADD.F32.FTZ.RN.STRONG.GPU" if f.parts > 1 else f"STG.E{self.t.scope}"
         spares = list(range(RX, RX + 12))
-        # NCHW, W % 4 == 0, x and y 16-byte aligned, no split: a tile row of y by one STG.128 (its 4
-        # columns inside the image together: the mask's column 0 says for all)
-        wide_out = self.wide == 4 and f.parts == 1
+        # NCHW, W % 4 == 0 (W % 2 == 0), x and y 16-byte aligned, no split: a tile row of y by one
+        # STG.128 (two STG.64; the columns of one store inside the image together: the mask's first)
+        wide_out = self.wide > 1 and f.parts == 1
         for pr in range(4):
             m = PAIRS[pr]
             mask = masks[pr]
@@ -811,11 +811,13 @@ class Generator:
                 q.op(text)
             for a in range(4):
                 q.op(f"R2P PR, R{mask}{'.B%d' % a if a else ''}, 0xf")
-                if wide_out:            # the row's 4 outputs into an aligned quad (two in turn), one STG.128
+                if wide_out:            # the row's 4 outputs into an aligned quad (two in turn), STG.128 or 2 STG.64
                     quad = RX + 20 + 4 * (a % 2)
                     for b in range(4):
                         q.op(f"MOV R{quad + b}, R{res[a][b]}")
-                    q.op(f"@P0 STG.E.128{self.t.scope} {self.t.global_address(yps[pr], 4 * a * s.W)}, R{quad}")
+                    for b in range(0, 4, self.wide):
+                        q.op(f"@P{b} STG.E.{32 * self.wide}{self.t.scope} "
+                             f"{self.t.global_address(yps[pr], 4 * (a * s.W + b))}, R{quad + b}")
                     continue
                 for b in range(4):
                     q.op(f"@P{b} {store} {self.t.global_address(yps[pr], 4 * (a * s.W + b) * f.px)}, R{res[a][b]}")
