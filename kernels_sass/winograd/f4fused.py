@@ -100,6 +100,7 @@ XP, MLO, MHI, CH, UOFF, USTS, VSTS, LDA, LDB, LDA2, LDB2, UOFF2, USTS2, CNT = (
     224, 226, 227, 228, 229, 230, 231, 232, 233, 234, 235, 236, 237, 238)
 COPY_SOURCES = 4           # registers of the copies' source offsets (rows 12 bits of immediate
                            # apart): UOFF and 3 that the window leaves free (Generator.copy_src)
+EPILOGUE_PIPELINE = True   # the epilogue's next (k, t) pair's 36 LDS before this pair's transforms and stores
 WIDE_LOADS = True          # NCHW, W % 4 == 0 (W % 2 == 0): a window row's columns 1-4 by one LDG.128
                            # (two LDG.64), the window in WIN_WIDE
 TOP = 252                  # the highest register: 255 counted (256 threads: up to 255; R253 is an
@@ -787,13 +788,16 @@ class Generator:
         # STG.128 (two STG.64; the columns of one store inside the image together: the mask's first)
         wide_out = self.wide > 1 and f.parts == 1
         for pr in range(4):
-            m = PAIRS[pr]
-            mask = masks[pr]
             q.op(f"ISETP.LT.AND P1, PT, R{k0}, {signed_hex(s.K - 8 * pr)}, PT")
-            q.op(f"SEL R{mask}, R{om}, RZ, P1")
+            q.op(f"SEL R{masks[pr]}, R{om}, RZ, P1")
+
+        def load(pr: int) -> None:      # pair pr's 36 m, on a scoreboard of its own (pr % 2)
             for ee in range(E):
-                q.op(f"LDS R{m[ee]}, [R{ro}+{ee * M_E + pr * 8 * ROW + 4 * m_skew(8 * pr):#x}]",
-                     barriers=LDS_SB)
+                q.op(f"LDS R{PAIRS[pr][ee]}, [R{ro}+{ee * M_E + pr * 8 * ROW + 4 * m_skew(8 * pr):#x}]",
+                     barriers=(LDS_SB[pr % 2],))
+
+        def finish(pr: int) -> None:    # A^T m A and the stores of pair pr
+            m = PAIRS[pr]
             # columns (6 -> 4 rows), then rows (6 -> 4)
             outs, group = {}, []
             for j in range(6):
@@ -810,9 +814,9 @@ class Generator:
             for text in self.interleave(group):
                 q.op(text)
             for a in range(4):
-                q.op(f"R2P PR, R{mask}{'.B%d' % a if a else ''}, 0xf")
-                if wide_out:            # the row's 4 outputs into an aligned quad (two in turn), STG.128 or 2 STG.64
-                    quad = RX + 20 + 4 * (a % 2)
+                q.op(f"R2P PR, R{masks[pr]}{'.B%d' % a if a else ''}, 0xf")
+                if wide_out:            # the row's 4 outputs into an aligned quad (one a row), STG.128 or 2 STG.64
+                    quad = RX + 20 + 4 * a
                     for b in range(4):
                         q.op(f"MOV R{quad + b}, R{res[a][b]}")
                     for b in range(0, 4, self.wide):
@@ -821,6 +825,19 @@ class Generator:
                     continue
                 for b in range(4):
                     q.op(f"@P{b} {store} {self.t.global_address(yps[pr], 4 * (a * s.W + b) * f.px)}, R{res[a][b]}")
+
+        # pairs in flight two at a time (EPILOGUE_PIPELINE): the next pair's loads before this
+        # pair's transforms and stores (their registers differ: PAIRS), else one after another
+        if EPILOGUE_PIPELINE:
+            load(0)
+            for pr in range(4):
+                if pr + 1 < 4:
+                    load(pr + 1)
+                finish(pr)
+        else:
+            for pr in range(4):
+                load(pr)
+                finish(pr)
         q.op("EXIT")
         return q.lines()
 

@@ -1,5 +1,5 @@
-"""The fused F(4x4,3x3) kernel's loop placement (f4fused's TRANSFORM_FROM, COPY_GAP) and its wide
-window loads and output stores (WIDE_LOADS) timed on the ResNet N128 layers: a benchmark table, every variant's output checked
+"""The fused F(4x4,3x3) kernel's loop placement (f4fused's TRANSFORM_FROM, COPY_GAP), its wide
+window loads and output stores (WIDE_LOADS) and its epilogue's order (EPILOGUE_PIPELINE) timed on the ResNet N128 layers: a benchmark table, every variant's output checked
 bit for bit against the default's (the placement moves instructions, not arithmetic).
 
     python3 -m kernels_sass.winograd.f4fused_placement [--json FILE]
@@ -24,6 +24,7 @@ VARIANTS = {
     "tf6_gap8": {"TRANSFORM_FROM": 6, "COPY_GAP": 8},
     "tf7_gap8": {"TRANSFORM_FROM": 7, "COPY_GAP": 8},
     "scalar_loads_stores": {"WIDE_LOADS": False},
+    "epilogue_serial": {"EPILOGUE_PIPELINE": False},
 }
 LAYERS = {"Conv2/N128": Shape(128, 64, 56, 56, 64), "Conv3/N128": Shape(128, 128, 28, 28, 128),
           "Conv4/N128": Shape(128, 256, 14, 14, 256), "Conv5/N128": Shape(128, 512, 7, 7, 512)}
