@@ -225,7 +225,7 @@ class Fused:
     def u_rows(self) -> int:
         return E * self.Cp + PAD_ROWS
 
-    # The copies of U rows (e, c), c = 0..7, Kp * 4 bytes apart: from COPY_SRC[b] + an immediate
+    # The copies of U rows (e, c), c = 0..7, Kp * 4 bytes apart: from copy_src[b] + an immediate
     # (12 bits, signed): ROWS_PER rows a register, the register at row ROWS_PER b + CENTER
     @property
     def rows_per_source(self) -> int:
@@ -245,7 +245,7 @@ class Fused:
         return self.rows_per_source * b + self.copy_center
 
     def copy_source(self, j: int) -> tuple[int, int]:
-        """(register index in COPY_SRC, byte immediate) of the copy of row (e, j)."""
+        """(index in Generator.copy_src, byte immediate) of the copy of row (e, j)."""
         b = j // self.rows_per_source
         return b, (j - self.copy_source_row(b)) * self.Kp * 4
 
@@ -307,7 +307,7 @@ def check(s: Shape, parts: int = 1, layout: str = "NCHW") -> Fused:
                           f"copy sources (12-bit offsets: at most 512 filters)")
     if f.u_rows * f.Kp * 4 >= lim:
         raise Unsupported("transformed filters of 2 GiB or more")
-    if 4 * (5 * s.W + 5) * f.px >= 1 << 23 or (BC - 1) * f.Kp * 4 >= 1 << 23:
+    if 4 * (5 * s.W + 5) * f.px >= 1 << 23:
         raise Unsupported("load offsets beyond the 24-bit immediate")
     if f.grid()[0] >= 1 << 31 or f.grid()[1] >= 1 << 16:
         raise Unsupported("grid too large")
@@ -630,8 +630,7 @@ class Generator:
         channel's operands loaded behind the FFMAs that free their registers, and among the
         FFMAs block i + 1's copies and window loads (channels 0-1), transform and stores
         (channels TRANSFORM_FROM..7), the window's move, the loop test, the copies' wait and
-        their sources' move; then the
-        BAR and the buffer swap (stage_end), the branch."""
+        their sources' move; then the BAR and the buffer swap (stage_end), the branch."""
         ins: dict[int, list[tuple[str, tuple]]] = {}
         slots = SLOTS
 
