@@ -254,9 +254,11 @@ def test_f4fused_conv2d_on_the_gpu(shape, layout, parts):
 def test_f4fused_reads_x_at_any_4_byte_offset_on_the_gpu(offset):
     """x a view 4 or 8 bytes into a torch buffer, or y (W = 12: LDG.128 and STG.128 where
     aligned): the kernel of 4-byte loads and stores runs instead, with the same result."""
+    from sassas.load import gpu_available
+    ok, why = gpu_available()
+    if not ok:
+        pytest.skip(f"no GPU: {why}")
     torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device for torch")
     from kernels_sass.winograd import conv2d
     s = Shape(5, 9, 6, 12, 40)
     g = torch.Generator(device="cuda").manual_seed(SEED % (1 << 31))
