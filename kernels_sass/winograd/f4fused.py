@@ -68,13 +68,16 @@ def m_skew(k: int) -> int:
     return 4 * (k // 16 % 2) + k // 4 % 4
 PAD_ROWS = BC              # rows of U past 36 x Cp that the last iteration's prefetch reads
 COPY_LO, COPY_HI = 0x800, 0x7ff   # an LDGSTS's 12-bit signed global offset: -0x800..0x7ff
-COPY_GAP = 4               # cycles from an LDGSTS to the next and to its LDGDEPBAR (as ptxas: gemmgen)
+COPY_GAP = 8               # the loop's FFMA slots from an LDGSTS to the next and to its LDGDEPBAR (4,
+                           # as ptxas and gemmgen: 1-3% slower, NOTES.md section 16)
+PROLOGUE_COPY_GAP = 4      # cycles between the prologue's copies (as ptxas)
 DEPBAR_LEAD = 8            # cycles from the DEPBAR to the BAR
 ASYNC_SB = 3               # the copy groups' scoreboard (not in the Seq pools)
 LDS_SB, LDG_SB, MISC_SB = (0, 1, 2), (5,), (4,)
 SLOTS = 128 + 16           # FFMAs a channel: the 16 x 8 tile's, then the 4 x 4 tile's
-TRANSFORM_FROM = 5         # the loop's channel where the transform of the next block starts (its
-                           # loads issued in channels 0-1: ~4 channels, ~550 FFMA slots, of latency)
+TRANSFORM_FROM = 7         # the loop's channel where the transform of the next block starts: its
+                           # loads issued by slot ~184, ~830 FFMA slots of latency (5 and 6 measured
+                           # 2-5% slower, NOTES.md section 16)
 WINDOW_ROW0, WINDOW_ROW_GAP = 18, 28   # FFMA slots of the window rows' R2P: the loads by slot ~184
 # The loop's shared loads of channel c + 1, during channel c: B on scoreboard 0, A's row quads
 # 0 and 2 on 1, 1 and 3 (and the small tile's operands, loaded as channel c + 1 starts) on 2, so
@@ -481,8 +484,8 @@ class Generator:
 
     def copies(self, q: Seq) -> None:
         for c in self.copy_ops():
-            q.op(c, barriers=MISC_SB, stall=COPY_GAP)
-        q.op("LDGDEPBAR", y=True, stall=COPY_GAP).wb = ASYNC_SB
+            q.op(c, barriers=MISC_SB, stall=PROLOGUE_COPY_GAP)
+        q.op("LDGDEPBAR", y=True, stall=PROLOGUE_COPY_GAP).wb = ASYNC_SB
         for text in self.copy_advance():
             q.op(text)
 

@@ -20,11 +20,10 @@ from .workloads import log
 VARIANTS = {
     "default": {},
     "transform_from_6": {"TRANSFORM_FROM": 6},
-    "copy_gap_8": {"COPY_GAP": 8},
-    "tf6_gap8": {"TRANSFORM_FROM": 6, "COPY_GAP": 8},
-    "tf7_gap8": {"TRANSFORM_FROM": 7, "COPY_GAP": 8},
+    "copy_gap_4": {"COPY_GAP": 4},
+    "copy_gap_12": {"COPY_GAP": 12},
+    "window_rows_48": {"WINDOW_ROW_GAP": 48},
     "scalar_loads_stores": {"WIDE_LOADS": False},
-    "epilogue_serial": {"EPILOGUE_PIPELINE": False},
 }
 LAYERS = {"Conv2/N128": Shape(128, 64, 56, 56, 64), "Conv3/N128": Shape(128, 128, 28, 28, 128),
           "Conv4/N128": Shape(128, 256, 14, 14, 256), "Conv5/N128": Shape(128, 512, 7, 7, 512)}
