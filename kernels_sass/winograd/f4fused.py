@@ -640,7 +640,7 @@ class Generator:
         def at(slot: int, text: str, barriers=()) -> None:
             ins.setdefault(slot, []).append((text, barriers))
 
-        copies = self.copy_ops()                        # COPY_GAP FFMA slots apart (ptxas's spacing)
+        copies = self.copy_ops()                        # COPY_GAP FFMA slots apart
         for m, c in enumerate(copies):
             at(8 + COPY_GAP * m, c, MISC_SB)
         at(8 + COPY_GAP * len(copies), "LDGDEPBAR")
