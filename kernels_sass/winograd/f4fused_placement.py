@@ -1,6 +1,7 @@
-"""The fused F(4x4,3x3) kernel's loop placement (f4fused's TRANSFORM_FROM, COPY_GAP), its wide
-window loads and output stores (WIDE_LOADS) and its epilogue's order (EPILOGUE_PIPELINE) timed on the ResNet N128 layers: a benchmark table, every variant's output checked
-bit for bit against the default's (the placement moves instructions, not arithmetic).
+"""The fused F(4x4,3x3) kernel's loop placement (f4fused's TRANSFORM_FROM, COPY_GAP, WINDOW_ROW_GAP)
+and its wide window loads and output stores (WIDE_LOADS; EPILOGUE_PIPELINE and the others by
+adding to VARIANTS) timed on the ResNet N128 layers: a benchmark table, every variant's output
+checked bit for bit against the default's (the placement moves instructions, not arithmetic).
 
     python3 -m kernels_sass.winograd.f4fused_placement [--json FILE]
     python3 -m kernels_sass.winograd.f4fused_placement --profile N C H W K   # 3 launches, for ncu
