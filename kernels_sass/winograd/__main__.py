@@ -64,8 +64,9 @@ def main(argv=None) -> int:
     q.add_argument("--impl", action="append", choices=["sass", "cuda", "direct"])
     q.add_argument("--quick", action="store_true", help="4 ResNet configurations and the odd shapes")
     q.add_argument("--chwn", action="store_true", help="also the CHWN entry of the SASS path")
-    q.add_argument("--algo", action="append", choices=["f2", "f4", "auto"],
-                   help="Winograd F(2x2,3x3) fused (f2), F(4x4,3x3) non-fused (f4); default both")
+    q.add_argument("--algo", action="append", choices=["f2", "f4", "f4fused", "auto"],
+                   help="Winograd F(2x2,3x3) fused (f2), F(4x4,3x3) non-fused (f4), F(4x4,3x3) fused, NCHW "
+                        "in and out (f4fused, SASS only); default all three")
     q.add_argument("--seed", type=int)
     q.add_argument("--json")
     switches(q)
@@ -78,7 +79,8 @@ def main(argv=None) -> int:
     q.add_argument("--no-graph", action="store_true")
     q.add_argument("--ablation", action="store_true", help="the SASS switches and the main-loop FFMA rate")
     q.add_argument("--no-cudnn-algos", action="store_true", help="skip the per-algorithm cuDNN runs")
-    q.add_argument("--algo", nargs="*", default=["f2", "f4"], help="the SASS algorithms timed (f2, f4)")
+    q.add_argument("--algo", nargs="*", default=["f2", "f4", "f4fused"],
+                   help="the SASS algorithms timed (f2, f4, f4fused)")
     q.add_argument("--parts", type=int, default=0, help="F(4x4,3x3): split of the GEMM's channels (0: modelled)")
     q.add_argument("--json")
     q.add_argument("--plot")
@@ -105,11 +107,13 @@ def main(argv=None) -> int:
     q.add_argument("shape", nargs=5, type=int, metavar="DIM", help="the problem: N C H W K")
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--arch", default="sm_90", help="the arch to generate for (the switches fitted to it)")
+    q.add_argument("--algo", default="f2", choices=["f2", "f4fused"],
+                   help="the fused F(2x2,3x3) kernel (f2) or the fused F(4x4,3x3) one (f4fused, sm_90)")
     switches(q)
     q.set_defaults(func=cmd_sim)
     q = sub.add_parser("smoke")
     q.add_argument("--impl", action="append", choices=["sass", "cuda", "direct"])
-    q.add_argument("--algo", action="append", choices=["f2", "f4"])
+    q.add_argument("--algo", action="append", choices=["f2", "f4", "f4fused"])
     q.add_argument("--seed", type=int)
     switches(q)
     q.set_defaults(func=cmd_smoke)
@@ -135,6 +139,9 @@ def main(argv=None) -> int:
     q.add_argument("--split", nargs="*", type=int, default=[], help="also these forced splits (check --split S)")
     q.add_argument("--gemm-options", nargs="*", default=["", EIGHT_BY_EIGHT],
                    help="the F(4x4,3x3) GEMM variants (gemm --options)")
+    q.add_argument("--f4fused", action="store_true",
+                   help="only the kernels of `device_run.sh f4fused`: the fused F(4x4,3x3) kernels of the check, "
+                        "smoke and bench shapes, the F(2x2,3x3) kernels and chosen GEMMs bench compares them with")
     q.set_defaults(func=cmd_prebuild)
     q = sub.add_parser("train-bench", help="training step of ResNet-18/34's 3x3 layers: Conv2d against nn.Conv2d")
     q.add_argument("--batch", nargs="*", type=int, default=[32, 64, 128])

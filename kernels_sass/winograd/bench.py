@@ -164,6 +164,20 @@ def cmd_bench(args) -> int:
             cases["sass4 NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "sass", out=ys[i], algo="f4", parts=p4.parts,
                                                        workspace=api.Workspace(xc=wss[i].xc, yk=wss[i].yk, u4=ws4[i].u4,
                                                                                v4=ws4[i].v4, m4=ws4[i].m4))
+        if "sass" in args.impl and "f4fused" in args.algo:
+            # the fused F(4x4,3x3) kernel alone (U transformed once here) and with its filter transform
+            pf = api.f4fused_parts(s, args.parts)
+            fz = api.f4fused.Fused(s, pf)
+            row["f4fused_parts"] = pf
+            row["f4fused_warp_ffma"] = fz.grid()[0] * fz.grid()[1] * 36 * 32 * 32 * fz.Cp // 32
+            wsf = [api.Workspace() for _ in range(sets)]
+            for i in range(sets):
+                api.conv2d(xs[i], wts[i], "sass", out=ys[i], workspace=wsf[i], algo="f4fused", parts=pf)
+            cases["f4fused main"] = lambda i: api.f4fused_main(xs[i], wsf[i].u4f, ys[i], s, pf, "NCHW", stream())
+            cases["f4fused NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "sass", out=ys[i], workspace=wsf[i],
+                                                         algo="f4fused", parts=pf)
+            cases["f4fused CHWN"] = lambda i: api.conv2d(xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i],
+                                                         workspace=wsf[i], algo="f4fused", parts=pf)
         row["algo_auto"] = api.choose_algo(s)
         if "cuda" in args.impl:
             cases["cuda main"] = lambda i: api.main_kernel("cuda", xcs[i], us[i], yks[i], s, opts, stream())
@@ -206,7 +220,8 @@ def cmd_bench(args) -> int:
         def nchw(_):
             return ys[0]
         outputs = {"sass main": chwn, "sass CHWN": chwn, "sass NCHW": nchw, "sass4 CHWN": chwn, "sass4 NCHW": nchw,
-                   "cuda main": chwn, "cuda NCHW": nchw}
+                   "cuda main": chwn, "cuda NCHW": nchw, "f4fused main": nchw, "f4fused NCHW": nchw,
+                   "f4fused CHWN": chwn}
         outputs.update({c: (lambda got: got) for c in cases if c in torch_cases or baselines.cudnn_layout(c)})
 
         def measure(cname, fn):

@@ -26,7 +26,7 @@ def cmd_check(args) -> int:
     if args.quick:
         configs = configs[::4] + configs[16:]
     impls = args.impl or ["sass", "cuda", "direct"]
-    algos = args.algo or ["f2", "f4"]
+    algos = args.algo or ["f2", "f4", "f4fused"]
     opts = options_from_args(args)
     gen = torch.Generator(device=dev)
     gen.manual_seed(int(time.time()) if args.seed is None else args.seed)
@@ -36,7 +36,8 @@ def cmd_check(args) -> int:
         w = torch.randn((s.K, s.C, 3, 3), device=dev, generator=gen)
         want = torch.nn.functional.conv2d(x.double(), w.double(), padding=1)
         wn = float(torch.linalg.vector_norm(want))
-        for impl, algo in [(i, a) for i in impls for a in (["-"] if i == "direct" else algos)]:
+        for impl, algo in [(i, a) for i in impls for a in (["-"] if i == "direct" else algos)
+                           if not (i == "cuda" and a == "f4fused")]:      # (f4fused: SASS only)
             label = impl if impl == "direct" else f"{impl}/{algo}"
             for layout in (["NCHW", "CHWN"] if impl == "sass" and args.chwn else ["NCHW"]):
                 t0 = time.perf_counter()
@@ -93,6 +94,8 @@ def _print_check(rows):
 def cmd_sim(args) -> int:
     from . import plan, sassgen, sim
     s = Shape(*args.shape)
+    if args.algo == "f4fused":
+        return sim_f4fused(s, args.seed, args.arch)
     rng = np.random.default_rng(args.seed)
     x = rng.standard_normal((s.N, s.C, s.H, s.W)).astype(np.float32)
     w = rng.standard_normal((s.K, s.C, 3, 3)).astype(np.float32)
@@ -122,6 +125,38 @@ def cmd_sim(args) -> int:
     return 0 if err <= TOL and not m.race_log and not m.undefined_log else 1
 
 
+def sim_f4fused(s: Shape, seed: int, arch: str = "sm_90") -> int:
+    """The fused F(4x4,3x3) kernel of s in the CPU simulator against float64: 0 if within TOL,
+    no race, no read of an unwritten register."""
+    err, m = f4fused_simulated_error(s, np.random.default_rng(seed), arch)
+    print(f"sim {arch} {s} f4fused: relative error {err:.2e}, races {len(m.race_log)}, "
+          f"undefined reads {len(m.undefined_log)}")
+    for line in (m.race_log + m.undefined_log)[:10]:
+        print("  " + line)
+    return 0 if err <= TOL and not m.race_log and not m.undefined_log else 1
+
+
+def f4fused_simulated_error(s: Shape, rng, arch: str = "sm_90", parts: int = 1, layout: str = "NCHW"):
+    """(relative error against float64 with NaN as 1e30, the simulator's machine) of the fused
+    F(4x4,3x3) kernel of s (channels split in `parts`, x and y in `layout`) on fresh random x
+    and w from rng; y poisoned with NaN first (zeroed, as conv2d does, where parts add into it)."""
+    from . import f4fused, sim
+    f = f4fused.Fused(s, parts, layout)
+    x = rng.standard_normal((s.N, s.C, s.H, s.W)).astype(np.float32)
+    w = rng.standard_normal((s.K, s.C, 3, 3)).astype(np.float32)
+    u = np.zeros((f.u_rows, f.Kp), np.float32)          # f4_filter_transform's layout
+    u[:36 * f.Cp].reshape(36, f.Cp, f.Kp)[:, :s.C, :s.K] = ref.filter_transform(w, 4)
+    y = np.full((s.N, s.K, s.H, s.W) if layout == "NCHW" else (s.K, s.H, s.W, s.N), np.nan if parts == 1 else 0.0,
+                np.float32)
+    xl = x if layout == "NCHW" else ref.to_chwn(x)
+    out, m = sim.simulate(f4fused.generate(s, arch, parts, layout), f.grid(), {"x": xl, "u": u, "y": y},
+                          list(f4fused.PARAMS), f4fused.SMEM_BYTES, threads=f4fused.THREADS, arch=arch)
+    got = out["y"].view(np.float32).reshape(y.shape)
+    got = got if layout == "NCHW" else ref.from_khwn(got)
+    want = ref.direct_conv2d(x, w)
+    return float(np.linalg.norm(np.nan_to_num(got - want, nan=1e30)) / np.linalg.norm(want)), m
+
+
 def cmd_smoke(args) -> int:
     """Small shapes, NumPy reference, no torch: for compute-sanitizer runs."""
     from sassas.load import DeviceBuffer, synchronize
@@ -134,7 +169,8 @@ def cmd_smoke(args) -> int:
         w = rng.standard_normal((s.K, s.C, 3, 3)).astype(np.float32)
         want = ref.direct_conv2d(x, w)
         for impl, algo in [(i, a) for i in args.impl or ["sass", "cuda", "direct"]
-                           for a in (["f2"] if i == "direct" else args.algo or ["f2", "f4"])]:
+                           for a in (["f2"] if i == "direct" else args.algo or ["f2", "f4"])
+                           if not (i == "cuda" and a == "f4fused")]:
             out = DeviceBuffer.from_numpy(np.full((s.N, s.K, s.H, s.W), np.nan, np.float32))
             conv2d(DeviceBuffer.from_numpy(x), DeviceBuffer.from_numpy(w), impl, out=out, opts=opts, algo=algo)
             synchronize()

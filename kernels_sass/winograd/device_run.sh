@@ -2,7 +2,10 @@
 # One GPU run of the Winograd work: correctness, benchmark, switches, sanitizers. Run from
 # the repository root on the GPU machine with sassas importable (PYTHONPATH); everything goes to
 # $OUT (default ./out): all.log, check.json, bench.json, bench.png, ablation.json.
-#   bash kernels_sass/winograd/device_run.sh [full|quick]
+#   bash kernels_sass/winograd/device_run.sh [full|quick|f4fused]
+# f4fused: the fused F(4x4,3x3) kernel alone, in under 8 minutes: its check (16 ResNet layers
+# and the odd shapes, NCHW and CHWN, against float64: f4fused_check.json), bench against cuDNN
+# and the other algorithms (f4fused_bench.json, .png), smoke under memcheck and racecheck.
 set -u
 MODE=${1:-full}
 OUT=${OUT:-out}
@@ -11,8 +14,8 @@ LOG="$OUT/all.log"
 export PYTHONUNBUFFERED=1
 # cuda-python for sassas.load, where the machine's Python lacks it (wheels carried in .whl_wino
 # or .whl; the caller puts /tmp/site on PYTHONPATH)
-python3 -c 'import cuda.bindings.driver' 2>/dev/null || {
-  echo "[run] cuda.bindings missing: installing the carried wheels" | tee -a "$LOG";
+python3 -c 'import cuda.bindings.driver, lark' 2>/dev/null || {
+  echo "[run] cuda.bindings or lark missing: installing the carried wheels" | tee -a "$LOG";
   for d in .whl_wino .whl; do ls $d/*.whl >/dev/null 2>&1 && \
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $d/*.whl; done; }
 W="python3 -m kernels_sass.winograd"
@@ -27,8 +30,22 @@ step() {  # step NAME SECONDS CMD...: run with a time limit, append to the log, 
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv >> "$LOG"
 python3 -c 'import torch, cuda.bindings; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version(), "cuda.bindings", cuda.bindings.__version__)' >> "$LOG" 2>&1
+if [ "$MODE" = f4fused ]; then
+  step prebuild 45 $W prebuild --f4fused
+  step smoke_f4fused 30 $W smoke --impl sass --algo f4fused
+  step check_f4fused 100 $W check --impl sass --algo f4fused --chwn --json "$OUT/f4fused_check.json"
+  step bench_f4fused 190 $W bench --impl sass --algo f2 f4 f4fused --json "$OUT/f4fused_bench.json" --plot "$OUT/f4fused_bench.png"
+  step memcheck_f4fused 35 compute-sanitizer --tool memcheck --error-exitcode 1 $W smoke --impl sass --algo f4fused
+  step racecheck_f4fused 35 compute-sanitizer --tool racecheck --error-exitcode 1 $W smoke --impl sass --algo f4fused
+  echo "==== summary"; grep '^\[run\]' "$LOG"; grep -h 'NVIDIA\|^torch' "$LOG" | head -2
+  grep -h '^smoke' "$LOG" | head -12
+  grep -h 'passed (relative\|FAIL\|ERROR\|Error' "$LOG" | grep -v '^smoke\|ERROR SUMMARY' | head -20
+  grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$LOG"
+  sed -n '/^# .*torch/,/^geometric mean of f4fused/p' "$LOG"
+  exit 0
+fi
 if step smoke 60 $W smoke; then
-  step check 200 $W check --chwn --json "$OUT/check.json"
+  step check 260 $W check --chwn --json "$OUT/check.json"
   step bench 240 $W bench --json "$OUT/bench.json" --plot "$OUT/bench.png"
   step gemm 120 $W gemm --json "$OUT/gemm.json"
   # the GEMM's main loop in SM cycles (ncu counters), with the measurement-only variants

@@ -60,14 +60,19 @@ def _check_arguments(x, w, impl, algo, input_grad, weight_grad) -> None:
                                  ("input_grad", input_grad, INPUT_GRADS), ("weight_grad", weight_grad, WEIGHT_GRADS)):
         if value not in allowed:
             raise ValueError(f"{NAME}: {what} {value!r}: one of {allowed}")
+    if impl == "cuda" and algo == "f4fused":
+        raise ValueError(f"{NAME}: algo 'f4fused' is SASS only (impl 'auto' or 'sass'); impl 'cuda' has 'f4'")
 
 
 @lru_cache(maxsize=None)
 def _shape_error(s: Shape, algo: str) -> Optional[str]:
     """Why the SASS kernels cannot take s (None: they can)."""
     try:
-        if (api.choose_algo(s) if algo == "auto" else algo) == "f4":
+        which = api.choose_algo(s) if algo == "auto" else algo
+        if which == "f4":
             api.f4_plan(s)
+        elif which == "f4fused":
+            api.f4fused.check(s)
         else:
             plan.check_shape(s)
     except plan.Unsupported as e:

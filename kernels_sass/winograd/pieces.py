@@ -62,6 +62,33 @@ def output_transform_ops(m):
     return ops, [m[0], m[3], m[4], m[7]]
 
 
+def f43_bt_ops(r: list[int], sp: list[int]) -> tuple[list[str], list[int]]:
+    """F(4x4,3x3)'s B^T d for 6 registers in place with 4 spares (reference.BT4), for the
+    fused kernel (f4fused): the ops and the registers of the 6 results."""
+    r0, r1, r2, r3, r4, r5 = r
+    a, b, c, f = sp
+    ops = [f"FFMA R{a}, R{r2}, -4, R{r4}", f"FFMA R{b}, R{r1}, -4, R{r3}",
+           f"FADD R{c}, R{r4}, -R{r2}", f"FADD R{f}, R{r3}, -R{r1}",
+           f"FFMA R{r4}, R{r2}, -5, R{r4}", f"FFMA R{r5}, R{r3}, -5, R{r5}",
+           f"FFMA R{r4}, R{r0}, 4, R{r4}", f"FFMA R{r5}, R{r1}, 4, R{r5}",
+           f"FADD R{r0}, R{a}, R{b}", f"FADD R{r1}, R{a}, -R{b}",
+           f"FFMA R{r2}, R{f}, 2, R{c}", f"FFMA R{r3}, R{f}, -2, R{c}"]
+    return ops, [r4, r0, r1, r2, r3, r5]
+
+
+def f43_at_ops(m: list[int], sp: list[int]) -> tuple[list[str], list[int]]:
+    """F(4x4,3x3)'s A^T m for 6 registers in place with 2 spares (reference.AT4): the ops
+    and the registers of the 4 results."""
+    m0, m1, m2, m3, m4, m5 = m
+    p, q = sp
+    ops = [f"FADD R{p}, R{m1}, -R{m2}", f"FADD R{q}, R{m3}, -R{m4}",
+           f"FADD R{m1}, R{m1}, R{m2}", f"FADD R{m3}, R{m3}, R{m4}",
+           f"FADD R{m0}, R{m0}, R{m1}", f"FFMA R{m2}, R{q}, 2, R{p}",
+           f"FADD R{m0}, R{m0}, R{m3}", f"FFMA R{m4}, R{m3}, 4, R{m1}",
+           f"FFMA R{m5}, R{q}, 8, R{m5}", f"FADD R{m5}, R{m5}, R{p}"]
+    return ops, [m0, m2, m4, m5]
+
+
 def block_ids(q: Seq, s: "Shape", tile: Optional[str], kb: int, nb: int, pos: int, tmp: int) -> None:
     """The three indices of the tile: filter block, tile-column block, position. From the
     block index (tile None), or in the persistent tile loop from the tile number in the

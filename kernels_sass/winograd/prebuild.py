@@ -26,6 +26,8 @@ def cmd_prebuild(args) -> int:
     """Assemble the SASS kernels of the check/bench shapes into the cache (to carry them to a
     GPU machine whose time is short)."""
     from concurrent.futures import ProcessPoolExecutor
+    if args.f4fused:
+        return prebuild_f4fused(args)
     jobs = []
     variants = [Options()]
     if args.ablation:
@@ -55,11 +57,48 @@ def cmd_prebuild(args) -> int:
                     except gemmgen.Unsupported:
                         continue
                     gemms.add((gg, o))
+    # F(4x4,3x3) fused: the check/bench/smoke shapes with the parts chosen for --sms
+    from . import f4fused
+    fused = [((f4fused.choose_parts(s, args.sms), layout), s, args.sms)
+             for s in [s for _, s in resnet_configs()] + ODD + SMOKE for layout in ("NCHW", "CHWN")]
     t = time.time()
     with ProcessPoolExecutor(max_workers=args.jobs or os.cpu_count()) as ex:
         list(ex.map(_build, [(s, o, args.sms) for s, o in jobs] + [(g, o, None) for g, o in sorted(gemms, key=str)]))
-    log(f"[prebuild] {len(jobs)} F(2x2,3x3) kernels and {len(gemms)} F(4x4,3x3) GEMMs in {time.time() - t:.1f}s")
+        list(ex.map(_build_f4fused_job, fused))
+    log(f"[prebuild] {len(jobs)} F(2x2,3x3) kernels, {len(gemms)} F(4x4,3x3) GEMMs and {len(fused)} fused "
+        f"F(4x4,3x3) kernels in {time.time() - t:.1f}s")
     return 0
+
+
+def prebuild_f4fused(args) -> int:
+    """The kernels of `device_run.sh f4fused`: the fused F(4x4,3x3) kernels of the check, smoke and
+    bench shapes (NCHW and CHWN, the parts f4fused.choose_parts picks for `--sms`), and what bench
+    compares them with (the F(2x2,3x3) kernels and the chosen
+    F(4x4,3x3) GEMMs of the ResNet configurations)."""
+    from concurrent.futures import ProcessPoolExecutor
+    from . import f4, f4fused
+    configs = [s for _, s in resnet_configs()]
+    jobs = [((f4fused.choose_parts(s, args.sms), layout), s) for s in configs + ODD + SMOKE for layout in ("NCHW", "CHWN")]
+    jobs += [(Options(), s) for s in configs]
+    for s in configs:
+        p = f4.plan(s, args.sms)
+        jobs.append((p.options, p.gemm))
+    t = time.time()
+    with ProcessPoolExecutor(max_workers=args.jobs or os.cpu_count()) as ex:
+        list(ex.map(_build_f4fused_job, [(what, s, args.sms) for what, s in jobs]))
+    log(f"[prebuild] {len(jobs)} kernels (F(4x4,3x3) fused, F(2x2,3x3), F(4x4,3x3) GEMMs) in {time.time() - t:.1f}s")
+    return 0
+
+
+def _build_f4fused_job(job):
+    from . import f4fused, gemmgen
+    what, s, sms = job
+    if isinstance(what, tuple):         # the fused kernel's parts and layout
+        f4fused.build(s, *what)
+    elif isinstance(what, gemmgen.GemmOptions):
+        gemmgen.build(s, what)
+    else:
+        _build((s, what, sms))
 
 
 def _build(job):

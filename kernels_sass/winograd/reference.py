@@ -166,3 +166,59 @@ def f4_output(m: np.ndarray, n: int, h: int, w: int, k: int) -> np.ndarray:
     t = th * tw * n
     mm = np.asarray(m, dtype=np.float64).sum(0)[:, :k, :t].reshape(36, k, th, tw, n).transpose(0, 1, 4, 2, 3)
     return output_transform(mm, h, w, 4)
+
+
+# ---- F(4x4,3x3)'s rounding: a float32 model, and other interpolation points -----------------
+def f43_matrices(points) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(G, B^T, A^T) of F(4,3) for 5 finite interpolation points and infinity (Toom-Cook): A^T
+    and G from the points (G's rows scaled by 1 / prod (p_i - p_j)), B^T solved from the
+    identity A^T [(G g) * (B^T d)] = the correlation of d with g. points (0, 1, -1, 2, -2) give
+    MATRICES[4] up to the signs and scales that move between G and B^T."""
+    p = [float(v) for v in points]
+    if len(p) != 5 or len(set(p)) != 5:
+        raise ValueError("F(4,3) needs 5 distinct finite points")
+    at = np.zeros((4, 6))
+    g = np.zeros((6, 3))
+    for i, pi in enumerate(p):
+        at[:, i] = [pi ** j for j in range(4)]
+        g[i] = [pi ** k / np.prod([pi - pj for pj in p if pj != pi]) for k in range(3)]
+    at[3, 5] = 1.0
+    g[5, 2] = 1.0
+    bt = np.zeros((6, 6))
+    for l in range(6):
+        # sum_i at[j, i] g[i, k] bt[i, l] = [l == j + k] for every j < 4, k < 3
+        a = np.array([[at[j, i] * g[i, k] for i in range(6)] for j in range(4) for k in range(3)])
+        b = np.array([1.0 if l == j + k else 0.0 for j in range(4) for k in range(3)])
+        bt[:, l] = np.linalg.lstsq(a, b, rcond=None)[0]
+    return g, bt, at
+
+
+def f43_conv2d_fp32(x: np.ndarray, w: np.ndarray, matrices=None) -> np.ndarray:
+    """The fused F(4x4,3x3) kernel's arithmetic in float32 (for its error against float64 at
+    realistic channel counts, without a GPU): U = G g G^T rounded to float32 (the filter
+    transform), V = B^T d B in float32, M accumulated channel after channel by fused
+    multiply-adds (a float64 product and sum, rounded once, as FFMA), A^T M A in float32.
+    matrices: (G, B^T, A^T), default MATRICES[4]."""
+    g, bt, at = MATRICES[4] if matrices is None else matrices
+    f32 = np.float32
+    x = np.asarray(x, dtype=f32)
+    n, c, h, wd = x.shape
+    k = w.shape[0]
+    th, tw = tiles(h, wd, 4)
+    u = np.einsum("ar,kcrs,bs->abck", g, np.asarray(w, np.float64), g).reshape(36, c, k).astype(f32)
+    xp = np.zeros((n, c, 4 * th + 2, 4 * tw + 2), f32)
+    xp[:, :, 1:h + 1, 1:wd + 1] = x
+    ih = 4 * np.arange(th)[:, None] + np.arange(6)[None, :]
+    iw = 4 * np.arange(tw)[:, None] + np.arange(6)[None, :]
+    d = xp[:, :, ih[:, None, :, None], iw[None, :, None, :]]                     # [N, C, TH, TW, 6, 6]
+    v = np.einsum("ar,nctwrs->nctwas", bt.astype(f32), d).astype(f32)
+    v = np.einsum("nctwas,bs->nctwab", v, bt.astype(f32)).astype(f32)
+    v = v.reshape(n, c, th, tw, 36).transpose(4, 1, 0, 2, 3).reshape(36, c, n * th * tw)
+    m = np.zeros((36, k, n * th * tw), f32)
+    for ch in range(c):
+        m = (m.astype(np.float64) + u[:, ch, :, None].astype(np.float64) * v[:, ch, None, :]).astype(f32)
+    mm = m.reshape(6, 6, k, n, th, tw)
+    y = np.einsum("ia,abknts->ibknts", at.astype(f32), mm).astype(f32)
+    y = np.einsum("ibknts,jb->kntisj", y, at.astype(f32)).astype(f32)           # [K, N, TH, 4, TW, 4]
+    y = y.reshape(k, n, 4 * th, 4 * tw)[:, :, :h, :wd]
+    return np.ascontiguousarray(y.transpose(1, 0, 2, 3))

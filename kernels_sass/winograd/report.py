@@ -42,7 +42,9 @@ def render_ablation(data: dict) -> None:
 
 # the table's columns: bench case (or derived figure) and its short name
 COLUMNS = {"sass main": "sassMain", "sass CHWN": "sassCHWN", "sass NCHW": "sassNCHW", "sass4 gemm": "f4GEMM",
-           "sass4 CHWN": "f4CHWN", "sass4 NCHW": "f4NCHW", "cuda NCHW": "cudaNCHW",
+           "sass4 CHWN": "f4CHWN", "sass4 NCHW": "f4NCHW", "f4fused main": "f4fMain", "f4fused NCHW": "f4fNCHW",
+           "f4fused CHWN": "f4fCHWN",
+           "cuda NCHW": "cudaNCHW",
            "cudnn (benchmark)": "fp32BM", "torch FP32 (no benchmark)": "fp32",
            "torch FP32 channels_last (benchmark)": "fp32BMcl", "torch default (TF32)": "defTF32",
            "torch default (TF32) channels_last": "defTF32cl", "cudnn best NCHW": "cuDNNnchw",
@@ -126,6 +128,7 @@ def render(data: dict, plot: str = None) -> None:
     # time ratios (ref time / ours): our NCHW and CHWN entries against cuDNN's best and PyTorch's default
     ratio_cols = {"CHWN/best": ("auto CHWN", ref_col), "NCHW/best": ("auto NCHW", ref_col),
                   "f2NCHW/best": ("sass NCHW", ref_col), "f4NCHW/best": ("sass4 NCHW", ref_col),
+                  "f4f/best": ("f4fused NCHW", ref_col), "f4fC/best": ("f4fused CHWN", ref_col),
                   "NCHW/TF32": ("auto NCHW", TF32), "f2NCHW/TF32": ("sass NCHW", TF32),
                   "f4NCHW/TF32": ("sass4 NCHW", TF32)}
     ratios: dict = {k: [] for k in ratio_cols}
@@ -143,7 +146,9 @@ def render(data: dict, plot: str = None) -> None:
     shown = [k for k in ratio_cols if any(c[k] is not None for _, _, c in table)]
     print(f"# speed ratios: best = {ref_col}{' (cuDNNnchw or cuDNNnhwc)' if ref_col == 'cudnn best' else ''}, "
           f"TF32 = defTF32; CHWN/NCHW = the auto algorithm's entry (CHWN: transforms + main kernels; NCHW: with "
-          f"the layout transposes); f2/f4 = that algorithm's NCHW entry")
+          f"the layout transposes); f2/f4 = that algorithm's NCHW entry"
+          + ("; f4f = F(4x4,3x3) fused, NCHW in and out, its filter transform included (f4fC: CHWN in, KHWN out)"
+             if "f4f/best" in shown else ""))
     print(f"{'config':<11}{'auto':>5}" + "".join(f"{k:>{W + 1}}" for k in shown))
     for r, algo, cells in table:
         print((f"{r['config']:<11}{algo:>5}" + "".join(" " + _cell(cells[k], ".2f") for k in shown)).rstrip())
@@ -169,6 +174,11 @@ def render(data: dict, plot: str = None) -> None:
             ms = r["ms"].get(c)
             if ms and ms == ms:
                 parts.append(f"{c} {ffma / (sms * 4 * ms * 1e-3 * clk):6.1%} ({ms:.4f} ms)")
+        ms = r["ms"].get("f4fused main")
+        if ms and ms == ms and r.get("f4fused_warp_ffma"):
+            fp = r.get("f4fused_parts", 1)
+            parts.append(f"f4fused main {r['f4fused_warp_ffma'] / (sms * 4 * ms * 1e-3 * clk):6.1%} ({ms:.4f} ms"
+                         + (f", {fp} parts)" if fp > 1 else ")"))
         split = r.get("sass_options", "").partition("-sp")[2]
         if r.get("f4_gemm") and r["ms"].get("sass4 gemm"):
             c, k, t, p = r["f4_gemm"]
@@ -188,6 +198,11 @@ def render(data: dict, plot: str = None) -> None:
           f"min CHWN {min(ratios['CHWN/best'], default=float('nan')):.3f}"
           + (f"; NCHW against PyTorch's default (TF32) {gm(ratios['NCHW/TF32']):.3f}" if ratios["NCHW/TF32"] else ""),
           flush=True)
+    if ratios["f4f/best"]:
+        print(f"geometric mean of f4fused NCHW / cudnn: {gm(ratios['f4f/best']):.3f} over "
+              f"{len(ratios['f4f/best'])} configurations, min {min(ratios['f4f/best']):.3f}"
+              + (f"; CHWN {gm(ratios['f4fC/best']):.3f}, min {min(ratios['f4fC/best']):.3f}" if ratios["f4fC/best"] else ""),
+              flush=True)
     if plot:
         try:
             import matplotlib

@@ -1,0 +1,880 @@
+"""Winograd F(4x4,3x3), fused, in SASS for sm_90: x in NCHW and y in NCHW (or CHWN and KHWN:
+`layout`), and no transformed tensor in global memory but the filters' U (a pre-pass:
+winograd.cu's f4_filter_transform, U[e][c][k], 36 x Cp rows of Kp floats and PAD_ROWS more
+that the last prefetch reads).
+
+    text = generate(Shape(N, C, H, W, K), parts=1, layout="NCHW", aligned=True)   # kernel_name(...)
+    Fused(s, parts, layout).grid(), THREADS, SMEM_BYTES              # the launch: params x, u, y
+
+Design (NOTES.md sections 15 and 16):
+- 256 threads, a block tile of 32 filters x 32 output tiles (4x4 pixels each) x the 36
+  positions; 8 channels an iteration. Positions 0..31: thread tid computes position
+  e = tid / 8, rows k = 16 (sub / 4) + 0..15 and columns t = 8 (sub % 4) + 0..7 of that
+  position's 32 x 32 product (sub = tid % 8): 16 x 8 accumulators, 4 + 2 LDS.128 a channel
+  for 128 FFMA. Positions 32..35: 64 threads each, a 4 x 4 tile a thread (k = 4 (tid / 8 % 8),
+  t = 4 sub), 2 LDS.128 for 16 FFMA. Every warp has the same work: 8 warps, 2 a scheduler.
+- Inputs: thread tid loads the 6x6 window of channel c0 + tid / 32, tile tid % 32 (NCHW: of
+  a row of tiles; CHWN: an image) with 36 predicated LDG (a 36-bit mask, one R2P a row:
+  image borders, tiles past the last, channels past C; NCHW rows of W % 4 == 0 floats: a
+  row's columns 1-4 by one LDG.128, W % 2 == 0 by two LDG.64, x 16-byte aligned), transforms
+  it in registers (B^T d B, in place) and stores the 36 values into shared memory.
+- Filters: thread tid copies chunk tid % 8 of the U rows (position tid / 8, channels 0..7;
+  32 filters a row) and of row tid / 8 of the small positions' with 9 LDGSTS.128 (a warp's
+  copy 4 whole rows), one group an iteration (LDGDEPBAR on scoreboard 3).
+- Two shared buffers OTHER bytes apart (addresses toggle by XOR): iteration i computes the
+  block in buffer i % 2; among its FFMAs, the copies and window loads of block i + 1 (channels
+  0-1) and its transform and stores into the other buffer (channels TRANSFORM_FROM..7); one BAR.
+- Epilogue: the accumulators as M[e][k][t] in shared memory, then thread tid takes the 4
+  (k, t) pairs k = tid / 32 + 8r, t = tid % 32: 36 LDS, A^T m A, 16 predicated STG (or REDG, split;
+  W % 4 == 0, y 16-byte aligned: 4 STG.128; W % 2 == 0: 8 STG.64).
+
+The control codes come from sched.Seq (conservative latencies, scoreboards assigned) and the
+operand reuse flags from sched.mark_reuse; the instructions are placed at FFMA slots of the
+loop (as gemmgen's and sassgen's loops), not cycle-exact: a first version, correct before
+fast. Every kernel is checked with sassas.hazards when built.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from .cubins import build_text
+from .pieces import f43_at_ops, f43_bt_ops, mad, signed_hex
+from .plan import Shape, Unsupported
+from .sched import PRED_LATENCY, Op, Seq, mark_reuse
+from .target import DEFAULT_ARCH, target
+
+THREADS = 256
+BK = BT = 32               # a block's filters and output tiles
+BC = 8                     # channels an iteration
+E = 36                     # positions of the 6x6 transformed tiles
+ROW = 4 * BK               # bytes of a shared row (32 floats)
+U_E = BC * ROW + 16        # U rows of position e: [e][c][k]; +16: a warp's 4 positions in other bank quads
+V_E = BC * ROW + 16        # V rows [e][c][t]
+V_OFF = E * U_E
+BUF_BYTES = V_OFF + E * V_E
+OTHER = 0x20000            # the second buffer, by XOR (every first-buffer address is below it)
+SMEM_BYTES = OTHER + BUF_BYTES
+# The epilogue's M[e][k][t] at word e M_EW + 32 k + skew(k) + t, skew(k) = 4 (k / 16 % 2) + k / 4
+# % 4 and M_EW = 1 (mod 32): a warp's 32 STS of one accumulator hit 32 banks (the 16 x 8 tiles'
+# 4 positions by M_EW, their 2 row halves by 4 (k / 16), their 4 column octets by 8; the 4 x 4
+# tiles' 4 row quads by k / 4 % 4 and 8 column quads by 4); k and t plain, the banks repeated
+# every 32 words, 8-way (4-way) conflicts
+M_EW = 1057
+M_E = 4 * M_EW
+
+
+def m_skew(k: int) -> int:
+    return 4 * (k // 16 % 2) + k // 4 % 4
+PAD_ROWS = BC              # rows of U past 36 x Cp that the last iteration's prefetch reads
+COPY_LO, COPY_HI = 0x800, 0x7ff   # an LDGSTS's 12-bit signed global offset: -0x800..0x7ff
+COPY_GAP = 8               # the loop's FFMA slots from an LDGSTS to the next and to its LDGDEPBAR (4,
+                           # as ptxas and gemmgen: 1-3% slower, NOTES.md section 16)
+PROLOGUE_COPY_GAP = 4      # cycles between the prologue's copies (as ptxas)
+DEPBAR_LEAD = 8            # cycles from the DEPBAR to the BAR
+ASYNC_SB = 3               # the copy groups' scoreboard (not in the Seq pools)
+LDS_SB, LDG_SB, MISC_SB = (0, 1, 2), (5,), (4,)
+SLOTS = 128 + 16           # FFMAs a channel: the 16 x 8 tile's, then the 4 x 4 tile's
+TRANSFORM_FROM = 7         # the loop's channel where the transform of the next block starts: its
+                           # loads issued by slot ~184, ~830 FFMA slots of latency (5 and 6 measured
+                           # 2-5% slower, NOTES.md section 16)
+WINDOW_ROW0, WINDOW_ROW_GAP = 18, 28   # FFMA slots of the window rows' R2P: the loads by slot ~184
+# The loop's shared loads of channel c + 1, during channel c: B on scoreboard 0, A's row quads
+# 0 and 2 on 1, 1 and 3 (and the small tile's operands, loaded as channel c + 1 starts) on 2, so
+# that the first FFMA of a quad never waits for the quad loaded just before it
+B_SB, A_SB = (0,), ((1,), (2,))
+
+PARAMS = (("x", 8), ("u", 8), ("y", 8))
+P_X, P_U, P_Y = 0x0, 0x8, 0x10
+U_UR = 6                   # U's base: the copies read [R.U32 + UR6]
+
+BIG = 32                   # positions of the 16 x 8 thread tiles (8 threads a position); the other
+                           # 4 take a 4 x 4 tile of every thread (64 threads a position)
+
+# ---- registers (thread) ----------------------------------------------------------------
+RA = 144                   # A: 16 filters of the channel
+RB = 160                   # B: two sets of 8 tiles
+RA2, RB2 = 176, 180        # the small tile's 4 filters and 4 tiles
+RX = 184                   # the 6x6 window (WIN, WIN_WIDE), transformed in place: 36 of R184..R219, R222,
+                           # R223, R251, R252 (WINDOW_POOL)
+RS = 220                   # 4 spares: the window's effective masks
+RT = 239                   # 12 spares of the input transform (3 six-point transforms at a time)
+XP, MLO, MHI, CH, UOFF, USTS, VSTS, LDA, LDB, LDA2, LDB2, UOFF2, USTS2, CNT = (
+    224, 226, 227, 228, 229, 230, 231, 232, 233, 234, 235, 236, 237, 238)
+COPY_SOURCES = 4           # registers of the copies' source offsets (rows 12 bits of immediate
+                           # apart): UOFF and 3 that the window leaves free (Generator.copy_src)
+EPILOGUE_PIPELINE = True   # the epilogue's next (k, t) pair's 36 LDS before this pair's transforms and stores
+WIDE_LOADS = True          # NCHW, W % 4 == 0 (W % 2 == 0): a window row's columns 1-4 by one LDG.128
+                           # (two LDG.64), the window in WIN_WIDE
+TOP = 252                  # the highest register: 255 counted (256 threads: up to 255; R253 is an
+                           # illegal instruction on the H100, NOTES.md section 7)
+
+
+WINDOW_POOL = list(range(RX, RX + 36)) + [RS + 2, RS + 3, TOP - 1, TOP]
+
+
+def _window() -> list[list[int]]:
+    """The window's registers WIN[i][j] (row i, column j), in the register bank (parity)
+    P_i ^ P_j, P = (0, 0, 0, 1, 1, 0): pieces.f43_bt_ops then reads two banks in all its
+    two-register ops but one (r1 and r5 share a bank: r1, r3, r5 cannot all differ), in the
+    column pass and, since its outputs keep their column's pattern, in the row pass too
+    (an FADD or FFMA reading one bank twice costs an issue cycle more between FFMAs, NOTES.md
+    section 8). 20 even and 16 odd registers: the window's 36, and R222, R223 (the epilogue's),
+    R251, R252."""
+    pool = WINDOW_POOL
+    free = {0: [r for r in pool if r % 2 == 0], 1: [r for r in pool if r % 2 == 1]}
+    p = (0, 0, 0, 1, 1, 0)
+    return [[free[p[i] ^ p[j]].pop(0) for j in range(6)] for i in range(6)]
+
+
+WIN = _window()
+
+
+def _window_wide() -> list[list[int]]:
+    """The window's registers for wide loads: columns 1-4 of row i in the aligned quad R184 + 4i
+    (parities 0 1 0 1: the LDG.128's or the two LDG.64's destinations), columns 0 and 5 in the
+    banks that leave the fewest one-bank ops in pieces.f43_bt_ops (70 of 144, found by trying
+    all 2^12: ~58 issue cycles a warp an iteration more than WIN, for half the window loads and
+    about half their L1 wavefronts, NOTES.md section 16)."""
+    first, last = (0, 0, 0, 1, 1, 0), (1, 0, 1, 1, 0, 1)
+    pool = [r for r in WINDOW_POOL if r >= RX + 24]
+    free = {0: [r for r in pool if r % 2 == 0], 1: [r for r in pool if r % 2 == 1]}
+    return [[free[first[i]].pop(0), *range(RX + 4 * i, RX + 4 * i + 4), free[last[i]].pop(0)] for i in range(6)]
+
+
+WIN_WIDE = _window_wide()
+
+
+def _pairs() -> list[list[int]]:
+    """The epilogue's m of its 4 (k, t) pairs: M[pair][6i + j] in the bank P_i ^ P_j, P = (0, 1,
+    0, 0, 1, 0), for pieces.f43_at_ops as WIN for f43_bt_ops (one one-bank op in 10: m0, m1 and
+    m3 cannot all differ); the accumulators and the operand registers, free after the loop."""
+    pool = list(range(0, 144)) + list(range(RB, RB + 24))
+    free = {0: [r for r in pool if r % 2 == 0], 1: [r for r in pool if r % 2 == 1]}
+    p = (0, 1, 0, 0, 1, 0)
+    return [[free[p[e // 6] ^ p[e % 6]].pop(0) for e in range(E)] for _ in range(4)]
+
+
+PAIRS = _pairs()
+
+
+def ACC(i: int, j: int) -> int:
+    """Accumulator of row i (0..15), column j (0..7): columns swapped in pairs so that an
+    accumulator and the B operand it meets sit in different register banks (as gemmgen)."""
+    return 8 * i + (j ^ 1)
+
+
+def ACC2(i: int, j: int) -> int:
+    """The small tile's accumulator of row i, column j (0..3), after the big tile's."""
+    return 128 + 4 * i + (j ^ 1)
+
+
+def signed_offset(v: int) -> str:
+    """` + 0x10` or ` - 0x10` (a negative offset spelled `-0x10` right after a register is read as
+    a second operand by the parser: the spaces keep it an offset)."""
+    return f" + {v:#x}" if v >= 0 else f" - {-v:#x}"
+
+
+def _up(v: int, m: int) -> int:
+    return -(-v // m) * m
+
+
+@dataclass(frozen=True)
+class Fused:
+    """The geometry of the fused kernel for a problem shape, its channels split in `parts`
+    (split-C: grid z; each part adds its sums into y with REDG, y zeroed before), x and y in
+    `layout`: NCHW (y NKHW; tile t = (n TH + th) TW + tw) or CHWN (y KHWN; t = (th TW + tw) N + n,
+    so that a warp's 32 tiles are 32 images: coalesced loads and stores)."""
+    s: Shape
+    parts: int = 1
+    layout: str = "NCHW"
+
+    @property
+    def px(self) -> int:
+        """Elements from a pixel to the next in a row, in x and y."""
+        return 1 if self.layout == "NCHW" else self.s.N
+
+    @property
+    def plane(self) -> int:
+        """Elements from a channel of x to the next (a filter of y to the next)."""
+        return self.s.H * self.s.W * self.px
+
+    @property
+    def TH(self) -> int:
+        return -(-self.s.H // 4)
+
+    @property
+    def TW(self) -> int:
+        return -(-self.s.W // 4)
+
+    @property
+    def tiles(self) -> int:
+        return self.s.N * self.TH * self.TW
+
+    @property
+    def Cp(self) -> int:
+        return _up(self.s.C, BC * self.parts)
+
+    @property
+    def Kp(self) -> int:
+        return _up(self.s.K, BK)
+
+    @property
+    def iterations(self) -> int:
+        """Of one block (one part)."""
+        return self.Cp // BC // self.parts
+
+    @property
+    def u_rows(self) -> int:
+        return E * self.Cp + PAD_ROWS
+
+    # The copies of U rows (e, c), c = 0..7, Kp * 4 bytes apart: from copy_src[b] + an immediate
+    # (12 bits, signed): ROWS_PER rows a register, the register at row ROWS_PER b + CENTER
+    @property
+    def rows_per_source(self) -> int:
+        r = self.Kp * 4
+        return min(BC, COPY_LO // r + COPY_HI // r + 1)
+
+    @property
+    def copy_center(self) -> int:
+        r = self.Kp * 4
+        return max(0, self.rows_per_source - 1 - COPY_HI // r)
+
+    @property
+    def copy_sources(self) -> int:
+        return -(-BC // self.rows_per_source)
+
+    def copy_source_row(self, b: int) -> int:
+        return self.rows_per_source * b + self.copy_center
+
+    def copy_source(self, j: int) -> tuple[int, int]:
+        """(index in Generator.copy_src, byte immediate) of the copy of row (e, j)."""
+        b = j // self.rows_per_source
+        return b, (j - self.copy_source_row(b)) * self.Kp * 4
+
+    def grid(self) -> tuple[int, int, int]:
+        return (-(-self.tiles // BT), self.Kp // BK, self.parts)
+
+
+# The split model (split-C for grids of about a wave or less), in loop iterations: an SM takes
+# its blocks in turn (one at a time: 205 KiB of shared memory), so the kernel lasts about the
+# busiest SM's blocks x (iterations + FIXED_ITERS), the prologue, epilogue and a part's REDG.
+FIXED_ITERS = 3.0
+MAX_PARTS = 4
+
+
+def choose_parts(s: Shape, sms: int) -> int:
+    """The split of s's channel loop of the least modelled time on a GPU of `sms` SMs."""
+    def cost(p):
+        f = Fused(s, p)
+        blocks = f.grid()[0] * f.grid()[1] * p
+        return -(-blocks // sms) * (f.iterations + FIXED_ITERS) + (p > 1) * FIXED_ITERS / 2
+    return min(range(1, MAX_PARTS + 1), key=lambda p: (cost(p), p))
+
+
+def exact_magic(d: int, n_max: int) -> Optional[int]:
+    """m with floor(n * m / 2^32) == n // d for 0 <= n <= n_max (None for d == 1): m =
+    floor(2^32 / d) + 1 is exact while n_max * (m d - 2^32) < 2^32."""
+    if d == 1:
+        return None
+    m = (1 << 32) // d + 1
+    if n_max * (m * d - (1 << 32)) >= 1 << 32:
+        raise Unsupported(f"tile index {n_max} / {d}: no exact 32-bit magic division")
+    return m
+
+
+def wide_loads(s: Shape, layout: str) -> int:
+    """Columns a window load reads (1, 2 or 4): NCHW rows of W % 4 == 0 (% 2) floats keep the
+    window's columns 1-4 in aligned groups (of x 16-byte aligned: Generator's `aligned`; W % 4 == 0
+    and y aligned too: a tile row of y by one STG.128, W % 2 == 0 two STG.64)."""
+    if not WIDE_LOADS or layout != "NCHW":
+        return 1
+    return 4 if s.W % 4 == 0 else 2 if s.W % 2 == 0 else 1
+
+
+def check(s: Shape, parts: int = 1, layout: str = "NCHW") -> Fused:
+    if layout not in ("NCHW", "CHWN"):
+        raise ValueError(f"layout {layout!r}: NCHW or CHWN")
+    if min(s.N, s.C, s.H, s.W, s.K) < 1:
+        raise Unsupported(f"empty problem {s}")
+    if not 1 <= parts < 1 << 16:
+        raise Unsupported(f"{parts} parts")
+    f = Fused(s, parts, layout)
+    lim = 1 << 31
+    # offsets (signed 32-bit) of the windows and output tiles, with the prefetch past the last
+    # channel and the tiles past the last image
+    if (s.N + 2) * (f.Cp + 2 * BC) * s.H * s.W * 4 >= lim or (s.N + 2) * (f.Kp + BK) * s.H * s.W * 4 >= lim:
+        raise Unsupported("tensors of 2 GiB or more need 64-bit offsets")
+    if f.copy_sources > COPY_SOURCES:
+        raise Unsupported(f"K={s.K}: U rows of {f.Kp} filters, more than {COPY_SOURCES} registers of "
+                          f"copy sources (12-bit offsets: at most 512 filters)")
+    if f.u_rows * f.Kp * 4 >= lim:
+        raise Unsupported("transformed filters of 2 GiB or more")
+    if 4 * (5 * s.W + 5) * f.px >= 1 << 23:
+        raise Unsupported("load offsets beyond the 24-bit immediate")
+    if f.grid()[0] >= 1 << 31 or f.grid()[1] >= 1 << 16:
+        raise Unsupported("grid too large")
+    n_max = f.grid()[0] * BT
+    first, second = (f.TW, f.TH) if layout == "NCHW" else (s.N, f.TW)
+    exact_magic(first, n_max)
+    exact_magic(second, n_max // first + 1)
+    return f
+
+
+class Generator:
+    def __init__(self, s: Shape, arch: str = DEFAULT_ARCH, parts: int = 1, layout: str = "NCHW", aligned: bool = True):
+        self.f = check(s, parts, layout)
+        self.s = s
+        self.t = target(arch)
+        if not self.t.async_copy:
+            raise ValueError(f"{self.t.arch} has no LDGSTS: the fused F(4x4,3x3) kernel copies U by LDGSTS")
+        if SMEM_BYTES > self.t.max_smem:
+            raise ValueError(f"{self.t.arch}: {SMEM_BYTES} bytes of shared memory a block, {self.t.max_smem} given")
+        self.wide = wide_loads(s, layout) if aligned else 1
+        self.win = WIN_WIDE if self.wide > 1 else WIN
+        used = {r for row in self.win for r in row}
+        self.copy_src = (UOFF,) + tuple(r for r in WINDOW_POOL if r not in used)[:COPY_SOURCES - 1]
+
+    def seq(self, yield_all: bool = True) -> Seq:
+        return Seq(self.t.arch, barriers=LDS_SB + MISC_SB + LDG_SB, yield_all=yield_all, spell=self.t.spell)
+
+    # ---- index arithmetic -------------------------------------------------------------
+    def divide(self, q: Seq, quot: int, rem: Optional[int], n: int, d: int, n_max: int, tmp: int) -> None:
+        """R<quot> = R<n> / d, R<rem> = R<n> % d (rem None: not wanted); quot != n."""
+        m = exact_magic(d, n_max)
+        if m is None:
+            q.op(f"MOV R{quot}, R{n}")
+            if rem is not None:
+                q.op(f"MOV R{rem}, RZ")
+            return
+        q.op(f"MOV R{tmp}, {m:#x}")
+        q.op(f"IMAD.HI.U32 R{quot}, R{n}, R{tmp}, RZ")
+        if rem is not None:
+            mad(q, rem, quot, -d, n, tmp)
+
+    def tile_of(self, q: Seq, tid: int, bx: int, r: list[int]) -> tuple[int, int, int, int]:
+        """(t, n, th, tw) of thread tid's tile column t = tid % 32 in block bx; P0 = the tile
+        exists (a tile past the last one is computed as tile 0, its loads and stores off).
+        Uses r[0..6]."""
+        f = self.f
+        t, tg, q1, n, th, tw = r[:6]
+        tmp = r[6]
+        q.op(f"LOP3.LUT R{t}, R{tid}, 0x1f, RZ, 0xc0, !PT")
+        mad(q, tg, bx, BT, t, tmp)
+        q.op(f"ISETP.LT.U32.AND P0, PT, R{tg}, {f.tiles:#x}, PT")
+        q.op(f"SEL R{tg}, R{tg}, RZ, P0")
+        n_max = f.grid()[0] * BT
+        if f.layout == "NCHW":          # tg = (n TH + th) TW + tw
+            self.divide(q, q1, tw, tg, f.TW, n_max, tmp)
+            self.divide(q, n, th, q1, f.TH, n_max // f.TW + 1, tmp)
+        else:                           # tg = (th TW + tw) N + n
+            self.divide(q, q1, n, tg, self.s.N, n_max, tmp)
+            self.divide(q, th, tw, q1, f.TW, n_max // self.s.N + 1, tmp)
+        return t, n, th, tw
+
+    def bound_mask(self, q: Seq, dst: int, first: int, count: int, limit: int, shift: int, tmp: list[int]) -> None:
+        """R<dst> = sum over i < count of ((R<first> + i) <u limit) << (shift * i): which rows or
+        columns of a window lie inside the image (first may be -1)."""
+        a, b = tmp[:2]
+        q.op(f"MOV R{dst}, RZ")
+        for i in range(count):
+            q.op(f"IADD3 R{a}, R{first}, {i:#x}, RZ")
+            q.op(f"ISETP.LT.U32.AND P1, PT, R{a}, {limit:#x}, PT")
+            q.op(f"SEL R{b}, RZ, {1 << (shift * i):#x}, !P1")
+            q.op(f"IADD3 R{dst}, R{dst}, R{b}, RZ")
+
+    def pointer(self, q: Seq, dst: int, off: int, param: int, tmp: int) -> None:
+        """R<dst>:R<dst+1> = the parameter's pointer + 4 * R<off> (a signed 32-bit element
+        offset; R<off> and R<tmp> pair free after)."""
+        q.op(f"SHF.L.U32 R{off}, R{off}, 0x2, RZ")
+        q.op(f"SHF.R.S32.HI R{off + 1}, RZ, 0x1f, R{off}")
+        q.op(f"LDC.64 R{tmp}, {self.t.param(param)}")
+        q.op(f"IADD3 R{dst}, P1, R{off}, R{tmp}, RZ")
+        q.op(f"IADD3.X R{dst + 1}, R{off + 1}, R{tmp + 1}, RZ, P1, !PT")
+
+    def offset(self, q: Seq, off: int, n: int, c: int, channels: int, h: int, w: int, tmp: int) -> None:
+        """R<off> = the element offset of (image R<n>, channel R<c> of `channels`, row R<h>,
+        column R<w>) in NCHW, or in CHWN (((c H + h) W + w) N + n)."""
+        s = self.s
+        if self.f.layout == "NCHW":
+            mad(q, off, n, channels, c, tmp)
+            mad(q, off, off, s.H, h, tmp)
+            mad(q, off, off, s.W, w, tmp)
+        else:
+            mad(q, off, c, s.H, h, tmp)
+            mad(q, off, off, s.W, w, tmp)
+            mad(q, off, off, s.N, n, tmp)
+
+    # ---- the pieces of an iteration ----------------------------------------------------
+    def copy_ops(self) -> list[str]:
+        """Block i + 1's U rows into the write buffer, every copy a warp's 4 whole rows (512
+        bytes: 4 shared-memory wavefronts, 4 global lines): chunk tid % 8 of the rows (tid / 8,
+        c) of the big positions, c = 0..7 (8 LDGSTS.128, offsets by immediates), and of row
+        tid / 8 of the small positions' 32. (A row a thread, 8 chunks by 8 copies, put 32
+        threads' 16 bytes in 32 lines and cost ~30 wavefronts a copy: NOTES.md section 16.)"""
+        out = []
+        for j in range(BC):
+            b, imm = self.f.copy_source(j)
+            out.append(f"LDGSTS.E.BYPASS.128 [R{USTS}+{ROW * j:#x}], [R{self.copy_src[b]}.U32+UR{U_UR}{signed_offset(imm)}]")
+        return out + [f"LDGSTS.E.BYPASS.128 [R{USTS2}], [R{UOFF2}.U32+UR{U_UR}]"]
+
+    def window_setup(self) -> list[str]:
+        """Before the window loads: the masks, zero if the window's channel is past C, and
+        the zeros of the window's registers (the transform overwrote them)."""
+        out = [f"ISETP.LT.AND P6, PT, R{CH}, {self.s.C:#x}, PT",
+               f"SEL R{RS}, R{MLO}, RZ, P6", f"SEL R{RS + 1}, R{MHI}, RZ, P6"]
+        return out + [f"MOV R{self.win[i][j]}, RZ" for i in range(6) for j in range(6)]
+
+    def window_row(self, i: int) -> list[str]:
+        """Row i of the window: its predicates (R2P of mask byte i), 6 predicated loads."""
+        reg, byte = (RS, i) if i < 4 else (RS + 1, i - 4)
+        out = [f"R2P PR, R{reg}{'.B%d' % byte if byte else ''}, 0x3f"]
+        # columns j .. j + width - 1 by one load, predicated on column j (the others are inside
+        # the image with it: an aligned group of an even W)
+        groups = [(0, 1)] + [(j, self.wide) for j in range(1, 5, self.wide)] + [(5, 1)] if self.wide > 1 else \
+            [(j, 1) for j in range(6)]
+        return out + [f"@P{j} LDG.E{'.%d' % (32 * w) if w > 1 else ''}{self.t.scope} R{self.win[i][j]}, "
+                      f"{self.t.global_address(XP, 4 * (i * self.s.W + j) * self.f.px)}" for j, w in groups]
+
+    @staticmethod
+    def interleave(groups: list[list[str]]) -> list[str]:
+        out = []
+        for step in range(max(len(g) for g in groups)):
+            out += [g[step] for g in groups if step < len(g)]
+        return out
+
+    def transform_and_store(self) -> list[str]:
+        """B^T d B of the window in place, 3 columns (then 3 rows) at a time on 12 spares (RT),
+        each half of the rows followed by the stores of its 18 positions (e = 6i + j)."""
+        ops, cols = [], {}
+        for half in range(2):
+            group = []
+            for n, j in enumerate(range(3 * half, 3 * half + 3)):
+                o, where = f43_bt_ops([self.win[i][j] for i in range(6)], list(range(RT + 4 * n, RT + 4 * n + 4)))
+                group.append(o)
+                cols[j] = where
+            ops += self.interleave(group)
+        where = {}
+        for half in range(2):
+            group = []
+            for n, i in enumerate(range(3 * half, 3 * half + 3)):
+                o, w = f43_bt_ops([cols[j][i] for j in range(6)], list(range(RT + 4 * n, RT + 4 * n + 4)))
+                group.append(o)
+                for j in range(6):
+                    where[6 * i + j] = w[j]
+            ops += self.interleave(group)
+            # the 18 values of these rows to V[e][cc][t] (the write buffer)
+            ops += [f"STS [R{VSTS}+{e * V_E:#x}], R{where[e]}" for e in range(18 * half, 18 * half + 18)]
+        return ops
+
+    def stage_end(self, q: Seq, inline: bool = False) -> None:
+        """Block i + 1: transform and store the window, move the window on to the next
+        channels, wait for the copies (unless the loop did all that among its FFMAs); BAR; the
+        buffers swap."""
+        if not inline:
+            for text in self.transform_and_store():
+                q.op(text, barriers=MISC_SB if text.startswith("STS") else None)
+            for text in self.window_advance():
+                q.op(text)
+            q.op(self.depbar(), y=True, stall=4)
+            q.op("NOP", stall=DEPBAR_LEAD)
+        q.op("BAR.SYNC.DEFER_BLOCKING 0x0", y=True, wait=q.wait_all())
+        for reg in (LDA, LDB, LDA2, LDB2, USTS, USTS2, VSTS):
+            q.op(f"LOP3.LUT R{reg}, R{reg}, {OTHER:#x}, RZ, 0x3c, !PT")
+
+    def copies(self, q: Seq) -> None:
+        for c in self.copy_ops():
+            q.op(c, barriers=MISC_SB, stall=PROLOGUE_COPY_GAP)
+        q.op("LDGDEPBAR", y=True, stall=PROLOGUE_COPY_GAP).wb = ASYNC_SB
+        for text in self.copy_advance():
+            q.op(text)
+
+    def window_advance(self) -> list[str]:
+        """The window pointer and channel to the next 8 channels (64-bit: the carry, then the
+        high word)."""
+        return [f"IADD3 R{XP}, P1, R{XP}, {BC * self.f.plane * 4:#x}, RZ",
+                f"IADD3.X R{XP + 1}, RZ, R{XP + 1}, RZ, P1, !PT", f"IADD3 R{CH}, R{CH}, {BC:#x}, RZ"]
+
+    @staticmethod
+    def depbar() -> str:
+        return f"DEPBAR.LE SB{ASYNC_SB}, 0x0"
+
+    def copy_advance(self) -> list[str]:
+        return [f"IADD3 R{reg}, R{reg}, {BC * self.f.Kp * 4:#x}, RZ"
+                for reg in self.copy_src[:self.f.copy_sources] + (UOFF2,)]
+
+    # ---- prologue -----------------------------------------------------------------------
+    def prologue(self) -> list[str]:
+        s, f = self.s, self.f
+        q = self.seq()
+        tid, bx, by, e, sub, kq, tq, cc = range(8)
+        r = list(range(8, 40))
+        q.op(f"S2R R{tid}, SR_TID.X")
+        q.op(f"S2R R{bx}, SR_CTAID.X")
+        q.op(f"S2R R{by}, SR_CTAID.Y")
+        for text in self.t.desc_load():
+            q.op(text)
+        q.op(f"ULDC.64 UR{U_UR}, {self.t.param(P_U)}")
+        q.op(f"SHF.R.U32.HI R{e}, RZ, 0x3, R{tid}")
+        q.op(f"LOP3.LUT R{sub}, R{tid}, 0x7, RZ, 0xc0, !PT")
+        q.op(f"SHF.R.U32.HI R{kq}, RZ, 0x2, R{sub}")
+        q.op(f"LOP3.LUT R{tq}, R{sub}, 0x3, RZ, 0xc0, !PT")
+        q.op(f"SHF.R.U32.HI R{cc}, RZ, 0x5, R{tid}")
+        tmp = r[-1]
+        base = self.t.smem_base
+        # reads (buffer 1 until the first swap): A at e*U_E + 64 kq, B at V_OFF + e*V_E + 32 tq
+        mad(q, LDA, e, U_E, None, tmp)
+        mad(q, LDA, kq, 64, LDA, tmp)
+        q.op(f"IADD3 R{LDA}, R{LDA}, {base + OTHER:#x}, RZ")
+        mad(q, LDB, e, V_E, None, tmp)
+        mad(q, LDB, tq, 32, LDB, tmp)
+        q.op(f"IADD3 R{LDB}, R{LDB}, {base + OTHER + V_OFF:#x}, RZ")
+        # copies: chunk sub of U rows (e, 0..7) of the block's 32 filters; V stores at (cc, t)
+        mad(q, USTS, e, U_E, None, tmp)
+        mad(q, USTS, sub, 16, USTS, tmp)
+        q.op(f"IADD3 R{USTS}, R{USTS}, {base:#x}, RZ")
+        c0 = 41
+        if f.parts > 1:                 # part z: channels from z Cp / parts
+            q.op(f"S2R R40, SR_CTAID.Z")
+            mad(q, c0, 40, f.Cp // f.parts, None, tmp)
+        else:
+            q.op(f"MOV R{c0}, RZ")
+        mad(q, UOFF, e, f.Cp, c0, tmp)
+        mad(q, UOFF, UOFF, f.Kp, None, tmp)
+        mad(q, UOFF, by, BK, UOFF, tmp)
+        mad(q, UOFF, sub, 4, UOFF, tmp)
+        q.op(f"SHF.L.U32 R{UOFF}, R{UOFF}, 0x2, RZ")
+        for b in reversed(range(f.copy_sources)):      # (copy_src[0] is UOFF: last)
+            if f.copy_source_row(b):
+                q.op(f"IADD3 R{self.copy_src[b]}, R{UOFF}, {f.copy_source_row(b) * f.Kp * 4:#x}, RZ")
+        # the small positions: e2 = 32 + tid / 64; kq2 = tid / 8 % 8 (also the channel of the
+        # row this thread copies a chunk of), tq2 = sub (also the chunk)
+        e2, kq2 = r[20:22]
+        q.op(f"SHF.R.U32.HI R{e2}, RZ, 0x6, R{tid}")
+        q.op(f"IADD3 R{e2}, R{e2}, {BIG:#x}, RZ")
+        q.op(f"LOP3.LUT R{kq2}, R{e}, 0x7, RZ, 0xc0, !PT")
+        mad(q, LDA2, e2, U_E, None, tmp)
+        mad(q, LDA2, kq2, 16, LDA2, tmp)
+        q.op(f"IADD3 R{LDA2}, R{LDA2}, {base + OTHER:#x}, RZ")
+        mad(q, LDB2, e2, V_E, None, tmp)
+        mad(q, LDB2, sub, 16, LDB2, tmp)
+        q.op(f"IADD3 R{LDB2}, R{LDB2}, {base + OTHER + V_OFF:#x}, RZ")
+        mad(q, USTS2, e2, U_E, None, tmp)
+        mad(q, USTS2, kq2, ROW, USTS2, tmp)
+        mad(q, USTS2, sub, 16, USTS2, tmp)
+        q.op(f"IADD3 R{USTS2}, R{USTS2}, {base:#x}, RZ")
+        mad(q, UOFF2, e2, f.Cp, kq2, tmp)
+        q.op(f"IADD3 R{UOFF2}, R{UOFF2}, R{c0}, RZ")
+        mad(q, UOFF2, UOFF2, f.Kp, None, tmp)
+        mad(q, UOFF2, by, BK, UOFF2, tmp)
+        mad(q, UOFF2, sub, 4, UOFF2, tmp)
+        q.op(f"SHF.L.U32 R{UOFF2}, R{UOFF2}, 0x2, RZ")
+        t, n, th, tw = self.tile_of(q, tid, bx, r)
+        mad(q, VSTS, cc, ROW, None, tmp)
+        mad(q, VSTS, t, 4, VSTS, tmp)
+        q.op(f"IADD3 R{VSTS}, R{VSTS}, {base + V_OFF:#x}, RZ")
+        q.op(f"IADD3 R{CH}, R{cc}, R{c0}, RZ")
+        # the window at (4 th - 1, 4 tw - 1): its rows and columns inside the image
+        h0, w0, cm, lo, hi = r[6:11]
+        off = 34                     # an even pair and the pair after it
+        mad(q, h0, th, 4, None, tmp)
+        q.op(f"IADD3 R{h0}, R{h0}, -0x1, RZ")
+        mad(q, w0, tw, 4, None, tmp)
+        q.op(f"IADD3 R{w0}, R{w0}, -0x1, RZ")
+        self.bound_mask(q, cm, w0, 6, s.W, 1, r[12:])
+        q.op(f"SEL R{cm}, R{cm}, RZ, P0")
+        self.bound_mask(q, lo, h0, 4, s.H, 8, r[12:])
+        q.op(f"IADD3 R{r[14]}, R{h0}, 0x4, RZ")
+        self.bound_mask(q, hi, r[14], 2, s.H, 8, r[15:])
+        q.op(f"IMAD R{MLO}, R{cm}, R{lo}, RZ")
+        q.op(f"IMAD R{MHI}, R{cm}, R{hi}, RZ")
+        self.offset(q, off, n, CH, s.C, h0, w0, tmp)
+        self.pointer(q, XP, off, P_X, off + 2)
+        q.op(f"MOV R{CNT}, {f.iterations:#x}")
+        # block 0: its copies and window, then the accumulators while the loads fly
+        self.copies(q)
+        for text in self.window_setup():
+            q.op(text)
+        for i in range(6):
+            for text in self.window_row(i):
+                q.op(text, barriers=LDG_SB)
+        for a in range(128 + 16):
+            q.op(f"MOV R{a}, RZ")
+        self.stage_end(q)
+        q.op("NOP", wait=q.wait_all())
+        return q.lines()
+
+    # ---- the loop body --------------------------------------------------------------
+    def lds_a(self, ch: int, quad: int) -> str:
+        return f"LDS.128 R{RA + 4 * quad}, [R{LDA}+{ch * ROW + 16 * quad:#x}]"
+
+    def lds_b(self, ch: int, half: int) -> str:
+        return f"LDS.128 R{RB + 8 * (ch % 2) + 4 * half}, [R{LDB}+{ch * ROW + 16 * half:#x}]"
+
+    def lds_small(self, ch: int) -> list[str]:
+        return [f"LDS.128 R{RA2}, [R{LDA2}+{ch * ROW:#x}]", f"LDS.128 R{RB2}, [R{LDB2}+{ch * ROW:#x}]"]
+
+    def ffma_slots(self, ch: int) -> list[tuple[int, int, int]]:
+        """A channel's FFMAs (accumulator, A, B): the 16 x 8 tile zigzag (B reused at the row
+        turns), then the 4 x 4 tile's."""
+        out = []
+        for i in range(16):
+            for jj in range(8):
+                j = jj if i % 2 == 0 else 7 - jj
+                out.append((ACC(i, j), RA + i, RB + 8 * (ch % 2) + j))
+        for i in range(4):
+            for jj in range(4):
+                j = jj if i % 2 == 0 else 3 - jj
+                out.append((ACC2(i, j), RA2 + i, RB2 + j))
+        return out
+
+    def loop_body(self) -> list[Op]:
+        """One iteration: the GEMM of the 8 channels of the read buffer, with the next
+        channel's operands loaded behind the FFMAs that free their registers, and among the
+        FFMAs block i + 1's copies and window loads (channels 0-1), transform and stores
+        (channels TRANSFORM_FROM..7), the window's move, the loop test, the copies' wait and
+        their sources' move; then the BAR and the buffer swap (stage_end), the branch."""
+        ins: dict[int, list[tuple[str, tuple]]] = {}
+        slots = SLOTS
+
+        def at(slot: int, text: str, barriers=()) -> None:
+            ins.setdefault(slot, []).append((text, barriers))
+
+        copies = self.copy_ops()                        # COPY_GAP FFMA slots apart
+        for m, c in enumerate(copies):
+            at(8 + COPY_GAP * m, c, MISC_SB)
+        at(8 + COPY_GAP * len(copies), "LDGDEPBAR")
+        # the window loads as early as the registers allow (the BAR before the loop's first
+        # FFMA saw the stores that read them): the channel test, PRED_LATENCY slots later the
+        # masks' SELs, the zeros, then row by row its R2P and, PRED_LATENCY slots after it, its
+        # 6 loads 2 slots apart (each R2P after the loads of the row before): all in by slot
+        # WINDOW_ROW0 + 6 WINDOW_ROW_GAP, ~TRANSFORM_FROM channels before the transform
+        setup = self.window_setup()
+        at(0, setup[0])
+        at(PRED_LATENCY + 2, setup[1])
+        at(PRED_LATENCY + 3, setup[2])
+        for n, text in enumerate(setup[3:]):
+            at(1 + n, text)
+        for i in range(6):
+            row = self.window_row(i)
+            at(WINDOW_ROW0 + WINDOW_ROW_GAP * i, row[0])
+            for n, text in enumerate(row[1:]):
+                at(WINDOW_ROW0 + WINDOW_ROW_GAP * i + PRED_LATENCY + 2 + 2 * n, text, LDG_SB)
+        # block i + 1's transform and stores spread over channels TRANSFORM_FROM..7
+        work = self.transform_and_store()
+        first, last = TRANSFORM_FROM * slots, BC * slots - 8
+        for n, text in enumerate(work):
+            at(first + n * (last - first) // len(work), text, MISC_SB if text.startswith("STS") else ())
+        # the window moves on once its loads are in (the transform waited for them), the high
+        # word PRED_LATENCY slots after the carry; the loop test in channel 6 (P6: no R2P after
+        # it); the copies' wait DEPBAR_LEAD slots before the BAR that follows the last FFMA
+        adv = self.window_advance()
+        at(first + 8, adv[0])
+        at(first + 8 + PRED_LATENCY + 2, adv[1])
+        at(first + 9, adv[2])
+        at(6 * slots, f"IADD3 R{CNT}, R{CNT}, -0x1, RZ")
+        at(6 * slots + 12, f"ISETP.NE.AND P6, PT, R{CNT}, RZ, PT")
+        at(BC * slots - DEPBAR_LEAD, self.depbar())
+        # the copies' sources move on after the DEPBAR: an IADD3 right after the copies waited
+        # (long scoreboard) until the LDGSTS had read the register, ~7% of the stall samples
+        for n, text in enumerate(self.copy_advance()):
+            at(BC * slots - DEPBAR_LEAD + 1 + n, text)
+        for ch in range(BC - 1):
+            for h in range(2):
+                at(ch * slots + 2 + 10 * h, self.lds_b(ch + 1, h), B_SB)
+            # quad q after its last FFMA in channel ch; quad 3 and the small tile's operands
+            # after channel ch's small FFMAs (whose operands share quad 3's scoreboard)
+            for quad in range(3):
+                at(ch * slots + 32 * (quad + 1), self.lds_a(ch + 1, quad), A_SB[quad % 2])
+            for text in self.lds_small(ch + 1) + [self.lds_a(ch + 1, 3)]:
+                at((ch + 1) * slots, text, A_SB[1])
+        if max(ins) >= BC * slots:
+            raise ValueError(f"loop placement past the last FFMA slot: {max(ins)} (TRANSFORM_FROM {TRANSFORM_FROM})")
+        q = self.seq(yield_all=False)
+        for quad in range(4):
+            q.op(self.lds_a(0, quad), barriers=LDS_SB)
+        for text in self.lds_b(0, 0), self.lds_b(0, 1), *self.lds_small(0):
+            q.op(text, barriers=LDS_SB)
+        for ch in range(BC):
+            for k, (acc, a, b) in enumerate(self.ffma_slots(ch)):
+                for text, bars in ins.get(ch * slots + k, []):
+                    o = q.op(text, barriers=bars or None)
+                    if text == "LDGDEPBAR":
+                        o.wb, o.y = ASYNC_SB, True
+                    if text.startswith("DEPBAR"):
+                        o.y, o.stall = True, max(o.stall, 4)
+                o = q.op(f"FFMA R{acc}, R{a}, R{b}, R{acc}")
+                o.ffma = (a, b)
+        self.stage_end(q, inline=True)
+        q.op("NOP", wait=q.wait_all())
+        body = list(q.ops)
+        body.append(Op("@P6 BRA LOOP", y=True, stall=5))
+        mark_reuse(body)
+        return body
+
+    # ---- epilogue ---------------------------------------------------------------------
+    def epilogue(self) -> list[str]:
+        s, f = self.s, self.f
+        q = self.seq()
+        # the accumulators as M[e][k][t] (every warp is past the loop's last BAR, and nothing
+        # reads the buffers after it)
+        tid, e, sub, kq, tq, mb, tmp = range(RA, RA + 7)
+        q.op(f"S2R R{tid}, SR_TID.X")
+        q.op(f"SHF.R.U32.HI R{e}, RZ, 0x3, R{tid}")
+        q.op(f"LOP3.LUT R{sub}, R{tid}, 0x7, RZ, 0xc0, !PT")
+        q.op(f"SHF.R.U32.HI R{kq}, RZ, 0x2, R{sub}")
+        q.op(f"LOP3.LUT R{tq}, R{sub}, 0x3, RZ, 0xc0, !PT")
+        mad(q, mb, e, M_EW, None, tmp)
+        mad(q, mb, kq, 16 * BT + m_skew(16), mb, tmp)       # k = 16 kq + i: skew(16 kq) + skew(i)
+        mad(q, mb, tq, 8, mb, tmp)
+        q.op(f"SHF.L.U32 R{mb}, R{mb}, 0x2, RZ")
+        q.op(f"IADD3 R{mb}, R{mb}, {self.t.smem_base:#x}, RZ")
+        for i in range(16):
+            for j in range(8):
+                q.op(f"STS [R{mb}+{(i * BT + m_skew(i) + j) * 4:#x}], R{ACC(i, j)}", barriers=MISC_SB)
+        # the small tile: M[32 + tid / 64][4 kq2 + i][4 sub + j], kq2 = tid / 8 % 8:
+        # skew(4 kq2 + i) = 4 (kq2 / 4) + kq2 % 4 (i < 4)
+        q.op(f"SHF.R.U32.HI R{kq}, RZ, 0x6, R{tid}")
+        q.op(f"IADD3 R{kq}, R{kq}, {BIG:#x}, RZ")
+        q.op(f"LOP3.LUT R{e}, R{e}, 0x7, RZ, 0xc0, !PT")
+        mad(q, mb, kq, M_EW, None, tmp)
+        mad(q, mb, e, 4 * BT, mb, tmp)
+        q.op(f"LOP3.LUT R{tq}, R{e}, 0x3, RZ, 0xc0, !PT")
+        q.op(f"IADD3 R{mb}, R{mb}, R{tq}, RZ")
+        q.op(f"SHF.R.U32.HI R{tq}, RZ, 0x2, R{e}")
+        mad(q, mb, tq, 4, mb, tmp)
+        mad(q, mb, sub, 4, mb, tmp)
+        q.op(f"SHF.L.U32 R{mb}, R{mb}, 0x2, RZ")
+        q.op(f"IADD3 R{mb}, R{mb}, {self.t.smem_base:#x}, RZ")
+        for i in range(4):
+            for j in range(4):
+                q.op(f"STS [R{mb}+{(i * BT + j) * 4:#x}], R{ACC2(i, j)}", barriers=MISC_SB)
+        q.op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=q.wait_all())
+        # thread tid: pairs (k, t) = (32 by + tid / 32 + 8 r, tid % 32), r < 4; indices in the A
+        # registers and past the window, the 4 pairs' m in the accumulators and operands (PAIRS),
+        # spares in the window
+        bx, by, kr = RA + 1, RA + 2, RA + 3
+        rm, cm, om, h0, w0 = range(RA + 11, RA + 16)
+        k0, ro, off, yp, ldc, tmp = RS + 2, RS + 3, RS + 4, RS + 6, RS + 8, RS + 10
+        masks = range(RS + 11, RS + 15)
+        q.op(f"S2R R{tid}, SR_TID.X")
+        q.op(f"S2R R{bx}, SR_CTAID.X")
+        q.op(f"S2R R{by}, SR_CTAID.Y")
+        q.op(f"SHF.R.U32.HI R{kr}, RZ, 0x5, R{tid}")
+        t, n, th, tw = self.tile_of(q, tid, bx, list(range(RA + 4, RA + 11)))
+        mad(q, h0, th, 4, None, tmp)
+        mad(q, w0, tw, 4, None, tmp)
+        self.bound_mask(q, cm, w0, 4, s.W, 1, [RS, RS + 1])
+        q.op(f"SEL R{cm}, R{cm}, RZ, P0")
+        self.bound_mask(q, rm, h0, 4, s.H, 8, [RS, RS + 1])
+        q.op(f"IMAD R{om}, R{cm}, R{rm}, RZ")
+        mad(q, k0, by, BK, kr, tmp)
+        # M reads at word 32 k + skew(k) + t, k = kr + 8 pr: skew = kr / 4 + 2 (pr % 2) + 4 (pr / 2)
+        # (kr < 8: no carries), the pr part in the immediates; y + 4 (((n K + k0) H + 4 th) W + 4 tw)
+        mad(q, ro, kr, BT, t, tmp)
+        q.op(f"SHF.R.U32.HI R{tmp}, RZ, 0x2, R{kr}")
+        q.op(f"IADD3 R{ro}, R{ro}, R{tmp}, RZ")
+        q.op(f"SHF.L.U32 R{ro}, R{ro}, 0x2, RZ")
+        q.op(f"IADD3 R{ro}, R{ro}, {self.t.smem_base:#x}, RZ")
+        self.offset(q, off, n, k0, s.K, h0, w0, tmp)
+        self.pointer(q, yp, off, P_Y, ldc)
+        # the 4 pairs' output pointers (8 filters apart) up front: an IADD3 moving one pointer
+        # after a pair's stores waited (long scoreboard) for the STG to read it
+        yps = [yp] + [RX + 12 + 2 * n for n in range(3)]
+        for a, b in zip(yps, yps[1:]):
+            q.op(f"IADD3 R{b}, P1, R{a}, {BC * f.plane * 4:#x}, RZ")
+            q.op(f"IADD3.X R{b + 1}, RZ, R{a + 1}, RZ, P1, !PT")
+        store = f"{self.t.reduce}.E.ADD.F32.FTZ.RN.STRONG.GPU" if f.parts > 1 else f"STG.E{self.t.scope}"
+        spares = list(range(RX, RX + 12))
+        # NCHW, W % 4 == 0 (W % 2 == 0), x and y 16-byte aligned, no split: a tile row of y by one
+        # STG.128 (two STG.64; the columns of one store inside the image together: the mask's first)
+        wide_out = self.wide > 1 and f.parts == 1
+        for pr in range(4):
+            q.op(f"ISETP.LT.AND P1, PT, R{k0}, {signed_hex(s.K - 8 * pr)}, PT")
+            q.op(f"SEL R{masks[pr]}, R{om}, RZ, P1")
+
+        def load(pr: int) -> None:      # pair pr's 36 m, on a scoreboard of its own (pr % 2)
+            for ee in range(E):
+                q.op(f"LDS R{PAIRS[pr][ee]}, [R{ro}+{ee * M_E + pr * 8 * ROW + 4 * m_skew(8 * pr):#x}]",
+                     barriers=(LDS_SB[pr % 2],))
+
+        def finish(pr: int) -> None:    # A^T m A and the stores of pair pr
+            m = PAIRS[pr]
+            # columns (6 -> 4 rows), then rows (6 -> 4)
+            outs, group = {}, []
+            for j in range(6):
+                o, w = f43_at_ops([m[6 * i + j] for i in range(6)], spares[2 * j:2 * j + 2])
+                group.append(o)
+                outs[j] = w
+            for text in self.interleave(group):
+                q.op(text)
+            res, group = {}, []
+            for a in range(4):
+                o, w = f43_at_ops([outs[j][a] for j in range(6)], spares[2 * a:2 * a + 2])
+                group.append(o)
+                res[a] = w
+            for text in self.interleave(group):
+                q.op(text)
+            for a in range(4):
+                q.op(f"R2P PR, R{masks[pr]}{'.B%d' % a if a else ''}, 0xf")
+                if wide_out:            # the row's 4 outputs into an aligned quad (one a row), STG.128 or 2 STG.64
+                    quad = RX + 20 + 4 * a
+                    for b in range(4):
+                        q.op(f"MOV R{quad + b}, R{res[a][b]}")
+                    for b in range(0, 4, self.wide):
+                        q.op(f"@P{b} STG.E.{32 * self.wide}{self.t.scope} "
+                             f"{self.t.global_address(yps[pr], 4 * (a * s.W + b))}, R{quad + b}")
+                    continue
+                for b in range(4):
+                    q.op(f"@P{b} {store} {self.t.global_address(yps[pr], 4 * (a * s.W + b) * f.px)}, R{res[a][b]}")
+
+        # pairs in flight two at a time (EPILOGUE_PIPELINE): the next pair's loads before this
+        # pair's transforms and stores (their registers differ: PAIRS), else one after another
+        if EPILOGUE_PIPELINE:
+            load(0)
+            for pr in range(4):
+                if pr + 1 < 4:
+                    load(pr + 1)
+                finish(pr)
+        else:
+            for pr in range(4):
+                load(pr)
+                finish(pr)
+        q.op("EXIT")
+        return q.lines()
+
+    def text(self, name: Optional[str] = None) -> str:
+        s, f = self.s, self.f
+        name = name or kernel_name(s)
+        out = [f"# Winograd F(4x4,3x3) fused, NCHW, for {self.t.arch}, generated by kernels_sass/winograd/f4fused.py",
+               f"# N={s.N} C={s.C} H={s.H} W={s.W} K={s.K}; grid {f.grid()}, {THREADS} threads, "
+               f"{SMEM_BYTES} bytes of dynamic shared memory",
+               f".kernel {name}", "<params>"]
+        out += [f"{n}, {b}" for n, b in PARAMS]
+        out.append("</params>")
+        # ptxas puts three never-executed shared loads before a kernel's first LDGSTS
+        out += [Op("@!PT LDS RZ, [RZ]", y=False, stall=1).line() for _ in range(3)]
+        out += self.prologue()
+        out.append("LOOP:")
+        out += [op.line() for op in self.loop_body()]
+        out += self.epilogue()
+        out.append("END:")
+        out.append("--:-:-:Y:0      BRA END;")
+        return "\n".join(self.t.spell_line(line) for line in out) + "\n"
+
+
+def kernel_name(s: Shape, parts: int = 1, layout: str = "NCHW", aligned: bool = True) -> str:
+    return f"wino4f_n{s.N}_c{s.C}_h{s.H}_w{s.W}_k{s.K}" + (f"_p{parts}" if parts > 1 else "") + \
+        ("_chwn" if layout == "CHWN" else "") + ("" if aligned or wide_loads(s, layout) == 1 else "_unaligned")
+
+
+def generate(s: Shape, arch: str = DEFAULT_ARCH, parts: int = 1, layout: str = "NCHW", aligned: bool = True) -> str:
+    return Generator(s, arch, parts, layout, aligned).text(kernel_name(s, parts, layout, aligned))
+
+
+def build(s: Shape, parts: int = 1, layout: str = "NCHW", *, aligned: bool = True, arch: str = DEFAULT_ARCH,
+          check_hazards: bool = True, cache: bool = True) -> bytes:
+    """Assemble the kernel for s (its channels in `parts`, x and y in `layout`; x and y 16-byte aligned
+    or not) on arch (cubin bytes), through the on-disk cache (cubins)."""
+    return build_text(generate(s, arch, parts, layout, aligned), kernel_name(s, parts, layout, aligned), arch=arch,
+                      filename="winograd_f4fused.sass", check_hazards=check_hazards, cache=cache)
