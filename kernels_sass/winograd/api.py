@@ -206,8 +206,24 @@ F4_SMALL_PIXELS = 8 * 8
 F4_MIN_COLUMNS = 1024
 
 
-def choose_algo(s: Shape) -> str:
-    """The algorithm "auto" runs for s."""
+# The fused F(4x4,3x3) kernel (sm_90) on NCHW tensors where a window row is one 16-byte load
+# (W % 4 == 0) and the grid fills the GPU without splitting the channels: measured on the H100
+# (results/h100_f4fused_bench.json), it is then 1.25-1.85x cuDNN's best against F(2x2,3x3)'s
+# and F(4x4,3x3)'s 0.88-1.10 (Conv2 at every N, Conv3 from N = 64). Conv4 (W = 14: 8-byte
+# loads) and Conv5 (W = 7, scalar loads), and Conv3/N32 (split in 2), stay as they were.
+F4FUSED_ARCHS = ("sm_90",)
+F4FUSED_ROW_FLOATS = 4
+
+
+def choose_algo(s: Shape, layout: str = "NCHW", gpu_arch: str = "sm_90", sms: int = 132) -> str:
+    """The algorithm "auto" runs for s, given in `layout` on a GPU of `gpu_arch` with `sms` SMs."""
+    if (layout == "NCHW" and gpu_arch in F4FUSED_ARCHS and s.W % F4FUSED_ROW_FLOATS == 0
+            and f4fused.choose_parts(s, sms) == 1):
+        try:
+            f4fused.check(s, 1, layout)
+            return "f4fused"
+        except f4fused.Unsupported:
+            pass
     t = -(-s.H // 4) * -(-s.W // 4) * s.N
     big = s.H * s.W <= F4_SMALL_PIXELS or t >= F4_MIN_COLUMNS
     return "f4" if s.C >= F4_MIN_CHANNELS and big else "f2"
@@ -230,7 +246,7 @@ def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Op
             raise TypeError(f"conv2d is FP32: got {dtype_of(t)}")
     s = problem(x, w, layout)
     if algo == "auto":
-        algo = choose_algo(s)
+        algo = choose_algo(s, layout, arch(), sm_count()) if impl == "sass" else choose_algo(s, layout, "")
     if algo == "f4fused" and impl == "cuda":
         raise ValueError('algo "f4fused" is SASS only (impl "sass"); its CUDA-C counterpart is algo "f4"')
     if algo == "f4fused" and impl == "sass":

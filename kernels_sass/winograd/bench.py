@@ -178,7 +178,8 @@ def cmd_bench(args) -> int:
                                                          algo="f4fused", parts=pf)
             cases["f4fused CHWN"] = lambda i: api.conv2d(xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i],
                                                          workspace=wsf[i], algo="f4fused", parts=pf)
-        row["algo_auto"] = api.choose_algo(s)
+        row["algo_auto"] = api.choose_algo(s, "NCHW", api.arch(), api.sm_count())
+        row["algo_auto_chwn"] = api.choose_algo(s, "CHWN", api.arch(), api.sm_count())
         if "cuda" in args.impl:
             cases["cuda main"] = lambda i: api.main_kernel("cuda", xcs[i], us[i], yks[i], s, opts, stream())
             cases["cuda NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "cuda", out=ys[i], workspace=wss[i], algo="f2")

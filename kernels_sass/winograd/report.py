@@ -134,15 +134,20 @@ def render(data: dict, plot: str = None) -> None:
     ratios: dict = {k: [] for k in ratio_cols}
     table = []
     for r, d in zip(res, der):
-        f4 = r.get("algo_auto") == "f4" and "sass4 CHWN" in d["ms"]
-        auto = {"auto CHWN": "sass4 CHWN" if f4 else "sass CHWN", "auto NCHW": "sass4 NCHW" if f4 else "sass NCHW"}
+        algo = r.get("algo_auto", "f2")
+        entry = {"f4": "sass4", "f4fused": "f4fused"}.get(algo, "sass")
+        if f"{entry} NCHW" not in d["ms"]:
+            algo, entry = "f2", "sass"
+        # CHWN in: "auto"'s choice for that layout (older results: the NCHW one)
+        chwn = "sass4" if r.get("algo_auto_chwn", algo) == "f4" and "sass4 CHWN" in d["ms"] else "sass"
+        auto = {"auto CHWN": f"{chwn} CHWN", "auto NCHW": f"{entry} NCHW"}
         cells = {}
         for k, (ours, ref) in ratio_cols.items():
             t, b = tflops(r, d, auto.get(ours, ours)), tflops(r, d, ref)
             cells[k] = None if t is None or b is None else t / b
             if cells[k] is not None and cells[k] == cells[k]:
                 ratios[k].append(cells[k])
-        table.append((r, ("f4" if f4 else "f2") if "algo_auto" in r else "", cells))
+        table.append((r, {"f4fused": "f4f"}.get(algo, algo) if "algo_auto" in r else "", cells))
     shown = [k for k in ratio_cols if any(c[k] is not None for _, _, c in table)]
     print(f"# speed ratios: best = {ref_col}{' (cuDNNnchw or cuDNNnhwc)' if ref_col == 'cudnn best' else ''}, "
           f"TF32 = defTF32; CHWN/NCHW = the auto algorithm's entry (CHWN: transforms + main kernels; NCHW: with "
@@ -194,8 +199,9 @@ def render(data: dict, plot: str = None) -> None:
     def gm(v):
         return math.exp(sum(math.log(x) for x in v) / len(v)) if v else float("nan")
     print(f"geometric mean of sass/cudnn: CHWN (transforms + main kernels) {gm(ratios['CHWN/best']):.3f}, "
-          f"NCHW (with the layout transposes) {gm(ratios['NCHW/best']):.3f}; "
-          f"min CHWN {min(ratios['CHWN/best'], default=float('nan')):.3f}"
+          f"NCHW (auto: f2 and f4 with the layout transposes, f4fused without) {gm(ratios['NCHW/best']):.3f}; "
+          f"min CHWN {min(ratios['CHWN/best'], default=float('nan')):.3f}, "
+          f"min NCHW {min(ratios['NCHW/best'], default=float('nan')):.3f}"
           + (f"; NCHW against PyTorch's default (TF32) {gm(ratios['NCHW/TF32']):.3f}" if ratios["NCHW/TF32"] else ""),
           flush=True)
     if ratios["f4f/best"]:

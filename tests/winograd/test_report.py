@@ -94,5 +94,20 @@ def test_table_has_every_reference_ratios_and_errors(capsys):
                                  "1.0e-07", "1.0e-07", "4.5e-04", "5.0e-04", "8.0e-07", "2.0e-07"]
     assert rows["Conv2/N64"] == [""] * 13
     gm = [l for l in lines if l.startswith("geometric mean of sass/cudnn")][0]
-    assert "NCHW (with the layout transposes) 1.118" in gm       # sqrt(1.0 * 1.25)
+    assert "f4fused without) 1.118" in gm and "min NCHW 1.000" in gm     # sqrt(1.0 * 1.25)
     assert "NCHW against PyTorch's default (TF32) 0.500" in gm
+
+
+def test_auto_nchw_is_the_fused_f4_where_auto_picks_it(capsys):
+    """A row whose "auto" is the fused F(4x4,3x3) kernel: its NCHW entry is auto's; CHWN keeps
+    the CHWN choice (F(2x2,3x3) here)."""
+    ms = {"sass CHWN": 0.1, "sass NCHW": 0.125, "f4fused NCHW": 0.08, "f4fused CHWN": 0.09,
+          "cudnn (benchmark)": 0.2, "cudnn IMPLICIT_PRECOMP_GEMM": 0.2}
+    row = _row("Conv2/N32", "f4fused", ms)
+    row["algo_auto_chwn"] = "f2"
+    report.render({"info": {"device": "G", "torch": "T", "cudnn": 1, "sms": 132}, "results": [row]})
+    lines = capsys.readouterr().out.splitlines()
+    i = next(k for k, l in enumerate(lines) if l.startswith("config") and "auto" in l)
+    head, cells = lines[i].split(), lines[i + 1].split()
+    assert cells[1] == "f4f"
+    assert cells[head.index("CHWN/best")] == "2.00" and cells[head.index("NCHW/best")] == "2.50"
