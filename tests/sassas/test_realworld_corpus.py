@@ -36,6 +36,7 @@ cuFFT, cuRAND, NCCL, nvJPEG...: their licence forbids disassembly).
 """
 from __future__ import annotations
 
+import fcntl
 import fnmatch
 import functools
 import hashlib
@@ -173,11 +174,20 @@ def _newest_ptx(folder: Path) -> Optional[Path]:
 
 def download(corpus: Corpus, log=None) -> Path:
     """The cached per-arch cubins (linked ones: ET_EXEC) of the corpus's libraries, named
-    `<wheel>.<library>.<fatbin>.<arch>.cubin`. Raises CorpusMissing."""
+    `<wheel>.<library>.<fatbin>.<arch>.cubin`. Raises CorpusMissing. One process at a time
+    fills the cache (the tests' workers share it): the others wait for it, then read it."""
     cache = corpus.cache
-    done = cache / "complete"
-    if done.exists():
+    if (cache / "complete").exists():
         return cache
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    with open(cache.with_name(cache.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (cache / "complete").exists():
+            _fill(corpus, cache)
+    return cache
+
+
+def _fill(corpus: Corpus, cache: Path) -> None:
     cuobjdump = _cuobjdump()
     ptxas = {}
     for arch in corpus.ptx_archs:
@@ -230,7 +240,6 @@ def download(corpus: Corpus, log=None) -> Path:
         if cache.exists():
             shutil.rmtree(cache)
         staging.replace(cache)
-    return cache
 
 
 @functools.lru_cache(maxsize=None)
