@@ -28,16 +28,6 @@ F2_MISSING = {"sm_120": "sassas's sm_120 description has no 32-bit `UIADD3 UR, U
                         "URZ or an immediate), which the persistent tile loop uses"}
 SMS = 3         # the simulated GPU's multiprocessors: a persistent block takes several units
 
-_REPORTED = []
-
-
-@pytest.fixture(autouse=True)
-def _seed(report):
-    if not _REPORTED:
-        _REPORTED.append(SEED)
-        report(f"tests/winograd/test_archs.py ran with SASSAS_FUZZ_SEED={SEED} (set it to replay them)")
-
-
 def _rng(name: str) -> random.Random:
     return random.Random(f"{SEED}-{name}")
 

@@ -21,15 +21,9 @@ from kernels_sass.winograd import Conv2d, layer, op  # noqa: E402
 SEED = int(os.environ.get("SASSAS_FUZZ_SEED") or random.randrange(1 << 32))
 
 
-_REPORTED = []
-
-
 @pytest.fixture
-def gen(report, request):
-    """A torch.Generator of the run's seed, its own for each test."""
-    if not _REPORTED:
-        _REPORTED.append(SEED)
-        report(f"tests/winograd/test_op.py ran with SASSAS_FUZZ_SEED={SEED} (set it to replay them)")
+def gen(request):
+    """A torch.Generator of the run's seed (tests/conftest.py shows it), its own for each test."""
     return _generator(request.node.name)
 
 
