@@ -54,8 +54,8 @@ def pytest_xdist_node_collection_finished(node, ids):
 def pytest_terminal_summary(terminalreporter):
     terminalreporter.section("sassas measurements")
     terminalreporter.write_line(_seed_line())
-    # In the tests' order, as one process would print them; a line several tests report
-    # (the seed of a module, from each worker) once.
+    # In the tests' order, as one process would print them; a line reported more than once
+    # (by each worker) once.
     ordered = sorted(_LINES, key=lambda item: _ORDER.get(item[0], len(_ORDER)))
     for line in dict.fromkeys(line for _nodeid, line in ordered):
         terminalreporter.write_line(line)
