@@ -142,6 +142,15 @@ def sm_number(arch: str) -> str:
     return arch.split("_", 1)[1]
 
 
+def _write_whole(path: Path, data: bytes) -> None:
+    """Write `path` whole or not at all: several processes (the tests' workers) share the
+    cache, and one may read a file while another writes it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=path.name, suffix=".tmp", delete=False) as f:
+        f.write(data)
+    os.replace(f.name, path)
+
+
 # --------------------------------------------------------------------------- compiling
 
 def compile_ptx(ptx: str, arch: str, options: Iterable[str] = ()) -> Optional[bytes]:
@@ -154,17 +163,16 @@ def compile_ptx(ptx: str, arch: str, options: Iterable[str] = ()) -> Optional[by
         return cached.read_bytes()
     if failed.exists():
         return None
-    cached.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
         src.write_text(ptx)
         proc = subprocess.run([str(find_tool("ptxas", arch)), "-arch", arch, *options,
                                str(src), "-o", str(out)], capture_output=True, text=True)
         if proc.returncode != 0:
-            failed.write_text(proc.stderr)
+            _write_whole(failed, proc.stderr.encode())
             return None
         data = out.read_bytes()
-    cached.write_bytes(data)
+    _write_whole(cached, data)
     return data
 
 
@@ -174,15 +182,12 @@ def sass_listing(cubin: bytes, arch: str) -> str:
     cached = CACHE_DIR / "oracle" / "sass" / f"{key}.txt"
     if cached.exists():
         return cached.read_text()
-    cached.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "k.cubin"
         path.write_bytes(cubin)
         listing = subprocess.run([str(find_tool("cuobjdump", arch)), "-sass", str(path)],
                                  capture_output=True, text=True, check=True).stdout
-    tmp_file = cached.with_suffix(f".{os.getpid()}.tmp")
-    tmp_file.write_text(listing)
-    os.replace(tmp_file, cached)
+    _write_whole(cached, listing.encode())
     return listing
 
 
@@ -275,10 +280,7 @@ class DisasmCache:
     def save(self) -> None:
         if not self.dirty:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({f"{k:032x}": v for k, v in self.entries.items()}))
-        tmp.replace(self.path)
+        _write_whole(self.path, json.dumps({f"{k:032x}": v for k, v in self.entries.items()}).encode())
         self.dirty = False
 
 

@@ -1,4 +1,5 @@
-"""The seed of the random tests: fresh each run, printed, replayed with SASSAS_FUZZ_SEED=N."""
+"""The seed of the random tests: fresh each run, printed, replayed with SASSAS_FUZZ_SEED=N
+(tests/conftest.py draws it once for the run, before pytest-xdist's workers start)."""
 from __future__ import annotations
 
 import functools
@@ -6,15 +7,12 @@ import os
 import random
 
 SEED_ENV = "SASSAS_FUZZ_SEED"
-SEEN: list[int] = []           # the run's seed, once drawn (conftest.py reports it)
 
 
 @functools.lru_cache(maxsize=None)
 def fuzz_seed() -> int:
-    """One seed for the whole test run (the summary shows it; failures name it)."""
-    seed = int(os.environ.get(SEED_ENV) or random.randrange(1 << 32))
-    SEEN.append(seed)
-    return seed
+    """One seed for the whole test run (the header and the summary show it; failures name it)."""
+    return int(os.environ.get(SEED_ENV) or random.randrange(1 << 32))
 
 
 def rng_for(name: str) -> random.Random:

@@ -1,6 +1,7 @@
 """Randomised programs in the TuringAs dialect, on every arch: assembled by sassas, decoded by
 nvdisasm (the oracle), and the decoded instructions and control fields must be exactly what
-was written. Fresh programs each run (the seed is printed on failure)."""
+was written. Fresh programs each run, from the run's seed (printed in the summary and on a
+failure; SASSAS_FUZZ_SEED=N replays it)."""
 import random
 
 import pytest
@@ -8,6 +9,8 @@ import pytest
 import sassas
 from sassas.ast import ControlCode
 from sassas.parse import parse_instruction
+
+from _fuzz import replay, rng_for
 
 ARCHS = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
 
@@ -96,17 +99,15 @@ def test_random_programs_decode_as_written(arch):
     why = oracle.missing_tools(arch, ("nvdisasm",))
     if why:
         pytest.skip(why)
-    seed = random.randrange(1 << 30)
-    rng = random.Random(seed)
-    src = program(rng, 300)
-    cubin = sassas.assemble(src, arch, f"random-{seed}.sass")
+    src = program(rng_for(f"random-programs-{arch}"), 300)
+    cubin = sassas.assemble(src, arch, f"random-{arch}.sass")
     (_, code), = oracle.text_sections(cubin.data)
     decoded = oracle.disassemble_code(code, arch)
     wanted = cubin.program.kernels[0].instructions
-    assert len(decoded) >= len(wanted), f"seed {seed}"
+    assert len(decoded) >= len(wanted), replay()
     for inst, dis in zip(wanted, decoded):
         if inst.opcode == "BRA":
             continue       # the target prints as an address
         got = parse_instruction(dis.text)
-        assert _canonical(got) == _canonical(inst), f"seed {seed}: {dis.text!r} for line {inst.loc.line}"
-        assert ControlCode.from_word(dis.word) == inst.control, f"seed {seed}: {dis.text}"
+        assert _canonical(got) == _canonical(inst), f"{replay()}: {dis.text!r} for line {inst.loc.line}"
+        assert ControlCode.from_word(dis.word) == inst.control, f"{replay()}: {dis.text}"

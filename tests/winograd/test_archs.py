@@ -25,16 +25,6 @@ SEED = int(os.environ.get("SASSAS_FUZZ_SEED") or random.randrange(1 << 32))
 ALL = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")
 SMS = 3         # the simulated GPU's multiprocessors: a persistent block takes several units
 
-_REPORTED = []
-
-
-@pytest.fixture(autouse=True)
-def _seed(report):
-    if not _REPORTED:
-        _REPORTED.append(SEED)
-        report(f"tests/winograd/test_archs.py ran with SASSAS_FUZZ_SEED={SEED} (set it to replay them)")
-
-
 def _rng(name: str) -> random.Random:
     return random.Random(f"{SEED}-{name}")
 

@@ -21,17 +21,15 @@ from kernels_sass.winograd import Conv2d, layer, op  # noqa: E402
 SEED = int(os.environ.get("SASSAS_FUZZ_SEED") or random.randrange(1 << 32))
 
 
-_REPORTED = []
-
-
 @pytest.fixture
-def gen(report, request):
-    """A torch.Generator of the run's seed, its own for each test."""
-    if not _REPORTED:
-        _REPORTED.append(SEED)
-        report(f"tests/winograd/test_op.py ran with SASSAS_FUZZ_SEED={SEED} (set it to replay them)")
+def gen(request):
+    """A torch.Generator of the run's seed (tests/conftest.py shows it), its own for each test."""
+    return _generator(request.node.name)
+
+
+def _generator(name):
     g = torch.Generator()
-    g.manual_seed(random.Random(f"{SEED}-{request.node.name}").randrange(1 << 63))
+    g.manual_seed(random.Random(f"{SEED}-{name}").randrange(1 << 63))
     return g
 
 
@@ -308,20 +306,21 @@ def test_gradcheck_float64_on_the_gpu(gen):
 
 
 class _Block(nn.Module):
-    def __init__(self, conv, c):
+    def __init__(self, conv, c, act):
         super().__init__()
         self.c1, self.b1, self.c2, self.b2 = conv(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), \
             conv(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        self.act = act()
 
     def forward(self, x):
-        return F.relu(x + self.b2(self.c2(F.relu(self.b1(self.c1(x))))))
+        return self.act(x + self.b2(self.c2(self.act(self.b1(self.c1(x))))))
 
 
-def _resnet(conv, c=32, classes=10):
+def _resnet(conv, c=32, classes=10, act=nn.ReLU):
     """A small ResNet: a stem, two residual blocks, a stride-2 layer (PyTorch's), a third block."""
-    return nn.Sequential(conv(3, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(), _Block(conv, c),
-                         _Block(conv, c), conv(c, 2 * c, 3, stride=2, padding=1, bias=False),
-                         nn.BatchNorm2d(2 * c), nn.ReLU(), _Block(conv, 2 * c),
+    return nn.Sequential(conv(3, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), act(), _Block(conv, c, act),
+                         _Block(conv, c, act), conv(c, 2 * c, 3, stride=2, padding=1, bias=False),
+                         nn.BatchNorm2d(2 * c), act(), _Block(conv, 2 * c, act),
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2 * c, classes))
 
 
@@ -330,22 +329,50 @@ def _fp32():
     return torch.backends.cudnn.flags(enabled=True, allow_tf32=False)
 
 
-# Known: with SASSAS_FUZZ_SEED=1046927862 (H100 and H200) the compiled model's weight gradients
-# of the layers before the stride-2 one, the batch norms' included, are 2.7-3e-3 from float64,
-# against 3e-6 for PyTorch's compiled FP32 model and 1.2e-6 for ours in eager mode. Every call
-# of the operator gets the same inputs and gives the same output as in eager mode (to 1e-6), and
-# these gradients are ill-conditioned for that data: PyTorch's own FP32 model on the CPU is
-# 3e-3 from float64 there too. Where the compiled graph loses the digits is not found yet.
+# The model of the compile test is smooth (SiLU, not ReLU), so that its gradients are a continuous
+# function of the data and float64 is an oracle for every seed. With ReLU, some data
+# (SASSAS_FUZZ_SEED=1046927862, 1, 3177113180: about one seed in four) puts one ReLU input within
+# FP32 rounding of 0; an FP32 run may then take the other side of the kink from float64 in that
+# one element, and the early layers' weight gradients jump by 2-3e-3. Which run does depends on
+# its rounding: PyTorch's own model on the CPU did for those seeds; for 1046927862 on the H100
+# and H200, ours compiled did, PyTorch's compiled model and ours in eager mode did not.
+def _smooth_resnet(conv):
+    return _resnet(conv, act=nn.SiLU)
+
+
+def test_the_compiled_models_gradients_are_well_conditioned():
+    # The oracle of test_compile_a_model_with_conv2d, checked on the CPU for the run's seed: its
+    # float64 gradients move by less than 2e-6 (FP32's agreement bound is 1e-5) when the input
+    # and weights move by one FP32 rounding (relative 2**-24). They move by 5-6e-7 (with ReLU:
+    # by 3e-3 for one seed in four).
+    gen = _generator("test_compile_a_model_with_conv2d")           # that test's data
+    torch.manual_seed(SEED & 0xFFFF)
+    exact = _smooth_resnet(nn.Conv2d).double()
+    x = torch.randn(16, 3, 16, 16, generator=gen).double()
+
+    def gradients(model, x):
+        model.zero_grad()
+        y = model(x)
+        y.square().sum().backward()
+        return [y.detach()] + [m.weight.grad.clone() for m in (model[0], model[3].c2)]
+
+    want = gradients(exact, x)
+    moved = _smooth_resnet(nn.Conv2d).double()
+    moved.load_state_dict({k: v * (1 + 2.0 ** -24 * torch.randn(v.shape, generator=gen, dtype=v.dtype))
+                           if v.is_floating_point() else v for k, v in exact.state_dict().items()})
+    got = gradients(moved, x * (1 + 2.0 ** -24 * torch.randn(x.shape, generator=gen, dtype=x.dtype)))
+    moves = [_rel(a, b) for a, b in zip(got, want)]
+    assert max(moves) <= 2e-6, f"SASSAS_FUZZ_SEED={SEED}: {moves}"
+
+
 @pytest.mark.gpu
-@pytest.mark.xfail(strict=False, reason="for some data the compiled model's early weight gradients are 3e-3 from "
-                                        "float64 (PyTorch's FP32 on the CPU too; its compiled GPU model 3e-6)")
-def test_compile_a_model_with_conv2d(gen):
+def test_compile_a_model_with_conv2d(gen, report):
     _kernels()
     torch.manual_seed(SEED & 0xFFFF)
-    model = _resnet(Conv2d).cuda()
-    ref = _resnet(nn.Conv2d).cuda()
+    model = _smooth_resnet(Conv2d).cuda()
+    ref = _smooth_resnet(nn.Conv2d).cuda()
     ref.load_state_dict(model.state_dict())
-    exact = _resnet(nn.Conv2d).cuda().double()
+    exact = _smooth_resnet(nn.Conv2d).cuda().double()
     exact.load_state_dict(model.state_dict())
     x = torch.randn(16, 3, 16, 16, generator=gen).cuda()
     compiled, compiled_ref = torch.compile(model), torch.compile(ref)
@@ -357,12 +384,17 @@ def test_compile_a_model_with_conv2d(gen):
         want.square().sum().backward()
         y64 = exact(x.double())
         y64.square().sum().backward()
-    # Against float64, each as close as PyTorch's FP32 model compiled the same way (or 1e-4):
-    # through the batch norms of a small batch an early layer's weight gradient is a small
-    # difference of large terms (see above).
-    for ours, theirs, exact_ in [(y, want, y64)] + [(a.weight.grad, b.weight.grad, c.weight.grad) for a, b, c in
-                                                    ((model[0], ref[0], exact[0]), (model[3].c2, ref[3].c2, exact[3].c2))]:
-        assert _rel(ours, exact_) <= max(1e-4, 4 * _rel(theirs, exact_)), (_rel(ours, exact_), _rel(theirs, exact_))
+    # Against float64: the output and the weight gradients of the first and an early layer
+    # (through the batch norms of a small batch, the ones with the least digits), within 1e-5
+    # plus a few times PyTorch's own FP32 model compiled the same way.
+    names = ["y", "dw stem", "dw block 1"]
+    pairs = [(y, want, y64)] + [(a.weight.grad, b.weight.grad, c.weight.grad) for a, b, c in
+                                ((model[0], ref[0], exact[0]), (model[3].c2, ref[3].c2, exact[3].c2))]
+    errs = [(_rel(ours, exact_), _rel(theirs, exact_)) for ours, theirs, exact_ in pairs]
+    report("compiled model against float64, ours/PyTorch FP32: "
+           + ", ".join(f"{n} {a:.1e}/{b:.1e}" for n, (a, b) in zip(names, errs)))
+    for name, (ours, theirs) in zip(names, errs):
+        assert ours <= 1e-5 + 4 * theirs, (name, ours, theirs)
 
 
 @pytest.mark.gpu
