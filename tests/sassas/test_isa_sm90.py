@@ -153,7 +153,7 @@ def test_corpus_round_trip(isa):
     from sassas.learn import corpus, probe
     from sassas.learn.verify import check_sample
     words = corpus.build(ARCH)
-    samples = [s for s in probe.to_samples(oracle.disassemble(words, ARCH, oracle.DisasmCache(ARCH))).values() if s]
+    samples = [s for s in probe.to_samples(oracle.disassemble(words, ARCH, oracle.DisasmCache(ARCH)), ARCH).values() if s]
     bad = {s.text: why for s in samples if (why := check_sample(isa, s))}
     rate = 1 - len(bad) / len(samples)
     print(f"{ARCH}: {len(samples) - len(bad)}/{len(samples)} corpus samples bit-exact ({rate:.1%})")
