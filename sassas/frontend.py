@@ -26,6 +26,7 @@ from .ast import NO_BARRIER, Declarations, Instruction, Kernel, Label, Operand, 
 from .dialect import apply_dialect
 from .errors import Diagnostics, SassError
 from .isa import get_isa
+from .isa.forms import URZ, uniform_field_zero
 from .kinds import VALUE_PIECES, kind_pieces, piece_slots
 from .operands import LAUNCH_NAMES, REGISTER_ZERO
 from .regalloc import ThreeSource, allocate
@@ -162,8 +163,8 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
     # An arch with fewer uniform registers than sassas names (sm_75..sm_90: UR0..UR62).
     # (sm_70 has none: the ISA layer says so.)
     highest_uniform = None
-    if arch is not None and get_arch(arch).uniform_registers and get_arch(arch).uniform_register_bits < 8:
-        highest_uniform = (1 << get_arch(arch).uniform_register_bits) - 2
+    if arch is not None and uniform_field_zero(arch) != URZ:
+        highest_uniform = uniform_field_zero(arch) - 1
     said = set()            # dialect warnings: once a spelling a kernel
     # An operand binds to the same operand wherever it stands (`acc12`, `[addr+0x10]`: TuringAs
     # code names most of its registers): bound once. (Keyed by its fields: a tuple hashes and

@@ -11,23 +11,19 @@ import struct
 from dataclasses import replace
 from typing import Optional
 
-from ..arch import ARCHS
-from ..ast import ZERO_NAMES, ControlCode, Instruction, Operand
+from ..ast import ControlCode, Instruction, Operand
 from ..errors import SassError
 from ..kinds import piece_slots, value_pieces
-from .forms import (CONTROL_SHIFT, GUARD_NEGATED, MASK128, DescriptorLoad, Encoding, Field, form_key,
-                    form_name, instruction_tokens, instruction_values, numbered_modifiers, split_flag_token,
-                    value_meets, written_tokens)
+from .forms import (CONTROL_SHIFT, GUARD_NEGATED, MASK128, URZ, DescriptorLoad, Encoding, Field,
+                    field_uniform_register, form_key, form_name, instruction_tokens, instruction_values,
+                    numbered_modifiers, sassas_values, split_flag_token, uniform_field_zero, value_meets,
+                    written_tokens)
 
 _DEFAULT_CONTROL_BITS = ControlCode().bits & ~(0xF << 17)
 _REUSE = frozenset({"reuse"})
 _CONTROL_CACHE: dict = {}
 _NEGATED = frozenset({"!"})
 _NO_FLAGS = frozenset()
-
-# sassas's value of URZ (the number of Blackwell's fields; sm_75..sm_90's fields hold 63).
-URZ = next(value for (kind, value), name in ZERO_NAMES.items() if name == "URZ")
-
 
 # --------------------------------------------------------------------------- value bits
 
@@ -102,10 +98,8 @@ class Isa:
         # Uniform registers: sassas names them UR0..UR254 and URZ as 255 (Blackwell's numbers,
         # as its fields hold them); an arch whose fields are 6 bits wide (sm_75..sm_90) has
         # UR0..UR62 and holds URZ as 63, and encode/decode translate at this boundary (sm_70
-        # has none: no form takes one).
-        arch_facts = ARCHS.get(arch)
-        bits = arch_facts.uniform_register_bits if arch_facts is not None and arch_facts.uniform_registers else 8
-        self.uniform_zero = (1 << bits) - 1
+        # has none: no form takes one). See forms.uniform_field_zero.
+        self.uniform_zero = uniform_field_zero(arch)
         self._index()
 
     def _index(self) -> None:
@@ -205,7 +199,7 @@ class Isa:
                 continue
             if v == URZ:
                 values = list(operands[i].values)
-                values[j] = self.uniform_zero
+                values[j] = field_uniform_register(v, self.uniform_zero)
                 operands[i] = operands[i].with_values(*values)
             elif v >= self.uniform_zero:
                 raise SassError(f"register UR{v} out of range on {self.arch}: its uniform registers are "
@@ -213,11 +207,6 @@ class Isa:
         if operands == list(inst.operands):
             return inst
         return replace(inst, operands=tuple(operands))
-
-    def _sassas_uniform_registers(self, enc: Encoding, values: list) -> list:
-        """Decoded values with the arch's URZ (63 on sm_75..sm_90) as sassas's (255)."""
-        zero = self.uniform_zero
-        return [URZ if k in enc.uniform_register_slots and v == zero else v for k, v in enumerate(values)]
 
     def reuse_slots(self, inst: Instruction) -> Optional[dict[int, int]]:
         """Operand index -> the operand-reuse slot (0..3) it is read through, as the encoding
@@ -559,8 +548,8 @@ class Isa:
                 if a.holds(values) and a.allows(tokens):
                     tokens = (tokens - a.drop) | a.add
                     break
-        if self.uniform_zero != URZ and enc.uniform_register_slots:
-            values = self._sassas_uniform_registers(enc, values)
+        # (the aliases above read the fields' numbers: sm_90's `=63` is URZ)
+        values = sassas_values(values, enc.uniform_register_slots, self.uniform_zero)
         inst = self._build(enc, tokens, values, word, address, self._decode_sequences(enc, word))
         if enc.descriptor is not None:
             inst.descriptor = enc.descriptor.extract(word)

@@ -17,7 +17,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
-from ..ast import Instruction
+from ..arch import ARCHS
+from ..ast import ZERO_NAMES, Instruction
 from ..errors import SassError
 from ..kinds import value_count, value_pieces
 from ..parse import parse_instruction
@@ -223,8 +224,7 @@ class Encoding:
     @functools.cached_property
     def uniform_register_slots(self) -> frozenset:
         """The indices of the values (0: the guard predicate) that are uniform registers."""
-        pieces = [p for kind in self.kinds for p in value_pieces(kind)]
-        return frozenset(k for k, p in enumerate(pieces, start=1) if p == "UR")
+        return uniform_value_slots(self.kinds)
 
     @functools.cached_property
     def fast_fields(self):
@@ -365,6 +365,60 @@ def instruction_values(inst: Instruction) -> list:
     for op in inst.operands:
         vals.extend(op.values)
     return vals
+
+
+# ---- uniform-register numbering
+# sassas numbers uniform registers UR0..UR254 and URZ as 255, as Blackwell's 8-bit fields hold
+# them; where an arch's fields are 6 bits wide (sm_75..sm_90) they hold UR0..UR62 and URZ as 63.
+# A description holds field numbers (an alias's `=63` on sm_90); the engine translates where
+# it encodes and decodes, and the learner where it reads values from nvdisasm's text.
+
+# sassas's number of URZ.
+URZ = next(value for (kind, value), name in ZERO_NAMES.items() if name == "URZ")
+
+
+def uniform_field_zero(arch: str) -> int:
+    """URZ as `arch`'s uniform-register fields hold it: all ones of their width (63 on
+    sm_75..sm_90; sassas's own 255 on Blackwell, on sm_70, which has none, and on an arch
+    sassas does not know)."""
+    facts = ARCHS.get(arch)
+    bits = facts.uniform_register_bits if facts is not None and facts.uniform_registers else 8
+    return (1 << bits) - 1
+
+
+def field_uniform_register(v, zero: int):
+    """A uniform register's number (sassas's) as fields whose URZ is `zero` hold it."""
+    return zero if v == URZ else v
+
+
+def sassas_uniform_register(v, zero: int):
+    """A uniform-register field's value, whose URZ is `zero`, as sassas numbers it."""
+    return URZ if v == zero else v
+
+
+@functools.lru_cache(maxsize=4096)
+def uniform_value_slots(kinds: tuple[str, ...]) -> frozenset:
+    """The indices of the values (0: the guard predicate) of operands of these kinds that are
+    uniform registers."""
+    pieces = [p for kind in kinds for p in value_pieces(kind)]
+    return frozenset(k for k, p in enumerate(pieces, start=1) if p == "UR")
+
+
+def field_values(inst: Instruction, zero: int) -> list:
+    """instruction_values, with the uniform registers as fields whose URZ is `zero` hold them."""
+    values = instruction_values(inst)
+    if zero != URZ:
+        for k in uniform_value_slots(tuple([op.kind for op in inst.operands])):
+            values[k] = field_uniform_register(values[k], zero)
+    return values
+
+
+def sassas_values(values: list, slots: frozenset, zero: int) -> list:
+    """Field values (guard first) with the uniform registers at `slots`, whose URZ is `zero`,
+    as sassas numbers them."""
+    if zero == URZ or not slots:
+        return values
+    return [sassas_uniform_register(v, zero) if k in slots else v for k, v in enumerate(values)]
 
 
 _TOKEN_CACHE: dict = {}

@@ -19,7 +19,6 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from ..arch import ARCHS
 from ..errors import SassError
 from ..isa.description import DATA_DIR, DEFAULT_SYNTAX, load_description, write_description
 from ..isa.engine import Isa
@@ -41,7 +40,7 @@ def learn_arch(arch: str, out_dir: Path, rounds: int = 6, log=print, sweep: bool
     words = corpus.build(arch, progress=log)
     cache = oracle.DisasmCache(arch)
     parse_failures: dict[str, str] = {}
-    samples_by_word = probe.to_samples(oracle.disassemble(words, arch, cache), parse_failures)
+    samples_by_word = probe.to_samples(oracle.disassemble(words, arch, cache), arch, parse_failures)
     samples = [s for s in samples_by_word.values() if s is not None]
     illegal = sum(1 for w in words if samples_by_word.get(w) is None)
     log(f"[{arch}] {len(words)} distinct words, {len(samples)} parsed, {illegal} unusable, "
@@ -253,14 +252,6 @@ def main(argv=None) -> int:
     for name in POST_PASSES:          # the older spellings: --rank-only, --descriptors-only, ...
         ap.add_argument(f"--{name}-only", dest="only", action="append_const", const=name, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    narrow = [a for a in args.arch if a in ARCHS and ARCHS[a].uniform_registers and ARCHS[a].uniform_register_bits < 8]
-    if narrow:
-        # The learner reads fields by sassas's numbers, URZ 255 (Blackwell's); these archs'
-        # 6-bit fields hold URZ as 63, which only the ISA engine translates.
-        print(f"error: the learner cannot relearn {', '.join(narrow)}: the uniform-register fields there hold "
-              "URZ as 63, and the learner reads uniform registers by sassas's numbers (URZ 255, as "
-              "Blackwell's fields hold it); the descriptions stay as learned", file=sys.stderr)
-        return 2
     for arch in args.arch:
         if not oracle.have_tools(arch):
             print(f"[{arch}] skipped: ptxas/nvdisasm for {arch} not found", file=sys.stderr)
@@ -269,7 +260,7 @@ def main(argv=None) -> int:
             path = args.out / f"{arch}.toml"
             isa = load_description(path)
             samples = [s for s in probe.to_samples(oracle.disassemble(corpus.build(arch), arch,
-                                                                    oracle.DisasmCache(arch))).values() if s]
+                                                                    oracle.DisasmCache(arch)), arch).values() if s]
             for name in dict.fromkeys(args.only):
                 isa = POST_PASSES[name][0](isa, arch, samples)
             write_description(isa, path)

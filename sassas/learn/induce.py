@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from ..isa.forms import CONTROL_MASK, Encoding, Field, instruction_tokens, instruction_values, value_meets
+from ..isa.forms import (CONTROL_MASK, Encoding, Field, field_uniform_register, instruction_tokens,
+                         uniform_field_zero, value_meets)
 from . import oracle
 from .probe import (MAX_NAME_BITS, PROBE_BITS, REUSE_BITS, SHOWS_REUSE_CONTROL, Sample, build_encoding, build_group,
                     classify, compatible, enumeration_words, groups_overlap_fields, modifier_groups, name_window,
@@ -27,7 +28,7 @@ def learn_encodings(reps: list[Sample], arch: str, cache: oracle.DisasmCache,
     `neighbours` (valid words of other forms one flip away from a representative)."""
     name_windows = {} if name_windows is None else name_windows
     def disasm(words):
-        return to_samples(oracle.disassemble(words, arch, cache), parse_failures)
+        return to_samples(oracle.disassemble(words, arch, cache), arch, parse_failures)
 
     flip_words = {rep.word: {b: rep.word ^ (1 << b) for b in PROBE_BITS} for rep in reps}
     results = disasm([w for d in flip_words.values() for w in d.values()])
@@ -70,7 +71,7 @@ def learn_encodings(reps: list[Sample], arch: str, cache: oracle.DisasmCache,
             for w in words:
                 s = enums.get(w)
                 if compatible(p.rep, s):
-                    name = instruction_values(s.inst)[j]
+                    name = s.values[j]
                     if isinstance(name, str) and lo == name_windows.get(tname, (lo,))[0]:
                         table.setdefault(name, (w >> lo) & ((1 << width) - 1))
             name_tables[j] = (lo, width)
@@ -96,10 +97,11 @@ def learn_aliases(encodings: list[Encoding], arch: str, cache: oracle.DisasmCach
     printing nearby (IMAD.IADD needs an addend other than RZ, IMAD.SHL never has .WIDE)."""
     from ..isa.engine import Isa
     isa = Isa("", [], tables, {})
+    specials = alias_specials(arch)
 
     def disasm(words):
-        return to_samples(oracle.disassemble(words, arch, cache), parse_failures)
-    plans = [(e, alias_probe_words(e, e.source_word)) for e in encodings if e.source_word]
+        return to_samples(oracle.disassemble(words, arch, cache), arch, parse_failures)
+    plans = [(e, alias_probe_words(e, e.source_word, specials)) for e in encodings if e.source_word]
     results = disasm([w for _e, ws in plans for w in ws])
     around = []
     for e, words in plans:
@@ -112,14 +114,14 @@ def learn_aliases(encodings: list[Encoding], arch: str, cache: oracle.DisasmCach
             if len(seeds[delta]) < ALIAS_SEEDS:
                 seeds[delta].append(s.word)
         more = [(s.word & ~g.mask) | v for s in shown for g in e.groups for v in g.values]
-        more += [w for ws in seeds.values() for seed in ws for w in alias_probe_words(e, seed)]
+        more += [w for ws in seeds.values() for seed in ws for w in alias_probe_words(e, seed, specials)]
         around.append([w for w in dict.fromkeys(more) if w & e.match_mask == e.match_value][:MAX_ALIAS_VARIANTS])
     results.update(disasm([w for ws in around for w in ws]))
     n = 0
     for (e, words), more in zip(plans, around):
         obs = [results[w] for w in words + more if results.get(w) is not None]
         obs += samples_by_key.get((e.opcode, e.kinds), [])
-        e.aliases = induce_aliases(e, obs, tables)
+        e.aliases = induce_aliases(e, obs, tables, specials)
         n += bool(e.aliases)
     log(f"  {sum(len(ws) for _e, ws in plans) + sum(map(len, around))} alias probes, "
         f"{n} encodings with aliases")
@@ -137,6 +139,7 @@ def _prints_alias(isa, enc: Encoding, s: Optional[Sample]) -> bool:
 
 # Values probed for each role: the zero registers / true predicates, small immediates, and
 # every power of two (nvdisasm's IMAD.SHL skips 0x10000: the rule is learned, not assumed).
+# Registers by sassas's numbers; alias_specials gives them as an arch's fields hold them.
 ALIAS_SPECIALS = {"reg": [255], "ureg": [255], "pred": [7], "upred": [7],
                   "imm": [0, 1, 2, 4, -1], "offset": [0], "coffset": [0]}
 POWERS_OF_TWO = [1 << k for k in range(3, 32)]
@@ -145,8 +148,15 @@ MAX_ALIAS_VARIANTS = 4000
 ALIAS_SEEDS = 3
 
 
-def _plain_value(role: str, v):
-    zero = ALIAS_SPECIALS.get(role, [None])[0] if role in ZERO_ROLES else None
+def alias_specials(arch: str) -> dict:
+    """ALIAS_SPECIALS as `arch`'s fields hold them: the values the alias probes write into
+    fields, and the alias rules' conditions (URZ is `=63` on sm_75..sm_90)."""
+    zero = uniform_field_zero(arch)
+    return {**ALIAS_SPECIALS, "ureg": [field_uniform_register(v, zero) for v in ALIAS_SPECIALS["ureg"]]}
+
+
+def _plain_value(role: str, v, specials: dict):
+    zero = specials.get(role, [None])[0] if role in ZERO_ROLES else None
     if role in ZERO_ROLES:
         return v if v != zero else 2 if role in ("reg", "ureg") else 1
     if role == "imm":
@@ -166,17 +176,18 @@ def _put(word: int, f: Field, v) -> Optional[int]:
     return (word & ~f.mask) | f.insert(raw)
 
 
-def plain_word(enc: Encoding, rep_word: int) -> int:
-    """The word with no zero register and no special immediate among its values."""
+def plain_word(enc: Encoding, rep_word: int, specials: dict) -> int:
+    """The word with no zero register and no special immediate among its values (`specials`:
+    alias_specials of the arch)."""
     from ..isa.description import value_kinds
     roles = value_kinds(enc)
     plain = rep_word
     for j, f in enumerate(enc.fields):
-        if j > 0 and isinstance(f, Field) and j < len(roles) and roles[j] in ALIAS_SPECIALS:
+        if j > 0 and isinstance(f, Field) and j < len(roles) and roles[j] in specials:
             raw = f.extract(rep_word)
             v = raw - (1 << f.value_bits) if f.transform == "s" and raw >> (f.value_bits - 1) & 1 else raw
             v = raw ^ f.value_mask if f.transform == "n" else v
-            w = _put(plain, f, _plain_value(roles[j], v))
+            w = _put(plain, f, _plain_value(roles[j], v, specials))
             if w is not None:
                 plain = w
     return plain
@@ -188,14 +199,15 @@ def learn_reuse(encodings: list[Encoding], arch: str, cache: oracle.DisasmCache,
     (nvdisasm prints no .reuse on RZ, nor on an instruction that may yield): flip each reuse
     bit of the plain word, with a control code that does not yield."""
     plans = []
+    specials = alias_specials(arch)
     for e in encodings:
         known = known_reuse_bits(e)
         if not e.source_word or len(known) == len(REUSE_BITS):
             continue
-        plain = plain_word(e, e.source_word) & ~CONTROL_MASK | SHOWS_REUSE_CONTROL
+        plain = plain_word(e, e.source_word, specials) & ~CONTROL_MASK | SHOWS_REUSE_CONTROL
         plans.append((e, {b: plain | (1 << b) for b in REUSE_BITS if REUSE_BITS[b] not in known}))
     results = to_samples(oracle.disassemble([w for _e, d in plans for w in d.values()], arch, cache),
-                         parse_failures)
+                         arch, parse_failures)
     for e, flips in plans:
         for b, w in flips.items():
             s = results.get(w)
@@ -215,20 +227,20 @@ def known_reuse_bits(e: Encoding) -> set[int]:
     return set(e.reuse.values()).union(*e.reuse_decode_only.values())
 
 
-def alias_probe_words(enc: Encoding, rep_word: int) -> list[int]:
-    """Words of this encoding whose values are 'special' (zero registers, small and
+def alias_probe_words(enc: Encoding, rep_word: int, specials: dict) -> list[int]:
+    """Words of this encoding whose values are 'special' (`specials`: zero registers, small and
     power-of-two immediates) alone, in pairs, and zero registers in threes, over a word
     whose values are all plain: what nvdisasm prints for them shows its value aliases."""
     from ..isa.description import value_kinds
     roles = value_kinds(enc)
     slots = [(j, f, roles[j]) for j, f in enumerate(enc.fields)
-             if j > 0 and isinstance(f, Field) and j < len(roles) and roles[j] in ALIAS_SPECIALS]
+             if j > 0 and isinstance(f, Field) and j < len(roles) and roles[j] in specials]
     if not slots:
         return []
-    plain = plain_word(enc, rep_word)
+    plain = plain_word(enc, rep_word, specials)
     words = [rep_word, plain]
-    specials = [(i, v) for i, (j, f, role) in enumerate(slots) for v in ALIAS_SPECIALS[role]]
-    zeros = [(i, ALIAS_SPECIALS[role][0]) for i, (j, f, role) in enumerate(slots) if role in ZERO_ROLES]
+    special = [(i, v) for i, (j, f, role) in enumerate(slots) for v in specials[role]]
+    zeros = [(i, specials[role][0]) for i, (j, f, role) in enumerate(slots) if role in ZERO_ROLES]
     powers = [(i, v) for i, (j, f, role) in enumerate(slots) if role == "imm" for v in POWERS_OF_TWO]
 
     def put_all(base, assignment):
@@ -238,10 +250,10 @@ def alias_probe_words(enc: Encoding, rep_word: int) -> list[int]:
             if w is None:
                 return None
         return w
-    for a in specials + powers:
+    for a in special + powers:
         words += [put_all(plain, [a]), put_all(rep_word, [a])]
-    for x, a in enumerate(specials):
-        for b in specials[x + 1:]:
+    for x, a in enumerate(special):
+        for b in special[x + 1:]:
             if a[0] != b[0]:
                 words.append(put_all(plain, [a, b]))
     for a in powers:
@@ -255,14 +267,14 @@ def alias_probe_words(enc: Encoding, rep_word: int) -> list[int]:
             w & enc.match_mask == enc.match_value]
 
 
-def _value_atoms(role: str, v) -> list[str]:
+def _value_atoms(role: str, v, specials: dict) -> list[str]:
     """The conditions a value meets that may decide an alias: a register or predicate is
     the zero one or not (its number says nothing else); an immediate has its value and may
     be a power of two."""
     if type(v) is not int:
         return []
     if role in ZERO_ROLES:
-        zero = ALIAS_SPECIALS[role][0]
+        zero = specials[role][0]
         return [f"={zero}" if v == zero else f"!={zero}"]
     out = [f"={v}"]
     if v > 1 and v & (v - 1) == 0:
@@ -287,12 +299,13 @@ def _atom_rank(atom) -> tuple:
 MAX_EXCEPTIONS = 2
 
 
-def induce_aliases(enc: Encoding, observations: list[Sample], tables: dict) -> list:
+def induce_aliases(enc: Encoding, observations: list[Sample], tables: dict, specials: dict) -> list:
     """Alias rules that explain where nvdisasm's tokens differ from the groups' tokens.
     Each word printing an alias starts a rule with every condition it meets (values and
     modifiers); conditions are dropped one at a time while the rule still covers no word
     that prints otherwise. An exact immediate may give way to exceptions (`3!=65536`) where
-    at most MAX_EXCEPTIONS other values print otherwise."""
+    at most MAX_EXCEPTIONS other values print otherwise. Values are the fields' (`specials`:
+    alias_specials of the arch)."""
     from ..isa.description import value_kinds
     from ..isa.engine import Isa
     from ..isa.forms import Alias
@@ -309,7 +322,7 @@ def induce_aliases(enc: Encoding, observations: list[Sample], tables: dict) -> l
             vals = isa._decode_values(enc, s.word, s.address)
             if base is None or vals is None:
                 continue
-            printed = instruction_values(s.inst)
+            printed = s.values
             if len(vals) != len(printed) or any(not same_value(a, b) for a, b in zip(vals, printed)):
                 continue
             toks = instruction_tokens(s.inst)
@@ -321,7 +334,7 @@ def induce_aliases(enc: Encoding, observations: list[Sample], tables: dict) -> l
             # (`BRA.U.ANY` matching plain BRA's mask), not an alias of one target address.
             atoms = {(j, c) for j, (f, v) in enumerate(zip(enc.fields, vals))
                      if j > 0 and isinstance(f, Field) and f.transform != "pcrel" and j < len(roles)
-                     for c in _value_atoms(roles[j], v)}
+                     for c in _value_atoms(roles[j], v, specials)}
             atoms |= {("needs" if t in base else "unless", t) for t in universe}
             obs.append(((add, drop), frozenset(atoms), vals, base))
     finally:

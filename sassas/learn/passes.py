@@ -11,8 +11,8 @@ from typing import Optional
 from ..arch import ARCHS
 from ..errors import SassError
 from ..isa.engine import Isa
-from ..isa.forms import (CONTROL_MASK, Alias, Encoding, Field, Group, flag_token, form_key, form_name,
-                         instruction_tokens, instruction_values, split_flag_token, written_tokens)
+from ..isa.forms import (CONTROL_MASK, Alias, Encoding, Field, Group, field_uniform_register, field_values,
+                         flag_token, form_key, form_name, instruction_tokens, split_flag_token, written_tokens)
 from ..kinds import value_count
 from ..parse import parse_instruction
 from . import corpus, oracle, probe
@@ -144,7 +144,7 @@ def transplant_samples(new: list, encodings: list, by_key: dict, arch: str, cach
         return []
     known = {s.word for lst in by_key.values() for s in lst}
     found = probe.to_samples(oracle.disassemble([w for w in candidates if w not in known], arch, cache),
-                           parse_failures)
+                             arch, parse_failures)
     out = []
     added: Counter = Counter()
     for w, s in found.items():
@@ -252,7 +252,8 @@ def _representative_word(isa: Isa, e: Encoding) -> int:
         inst = parse_instruction(e.example)
         if form_key(inst) != (e.opcode, e.kinds):
             return 0
-        word = isa._try_encode(e, inst, instruction_tokens(inst), instruction_values(inst), []) or 0
+        values = field_values(inst, isa.uniform_zero)
+        word = isa._try_encode(e, inst, instruction_tokens(inst), values, []) or 0
     except (SassError, Exception):
         return 0
     # (a control code nvdisasm accepts)
@@ -301,7 +302,7 @@ def learn_register_widths(isa: Isa, arch: str, log=print) -> Isa:
                 words = [(word & ~widened.mask) | widened.insert(1 << b)
                          for b in range(width) if widened.insert(1 << b) & missing]
                 plans.append((e, pos - 1, widened, words))
-    samples = probe.to_samples(oracle.disassemble([w for *_x, ws in plans for w in ws], arch, cache))
+    samples = probe.to_samples(oracle.disassemble([w for *_x, ws in plans for w in ws], arch, cache), arch)
     widened_encodings = {}
     for e, j, widened, words in plans:
         current = widened_encodings.get(id(e), e)
@@ -376,7 +377,7 @@ def learn_optional_predicates(isa: Isa, arch: str, log=print) -> Isa:
                     kinds = e.kinds[:k] + e.kinds[k + 1:]
                     probes.append((e, k, (word & ~f.mask) | f.insert(_pt_raw(f)), kinds))
             pos += n
-    samples = probe.to_samples(oracle.disassemble([w for *_x, w, _k in probes], arch, cache))
+    samples = probe.to_samples(oracle.disassemble([w for *_x, w, _k in probes], arch, cache), arch)
     added = []
     seen = set()
     for e, k, word, kinds in probes:
@@ -439,7 +440,7 @@ def learn_optional_offsets(isa: Isa, arch: str, log=print) -> Isa:
                     kinds = e.kinds[:k] + (kind[:-len(" I")],) + e.kinds[k + 1:]
                     probes.append((e, k, pos + n - 1, word & ~f.mask, kinds))
             pos += n
-    samples = probe.to_samples(oracle.disassemble([w for *_x, w, _k in probes], arch, cache))
+    samples = probe.to_samples(oracle.disassemble([w for *_x, w, _k in probes], arch, cache), arch)
     added = []
     for e, k, pos, word, kinds in probes:
         s = samples.get(word)
@@ -494,7 +495,8 @@ def learn_zero_register_defers(isa: Isa, arch: str, log=print) -> Isa:
             reg = s_enc.fields[s_pos]
             if not isinstance(reg, Field):
                 continue
-            zero = reg.insert(REGISTER_ZERO[cls])
+            zero = reg.insert(field_uniform_register(REGISTER_ZERO[cls], isa.uniform_zero) if cls == "UR"
+                              else REGISTER_ZERO[cls])
             for e in by_opcode[s_enc.opcode]:
                 if e.kinds != s_enc.kinds[:k] + (e_kind,) + s_enc.kinds[k + 1:] or e.defer_when:
                     continue
@@ -506,7 +508,7 @@ def learn_zero_register_defers(isa: Isa, arch: str, log=print) -> Isa:
                 if isinstance(offset, Field):
                     probes.append((e, s_enc, e_pos, (word & ~offset.mask & ~CONTROL_MASK)
                                    | (_USUAL_CONTROL & CONTROL_MASK)))
-    samples = probe.to_samples(oracle.disassemble([w for *_x, w in probes], arch, cache))
+    samples = probe.to_samples(oracle.disassemble([w for *_x, w in probes], arch, cache), arch)
     deferring = {}
     for e, s_enc, e_pos, word in probes:
         s = samples.get(word)
@@ -588,7 +590,7 @@ def learn_alias_exceptions(isa: Isa, arch: str, samples: list, log=print) -> Isa
             tokens = isa._decode_tokens(e, word) if word else None
             if tokens is not None and a.allows(tokens):
                 starts.append((e, k, word))
-    base_texts = probe.to_samples(oracle.disassemble([w for *_x, w in starts], arch, cache))
+    base_texts = probe.to_samples(oracle.disassemble([w for *_x, w in starts], arch, cache), arch)
     probes, seen = [], set()
     for e, k, word in starts:
         a = e.aliases[k]
@@ -603,7 +605,7 @@ def learn_alias_exceptions(isa: Isa, arch: str, samples: list, log=print) -> Isa
                     continue
                 seen.add((id(e), k, other))
                 probes.append((e, k, mods, other))
-    texts = probe.to_samples(oracle.disassemble([w for *_x, w in probes], arch, cache))
+    texts = probe.to_samples(oracle.disassemble([w for *_x, w in probes], arch, cache), arch)
     extra: dict = defaultdict(set)
     for e, k, mods, word in probes:
         t = texts.get(word)

@@ -26,8 +26,8 @@ from typing import Optional
 
 from ..ast import ControlCode, Instruction
 from ..errors import SassError
-from ..isa.forms import (CONTROL_MASK, CONTROL_SHIFT, Encoding, Field, Group, form_key, form_name,
-                         instruction_tokens, instruction_values, numbered_modifiers)
+from ..isa.forms import (CONTROL_MASK, CONTROL_SHIFT, Encoding, Field, Group, field_values, form_key,
+                         form_name, instruction_tokens, numbered_modifiers, uniform_field_zero)
 from ..parse import parse_instruction
 from . import oracle
 
@@ -47,7 +47,11 @@ class Sample:
     word: int
     address: int
     text: str
-    inst: Instruction
+    inst: Instruction         # as sassas reads the text (URZ is 255)
+    # The instruction's values (guard first) as the word's fields hold them: the uniform
+    # registers numbered as the arch's fields do (URZ is 63 on sm_75..sm_90). What the learner
+    # relates to bits reads these; what goes through the Isa (encode, decode) reads `inst`.
+    values: list
 
     @property
     def key(self):
@@ -58,9 +62,11 @@ class Sample:
         return self.inst.predicate.kind if self.inst.predicate is not None else None
 
 
-def to_samples(disassembled: dict[int, Optional[oracle.Disassembled]],
+def to_samples(disassembled: dict[int, Optional[oracle.Disassembled]], arch: str,
                parse_failures: Optional[dict[str, str]] = None) -> dict[int, Optional[Sample]]:
-    """Parse each disassembled word's text; illegal or unreadable words map to None."""
+    """Parse each disassembled word's text (nvdisasm's for `arch`); illegal or unreadable words
+    map to None."""
+    uniform_zero = uniform_field_zero(arch)
     out: dict[int, Optional[Sample]] = {}
     for w, d in disassembled.items():
         if d is None:
@@ -74,7 +80,7 @@ def to_samples(disassembled: dict[int, Optional[oracle.Disassembled]],
             out[w] = None
             continue
         inst.address = d.address
-        out[w] = Sample(w, d.address, d.text, inst)
+        out[w] = Sample(w, d.address, d.text, inst, field_values(inst, uniform_zero))
     return out
 
 
@@ -183,7 +189,7 @@ class Probe:
 
 
 def _values(s: Sample, pcrel: set[int]) -> list:
-    vals = instruction_values(s.inst)
+    vals = list(s.values)
     for j in pcrel:
         vals[j] = int(vals[j]) - s.address
     return vals
@@ -195,13 +201,13 @@ def compatible(rep: Sample, s: Optional[Sample]) -> bool:
 
 
 def classify(rep: Sample, flips: dict[int, Optional[Sample]]) -> Probe:
-    rep_vals = instruction_values(rep.inst)
+    rep_vals = rep.values
     same_form = {b: s for b, s in flips.items() if compatible(rep, s)}
     slot_types = []
     for j, v in enumerate(rep_vals):
         if isinstance(v, str):
             slot_types.append("str")
-        elif _is_float(v) or any(_is_float(instruction_values(s.inst)[j]) for s in same_form.values()):
+        elif _is_float(v) or any(_is_float(s.values[j]) for s in same_form.values()):
             slot_types.append("float")
         else:
             slot_types.append("int")
@@ -211,8 +217,8 @@ def classify(rep: Sample, flips: dict[int, Optional[Sample]]) -> Probe:
     for j, t in enumerate(slot_types):
         if t != "int":
             continue
-        absolute = sum(instruction_values(s.inst)[j] == rep_vals[j] for s in same_form.values())
-        relative = sum(instruction_values(s.inst)[j] - s.address == rep_vals[j] - rep.address
+        absolute = sum(s.values[j] == rep_vals[j] for s in same_form.values())
+        relative = sum(s.values[j] - s.address == rep_vals[j] - rep.address
                        for s in same_form.values())
         if relative > absolute:
             pcrel.add(j)
@@ -538,7 +544,7 @@ def modifier_order(sequences: list[tuple[str, ...]], own: list[tuple[str, ...]] 
 def build_encoding(probe: Probe, groups: list[Group], name_tables: dict[int, tuple[int, int]],
                    extra_sequences: list[tuple[str, ...]] = ()) -> Encoding:
     rep = probe.rep
-    vals = instruction_values(rep.inst)
+    vals = rep.values
     from types import SimpleNamespace
     from ..isa.description import value_kinds
     roles = value_kinds(SimpleNamespace(kinds=rep.key[1]))

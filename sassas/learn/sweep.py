@@ -59,7 +59,7 @@ def discover(arch: str, cache: Optional[oracle.DisasmCache] = None,
     """Samples of every form the sweep reaches: up to SAMPLES_PER_FORM a form, each with a
     different modifier set, templates first (their words are the plainest)."""
     words = sweep_words()
-    samples = probe.to_samples(oracle.disassemble(words, arch, cache), parse_failures)
+    samples = probe.to_samples(oracle.disassemble(words, arch, cache), arch, parse_failures)
     by_form: dict[tuple, dict[frozenset, probe.Sample]] = defaultdict(dict)
     for w in words:
         s = samples.get(w)

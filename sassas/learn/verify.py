@@ -9,7 +9,7 @@ from collections import Counter, defaultdict
 from ..errors import SassError
 from ..isa.description import DEFAULT_SYNTAX
 from ..isa.engine import Isa
-from ..isa.forms import CONTROL_MASK, instruction_tokens, instruction_values, written_tokens
+from ..isa.forms import CONTROL_MASK, instruction_tokens, written_tokens
 from ..parse import parse_instruction
 from . import corpus, oracle, probe
 from .probe import modifier_order
@@ -271,7 +271,7 @@ def rank(encodings: list, samples: list, tables: dict) -> None:
         for s in samples_by_key.get(key, []):
             inst = parse_instruction(s.text)
             inst.address, inst.control = s.address, ControlCode.from_word(s.word)
-            toks, vals = instruction_tokens(inst), instruction_values(inst)
+            toks, vals = instruction_tokens(inst), s.values
             first = True
             for e in encs:
                 if isa._try_encode(e, inst, toks, vals, []) == s.word:

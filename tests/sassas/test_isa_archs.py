@@ -37,7 +37,7 @@ def test_corpus_round_trip(arch, report):
     from sassas.learn.verify import check_corpus
     isa = get_isa(arch)
     words = corpus.build(arch)
-    samples = [s for s in probe.to_samples(oracle.disassemble(words, arch, oracle.DisasmCache(arch))).values() if s]
+    samples = [s for s in probe.to_samples(oracle.disassemble(words, arch, oracle.DisasmCache(arch)), arch).values() if s]
     failures = check_corpus(isa, arch, samples)
     by_word = {s.word: s for s in samples}
     bad = [f"{by_word[w].text}: {why}" for w, why in failures.items()]
@@ -139,7 +139,7 @@ def test_shared_description_reproduces_the_arch(arch, report):
                if "_one_" not in name]
     cubin = oracle.compile_ptx(ptx.module(arch, [k for k in kernels if oracle.compile_ptx(k, arch) is not None]), arch)
     words = [w for _name, code in oracle.text_sections(cubin) for w in oracle.words_of(code)]
-    samples = [s for s in probe.to_samples(oracle.disassemble(words, arch)).values() if s]
+    samples = [s for s in probe.to_samples(oracle.disassemble(words, arch), arch).values() if s]
     isa = get_isa(arch)
     bad = {s.text.split()[0]: why for s in samples if (why := check_sample(isa, s))}
     report(f"[{arch}] with {base}'s description: {len(samples) - len(bad)}/{len(samples)} distinct words "
