@@ -27,7 +27,7 @@ from .dialect import apply_dialect
 from .errors import Diagnostics, SassError
 from .isa import get_isa
 from .isa.forms import URZ, uniform_field_zero
-from .kinds import VALUE_PIECES, kind_pieces, piece_slots
+from .kinds import VALUE_PIECES, kind_pieces, uniform_slots
 from .operands import LAUNCH_NAMES, REGISTER_ZERO
 from .regalloc import ThreeSource, allocate
 from .semantics import misaligned_group_message, register_groups
@@ -88,7 +88,7 @@ _NOTHING_TO_CHECK = ((), (), False, False)
 
 def _check_uniform_registers(inst: Instruction, highest: int, arch: str, diags: Diagnostics) -> None:
     """A uniform register past the arch's last (UR63 on sm_90, whose URZ holds that number)."""
-    for i, j in piece_slots(tuple([op.kind for op in inst.operands]), "UR"):
+    for i, j in uniform_slots(inst.shape):
         v = inst.operands[i].values[j]
         if type(v) is int and highest < v < REGISTER_ZERO["UR"]:
             diags.error(SassError(f"register UR{v} out of range on {arch}: its uniform registers are "

@@ -42,3 +42,15 @@ def value_count(kind: str) -> int:
 def piece_slots(kinds: tuple[str, ...], piece: str) -> tuple[tuple[int, int], ...]:
     """(operand index, value index) of every value of `piece` (`UR`) among operands of these kinds."""
     return tuple((i, j) for i, kind in enumerate(kinds) for j, p in enumerate(value_pieces(kind)) if p == piece)
+
+
+# Per interned ast.Shape (hashed by identity): where its uniform registers stand.
+_uniform_slots: dict = {}
+
+
+def uniform_slots(shape) -> tuple[tuple[int, int], ...]:
+    """(operand index, value index) of every uniform register of an instruction of `shape`."""
+    slots = _uniform_slots.get(shape)
+    if slots is None:
+        slots = _uniform_slots[shape] = piece_slots(tuple([kind for kind, _ in shape.operands]), "UR")
+    return slots

@@ -13,7 +13,7 @@ from typing import Optional
 
 from ..ast import ControlCode, Instruction, Operand
 from ..errors import SassError
-from ..kinds import piece_slots, value_pieces
+from ..kinds import uniform_slots, value_pieces
 from .forms import (CONTROL_SHIFT, GUARD_NEGATED, MASK128, URZ, DescriptorLoad, Encoding, Field,
                     field_uniform_register, form_key, form_name, instruction_tokens, instruction_values,
                     numbered_modifiers, sassas_values, split_flag_token, uniform_field_zero, value_meets,
@@ -189,7 +189,7 @@ class Isa:
     def _with_field_uniform_registers(self, inst: Instruction) -> Instruction:
         """`inst` with its uniform registers numbered as this arch's fields hold them (URZ as
         63 on sm_75..sm_90); an error where it names one the arch does not have."""
-        slots = piece_slots(tuple([op.kind for op in inst.operands]), "UR")
+        slots = uniform_slots(inst.shape)
         if not slots:
             return inst
         operands = list(inst.operands)
