@@ -224,7 +224,7 @@ def choose_algo(s: Shape, layout: str = "NCHW", gpu_arch: str = "sm_90", sms: in
             return "f4fused"
         except f4fused.Unsupported:
             pass
-    t = -(-s.H // 4) * -(-s.W // 4) * s.N
+    t = s.TH4 * s.TW4 * s.N
     big = s.H * s.W <= F4_SMALL_PIXELS or t >= F4_MIN_COLUMNS
     return "f4" if s.C >= F4_MIN_CHANNELS and big else "f2"
 

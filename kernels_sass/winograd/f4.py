@@ -60,11 +60,11 @@ class Plan:
 
     @property
     def TH(self) -> int:
-        return -(-self.s.H // 4)
+        return self.s.TH4
 
     @property
     def TW(self) -> int:
-        return -(-self.s.W // 4)
+        return self.s.TW4
 
     @property
     def T(self) -> int:

@@ -201,11 +201,11 @@ class Fused:
 
     @property
     def TH(self) -> int:
-        return -(-self.s.H // 4)
+        return self.s.TH4
 
     @property
     def TW(self) -> int:
-        return -(-self.s.W // 4)
+        return self.s.TW4
 
     @property
     def tiles(self) -> int:

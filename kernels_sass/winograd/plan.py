@@ -25,6 +25,15 @@ class Shape:
     def TW(self) -> int:
         return (self.W + 1) // 2
 
+    # F(4x4,3x3)'s output tiles (4x4 pixels) a column and a row
+    @property
+    def TH4(self) -> int:
+        return -(-self.H // 4)
+
+    @property
+    def TW4(self) -> int:
+        return -(-self.W // 4)
+
     @property
     def NB(self) -> int:
         return -(-self.N // BN)
