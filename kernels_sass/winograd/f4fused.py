@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .cubins import build_text
-from .pieces import f43_at_ops, f43_bt_ops, mad, signed_hex
+from .pieces import address, f43_at_ops, f43_bt_ops, mad, signed_hex
 from .plan import Shape, Unsupported
 from .sched import PRED_LATENCY, Op, Seq, mark_reuse
 from .target import DEFAULT_ARCH, target
@@ -523,16 +523,10 @@ class Generator:
         tmp = r[-1]
         base = self.t.smem_base
         # reads (buffer 1 until the first swap): A at e*U_E + 64 kq, B at V_OFF + e*V_E + 32 tq
-        mad(q, LDA, e, U_E, None, tmp)
-        mad(q, LDA, kq, 64, LDA, tmp)
-        q.op(f"IADD3 R{LDA}, R{LDA}, {base + OTHER:#x}, RZ")
-        mad(q, LDB, e, V_E, None, tmp)
-        mad(q, LDB, tq, 32, LDB, tmp)
-        q.op(f"IADD3 R{LDB}, R{LDB}, {base + OTHER + V_OFF:#x}, RZ")
+        address(q, LDA, ((e, U_E), (kq, 64)), base + OTHER, tmp)
+        address(q, LDB, ((e, V_E), (tq, 32)), base + OTHER + V_OFF, tmp)
         # copies: chunk sub of U rows (e, 0..7) of the block's 32 filters; V stores at (cc, t)
-        mad(q, USTS, e, U_E, None, tmp)
-        mad(q, USTS, sub, 16, USTS, tmp)
-        q.op(f"IADD3 R{USTS}, R{USTS}, {base:#x}, RZ")
+        address(q, USTS, ((e, U_E), (sub, 16)), base, tmp)
         c0 = 41
         if f.parts > 1:                 # part z: channels from z Cp / parts
             q.op(f"S2R R40, SR_CTAID.Z")
@@ -553,16 +547,9 @@ class Generator:
         q.op(f"SHF.R.U32.HI R{e2}, RZ, 0x6, R{tid}")
         q.op(f"IADD3 R{e2}, R{e2}, {BIG:#x}, RZ")
         q.op(f"LOP3.LUT R{kq2}, R{e}, 0x7, RZ, 0xc0, !PT")
-        mad(q, LDA2, e2, U_E, None, tmp)
-        mad(q, LDA2, kq2, 16, LDA2, tmp)
-        q.op(f"IADD3 R{LDA2}, R{LDA2}, {base + OTHER:#x}, RZ")
-        mad(q, LDB2, e2, V_E, None, tmp)
-        mad(q, LDB2, sub, 16, LDB2, tmp)
-        q.op(f"IADD3 R{LDB2}, R{LDB2}, {base + OTHER + V_OFF:#x}, RZ")
-        mad(q, USTS2, e2, U_E, None, tmp)
-        mad(q, USTS2, kq2, ROW, USTS2, tmp)
-        mad(q, USTS2, sub, 16, USTS2, tmp)
-        q.op(f"IADD3 R{USTS2}, R{USTS2}, {base:#x}, RZ")
+        address(q, LDA2, ((e2, U_E), (kq2, 16)), base + OTHER, tmp)
+        address(q, LDB2, ((e2, V_E), (sub, 16)), base + OTHER + V_OFF, tmp)
+        address(q, USTS2, ((e2, U_E), (kq2, ROW), (sub, 16)), base, tmp)
         mad(q, UOFF2, e2, f.Cp, kq2, tmp)
         q.op(f"IADD3 R{UOFF2}, R{UOFF2}, R{c0}, RZ")
         mad(q, UOFF2, UOFF2, f.Kp, None, tmp)
@@ -570,9 +557,7 @@ class Generator:
         mad(q, UOFF2, sub, 4, UOFF2, tmp)
         q.op(f"SHF.L.U32 R{UOFF2}, R{UOFF2}, 0x2, RZ")
         t, n, th, tw = self.tile_of(q, tid, bx, r)
-        mad(q, VSTS, cc, ROW, None, tmp)
-        mad(q, VSTS, t, 4, VSTS, tmp)
-        q.op(f"IADD3 R{VSTS}, R{VSTS}, {base + V_OFF:#x}, RZ")
+        address(q, VSTS, ((cc, ROW), (t, 4)), base + V_OFF, tmp)
         q.op(f"IADD3 R{CH}, R{cc}, R{c0}, RZ")
         # the window at (4 th - 1, 4 tw - 1): its rows and columns inside the image
         h0, w0, cm, lo, hi = r[6:11]

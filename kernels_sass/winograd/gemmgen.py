@@ -57,7 +57,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from .cubins import build_text
-from .pieces import magic, mad
+from .pieces import address, magic, mad
 from .plan import Unsupported
 from .sched import Op, Seq, mark_reuse
 from .target import DEFAULT_ARCH, Target, target
@@ -399,9 +399,7 @@ class Generator:
             crow, chunk = rest[4:6]
             q.op(f"SHF.R.U32.HI R{crow}, RZ, {self.per_row.bit_length() - 1:#x}, R{tid}")
             q.op(f"LOP3.LUT R{chunk}, R{tid}, {self.per_row - 1:#x}, RZ, 0xc0, !PT")
-        mad(q, R_ST, crow, 512, None, R_CNT)
-        mad(q, R_ST, chunk, 16, R_ST, R_CNT)
-        q.op(f"IADD3 R{R_ST}, R{R_ST}, {self.t.smem_base:#x}, RZ")
+        address(q, R_ST, ((crow, 512), (chunk, 16)), self.t.smem_base, R_CNT)
         # this thread's first channel row: e*C + part*(C/parts) + crow, e = z % E, part = z / E
         if g.parts > 1:
             q.op(f"MOV R{t1}, {magic(E):#x}")
@@ -417,10 +415,8 @@ class Generator:
             mad(q, off, block, BM, off, R_CNT)
             mad(q, off, chunk, 4, off, R_CNT)
             q.op(f"SHF.L.U32 R{ptr}, R{off}, 0x2, RZ")
-        mad(q, R_LDA, ty, 16, None, R_CNT)
-        q.op(f"IADD3 R{R_LDA}, R{R_LDA}, {self.t.smem_base:#x}, RZ")
-        mad(q, R_LDB, tx, 16, None, R_CNT)
-        q.op(f"IADD3 R{R_LDB}, R{R_LDB}, {self.t.smem_base + B_OFF:#x}, RZ")
+        address(q, R_LDA, ((ty, 16),), self.t.smem_base, R_CNT)
+        address(q, R_LDB, ((tx, 16),), self.t.smem_base + B_OFF, R_CNT)
         q.op(f"MOV R{R_CNT}, {g.iterations // self.o.unroll - 1:#x}")     # bodies after the first
         q.op("NOP", wait=q.wait_all(), y=True, stall=2)
         out = q.lines()

@@ -146,3 +146,12 @@ def mad(q: Seq, d: int, a: int, m: int, c, tmp: int) -> None:
             q.op(f"IADD3 R{d}, R{tmp}, {cz}, RZ")
     else:
         q.op(f"IMAD R{d}, R{a}, {signed_hex(m) if m < 0 else hex(m)}, {cz}")
+
+
+def address(q: Seq, d: int, terms, base: int, tmp: int) -> None:
+    """R<d> = the sum of R<a> * m over `terms` ((a, m) pairs, each by mad) + base."""
+    (a, m), rest = terms[0], terms[1:]
+    mad(q, d, a, m, None, tmp)
+    for a, m in rest:
+        mad(q, d, a, m, d, tmp)
+    q.op(f"IADD3 R{d}, R{d}, {base:#x}, RZ")

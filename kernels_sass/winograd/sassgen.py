@@ -52,7 +52,7 @@ from .f2_layout import (ACC, ARCH, ASYNC_SB, BUF, ES_U, ES_V, LOAD_GROUPS, MIN_D
                         R_LDSB, R_M, R_MASK, R_STSU, R_STSV, R_UP, R_XP, SLOTS, SLOTS_PER_STEP,
                         SMEM_BYTES, STEPS, THREADS, T_SLOTS, UR_NEXT, UR_STRIDE, UR_TILE, V_OFF, X_SLOTS,
                         dynamic_smem, fit, load_pred, smem_bytes, staging_row, window_bits)
-from .pieces import block_ids, input_transform_ops, magic, mad, output_transform_ops, signed_hex, tile_coordinates
+from .pieces import address, block_ids, input_transform_ops, magic, mad, output_transform_ops, signed_hex, tile_coordinates
 from .plan import BC, BK, Options, Shape, check_shape, split_of, uses_tile_loop
 from .sched import Op, Seq, mark_reuse
 from .target import DEFAULT_ARCH, target
@@ -261,20 +261,16 @@ class Generator:
         q.op(f"IADD3 R{R_UP}, P0, R{R_lo}, R{R_u}, RZ")
         q.op(f"IADD3.X R{R_UP + 1}, R{R_hi}, R{R_u + 1}, RZ, P0, !PT")
         # shared-memory addresses (buffer 0)
-        mad(q, R_LDSA, R_e, ES_U * 4, None, R_tmp)
-        q.op(f"IADD3 R{R_LDSA}, R{R_LDSA}, {self.base:#x}, RZ")
+        address(q, R_LDSA, ((R_e, ES_U * 4),), self.base, R_tmp)
         q.op(f"SHF.L.U32 R{R_t}, R{R_tid}, 0x2, RZ")
         q.op(f"LOP3.LUT R{R_t}, R{R_t}, 0x30, RZ, 0xc0, !PT")               # kg * 16
         q.op(f"IADD3 R{R_LDSA}, R{R_LDSA}, R{R_t}, RZ")
-        mad(q, R_LDSB, R_e, ES_V * 4, None, R_tmp)
-        q.op(f"IADD3 R{R_LDSB}, R{R_LDSB}, {self.base + V_OFF * 4:#x}, RZ")
+        address(q, R_LDSB, ((R_e, ES_V * 4),), self.base + V_OFF * 4, R_tmp)
         q.op(f"SHF.L.U32 R{R_t}, R{R_tid}, 0x4, RZ")
         q.op(f"LOP3.LUT R{R_t}, R{R_t}, 0x30, RZ, 0xc0, !PT")               # tg * 16
         q.op(f"IADD3 R{R_LDSB}, R{R_LDSB}, R{R_t}, RZ")
-        mad(q, R_STSV, R_tid, 0x4, None, R_tmp)
-        q.op(f"IADD3 R{R_STSV}, R{R_STSV}, {self.base + V_OFF * 4:#x}, RZ")
-        mad(q, R_STSU, R_e, ES_U * 4, None, R_tmp)
-        q.op(f"IADD3 R{R_STSU}, R{R_STSU}, {self.base:#x}, RZ")
+        address(q, R_STSV, ((R_tid, 0x4),), self.base + V_OFF * 4, R_tmp)
+        address(q, R_STSU, ((R_e, ES_U * 4),), self.base, R_tmp)
         mad(q, R_STSU, R_c16, 0x10, R_STSU, R_tmp)
         R_lim0 = R_lo       # the first block's channel limit: C - cb - warp
         if split:   # (before the mask takes R_cb's register)
