@@ -305,13 +305,14 @@ TENSOR_STREAM = ((_stream_shape(1024, 8, "tensor"), 1), (_stream_shape(8192, 1, 
                  (_stream_shape(8192, 1, "tensor"), 4))
 TENSOR_LATENCY = tuple(Shape(n, 1, 1, "tensor") for n in (256, 1024, 4096, 16384))
 TENSOR_ISSUE = Shape(1024, 8, 4, "tensor")
-# The streams run 64 times the latency runs' iterations (1.4-3.9 ms a launch with one block
+# The streams run 128 times the latency runs' iterations (2.8-7.8 ms a launch with one block
 # an SM and copies of 2 or 8 KiB): a block's copies wait on L2 with every other SM's, and
-# which SMs get the most changes from launch to launch. A quarter of this length left the
-# one-block-an-SM streams 1-2.5% apart across launches (as the median over SMs), this length
-# 0.2-0.8% (as the mean), but for the SASS stream of 2 KiB copies back to back (1.1-2.3% at
-# any length; 0.2% STREAM_GAP apart).
-STREAM_ITERS_FACTOR = 64
+# which SMs get the most changes from launch to launch. An eighth of this length left the
+# one-block-an-SM streams 1-2.5% apart across launches (as the median over SMs), half of it
+# 0.2-0.8% (as the mean) but the CUDA-C streams of 8 KiB copies (tensor form, or two blocks
+# an SM) up to 1.35-2.1%; the SASS stream of 2 KiB copies back to back 1.1-2.3% at any
+# length (0.2% STREAM_GAP apart).
+STREAM_ITERS_FACTOR = 128
 # MICROBENCH_BULK_GAPS=1: the streams of one and two blocks an SM also with the other gaps of
 # these (SASS only; 0: back to back).
 GAPS_ENV = "MICROBENCH_BULK_GAPS"

@@ -29,11 +29,11 @@ STREAM_KERNEL = "cluster_ld128_stream"
 # Load j of the stream reads [lane's offset + j * 128]: the same banks, and every load its
 # own address (ptxas merges ld.shared::cluster of one address, which is no volatile access).
 STREAM_STEP = 128
-# The streams run 32 times the chase's iterations (about 0.1 s a launch with every SM
+# The streams run 64 times the chase's iterations (about 0.2 s a launch with every SM
 # streaming): which SMs pair up changes between launches and moves the mean over SMs by
-# 0.1-0.3% a launch, and a quarter of this length left the CUDA-C streams of 8 CTAs up to
-# 1.6% apart across launches.
-STREAM_ITERS_FACTOR = 32
+# 0.1-0.3% a launch; an eighth of this length left the CUDA-C streams of 8 CTAs up to 1.6%
+# apart across launches, half of it the SASS stream of clusters of 4 up to 1.3%.
+STREAM_ITERS_FACTOR = 64
 # (cluster size, rank distance of the target): 0 = the CTA's own memory, by the same loads.
 PLACEMENTS = ((2, 0), (2, 1), (4, 1), (4, 2), (8, 1), (8, 4), (8, 7))
 # Clusters streaming alone (grid = one cluster): the neighbour's bandwidth without the rest
@@ -154,10 +154,11 @@ def cluster_chase_impls(arch: str = "sm_90") -> dict[str, Impl]:
 class SmemCluster(Benchmark):
     name = "smem.cluster"
     title = "Distributed shared memory: latency and bandwidth to a cluster neighbour's shared memory"
-    about = ("Latency: one cluster of 2/4/8 CTAs of one warp; every CTA chases (each lane its "
-             "own conflict-free chain) through the shared memory of CTA (rank + d) % size by "
-             "generic loads of cluster addresses; d = 0 is the CTA's own memory by the same "
-             "loads. Cycles per hop of CTA 0's warp. Bandwidth: clusters of 24-warp CTAs, one "
+    about = ("Latency: clusters of 2/4/8 CTAs of one warp on every SM; every CTA chases (each "
+             "lane its own conflict-free chain) through the shared memory of CTA (rank + d) % "
+             "size by generic loads of cluster addresses; d = 0 is the CTA's own memory by the "
+             "same loads. Cycles per hop: the median over the CTAs (over the GPU's placements "
+             "of a cluster). Bandwidth: clusters of 24-warp CTAs, one "
              "a SM, every CTA streaming 128-bit loads (conflict-free) from CTA (rank + d) % size, "
              "on every SM and in one cluster alone; requested B/clk/SM, the mean over SMs "
              "(median, 10th and 90th percentiles beside it).")
@@ -172,7 +173,8 @@ class SmemCluster(Benchmark):
             where = "own" if distance == 0 else f"rank+{distance}"
             out += self.both(
                 f"ld32 cluster {size} {where}", cluster_chase_impls(arch),
-                grid=size, block=32, iters=iters, metrics=[latency_metric(hops)], inp=inp,
+                grid="sms", block=32, iters=iters, metrics=[latency_metric(hops, every_warp=True)],
+                inp=inp,
                 check=check, p0=distance, cluster=size, expect={"LD.E": CHASE_UNROLL},
                 extra={"cluster": size, "distance": distance, "hops": hops})
         stream_iters = iters * STREAM_ITERS_FACTOR

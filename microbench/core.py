@@ -252,9 +252,19 @@ def sm_bandwidth_metrics(bytes_per_thread: Callable[[Records, "Case"], np.ndarra
     return out
 
 
-def latency_metric(hops: int) -> Metric:
-    """Cycles per dependent load: warp 0's span over its `hops` loads."""
-    return Metric("latency", "cycles", lambda rec, case: float(rec.warp_span(0)) / hops,
+def latency_metric(hops: int, every_warp: bool = False) -> Metric:
+    """Cycles per dependent load: warp 0's span over its `hops` loads, or with `every_warp`
+    the median over every warp of the launch (each warp a chase of its own: where the
+    latency depends on which SMs a launch gets, one warp's figure moves with the placement
+    from launch to launch, the median over the GPU's placements does not)."""
+    def one_warp(rec: Records, case: "Case") -> float:
+        return float(rec.warp_span(0)) / hops
+
+    def median_over_warps(rec: Records, case: "Case") -> float:
+        spans = [rec.warp_span(w) for w in range(rec.threads // 32)]
+        return float(np.median(spans)) / hops
+
+    return Metric("latency", "cycles", median_over_warps if every_warp else one_warp,
                   Limit(min=1.0, why="a dependent load takes at least a clock"))
 
 

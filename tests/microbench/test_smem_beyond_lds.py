@@ -196,12 +196,26 @@ def test_case_attributes_are_set_then_reset(monkeypatch):
 def test_cluster_cases_launch_whole_clusters():
     for c in _cases("smem.cluster"):
         assert c.cluster == c.extra["cluster"] and 0 <= c.p0 < c.cluster
-        if c.grid == "sms":         # bandwidth: one 24-warp CTA a SM, whole clusters only
-            assert c.block == SM_BLOCK and c.grid_size(132) == 132 - 132 % c.cluster
+        if c.block == SM_BLOCK and c.grid == "sms":    # bandwidth: one 24-warp CTA a SM
+            assert c.grid_size(132) == 132 - 132 % c.cluster
         elif c.block == SM_BLOCK:   # bandwidth: one cluster alone
             assert c.grid == c.cluster and c.variant.endswith(" alone")
-        else:                       # latency: one cluster of one-warp CTAs
-            assert c.grid == c.cluster and c.block == 32
+        else:                       # latency: clusters of one-warp CTAs on every SM
+            assert c.grid == "sms" and c.block == 32
+            assert c.grid_size(132) == 132 - 132 % c.cluster
+
+
+def test_cluster_latency_is_the_median_over_every_ctas_chase():
+    """Three one-warp CTAs whose chases took 200, 210 and 260 cycles a hop: 210."""
+    from microbench.core import Records
+    c = next(c for c in _cases("smem.cluster") if c.variant == "ld32 cluster 4 rank+2")
+    (metric,) = c.metrics
+    hops = c.extra["hops"]
+    words = np.zeros((3 * 32, 4), np.uint32)
+    words[:, 0] = 1000
+    for warp, per_hop in enumerate((200, 260, 210)):
+        words[32 * warp:32 * warp + 32, 1] = 1000 + per_hop * hops
+    assert metric.compute(Records(words, 32), c) == 210.0
 
 
 def test_cluster_stream_rate_is_the_mean_over_sms_with_percentiles_beside_it():
