@@ -68,8 +68,8 @@ def m_skew(k: int) -> int:
     return 4 * (k // 16 % 2) + k // 4 % 4
 PAD_ROWS = BC              # rows of U past 36 x Cp that the last iteration's prefetch reads
 COPY_LO, COPY_HI = 0x800, 0x7ff   # an LDGSTS's 12-bit signed global offset: -0x800..0x7ff
-COPY_GAP = 8               # the loop's FFMA slots from an LDGSTS to the next and to its LDGDEPBAR (4,
-                           # as ptxas and gemmgen: 1-3% slower, NOTES.md section 16)
+COPY_GAP = 12              # the loop's FFMA slots from an LDGSTS to the next and to its LDGDEPBAR (4,
+                           # as ptxas and gemmgen: 3-5% slower, 8: 1-2%; NOTES.md section 16)
 PROLOGUE_COPY_GAP = 4      # cycles between the prologue's copies (as ptxas)
 DEPBAR_LEAD = 8            # cycles from the DEPBAR to the BAR
 ASYNC_SB = 3               # the copy groups' scoreboard (not in the Seq pools)

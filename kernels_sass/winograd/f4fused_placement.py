@@ -21,8 +21,8 @@ from .workloads import log
 VARIANTS = {
     "default": {},
     "transform_from_6": {"TRANSFORM_FROM": 6},
-    "copy_gap_4": {"COPY_GAP": 4},
-    "copy_gap_12": {"COPY_GAP": 12},
+    "copy_gap_8": {"COPY_GAP": 8},
+    "copy_gap_16": {"COPY_GAP": 16},
     "window_rows_48": {"WINDOW_ROW_GAP": 48},
     "scalar_loads_stores": {"WIDE_LOADS": False},
 }
