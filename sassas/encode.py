@@ -10,7 +10,8 @@ from .ast import Instruction, Kernel
 from .errors import SassError, SassErrors
 from .isa.forms import CONTROL_SHIFT
 from .kinds import value_pieces
-from .semantics import SemanticsError, highest_register
+from .operands import REGISTER_ZERO
+from .semantics import SemanticsError, highest_register, register_top_function
 from .validity import control_problems, may_break_rules, may_refuse_zero_register, zero_register_problems
 from .workers import map_ranges, ranges
 
@@ -111,19 +112,31 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
     errors: list[SassError] = []
     warnings: dict[str, list] = {}
     counts: dict[str, int] = {}          # message -> instructions it was found in
-    # What the validity rules find depends on the instruction's shape and control code only:
-    # found once for each pair (a file repeats a few pairs thousands of times).
-    problems_of: dict = {}
-    # Whether the validity rules may find anything (may_break_rules, may_refuse_zero_register),
-    # by control code and opcode.
-    may_of: dict = {}
     relocations = []
     arch_name = arch.name
     encode = isa.encode
+    top = -1
+    rz = REGISTER_ZERO["R"]
+    looked_at = []          # instructions whose highest R register _highest_register finds
+    # What is found per instruction shape, once a shape (a file repeats a few shapes thousands
+    # of times): its compiled encoder (Isa.shape_encoder), the function of its highest R
+    # register (semantics.register_top_function), and by control code (word >> 105) what the
+    # validity rules find: (control_problems, or () where may_break_rules says they find
+    # nothing; whether the zero-register rules may refuse it).
+    of_shape: dict = {}
     for index in range(start, stop):
         inst = instructions[index]
-        if inst.raw is not None and inst.raw[0] == ALL_BITS:
+        shape = inst.shape
+        known = of_shape.get(shape)
+        if known is None:
+            known = of_shape[shape] = (isa.shape_encoder(inst), _top_function(inst) if find_top else None, {})
+        fast, top_of, by_control = known
+        word = fast(inst) if fast is not None else None
+        if word is not None:
+            pass
+        elif inst.raw is not None and inst.raw[0] == ALL_BITS:
             word = inst.raw[1] & ALL_BITS      # every bit given: the text is only a placeholder
+            by_control = None
         else:
             try:
                 word = encode(inst)
@@ -133,35 +146,57 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
             if inst.raw is not None:
                 mask, value = inst.raw
                 word = (word & ~mask) | (value & mask)
+        if by_control is not None:
             if inst.relocation is not None:
                 try:
                     relocations.append(_relocation(inst, isa, arch))
                 except SassError as e:
                     errors.append(e.with_loc(inst.loc))
             c = word >> CONTROL_SHIFT
-            may = may_of.get((c, inst.opcode))
-            if may is None:
-                may = may_of[c, inst.opcode] = (may_break_rules(c, inst.opcode, arch_name),
-                                                  may_refuse_zero_register(inst.opcode, arch_name))
-            if may[0]:
-                key = (inst.shape, c)
-                problems = problems_of.get(key)
-                if problems is None:
-                    problems = problems_of[key] = control_problems(inst, c, arch_name)
-                for order, (severity, message) in enumerate(problems):
-                    if severity == "error":
-                        errors.append(SassError(f"{inst.mnemonic}: {message}", inst.loc))
-                        continue
-                    n = counts.get(message, 0)
-                    counts[message] = n + 1
-                    if n < WARNINGS_PER_MESSAGE:
-                        warnings.setdefault(message, []).append((index, order, f"{inst.mnemonic}: {message}"))
-            if may[1]:
+            checks = by_control.get(c)
+            if checks is None:
+                checks = by_control[c] = (control_problems(inst, c, arch_name)
+                                          if may_break_rules(c, inst.opcode, arch_name) else (),
+                                          may_refuse_zero_register(inst.opcode, arch_name))
+            problems, zero = checks
+            for order, (severity, message) in enumerate(problems):
+                if severity == "error":
+                    errors.append(SassError(f"{inst.mnemonic}: {message}", inst.loc))
+                    continue
+                n = counts.get(message, 0)
+                counts[message] = n + 1
+                if n < WARNINGS_PER_MESSAGE:
+                    warnings.setdefault(message, []).append((index, order, f"{inst.mnemonic}: {message}"))
+            if zero:
                 errors.extend(SassError(f"{inst.mnemonic}: {message}", inst.loc)
                               for message in zero_register_problems(inst, arch_name))
         words += word.to_bytes(16, "little")
-    top = _highest_register(instructions, start, stop) if find_top and not errors else -1
-    return _EncodedRange(bytes(words), None if errors and in_worker else errors, warnings, counts, relocations, top)
+        if find_top:
+            highest = rz
+            if top_of is not None:
+                try:
+                    highest = top_of(inst.operands)
+                except TypeError:       # a value that is not a number
+                    pass
+            if highest < rz:
+                if highest > top:
+                    top = highest
+            else:
+                looked_at.append(index)
+    if find_top and not errors:
+        for index in looked_at:
+            top = max(top, _highest_register(instructions, index, index + 1))
+    return _EncodedRange(bytes(words), None if errors and in_worker else errors, warnings, counts, relocations,
+                         top if find_top and not errors else -1)
+
+
+def _top_function(inst: Instruction):
+    """semantics.register_top_function, None where it raises (_highest_register looks at each
+    such instruction, as at one whose numbers the function cannot take)."""
+    try:
+        return register_top_function(inst)
+    except Exception:
+        return None
 
 
 def encode_kernel(kernel: Kernel, arch: Arch, isa, threads: int = 1) -> EncodedKernel:

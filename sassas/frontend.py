@@ -22,8 +22,8 @@ from operator import attrgetter
 from typing import Optional
 
 from .arch import CONSTANT_SLOTS, constant_slot, get_arch
-from .ast import NO_BARRIER, Declarations, Instruction, Kernel, Label, Operand, Program, Shape, SymbolRef
-from .dialect import apply_dialect
+from .ast import DEFAULT_LATENCY, NO_BARRIER, Declarations, Instruction, Kernel, Label, Operand, Program, Shape, SymbolRef
+from .dialect import apply_dialect, leaves_shape
 from .errors import Diagnostics, SassError
 from .isa import get_isa
 from .isa.forms import URZ, uniform_field_zero
@@ -86,9 +86,10 @@ _checks: dict[Shape, tuple[tuple, tuple[int, ...], bool, bool]] = {}
 _NOTHING_TO_CHECK = ((), (), False, False)
 
 
-def _check_uniform_registers(inst: Instruction, highest: int, arch: str, diags: Diagnostics) -> None:
-    """A uniform register past the arch's last (UR63 on sm_90, whose URZ holds that number)."""
-    for i, j in uniform_slots(inst.shape):
+def _check_uniform_registers(inst: Instruction, slots: tuple, highest: int, arch: str, diags: Diagnostics) -> None:
+    """A uniform register past the arch's last (UR63 on sm_90, whose URZ holds that number);
+    `slots`: where the instruction's uniform registers stand (kinds.uniform_slots)."""
+    for i, j in slots:
         v = inst.operands[i].values[j]
         if type(v) is int and highest < v < REGISTER_ZERO["UR"]:
             diags.error(SassError(f"register UR{v} out of range on {arch}: its uniform registers are "
@@ -175,6 +176,9 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
     # has a symbol).
     bound_shapes: dict[tuple, Shape] = {}
     shape_parts: dict[tuple, int] = {}
+    # What the dialect and the checks need of a shape that the dialect leaves as it is (most):
+    # (its checks, its uniform registers' slots where the arch has fewer than sassas names).
+    plain: dict[Shape, tuple] = {}
     for inst in instructions:
         shape = inst.shape
         if shape.symbolic:
@@ -205,24 +209,31 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
             else:
                 inst.assign_operands(operands, known_shape)
                 shape = known_shape
-        if arch is not None:
-            # (after binding: the table knows spellings by their operands' kinds)
-            try:
-                warning = apply_dialect(inst, arch, dialect, dialect_forced)
-            except SassError as e:
-                diags.error(e)
-                continue
-            if warning is not None and warning not in said:
-                said.add(warning)
-                diags.warn(warning, inst.loc)
-            shape = inst.shape
-        checks = checks_of.get(shape)
-        if checks is None:
-            checks = _shape_checks(inst)
+        plain_checks = plain.get(shape)
+        if plain_checks is not None and (inst.control is None or inst.control.stall != DEFAULT_LATENCY):
+            checks, slots = plain_checks
+        else:
+            if arch is not None:
+                # (after binding: the table knows spellings by their operands' kinds)
+                try:
+                    warning = apply_dialect(inst, arch, dialect, dialect_forced)
+                except SassError as e:
+                    diags.error(e)
+                    continue
+                if warning is not None and warning not in said:
+                    said.add(warning)
+                    diags.warn(warning, inst.loc)
+                shape = inst.shape
+            checks = checks_of.get(shape)
+            if checks is None:
+                checks = _shape_checks(inst)
+            slots = uniform_slots(shape) if highest_uniform is not None else ()
+            if arch is None or leaves_shape(arch, shape):
+                plain[shape] = (checks, slots)
         if checks is not _NOTHING_TO_CHECK:
             _check(inst, checks, diags)
-        if highest_uniform is not None:
-            _check_uniform_registers(inst, highest_uniform, arch, diags)
+        if slots:
+            _check_uniform_registers(inst, slots, highest_uniform, arch, diags)
 
     if not instructions:
         diags.error(SassError(f"kernel '{kernel.name}' has no instructions", kernel.loc))

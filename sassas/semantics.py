@@ -508,13 +508,9 @@ _PROBE_STRIDE = 16
 def highest_register(inst: Instruction) -> int:
     """The highest R register number `inst` reads or writes as effects() counts them (each
     operand with its width), -1 for none."""
-    shape = inst.shape
-    known = _r_slots.get(shape)
+    known = _register_slots_of_shape(inst)
     if known is None:
-        slots = _r_register_slots(inst)
-        if slots is None:
-            return max([-1] + [n for file, n in effects(inst).reads + effects(inst).writes if file == "R"])
-        known = _r_slots[shape] = (slots, _top_function(slots))
+        return max([-1] + [n for file, n in effects(inst).reads + effects(inst).writes if file == "R"])
     slots, top_of = known
     operands = inst.operands
     rz = ZERO_REGISTER["R"]
@@ -536,7 +532,28 @@ def highest_register(inst: Instruction) -> int:
     return top
 
 
-_r_slots: dict[Shape, tuple] = {}
+_r_slots: dict[Shape, Optional[tuple]] = {}
+
+
+def _register_slots_of_shape(inst: Instruction) -> Optional[tuple]:
+    """(the R register slots of the instruction's shape, their _top_function), or None where
+    the probe cannot find them (effects() must look at the instruction itself)."""
+    shape = inst.shape
+    known = _r_slots.get(shape, False)
+    if known is False:
+        slots = _r_register_slots(inst)
+        known = _r_slots[shape] = None if slots is None else (slots, _top_function(slots))
+    return known
+
+
+def register_top_function(inst: Instruction):
+    """For the instruction's shape: top(operands) -> the highest of number + width - 1 over its
+    R registers (-1 for none); highest_register gives the same where it is below RZ and raises
+    no TypeError (every number an int, none RZ or reaching it). None where highest_register
+    must look at each instruction. Raises what highest_register raises for an opcode the table
+    does not know."""
+    known = _register_slots_of_shape(inst)
+    return None if known is None else known[1]
 
 
 def _top_function(slots: tuple[tuple[int, int, int], ...]):

@@ -157,14 +157,7 @@ class Isa:
         # fields are plain (_compiled_encoder): most instructions take that encoding.
         if self.uniform_zero != URZ:
             inst = self._with_field_uniform_registers(inst)
-        shape = inst.shape
-        known = self._shape_cache.get(shape)
-        if known is None:
-            encs, tokens = self._encodings_for(inst)
-            words = [self._shape_word(e, inst, tokens) for e in encs]
-            fast = _compiled_encoder(encs[0], words[0], inst) if words[0] is not None else None
-            known = self._shape_cache[shape] = (encs, tokens, words, fast)
-        encs, tokens, shape_words, fast = known
+        encs, tokens, shape_words, fast = self._shape_entry(inst)
         if fast is not None:
             word = fast(inst)
             if word is not None:
@@ -185,6 +178,31 @@ class Isa:
         if any("modifier" in e or "needs" in e for e in errors):
             message += self._nearest_spellings(inst, encs)
         raise SassError(message, inst.loc)
+
+    def _shape_entry(self, inst: Instruction) -> tuple:
+        """(encodings to try, tokens, each encoding's shape word or None, the compiled encoder
+        or None) of the instruction's shape, found once a shape."""
+        shape = inst.shape
+        known = self._shape_cache.get(shape)
+        if known is None:
+            encs, tokens = self._encodings_for(inst)
+            words = [self._shape_word(e, inst, tokens) for e in encs]
+            fast = _compiled_encoder(encs[0], words[0], inst) if words[0] is not None else None
+            known = self._shape_cache[shape] = (encs, tokens, words, fast)
+        return known
+
+    def shape_encoder(self, inst: Instruction):
+        """The compiled encoder of the instruction's shape where it takes every instruction of
+        that shape as it stands (no uniform register to number as this arch's fields do):
+        fast(inst) is encode(inst), or None where encode must look; None where the shape has
+        none (or no encoding: encode raises its error). For an encoder that asks it once a
+        shape and calls it on each instruction."""
+        if self.uniform_zero != URZ and uniform_slots(inst.shape):
+            return None
+        try:
+            return self._shape_entry(inst)[3]
+        except SassError:
+            return None
 
     def _with_field_uniform_registers(self, inst: Instruction) -> Instruction:
         """`inst` with its uniform registers numbered as this arch's fields hold them (URZ as
