@@ -48,10 +48,59 @@ MAX_REGISTER_NUMBER = 254
 MAX_GENERATION_DEPTH = 16
 
 
+class LineSources:
+    """The (file, line) each output line stands on, as a read-only sequence; kept as runs of
+    consecutive lines of one file (most of a file is kept as written: one run, not a pair an
+    output line)."""
+    __slots__ = ("_starts", "_runs", "_length")
+
+    def __init__(self):
+        self._starts: list[int] = []                # the output index each run starts at
+        self._runs: list[tuple[str, int]] = []      # its file and first line number
+        self._length = 0
+
+    def append(self, source: tuple[str, int]) -> None:
+        self.extend(source[0], (source[1],))
+
+    def extend(self, file: str, numbers: Sequence[int]) -> None:
+        """Lines of `file` numbered `numbers`, after those already here."""
+        if isinstance(numbers, range) and numbers.step == 1:
+            if numbers:
+                self._run(file, numbers.start, len(numbers))
+            return
+        for number in numbers:
+            self._run(file, number, 1)
+
+    def _run(self, file: str, first: int, count: int) -> None:
+        if self._runs:
+            last_file, last_first = self._runs[-1]
+            if last_file == file and last_first + self._length - self._starts[-1] == first:
+                self._length += count          # (continues the last run)
+                return
+        self._starts.append(self._length)
+        self._runs.append((file, first))
+        self._length += count
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: int) -> tuple[str, int]:
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError("line index out of range")
+        k = bisect.bisect_right(self._starts, index) - 1
+        file, first = self._runs[k]
+        return file, first + index - self._starts[k]
+
+    def __iter__(self):
+        return (self[i] for i in range(self._length))
+
+
 @dataclass
 class Preprocessed:
     text: str
-    sources: list[tuple[str, int]] = field(default_factory=list)   # per output line
+    sources: LineSources = field(default_factory=LineSources)   # per output line
     origins: list[Optional[Loc]] = field(default_factory=list)
     listing: bool = False          # an nvdisasm / cuobjdump listing, taken as it stands
 
@@ -98,7 +147,7 @@ def _emit_as_written(ctx: _Context, lines: list[str], numbers: Sequence[int], fi
                      origin: Optional[Loc]):
     """_emit for each of `lines` (numbered `numbers`), kept as written (in C loops: most lines)."""
     ctx.lines.extend(lines)
-    ctx.out.sources.extend(zip(repeat(file), numbers))
+    ctx.out.sources.extend(file, numbers)
     ctx.out.origins.extend(repeat(origin, len(lines)))
 
 
