@@ -92,22 +92,29 @@ MIN_INSTRUCTIONS_A_WORKER = 10_000
 
 
 @dataclass
-class _EncodedRange:
+class EncodedRange:
     """What one range of a kernel's instructions encodes to."""
     code: bytes
     # The errors, in order; None from a worker process where there were some (they are found
     # again in the asking one, whose instructions' locations they name).
     errors: Optional[list]
     # Warnings, per message (without the mnemonic): its first WARNINGS_PER_MESSAGE as
-    # (instruction index, order in the instruction, text), and how many instructions gave it.
+    # (instruction index in the kernel, order in the instruction, text, Loc), and how many
+    # instructions gave it.
     warnings: dict
     counts: dict
     relocations: list
     top: int                    # the highest R register (_highest_register)
 
 
+def encode_range(instructions: list[Instruction], arch: Arch, isa, find_top: bool, first_index: int) -> EncodedRange:
+    """The instructions of a part of a kernel's body (sassas.ranges), the first of them the
+    kernel's instruction `first_index`, encoded: join_ranges makes the kernel of such parts."""
+    return _encode_range(instructions, 0, len(instructions), arch, isa, find_top, index_base=first_index)
+
+
 def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: Arch, isa,
-                  find_top: bool, in_worker: bool = False) -> _EncodedRange:
+                  find_top: bool, in_worker: bool = False, index_base: int = 0) -> EncodedRange:
     words = bytearray()
     errors: list[SassError] = []
     warnings: dict[str, list] = {}
@@ -166,7 +173,8 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
                 n = counts.get(message, 0)
                 counts[message] = n + 1
                 if n < WARNINGS_PER_MESSAGE:
-                    warnings.setdefault(message, []).append((index, order, f"{inst.mnemonic}: {message}"))
+                    warnings.setdefault(message, []).append((index_base + index, order, f"{inst.mnemonic}: {message}",
+                                                             inst.loc))
             if zero:
                 errors.extend(SassError(f"{inst.mnemonic}: {message}", inst.loc)
                               for message in zero_register_problems(inst, arch_name))
@@ -186,7 +194,7 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
     if find_top and not errors:
         for index in looked_at:
             top = max(top, _highest_register(instructions, index, index + 1))
-    return _EncodedRange(bytes(words), None if errors and in_worker else errors, warnings, counts, relocations,
+    return EncodedRange(bytes(words), None if errors and in_worker else errors, warnings, counts, relocations,
                          top if find_top and not errors else -1)
 
 
@@ -216,6 +224,12 @@ def encode_kernel(kernel: Kernel, arch: Arch, isa, threads: int = 1) -> EncodedK
     for k, ((start, stop), part) in enumerate(zip(ranges(n, workers), parts)):
         if part.errors is None:
             parts[k] = _encode_range(instructions, start, stop, arch, isa, count)
+    return join_ranges(kernel, parts, *exit_offsets_and_barriers(instructions))
+
+
+def join_ranges(kernel: Kernel, parts: list[EncodedRange], exit_offsets: list[int], barriers: int) -> EncodedKernel:
+    """The kernel whose consecutive ranges of instructions encoded to `parts` (in order), with
+    the addresses of its EXITs and its barrier count; raises the parts' errors."""
     errors = [e for part in parts for e in part.errors]
     if errors:
         raise errors[0] if len(errors) == 1 else SassErrors(errors)
@@ -228,17 +242,22 @@ def encode_kernel(kernel: Kernel, arch: Arch, isa, threads: int = 1) -> EncodedK
             before = warned.get(message, 0)
             kept.extend(part.warnings[message][:max(0, WARNINGS_PER_MESSAGE - before)])
             warned[message] = before + n_part
-    warnings = [(text, instructions[index].loc) for index, _order, text in sorted(kept)]
+    warnings = [(text, loc) for _index, _order, text, loc in sorted(kept, key=lambda w: w[:3])]
     for message, count_of in warned.items():
         if count_of > WARNINGS_PER_MESSAGE:
             warnings.append((f"{count_of - WARNINGS_PER_MESSAGE} more instructions of kernel '{kernel.name}' with: "
                              f"{message}", None))
+    count = kernel.registers is None
     return EncodedKernel(
         kernel=kernel, code=b"".join(part.code for part in parts),
         registers=kernel.registers if not count else _register_count(max(part.top for part in parts)),
-        exit_offsets=[i.address for i in instructions if i.opcode in EXIT_OPCODES],
-        barriers=_barrier_count(instructions), relocations=[r for part in parts for r in part.relocations],
+        exit_offsets=exit_offsets, barriers=barriers, relocations=[r for part in parts for r in part.relocations],
         warnings=warnings)
+
+
+def exit_offsets_and_barriers(instructions: list[Instruction]) -> tuple[list[int], int]:
+    """What join_ranges takes of a kernel's instructions besides their encodings."""
+    return [i.address for i in instructions if i.opcode in EXIT_OPCODES], _barrier_count(instructions)
 
 
 # Where the driver writes `32@lo(x)` / `32@hi(x)`: the 32-bit immediate at bits 32..63.

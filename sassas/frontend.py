@@ -140,13 +140,16 @@ def finish_program(program: Program, diags: Diagnostics, auto_reuse: bool = Fals
 
 
 def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, arch: Optional[str] = None,
-                  dialect: str = "nvdisasm", dialect_forced: bool = False) -> None:
+                  dialect: str = "nvdisasm", dialect_forced: bool = False, *,
+                  labels_elsewhere: frozenset = frozenset(), whole: bool = True) -> None:
     """Bind the names the kernel declared (Kernel.declarations), check, and (optionally) set
     reuse flags, in place. `arch`: whose names of operands (HGMMA's `gsb0`) stand as they are,
     and whose TuringAs spellings are rewritten to what they stand for in `dialect`
-    (:mod:`sassas.dialect`)."""
+    (:mod:`sassas.dialect`). For a part of a kernel's body (sassas.ranges): `labels_elsewhere`,
+    the labels of the rest, and `whole` False leaves the checks of the whole body to
+    check_kernel_end."""
     decls = kernel.declarations
-    labels = {item.name for item in kernel.body if isinstance(item, Label)}
+    labels = {item.name for item in kernel.body if isinstance(item, Label)} | labels_elsewhere
     params = {p.name for p in kernel.params}
     for name in sorted(set(decls.locs) & (labels | params)):
         what = "a label" if name in labels else "a parameter"
@@ -235,12 +238,23 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
         if slots:
             _check_uniform_registers(inst, slots, highest_uniform, arch, diags)
 
-    if not instructions:
-        diags.error(SassError(f"kernel '{kernel.name}' has no instructions", kernel.loc))
-    elif kernel.entry and EXIT_OPCODES.isdisjoint(map(attrgetter("opcode"), instructions)):
-        diags.warn(f"kernel '{kernel.name}' has no EXIT: its threads run past the end of the code", kernel.loc)
+    if whole:
+        check_kernel_end(kernel, len(instructions), has_exit(instructions), diags)
     if auto_reuse:
         set_reuse_flags(kernel)
+
+
+def has_exit(instructions: list[Instruction]) -> bool:
+    return not EXIT_OPCODES.isdisjoint(map(attrgetter("opcode"), instructions))
+
+
+def check_kernel_end(kernel: Kernel, count: int, exits: bool, diags: Diagnostics) -> None:
+    """The checks of a kernel's whole body (finish_kernel): it has `count` instructions, and
+    an EXIT among them where `exits`."""
+    if not count:
+        diags.error(SassError(f"kernel '{kernel.name}' has no instructions", kernel.loc))
+    elif kernel.entry and not exits:
+        diags.warn(f"kernel '{kernel.name}' has no EXIT: its threads run past the end of the code", kernel.loc)
 
 
 def _allocate(kernel: Kernel, decls: Declarations, fixed: dict, diags: Diagnostics) -> dict:

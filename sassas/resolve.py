@@ -58,10 +58,14 @@ def assign_addresses(kernel: Kernel) -> dict[str, int]:
     return labels
 
 
-def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Operand]] = None) -> None:
-    """Resolve every symbolic operand of the kernel in place."""
+def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Operand]] = None,
+                   labels: Optional[dict[str, int]] = None) -> None:
+    """Resolve every symbolic operand of the kernel in place. `labels`: for a part of a
+    kernel's body (sassas.ranges) whose instructions have their addresses, every label's
+    address (assign_addresses otherwise numbers the body)."""
     layout_params(kernel, arch)
-    labels = assign_addresses(kernel)
+    if labels is None:
+        labels = assign_addresses(kernel)
     params = {p.name: p for p in kernel.params}
     registers = registers or {}
     # An operand resolves to the same operand wherever it stands (`n[0]`, a label): once.
