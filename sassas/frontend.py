@@ -121,14 +121,16 @@ def _value_piece(kind: str, value_index: int) -> Optional[str]:
 # ---- the pass ---------------------------------------------------------------------------
 
 def finish_program(program: Program, diags: Diagnostics, auto_reuse: bool = False, dialect: str = "nvdisasm",
-                   dialect_forced: bool = False) -> None:
+                   dialect_forced: bool = False, *, labels_elsewhere: frozenset = frozenset(),
+                   whole: bool = True) -> None:
     """The front end over every kernel of a parsed program (finish_kernel, for the program's
-    arch), and the limits of the arch on what a kernel declares; every error goes to `diags`."""
+    arch, with `labels_elsewhere` and `whole`), and the limits of the arch on what a kernel
+    declares; every error goes to `diags`."""
     target = get_arch(program.arch)
     for kernel in program.kernels:
         try:
             finish_kernel(kernel, diags, auto_reuse=auto_reuse, arch=program.arch, dialect=dialect,
-                          dialect_forced=dialect_forced)
+                          dialect_forced=dialect_forced, labels_elsewhere=labels_elsewhere, whole=whole)
         except SassError as e:
             diags.error(e)
         if kernel.shared_bytes > target.max_shared_per_block:

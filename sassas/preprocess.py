@@ -103,6 +103,7 @@ class Preprocessed:
     sources: LineSources = field(default_factory=LineSources)   # per output line
     origins: list[Optional[Loc]] = field(default_factory=list)
     listing: bool = False          # an nvdisasm / cuobjdump listing, taken as it stands
+    lines: Optional[list[str]] = None   # text.split("\n"), where it was at hand
 
 
 @dataclass
@@ -134,6 +135,8 @@ def preprocess(text: str, filename: str = "<input>", include_dirs: tuple[str, ..
     if ctx.errors:
         raise ctx.errors[0] if len(ctx.errors) == 1 else SassErrors(ctx.errors)
     ctx.out.text = "\n".join(ctx.lines)
+    if ctx.out.text.count("\n") == len(ctx.lines) - 1:      # (else a generated line holds several)
+        ctx.out.lines = ctx.lines
     return ctx.out
 
 
@@ -151,14 +154,37 @@ def _emit_as_written(ctx: _Context, lines: list[str], numbers: Sequence[int], fi
     ctx.out.origins.extend(repeat(origin, len(lines)))
 
 
+_SPECIAL = re.compile(r"[<{}]|include")
+
+
+def _special_lines(lines: list[str]) -> list[int]:
+    """The indices of the lines that hold `<`, `{`, `}` or `include`: found in the lines
+    joined (one regex search a line that has one, not four searches a line)."""
+    text = "\n".join(lines)
+    if text.count("\n") != len(lines) - 1 and lines:      # (a <code> block's line of several)
+        return [i for i, line in enumerate(lines) if _SPECIAL.search(line)]
+    search = _SPECIAL.search
+    out = []
+    line, pos = 0, 0            # the index of the line that starts at pos
+    while True:
+        m = search(text, pos)
+        if m is None:
+            return out
+        line += text.count("\n", pos, m.start())
+        out.append(line)
+        pos = text.find("\n", m.start()) + 1
+        if not pos:
+            return out
+        line += 1
+
+
 def _expand(ctx: _Context, lines: list[str], numbers: Sequence[int], filename: str, namespace: dict,
             origin: Optional[Loc], depth: int):
     """Expand the lines of one file (or of one <code> block's output), lines[i] numbered
     numbers[i], into ctx."""
     # The indices of the lines that may hold a block, an include or {expr} (each needs one of
     # these), then len(lines); the lines between, most lines, are kept as written, a run at a time.
-    special = [i for i, line in enumerate(lines)
-               if "<" in line or "include" in line or "{" in line or "}" in line] + [len(lines)]
+    special = _special_lines(lines) + [len(lines)]
     i = 0
     while i < len(lines):
         plain_end = special[bisect.bisect_left(special, i)]
