@@ -273,7 +273,8 @@ def _first_range(lines: Lines, cuts: list[int], children: list[_Child], setting:
             labels[name] = INSTRUCTION_BYTES * (first_index + index)
         first_index += count
     total = first_index
-    directives = [item for item in items[:last_directive + 1] if item.__class__ is tuple]
+    # (what the kernel declares; a `.raw` belongs to an instruction of this range)
+    directives = [item for item in items[:last_directive + 1] if item.__class__ is tuple and item[0] != "raw"]
     for child, first in zip(children, firsts):
         child.send((directives, labels, first))
     elsewhere = frozenset(labels).difference(own_labels)
