@@ -10,7 +10,6 @@ from .ast import Instruction, Kernel
 from .errors import SassError, SassErrors
 from .isa.forms import CONTROL_SHIFT
 from .kinds import value_pieces
-from .operands import REGISTER_ZERO
 from .semantics import SemanticsError, highest_register, register_top_function
 from .validity import control_problems, may_break_rules, may_refuse_zero_register, zero_register_problems
 from .workers import map_ranges, ranges
@@ -123,7 +122,6 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
     arch_name = arch.name
     encode = isa.encode
     top = -1
-    rz = REGISTER_ZERO["R"]
     looked_at = []          # instructions whose highest R register _highest_register finds
     # What is found per instruction shape, once a shape (a file repeats a few shapes thousands
     # of times): its compiled encoder (Isa.shape_encoder), the function of its highest R
@@ -180,13 +178,8 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
                               for message in zero_register_problems(inst, arch_name))
         words += word.to_bytes(16, "little")
         if find_top:
-            highest = rz
             if top_of is not None:
-                try:
-                    highest = top_of(inst.operands)
-                except TypeError:       # a value that is not a number
-                    pass
-            if highest < rz:
+                highest = top_of(inst.operands)
                 if highest > top:
                     top = highest
             else:

@@ -511,25 +511,7 @@ def highest_register(inst: Instruction) -> int:
     known = _register_slots_of_shape(inst)
     if known is None:
         return max([-1] + [n for file, n in effects(inst).reads + effects(inst).writes if file == "R"])
-    slots, top_of = known
-    operands = inst.operands
-    rz = ZERO_REGISTER["R"]
-    try:
-        top = top_of(operands)
-        if top < rz:        # no RZ among the numbers and none reaching it: what the loop finds
-            return top
-    except TypeError:       # a value that is not a number
-        pass
-    top = -1
-    for operand_index, value_index, width in slots:
-        number = operands[operand_index].values[value_index]
-        if type(number) is int and number != rz:
-            last = number + width - 1
-            if last == rz:
-                last -= 1          # a span never includes RZ
-            if last > top:
-                top = last
-    return top
+    return known[1](inst.operands)
 
 
 _r_slots: dict[Shape, Optional[tuple]] = {}
@@ -547,22 +529,29 @@ def _register_slots_of_shape(inst: Instruction) -> Optional[tuple]:
 
 
 def register_top_function(inst: Instruction):
-    """For the instruction's shape: top(operands) -> the highest of number + width - 1 over its
-    R registers (-1 for none); highest_register gives the same where it is below RZ and raises
-    no TypeError (every number an int, none RZ or reaching it). None where highest_register
-    must look at each instruction. Raises what highest_register raises for an opcode the table
-    does not know."""
+    """For the instruction's shape: top(operands) -> highest_register of an instruction of that
+    shape with these operands. None where highest_register must look at each instruction.
+    Raises what highest_register raises for an opcode the table does not know."""
     known = _register_slots_of_shape(inst)
     return None if known is None else known[1]
 
 
 def _top_function(slots: tuple[tuple[int, int, int], ...]):
-    """operands -> the highest of number + width - 1 over the slots, by one max() over fixed
-    indices (the loop of highest_register took about twice as long on the register count of
-    every instruction of a kernel), -1 for no slot."""
-    terms = [f"ops[{o}].values[{v}]" + (f" + {w - 1}" if w > 1 else "") for o, v, w in slots]
-    body = "-1" if not terms else terms[0] if len(terms) == 1 else f"max({', '.join(terms)})"
-    return eval(f"lambda ops: {body}")
+    """operands -> the highest R register the slots (operand index, value index, width) hold:
+    number + width - 1 over the numbers (not names), RZ and a span's end at RZ left out (a
+    span never includes RZ), -1 for none; written out for the slots (a loop over them took
+    about twice as long on every instruction of a kernel)."""
+    rz = ZERO_REGISTER["R"]
+    body = ["def top(ops):", "    t = -1"]
+    for o, v, w in slots:
+        body += [f"    n = ops[{o}].values[{v}]", f"    if type(n) is int and n != {rz}:"]
+        if w > 1:
+            body += [f"        n += {w - 1}", f"        if n == {rz}: n -= 1"]
+        body += ["        if n > t: t = n"]
+    body.append("    return t")
+    scope: dict = {}
+    exec("\n".join(body), scope)
+    return scope["top"]
 
 
 def _r_register_slots(inst: Instruction) -> Optional[tuple[tuple[int, int, int], ...]]:

@@ -192,17 +192,30 @@ class Isa:
         return known
 
     def shape_encoder(self, inst: Instruction):
-        """The compiled encoder of the instruction's shape where it takes every instruction of
-        that shape as it stands (no uniform register to number as this arch's fields do):
-        fast(inst) is encode(inst), or None where encode must look; None where the shape has
-        none (or no encoding: encode raises its error). For an encoder that asks it once a
-        shape and calls it on each instruction."""
-        if self.uniform_zero != URZ and uniform_slots(inst.shape):
-            return None
+        """The compiled encoder of the instruction's shape, for an encoder that asks it once a
+        shape and calls it on each instruction: fast(inst) is encode(inst), or None where
+        encode must look (a uniform register this arch's fields number otherwise, as URZ on
+        sm_75..sm_90, among others); None where the shape has none (or no encoding: encode
+        raises its error)."""
         try:
-            return self._shape_entry(inst)[3]
+            fast = self._shape_entry(inst)[3]
         except SassError:
             return None
+        slots = uniform_slots(inst.shape) if self.uniform_zero != URZ else ()
+        if fast is None or not slots:
+            return fast
+        zero = self.uniform_zero
+
+        def with_uniform_registers(inst: Instruction) -> Optional[int]:
+            # (a uniform register below the arch's URZ is numbered alike in its field: fast
+            # takes the instruction as it stands; URZ, one past it or a name: encode looks)
+            ops = inst.operands
+            for i, j in slots:
+                v = ops[i].values[j]
+                if type(v) is not int or v >= zero:
+                    return None
+            return fast(inst)
+        return with_uniform_registers
 
     def _with_field_uniform_registers(self, inst: Instruction) -> Instruction:
         """`inst` with its uniform registers numbered as this arch's fields hold them (URZ as
