@@ -71,7 +71,8 @@ def _cmd_asm(args) -> int:
                      kernel_name=args.kernel_name, allow_exec=not args.no_exec,
                      auto_reuse=args.auto_reuse, warnings_as_errors=args.werror,
                      yield_strategy=args.yield_strategy, dialect=args.dialect,
-                     threads=args.threads or usable_cores())
+                     # (--check reads the whole program: assembled in ranges, there is none)
+                     threads=1 if args.check else args.threads or usable_cores())
     for warning in cubin.warnings:
         print(warning.render(), file=sys.stderr)
     if args.check:
