@@ -61,7 +61,7 @@ def _aligned_registers(inst: Instruction):
     """(operand, register group, (piece, value)) for every register (or register name) that
     starts a group of registers."""
     ops = inst.operands
-    for operand_index, group, piece, value_index in _shape_checks(inst)[0]:
+    for operand_index, group, piece, value_index, _align, _zero in _shape_checks(inst)[0]:
         op = ops[operand_index]
         yield op, group, (piece, op.values[value_index])
 
@@ -97,14 +97,15 @@ def _check_uniform_registers(inst: Instruction, slots: tuple, highest: int, arch
 
 
 def _find_aligned_slots(inst: Instruction):
-    """(operand index, register group, piece, value index) for every register (or register
-    name) of the instruction that starts a group of registers: the semantics table says which
-    operands span how many registers (the widths the hazard checker reads and writes)."""
+    """(operand index, register group, piece, value index, the group's alignment, the zero
+    register of its file) for every register (or register name) of the instruction that starts
+    a group of registers: the semantics table says which operands span how many registers (the
+    widths the hazard checker reads and writes)."""
     for group in register_groups(inst):
         op = inst.operands[group.operand]
         piece = _value_piece(op.kind, group.value)
         if piece in ("R", "UR", "N"):
-            yield group.operand, group, piece, group.value
+            yield group.operand, group, piece, group.value, group.alignment, REGISTER_ZERO.get(group.file)
 
 
 def _value_piece(kind: str, value_index: int) -> Optional[str]:
@@ -459,9 +460,10 @@ def _check(inst: Instruction, checks: tuple, diags: Diagnostics) -> None:
     (_shape_checks)."""
     ops = inst.operands
     aligned, bounded, no_result, branch = checks
-    for operand_index, group, piece, value_index in aligned:
+    for operand_index, group, piece, value_index, align, zero in aligned:
         value = ops[operand_index].values[value_index]
-        if piece in ("R", "UR") and isinstance(value, int):
+        # (misaligned_group_message's test first: most groups are aligned)
+        if piece in ("R", "UR") and isinstance(value, int) and value % align and value != zero:
             message = misaligned_group_message(inst, group, value)
             if message:
                 diags.error(SassError(message, inst.operand_loc(operand_index)))
