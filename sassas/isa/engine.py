@@ -377,9 +377,12 @@ class Isa:
 
     def _shape_word(self, enc: Encoding, inst: Instruction, tokens: frozenset) -> Optional[int]:
         """What _try_encode gives before the values and the control code (the base, group and
-        reuse bits) where that depends on the instruction's shape only (no alias, which reads
-        values) and the encoding takes the shape; None otherwise, and _try_encode finds out."""
-        if enc.aliases or (inst.predicate is not None and inst.predicate.kind != enc.guard_kind):
+        reuse bits) where that depends on the instruction's shape only (no alias that the
+        tokens may spell, which reads values) and the encoding takes the shape; None otherwise,
+        and _try_encode finds out."""
+        if inst.predicate is not None and inst.predicate.kind != enc.guard_kind:
+            return None
+        if any(a.add <= tokens and not (a.drop & tokens) for a in enc.aliases):
             return None
         gw = self._group_word(enc, tokens, numbered_modifiers(inst.modifiers) if enc.ordered_groups else ())
         reuse = self._reuse_bits(enc, inst, [])
