@@ -137,20 +137,19 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
             known = of_shape[shape] = (isa.shape_encoder(inst), _top_function(inst) if find_top else None, {})
         fast, top_of, by_control = known
         word = fast(inst) if fast is not None else None
-        if word is not None:
-            pass
-        elif inst.raw is not None and inst.raw[0] == ALL_BITS:
-            word = inst.raw[1] & ALL_BITS      # every bit given: the text is only a placeholder
-            by_control = None
-        else:
-            try:
-                word = encode(inst)
-            except SassError as e:
-                errors.append(e.with_loc(inst.loc))
-                continue
-            if inst.raw is not None:
-                mask, value = inst.raw
-                word = (word & ~mask) | (value & mask)
+        if word is None:
+            if inst.raw is not None and inst.raw[0] == ALL_BITS:
+                word = inst.raw[1] & ALL_BITS      # every bit given: the text is only a placeholder
+                by_control = None                  # (and no rule looks at it)
+            else:
+                try:
+                    word = encode(inst)
+                except SassError as e:
+                    errors.append(e.with_loc(inst.loc))
+                    continue
+                if inst.raw is not None:
+                    mask, value = inst.raw
+                    word = (word & ~mask) | (value & mask)
         if by_control is not None:
             if inst.relocation is not None:
                 try:

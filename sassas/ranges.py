@@ -72,7 +72,9 @@ def assemble_in_ranges(lines: Lines, target: Arch, isa, workers: int, *, filenam
                 return None
             children.append(child)
         return _first_range(lines, cuts, children, setting)
-    except _NotInRanges:
+    except Exception:
+        # (_NotInRanges; or an error of the first range, which one process reports as it
+        # would: after the front end's errors of the whole file, which another range may hold)
         return None
     finally:
         for child in children:

@@ -108,7 +108,8 @@ def test_turingas_names_and_a_listing_in_ranges(small_ranges, tmp_path):
 
 
 @pytest.mark.parametrize("case", ["error late", "undefined label", "directive late", "two kernels",
-                                  "no EXIT", "auto registers", "raw early", "label twice"])
+                                  "no EXIT", "auto registers", "raw early", "label twice",
+                                  "resolve error early, front-end error late"])
 def test_what_ranges_leave_to_one_process(small_ranges, case):
     rng = random.Random(SEED)
     n = 300
@@ -127,8 +128,12 @@ def test_what_ranges_leave_to_one_process(small_ranges, case):
             "</params>", "</params>\n<regs>\nx\n</regs>")
     elif case == "raw early":
         text = _program(rng, n, {k: f".raw 0xffff 0x{k:x}" for k in range(0, 40, 3)})
-    else:
+    elif case == "label twice":
         text = _program(rng, n, {10: "TWICE:", 250: "TWICE:"})
+    else:
+        # (one process reports the front end's errors of the whole file first)
+        text = _program(rng, n, {10: "--:-:-:Y:4      ISETP.GE.AND P0, PT, R8, p[5], PT;",
+                                 250: "--:-:0:-:1      LDS.128 R13, [R8];"})
     outcome = _outcome(text, 1)
     in_ranges = case in ("no EXIT", "raw early") and outcome[0] == "cubin"
     _same(text, 2, in_ranges=in_ranges)
