@@ -48,7 +48,6 @@ import functools
 import hashlib
 import json
 import re
-import tomllib
 from pathlib import Path
 from typing import Optional
 
@@ -298,6 +297,7 @@ def _share_equal_tokens(isa: Isa) -> Isa:
 
 
 def load_description(path: Path, text: Optional[str] = None) -> Isa:
+    import tomllib          # (only where the pickle is not at hand)
     data = tomllib.loads(text if text is not None else path.read_text())
     arch = data["arch"]
     fields = {name: _parse_field(spec) for name, spec in data.get("fields", {}).items()}
