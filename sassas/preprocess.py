@@ -131,7 +131,7 @@ def preprocess(text: str, filename: str = "<input>", include_dirs: tuple[str, ..
         _emit_as_written(ctx, lines, range(1, len(lines) + 1), filename, None)
         ctx.out.listing = True
     else:
-        _expand(ctx, lines, range(1, len(lines) + 1), filename, new_namespace(filename), None, 0)
+        _expand(ctx, lines, range(1, len(lines) + 1), filename, new_namespace(filename), None, 0, text)
     if ctx.errors:
         raise ctx.errors[0] if len(ctx.errors) == 1 else SassErrors(ctx.errors)
     ctx.out.text = "\n".join(ctx.lines)
@@ -157,10 +157,11 @@ def _emit_as_written(ctx: _Context, lines: list[str], numbers: Sequence[int], fi
 _SPECIAL_MARKS = ("<", "{", "}", "include")
 
 
-def _special_lines(lines: list[str]) -> list[int]:
+def _special_lines(lines: list[str], text: Optional[str] = None) -> list[int]:
     """The indices of the lines that hold `<`, `{`, `}` or `include`: each found by str.find
-    in the lines joined (a few lines hold one; looking into each line took longer)."""
-    text = "\n".join(lines)
+    in the lines joined (`text`, where the caller has it; a few lines hold one, and looking
+    into each line took longer)."""
+    text = "\n".join(lines) if text is None else text
     if text.count("\n") != len(lines) - 1 and lines:      # (a <code> block's line of several)
         return [i for i, line in enumerate(lines) if any(mark in line for mark in _SPECIAL_MARKS)]
     found = []
@@ -181,12 +182,12 @@ def _special_lines(lines: list[str]) -> list[int]:
 
 
 def _expand(ctx: _Context, lines: list[str], numbers: Sequence[int], filename: str, namespace: dict,
-            origin: Optional[Loc], depth: int):
+            origin: Optional[Loc], depth: int, text: Optional[str] = None):
     """Expand the lines of one file (or of one <code> block's output), lines[i] numbered
-    numbers[i], into ctx."""
+    numbers[i], into ctx; `text`: the lines joined, where the caller has it."""
     # The indices of the lines that may hold a block, an include or {expr} (each needs one of
     # these), then len(lines); the lines between, most lines, are kept as written, a run at a time.
-    special = _special_lines(lines) + [len(lines)]
+    special = _special_lines(lines, text) + [len(lines)]
     i = 0
     while i < len(lines):
         plain_end = special[bisect.bisect_left(special, i)]
