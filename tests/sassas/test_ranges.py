@@ -158,3 +158,23 @@ def test_threads_option_is_the_cubin_of_one_process(tmp_path, small_ranges, caps
         outputs.append((out.read_bytes(), capsys.readouterr().err))
     assert outputs[1] == outputs[0] and outputs[2] == outputs[0]
     ranges.wait_for_children()
+
+
+@pytest.mark.parametrize("example", ["smem_loop.sass", "saxpy.sass"])
+def test_every_cut_of_an_example(monkeypatch, example):
+    """Cut anywhere (between any two lines), an example gives one process's outcome, in
+    ranges or not."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", example)
+    with open(path) as f:
+        text = f.read()
+    one = _outcome(text, 1)
+    monkeypatch.setattr(ranges, "MIN_LINES_A_RANGE", 1)
+    split_line = ranges.split_line
+    in_ranges = 0
+    for cut in range(1, len(text.split("\n"))):
+        monkeypatch.setattr(ranges, "split_line",
+                            lambda lines, near, cut=cut: cut if near == len(lines.lines) // 2 else split_line(lines, near))
+        several = _outcome(text, 2)
+        assert several[:3] == one[:3], cut
+        in_ranges += several[3]
+    assert in_ranges > 5
