@@ -126,7 +126,7 @@ def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, inclu
     pre, lines = _preprocessed(text, filename, include_dirs, allow_exec, dialect)
     isa = get_isa(target.name)
     if threads > 1 and yield_strategy is None and not auto_reuse and not warnings_as_errors:
-        done = assemble_in_ranges(lines, target, isa, threads, filename=filename, kernel_name=kernel_name,
+        done = assemble_in_ranges(pre.text, lines, target, isa, threads, filename=filename, kernel_name=kernel_name,
                                   dialect=dialect or detect_dialect(text, pre.listing),
                                   dialect_forced=dialect is not None)
         if done is not None:

@@ -47,15 +47,18 @@ class _NotInRanges(Exception):
     """The file is assembled in one process (see the module's docstring)."""
 
 
-def assemble_in_ranges(lines: Lines, target: Arch, isa, workers: int, *, filename: str,
+def assemble_in_ranges(text: str, lines: Lines, target: Arch, isa, workers: int, *, filename: str,
                        kernel_name: Optional[str], dialect: str, dialect_forced: bool
                        ) -> Optional[tuple[Program, EncodedKernel, Diagnostics]]:
     """(the program of the first range's items, the encoded kernel, the diagnostics), or None
-    where the text is assembled in one process. `workers`: the processes to use at most."""
+    where the text is assembled in one process. `text`: the preprocessed text, `lines` its
+    lines; `workers`: the processes to use at most."""
     n = len(lines.lines)
     parts = min(workers, n // MIN_LINES_A_RANGE)
     if parts < 2 or not hasattr(os, "fork") or isa.descriptor_opcodes:
         return None            # (the hidden descriptor's register follows the code before it)
+    if text.count(".kernel") + text.count(".func") > 1:
+        return None            # (likely several functions: not tried)
     cuts = [0]
     for k in range(1, parts):
         cut = split_line(lines, n * k // parts)
@@ -163,6 +166,8 @@ def _summary(items: Optional[list]) -> Optional[tuple[int, list[tuple[str, int]]
     count, labels = 0, []
     for item in items:
         if item.__class__ is Instruction:
+            if item.control is None:
+                return None         # (the scheduler looks at the whole kernel)
             count += 1
         elif item.__class__ is Label:
             labels.append((item.name, count))
@@ -259,6 +264,8 @@ def _first_range(lines: Lines, cuts: list[int], children: list[_Child], setting:
             Instruction not in types[last_directive + 1:]:
         raise _NotInRanges
     kernel = program.kernels[0]
+    if any(inst.control is None for inst in kernel.instructions):
+        raise _NotInRanges          # (the scheduler looks at the whole kernel)
     try:
         labels = assign_addresses(kernel)
     except Exception:
