@@ -17,10 +17,10 @@ Each cell is the median of --repeat runs (each a fresh process, after one that w
 bytecode and sassas's caches, as any later run finds them); "wall" is the process's
 elapsed time, "CPU" its user + system time (which other work on the machine inflates less).
 "per inst" is the CPU time of one instruction relative to the mix's smallest size: linear
-scaling keeps it at x1.00. --threads N passes `-t N` (`asm --threads`: N processes encode a
-large kernel, 0 one a CPU core; their CPU time counts in "CPU"); without it, sassas's default,
-one process. --stages adds, per mix and size, an in-process split of the time by
-pipeline stage (not part of the rate).
+scaling keeps it at x1.00. --threads N passes `-t N` (`asm --threads`: up to N processes
+assemble a large kernel, each a range of its lines; 1: one process; their CPU time counts in
+"CPU"); without it, sassas's default, one a CPU core. --stages adds, per mix and size, an
+in-process split of the time by pipeline stage in one process (not part of the rate).
 """
 from __future__ import annotations
 
@@ -188,7 +188,8 @@ def main() -> None:
     ap.add_argument("--mixes", default=",".join(GENERATORS))
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--arch", default="sm_90")
-    ap.add_argument("--threads", type=int, default=None, help="pass `-t N` to sassas asm (0: one a CPU core)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="pass `-t N` to sassas asm (1: one process; 0, sassas's default: one a CPU core)")
     ap.add_argument("--stages", action="store_true")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]

@@ -14,6 +14,8 @@ from . import cli  # noqa: E402
 # flushed, the exit status as sys.exit gives it.
 cli.kept = []
 status = cli.main()
+if "sassas.ranges" in sys.modules:
+    sys.modules["sassas.ranges"].wait_for_children()
 sys.stdout.flush()
 sys.stderr.flush()
 os._exit(status)

@@ -22,6 +22,7 @@ from .isa import get_isa
 from .module import build_module, check_module
 from .parse import Lines, parse_program
 from .preprocess import preprocess
+from .ranges import assemble_in_ranges
 from .resolve import resolve_kernel
 from .schedule import apply_yield_strategy, schedule_kernel
 
@@ -34,6 +35,9 @@ class Cubin:
     kernel_names: list[str]
     program: Optional[Program] = None
     warnings: list[Diagnostic] = field(default_factory=list)
+    # What was built besides `program` (assembled in ranges: the first range's), kept with the
+    # cubin: freeing it is then the caller's choice (`python -m sassas` ends without it).
+    built: object = field(default=None, repr=False, compare=False)
 
     def save(self, path: Union[str, os.PathLike]) -> None:
         """Write the cubin: the whole file or, on an error, none (see sassas.files.write_atomic)."""
@@ -78,10 +82,19 @@ def parse(text: str, arch: str = "sm_90", filename: str = "<input>", include_dir
     target = get_arch(arch)
     diags = diagnostics if diagnostics is not None else Diagnostics(warnings_as_errors)
     diags.warnings_as_errors = diags.warnings_as_errors or warnings_as_errors
+    pre, lines = _preprocessed(text, filename, include_dirs, allow_exec, dialect)
+    return _parse_preprocessed(pre, lines, text, target, filename, kernel_name, auto_reuse, diags, dialect)
+
+
+def _preprocessed(text: str, filename: str, include_dirs, allow_exec: bool, dialect: Optional[str]):
     if dialect is not None and dialect not in DIALECTS:
         raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, not {dialect!r}")
     pre = preprocess(text, filename, tuple(include_dirs), allow_exec=allow_exec)
-    lines = Lines(pre.text, filename, pre.origins, pre.sources)
+    return pre, Lines(pre.text, filename, pre.origins, pre.sources, pre.lines)
+
+
+def _parse_preprocessed(pre, lines: Lines, text: str, target, filename: str, kernel_name: Optional[str],
+                        auto_reuse: bool, diags: Diagnostics, dialect: Optional[str]) -> Program:
     program = parse_program(pre.text, target.name, filename, lines, default_kernel=kernel_name,
                             diagnostics=diags, listing=pre.listing, target=target.full_name)
     check_module(program, diags)
@@ -103,14 +116,25 @@ def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, inclu
     yield flags of every instruction (see :func:`sassas.schedule.apply_yield_strategy`).
     Raises :class:`sassas.SassError` (with file:line:col) for any error in the input; the
     warnings are in ``Cubin.warnings``. See :func:`parse` for the options. ``threads`` > 1
-    encodes a large kernel in that many processes, forked from this one (the cubin, errors
-    and warnings are the same: `sassas asm -t N`); 1 keeps to this process.
+    assembles a large kernel in up to that many processes, forked from this one, each a range
+    of its lines (:mod:`sassas.ranges`; ``Cubin.program`` is then None), or where it cannot,
+    encodes a large kernel in that many (the cubin, errors and warnings are the same: `sassas
+    asm -t N`); 1 keeps to this process.
     """
     target = get_arch(arch)
     diags = Diagnostics(warnings_as_errors)
-    program = parse(text, arch, filename, include_dirs, kernel_name, allow_exec=allow_exec,
-                    auto_reuse=auto_reuse, diagnostics=diags, dialect=dialect)
+    pre, lines = _preprocessed(text, filename, include_dirs, allow_exec, dialect)
     isa = get_isa(target.name)
+    if threads > 1 and yield_strategy is None and not auto_reuse and not warnings_as_errors:
+        done = assemble_in_ranges(pre.text, lines, target, isa, threads, filename=filename, kernel_name=kernel_name,
+                                  dialect=dialect or detect_dialect(text, pre.listing),
+                                  dialect_forced=dialect is not None)
+        if done is not None:
+            program, encoded, diags = done
+            data = elf.write_cubin(target, [_image(encoded)], module=build_module(program))
+            return Cubin(data=data, arch=target.full_name, kernel_names=[k.name for k in program.kernels],
+                         warnings=diags.warnings, built=(program, lines))
+    program = _parse_preprocessed(pre, lines, text, target, filename, kernel_name, auto_reuse, diags, dialect)
     images = []
     for kernel in program.kernels:
         resolve_kernel(kernel, target)

@@ -7,7 +7,6 @@ import hashlib
 import os
 import pickle
 import tempfile
-import tomllib
 from pathlib import Path
 from typing import Any, Callable
 
@@ -53,4 +52,9 @@ def load_toml(data: bytes, name: str) -> dict:
     spellings, the control rules, the semantics) took 40-50 ms of every command's start, the
     pickle a few."""
     digest = hashlib.sha256(data).hexdigest()[:24]
-    return through_pickle(f"toml-{name}-{digest}.pickle", dict, lambda: tomllib.loads(data.decode()))
+    return through_pickle(f"toml-{name}-{digest}.pickle", dict, lambda: _toml(data))
+
+
+def _toml(data: bytes) -> dict:
+    import tomllib          # (only where no pickle is at hand: most runs never read TOML)
+    return tomllib.loads(data.decode())

@@ -71,7 +71,8 @@ def _cmd_asm(args) -> int:
                      kernel_name=args.kernel_name, allow_exec=not args.no_exec,
                      auto_reuse=args.auto_reuse, warnings_as_errors=args.werror,
                      yield_strategy=args.yield_strategy, dialect=args.dialect,
-                     threads=args.threads or usable_cores())
+                     # (--check reads the whole program: assembled in ranges, there is none)
+                     threads=1 if args.check else args.threads or usable_cores())
     for warning in cubin.warnings:
         print(warning.render(), file=sys.stderr)
     if args.check:
@@ -186,10 +187,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--check", action="store_true",
                    help="run `sassas check` on the result: a hazard that is an error writes no cubin "
                         "(`asm` alone refuses only a wait one cycle after its barrier is set)")
-    p.add_argument("-t", "--threads", type=_threads, default=1, metavar="N",
-                   help="processes that encode a large kernel, each at least 10 000 of its instructions "
-                        "(the cubin is the same; sooner only where cores are idle); 1, the default: this "
-                        "process alone; 0: one a CPU core")
+    p.add_argument("-t", "--threads", type=_threads, default=0, metavar="N",
+                   help="processes that assemble a large kernel, each a range of 50 000 of its lines or more "
+                        "(or, where it cannot be cut, encode 10 000 of its instructions or more; the cubin and "
+                        "the messages are the same, sooner only where cores are idle); 0, the default: one a "
+                        "CPU core; 1: this process alone")
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=_cmd_asm)
 

@@ -156,6 +156,12 @@ def apply_dialect(inst: Instruction, arch: str, dialect: str, forced: bool) -> O
 _NEWEST_TURINGAS_ARCH = "sm_86"
 
 
+def leaves_shape(arch: str, shape) -> bool:
+    """Whether apply_dialect, having seen an instruction of `shape`, leaves every instruction
+    of that shape as it is, but for a stall written `-`."""
+    return (arch, shape) in _stall_of_plain_shape
+
+
 # (arch, shape, special registers) -> (spelling, table entry): looked up once a shape, not once
 # an instruction (a file repeats few shapes).
 _entry_of_shape: dict = {}

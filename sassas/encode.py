@@ -10,7 +10,7 @@ from .ast import Instruction, Kernel
 from .errors import SassError, SassErrors
 from .isa.forms import CONTROL_SHIFT
 from .kinds import value_pieces
-from .semantics import SemanticsError, highest_register
+from .semantics import SemanticsError, highest_register, register_top_function
 from .validity import control_problems, may_break_rules, may_refuse_zero_register, zero_register_problems
 from .workers import map_ranges, ranges
 
@@ -91,77 +91,112 @@ MIN_INSTRUCTIONS_A_WORKER = 10_000
 
 
 @dataclass
-class _EncodedRange:
+class EncodedRange:
     """What one range of a kernel's instructions encodes to."""
     code: bytes
     # The errors, in order; None from a worker process where there were some (they are found
     # again in the asking one, whose instructions' locations they name).
     errors: Optional[list]
     # Warnings, per message (without the mnemonic): its first WARNINGS_PER_MESSAGE as
-    # (instruction index, order in the instruction, text), and how many instructions gave it.
+    # (instruction index in the kernel, order in the instruction, text, Loc), and how many
+    # instructions gave it.
     warnings: dict
     counts: dict
     relocations: list
     top: int                    # the highest R register (_highest_register)
 
 
+def encode_range(instructions: list[Instruction], arch: Arch, isa, find_top: bool, first_index: int) -> EncodedRange:
+    """The instructions of a part of a kernel's body (sassas.ranges), the first of them the
+    kernel's instruction `first_index`, encoded: join_ranges makes the kernel of such parts."""
+    return _encode_range(instructions, 0, len(instructions), arch, isa, find_top, index_base=first_index)
+
+
 def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: Arch, isa,
-                  find_top: bool, in_worker: bool = False) -> _EncodedRange:
+                  find_top: bool, in_worker: bool = False, index_base: int = 0) -> EncodedRange:
     words = bytearray()
     errors: list[SassError] = []
     warnings: dict[str, list] = {}
     counts: dict[str, int] = {}          # message -> instructions it was found in
-    # What the validity rules find depends on the instruction's shape and control code only:
-    # found once for each pair (a file repeats a few pairs thousands of times).
-    problems_of: dict = {}
-    # Whether the validity rules may find anything (may_break_rules, may_refuse_zero_register),
-    # by control code and opcode.
-    may_of: dict = {}
     relocations = []
     arch_name = arch.name
     encode = isa.encode
+    top = -1
+    looked_at = []          # instructions whose highest R register _highest_register finds
+    # What is found per instruction shape, once a shape (a file repeats a few shapes thousands
+    # of times): its compiled encoder (Isa.shape_encoder), the function of its highest R
+    # register (semantics.register_top_function), and by control code (word >> 105) what the
+    # validity rules find: (control_problems, or () where may_break_rules says they find
+    # nothing; whether the zero-register rules may refuse it).
+    of_shape: dict = {}
     for index in range(start, stop):
         inst = instructions[index]
-        if inst.raw is not None and inst.raw[0] == ALL_BITS:
-            word = inst.raw[1] & ALL_BITS      # every bit given: the text is only a placeholder
-        else:
-            try:
-                word = encode(inst)
-            except SassError as e:
-                errors.append(e.with_loc(inst.loc))
-                continue
-            if inst.raw is not None:
-                mask, value = inst.raw
-                word = (word & ~mask) | (value & mask)
+        shape = inst.shape
+        known = of_shape.get(shape)
+        if known is None:
+            known = of_shape[shape] = (isa.shape_encoder(inst), _top_function(inst) if find_top else None, {})
+        fast, top_of, by_control = known
+        word = fast(inst) if fast is not None else None
+        if word is None:
+            if inst.raw is not None and inst.raw[0] == ALL_BITS:
+                word = inst.raw[1] & ALL_BITS      # every bit given: the text is only a placeholder
+                by_control = None                  # (and no rule looks at it)
+            else:
+                try:
+                    word = encode(inst)
+                except SassError as e:
+                    errors.append(e.with_loc(inst.loc))
+                    continue
+                if inst.raw is not None:
+                    mask, value = inst.raw
+                    word = (word & ~mask) | (value & mask)
+        if by_control is not None:
             if inst.relocation is not None:
                 try:
                     relocations.append(_relocation(inst, isa, arch))
                 except SassError as e:
                     errors.append(e.with_loc(inst.loc))
             c = word >> CONTROL_SHIFT
-            may = may_of.get((c, inst.opcode))
-            if may is None:
-                may = may_of[c, inst.opcode] = (may_break_rules(c, inst.opcode, arch_name),
-                                                  may_refuse_zero_register(inst.opcode, arch_name))
-            if may[0]:
-                key = (inst.shape, c)
-                problems = problems_of.get(key)
-                if problems is None:
-                    problems = problems_of[key] = control_problems(inst, c, arch_name)
-                for order, (severity, message) in enumerate(problems):
-                    if severity == "error":
-                        errors.append(SassError(f"{inst.mnemonic}: {message}", inst.loc))
-                        continue
-                    n = counts.get(message, 0)
-                    counts[message] = n + 1
-                    if n < WARNINGS_PER_MESSAGE:
-                        warnings.setdefault(message, []).append((index, order, f"{inst.mnemonic}: {message}"))
-            if may[1]:
+            checks = by_control.get(c)
+            if checks is None:
+                checks = by_control[c] = (control_problems(inst, c, arch_name)
+                                          if may_break_rules(c, inst.opcode, arch_name) else (),
+                                          may_refuse_zero_register(inst.opcode, arch_name))
+            problems, zero = checks
+            for order, (severity, message) in enumerate(problems):
+                if severity == "error":
+                    errors.append(SassError(f"{inst.mnemonic}: {message}", inst.loc))
+                    continue
+                n = counts.get(message, 0)
+                counts[message] = n + 1
+                if n < WARNINGS_PER_MESSAGE:
+                    warnings.setdefault(message, []).append((index_base + index, order, f"{inst.mnemonic}: {message}",
+                                                             inst.loc))
+            if zero:
                 errors.extend(SassError(f"{inst.mnemonic}: {message}", inst.loc)
                               for message in zero_register_problems(inst, arch_name))
         words += word.to_bytes(16, "little")
-    top = _highest_register(instructions, start, stop) if find_top and not errors else -1
-    return _EncodedRange(bytes(words), None if errors and in_worker else errors, warnings, counts, relocations, top)
+        if find_top:
+            if top_of is not None:
+                highest = top_of(inst.operands)
+                if highest > top:
+                    top = highest
+            else:
+                looked_at.append(index)
+    if find_top and not errors:
+        for index in looked_at:
+            top = max(top, _highest_register(instructions, index, index + 1))
+    return EncodedRange(bytes(words), None if errors and in_worker else errors, warnings, counts, relocations,
+                         top if find_top and not errors else -1)
+
+
+def _top_function(inst: Instruction):
+    """semantics.register_top_function, None where it raises (_highest_register looks at each
+    such instruction, as at one whose numbers the function cannot take)."""
+    try:
+        return register_top_function(inst)
+    except Exception:
+        return None
 
 
 def encode_kernel(kernel: Kernel, arch: Arch, isa, threads: int = 1) -> EncodedKernel:
@@ -181,6 +216,12 @@ def encode_kernel(kernel: Kernel, arch: Arch, isa, threads: int = 1) -> EncodedK
     for k, ((start, stop), part) in enumerate(zip(ranges(n, workers), parts)):
         if part.errors is None:
             parts[k] = _encode_range(instructions, start, stop, arch, isa, count)
+    return join_ranges(kernel, parts, *exit_offsets_and_barriers(instructions))
+
+
+def join_ranges(kernel: Kernel, parts: list[EncodedRange], exit_offsets: list[int], barriers: int) -> EncodedKernel:
+    """The kernel whose consecutive ranges of instructions encoded to `parts` (in order), with
+    the addresses of its EXITs and its barrier count; raises the parts' errors."""
     errors = [e for part in parts for e in part.errors]
     if errors:
         raise errors[0] if len(errors) == 1 else SassErrors(errors)
@@ -193,17 +234,22 @@ def encode_kernel(kernel: Kernel, arch: Arch, isa, threads: int = 1) -> EncodedK
             before = warned.get(message, 0)
             kept.extend(part.warnings[message][:max(0, WARNINGS_PER_MESSAGE - before)])
             warned[message] = before + n_part
-    warnings = [(text, instructions[index].loc) for index, _order, text in sorted(kept)]
+    warnings = [(text, loc) for _index, _order, text, loc in sorted(kept, key=lambda w: w[:3])]
     for message, count_of in warned.items():
         if count_of > WARNINGS_PER_MESSAGE:
             warnings.append((f"{count_of - WARNINGS_PER_MESSAGE} more instructions of kernel '{kernel.name}' with: "
                              f"{message}", None))
+    count = kernel.registers is None
     return EncodedKernel(
         kernel=kernel, code=b"".join(part.code for part in parts),
         registers=kernel.registers if not count else _register_count(max(part.top for part in parts)),
-        exit_offsets=[i.address for i in instructions if i.opcode in EXIT_OPCODES],
-        barriers=_barrier_count(instructions), relocations=[r for part in parts for r in part.relocations],
+        exit_offsets=exit_offsets, barriers=barriers, relocations=[r for part in parts for r in part.relocations],
         warnings=warnings)
+
+
+def exit_offsets_and_barriers(instructions: list[Instruction]) -> tuple[list[int], int]:
+    """What join_ranges takes of a kernel's instructions besides their encodings."""
+    return [i.address for i in instructions if i.opcode in EXIT_OPCODES], _barrier_count(instructions)
 
 
 # Where the driver writes `32@lo(x)` / `32@hi(x)`: the 32-bit immediate at bits 32..63.

@@ -22,8 +22,8 @@ from operator import attrgetter
 from typing import Optional
 
 from .arch import CONSTANT_SLOTS, constant_slot, get_arch
-from .ast import NO_BARRIER, Declarations, Instruction, Kernel, Label, Operand, Program, Shape, SymbolRef
-from .dialect import apply_dialect
+from .ast import DEFAULT_LATENCY, NO_BARRIER, Declarations, Instruction, Kernel, Label, Operand, Program, Shape, SymbolRef
+from .dialect import apply_dialect, leaves_shape
 from .errors import Diagnostics, SassError
 from .isa import get_isa
 from .isa.forms import URZ, uniform_field_zero
@@ -61,7 +61,7 @@ def _aligned_registers(inst: Instruction):
     """(operand, register group, (piece, value)) for every register (or register name) that
     starts a group of registers."""
     ops = inst.operands
-    for operand_index, group, piece, value_index in _shape_checks(inst)[0]:
+    for operand_index, group, piece, value_index, _align, _zero in _shape_checks(inst)[0]:
         op = ops[operand_index]
         yield op, group, (piece, op.values[value_index])
 
@@ -86,9 +86,10 @@ _checks: dict[Shape, tuple[tuple, tuple[int, ...], bool, bool]] = {}
 _NOTHING_TO_CHECK = ((), (), False, False)
 
 
-def _check_uniform_registers(inst: Instruction, highest: int, arch: str, diags: Diagnostics) -> None:
-    """A uniform register past the arch's last (UR63 on sm_90, whose URZ holds that number)."""
-    for i, j in uniform_slots(inst.shape):
+def _check_uniform_registers(inst: Instruction, slots: tuple, highest: int, arch: str, diags: Diagnostics) -> None:
+    """A uniform register past the arch's last (UR63 on sm_90, whose URZ holds that number);
+    `slots`: where the instruction's uniform registers stand (kinds.uniform_slots)."""
+    for i, j in slots:
         v = inst.operands[i].values[j]
         if type(v) is int and highest < v < REGISTER_ZERO["UR"]:
             diags.error(SassError(f"register UR{v} out of range on {arch}: its uniform registers are "
@@ -96,14 +97,15 @@ def _check_uniform_registers(inst: Instruction, highest: int, arch: str, diags: 
 
 
 def _find_aligned_slots(inst: Instruction):
-    """(operand index, register group, piece, value index) for every register (or register
-    name) of the instruction that starts a group of registers: the semantics table says which
-    operands span how many registers (the widths the hazard checker reads and writes)."""
+    """(operand index, register group, piece, value index, the group's alignment, the zero
+    register of its file) for every register (or register name) of the instruction that starts
+    a group of registers: the semantics table says which operands span how many registers (the
+    widths the hazard checker reads and writes)."""
     for group in register_groups(inst):
         op = inst.operands[group.operand]
         piece = _value_piece(op.kind, group.value)
         if piece in ("R", "UR", "N"):
-            yield group.operand, group, piece, group.value
+            yield group.operand, group, piece, group.value, group.alignment, REGISTER_ZERO.get(group.file)
 
 
 def _value_piece(kind: str, value_index: int) -> Optional[str]:
@@ -120,14 +122,16 @@ def _value_piece(kind: str, value_index: int) -> Optional[str]:
 # ---- the pass ---------------------------------------------------------------------------
 
 def finish_program(program: Program, diags: Diagnostics, auto_reuse: bool = False, dialect: str = "nvdisasm",
-                   dialect_forced: bool = False) -> None:
+                   dialect_forced: bool = False, *, labels_elsewhere: frozenset = frozenset(),
+                   whole: bool = True) -> None:
     """The front end over every kernel of a parsed program (finish_kernel, for the program's
-    arch), and the limits of the arch on what a kernel declares; every error goes to `diags`."""
+    arch, with `labels_elsewhere` and `whole`), and the limits of the arch on what a kernel
+    declares; every error goes to `diags`."""
     target = get_arch(program.arch)
     for kernel in program.kernels:
         try:
             finish_kernel(kernel, diags, auto_reuse=auto_reuse, arch=program.arch, dialect=dialect,
-                          dialect_forced=dialect_forced)
+                          dialect_forced=dialect_forced, labels_elsewhere=labels_elsewhere, whole=whole)
         except SassError as e:
             diags.error(e)
         if kernel.shared_bytes > target.max_shared_per_block:
@@ -139,13 +143,16 @@ def finish_program(program: Program, diags: Diagnostics, auto_reuse: bool = Fals
 
 
 def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, arch: Optional[str] = None,
-                  dialect: str = "nvdisasm", dialect_forced: bool = False) -> None:
+                  dialect: str = "nvdisasm", dialect_forced: bool = False, *,
+                  labels_elsewhere: frozenset = frozenset(), whole: bool = True) -> None:
     """Bind the names the kernel declared (Kernel.declarations), check, and (optionally) set
     reuse flags, in place. `arch`: whose names of operands (HGMMA's `gsb0`) stand as they are,
     and whose TuringAs spellings are rewritten to what they stand for in `dialect`
-    (:mod:`sassas.dialect`)."""
+    (:mod:`sassas.dialect`). For a part of a kernel's body (sassas.ranges): `labels_elsewhere`,
+    the labels of the rest, and `whole` False leaves the checks of the whole body to
+    check_kernel_end."""
     decls = kernel.declarations
-    labels = {item.name for item in kernel.body if isinstance(item, Label)}
+    labels = {item.name for item in kernel.body if isinstance(item, Label)} | labels_elsewhere
     params = {p.name for p in kernel.params}
     for name in sorted(set(decls.locs) & (labels | params)):
         what = "a label" if name in labels else "a parameter"
@@ -175,6 +182,9 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
     # has a symbol).
     bound_shapes: dict[tuple, Shape] = {}
     shape_parts: dict[tuple, int] = {}
+    # What the dialect and the checks need of a shape that the dialect leaves as it is (most):
+    # (its checks, its uniform registers' slots where the arch has fewer than sassas names).
+    plain: dict[Shape, tuple] = {}
     for inst in instructions:
         shape = inst.shape
         if shape.symbolic:
@@ -205,31 +215,49 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
             else:
                 inst.assign_operands(operands, known_shape)
                 shape = known_shape
-        if arch is not None:
-            # (after binding: the table knows spellings by their operands' kinds)
-            try:
-                warning = apply_dialect(inst, arch, dialect, dialect_forced)
-            except SassError as e:
-                diags.error(e)
-                continue
-            if warning is not None and warning not in said:
-                said.add(warning)
-                diags.warn(warning, inst.loc)
-            shape = inst.shape
-        checks = checks_of.get(shape)
-        if checks is None:
-            checks = _shape_checks(inst)
+        plain_checks = plain.get(shape)
+        if plain_checks is not None and (inst.control is None or inst.control.stall != DEFAULT_LATENCY):
+            checks, slots = plain_checks
+        else:
+            if arch is not None:
+                # (after binding: the table knows spellings by their operands' kinds)
+                try:
+                    warning = apply_dialect(inst, arch, dialect, dialect_forced)
+                except SassError as e:
+                    diags.error(e)
+                    continue
+                if warning is not None and warning not in said:
+                    said.add(warning)
+                    diags.warn(warning, inst.loc)
+                shape = inst.shape
+            checks = checks_of.get(shape)
+            if checks is None:
+                checks = _shape_checks(inst)
+            slots = uniform_slots(shape) if highest_uniform is not None else ()
+            if arch is None or leaves_shape(arch, shape):
+                plain[shape] = (checks, slots)
         if checks is not _NOTHING_TO_CHECK:
             _check(inst, checks, diags)
-        if highest_uniform is not None:
-            _check_uniform_registers(inst, highest_uniform, arch, diags)
+        if slots:
+            _check_uniform_registers(inst, slots, highest_uniform, arch, diags)
 
-    if not instructions:
-        diags.error(SassError(f"kernel '{kernel.name}' has no instructions", kernel.loc))
-    elif kernel.entry and EXIT_OPCODES.isdisjoint(map(attrgetter("opcode"), instructions)):
-        diags.warn(f"kernel '{kernel.name}' has no EXIT: its threads run past the end of the code", kernel.loc)
+    if whole:
+        check_kernel_end(kernel, len(instructions), has_exit(instructions), diags)
     if auto_reuse:
         set_reuse_flags(kernel)
+
+
+def has_exit(instructions: list[Instruction]) -> bool:
+    return not EXIT_OPCODES.isdisjoint(map(attrgetter("opcode"), instructions))
+
+
+def check_kernel_end(kernel: Kernel, count: int, exits: bool, diags: Diagnostics) -> None:
+    """The checks of a kernel's whole body (finish_kernel): it has `count` instructions, and
+    an EXIT among them where `exits`."""
+    if not count:
+        diags.error(SassError(f"kernel '{kernel.name}' has no instructions", kernel.loc))
+    elif kernel.entry and not exits:
+        diags.warn(f"kernel '{kernel.name}' has no EXIT: its threads run past the end of the code", kernel.loc)
 
 
 def _allocate(kernel: Kernel, decls: Declarations, fixed: dict, diags: Diagnostics) -> dict:
@@ -432,9 +460,10 @@ def _check(inst: Instruction, checks: tuple, diags: Diagnostics) -> None:
     (_shape_checks)."""
     ops = inst.operands
     aligned, bounded, no_result, branch = checks
-    for operand_index, group, piece, value_index in aligned:
+    for operand_index, group, piece, value_index, align, zero in aligned:
         value = ops[operand_index].values[value_index]
-        if piece in ("R", "UR") and isinstance(value, int):
+        # (misaligned_group_message's test first: most groups are aligned)
+        if piece in ("R", "UR") and isinstance(value, int) and value % align and value != zero:
             message = misaligned_group_message(inst, group, value)
             if message:
                 diags.error(SassError(message, inst.operand_loc(operand_index)))

@@ -237,26 +237,29 @@ def _digit_key_entry(line: str, key: str, parts: list, build) -> tuple:
     return (check, check(line) if check else None, cut, build)
 
 
-def _line_items(lines: Lines) -> list:
-    """The items of the parsed text, line by line through the line plans; raises _WholeText."""
+def _line_items(lines: Lines, start: int = 0, stop: Optional[int] = None) -> list:
+    """The items of the parsed text, line by line through the line plans; raises _WholeText.
+    `start`, `stop`: those of lines start+1..stop only (where no listing's instruction runs
+    over the range's ends: see split_line)."""
     out = []
     plans = _line_plans
     split = NUMBER_IN_LINE.split
     texts = lines.lines
+    stop = len(texts) if stop is None else stop
     high_word = _HIGH_WORD_LINE.match
-    whole = "\n".join(texts)
+    whole = "\n".join(texts[start:stop])
     keys = (_HEX_WORD_IN_KEY.sub(_HEX_WORD_ZEROED, whole.encode("ascii").translate(_DIGIT_KEY))
             .decode("ascii").split("\n") if whole.isascii() else None)
     del whole
     by_key = _digit_keys
     try:
         skip = False
-        for lineno, line in enumerate(texts, 1):
+        for lineno, line in enumerate(texts[start:stop] if start or stop < len(texts) else texts, start + 1):
             if skip:
                 skip = False
                 continue
-            digit_key = keys[lineno - 1] if keys is not None else None
-            if line.endswith("*/") and lineno < len(texts) and high_word(texts[lineno]) and "#" not in line \
+            digit_key = keys[lineno - 1 - start] if keys is not None else None
+            if line.endswith("*/") and lineno < stop and high_word(texts[lineno]) and "#" not in line \
                     and "//" not in line:
                 # A listing's instruction and the high word on the next line: one statement,
                 # planned as one line (the positions of what stands on the first line are
@@ -270,7 +273,7 @@ def _line_items(lines: Lines) -> list:
                     a, b = address.span(2)
                     line = line[:a] + "0" * (b - a) + line[b:]
                 if digit_key is not None:
-                    digit_key += " " + keys[lineno]
+                    digit_key += " " + keys[lineno - start]
                     if address is not None:
                         digit_key = digit_key[:a] + "0" * (b - a) + digit_key[b:]
             if digit_key is not None:
@@ -301,6 +304,24 @@ def _line_items(lines: Lines) -> list:
     except SassError:
         raise _WholeText from None
     return out
+
+
+def split_line(lines: Lines, near: int) -> int:
+    """A line index at or after `near` where the text may be cut into two ranges that
+    _line_items reads alone: not the high word of a listing's instruction."""
+    texts = lines.lines
+    while near < len(texts) and _HIGH_WORD_LINE.match(texts[near]):
+        near += 1
+    return near
+
+
+def line_range_items(lines: Lines, start: int, stop: int) -> Optional[list]:
+    """The items of lines start+1..stop (split_line's cuts) as parsing the whole text gives
+    them, or None where that text is to be parsed whole (parse_items does)."""
+    try:
+        return _line_items(lines, start, stop)
+    except _WholeText:
+        return None
 
 
 def parse_items(text: str, filename: str = "<input>", lines: Optional[Lines] = None) -> list:
@@ -347,7 +368,19 @@ def parse_program(text: str, arch: str, filename: str = "<input>", lines: Option
     A syntax error is raised at once; the errors found after it (a name declared twice...) go
     to `diagnostics`, or are raised together at the end when none is given."""
     diags = diagnostics if diagnostics is not None else Diagnostics()
-    items = parse_items(text, filename, lines)
+    program = group_items(parse_items(text, filename, lines), arch, filename, default_kernel, diags, target)
+    # (an NVIDIA listing of a module without code, headers only, is an empty module)
+    if not program.kernels and not listing:
+        first = lines.loc(1, 1) if lines is not None else Loc(filename, 1, 1, text.split("\n", 1)[0])
+        diags.error(SassError("nothing to assemble: the input has no instructions", first))
+    if diagnostics is None:
+        diags.raise_if_errors()
+    return program
+
+
+def group_items(items: list, arch: str, filename: str, default_kernel: Optional[str], diags: Diagnostics,
+                target: Optional[str] = None) -> Program:
+    """parse_program's grouping of parsed items into kernels and the module's data."""
     program = Program(arch=arch, file=filename)
     current: Optional[Kernel] = None
 
@@ -389,12 +422,6 @@ def parse_program(text: str, arch: str, filename: str = "<input>", lines: Option
                 _declare(kernel_here(loc), kind, value, loc)
         except SassError as e:
             diags.error(e)
-    # (an NVIDIA listing of a module without code, headers only, is an empty module)
-    if not program.kernels and not listing:
-        first = lines.loc(1, 1) if lines is not None else Loc(filename, 1, 1, text.split("\n", 1)[0])
-        diags.error(SassError("nothing to assemble: the input has no instructions", first))
-    if diagnostics is None:
-        diags.raise_if_errors()
     return program
 
 

@@ -32,9 +32,10 @@ class Lines:
     """Maps positions in the parsed text back to source locations."""
 
     def __init__(self, text: str, filename: str, origins: Optional[list[Optional[Loc]]] = None,
-                 sources: Optional[list[tuple[str, int]]] = None):
+                 sources: Optional[list[tuple[str, int]]] = None, lines: Optional[list[str]] = None):
+        """`lines`: text.split("\n"), where the caller has it."""
         self.filename = filename
-        self.lines = text.split("\n")
+        self.lines = lines if lines is not None else text.split("\n")
         # origins[i]: where line i+1 was generated from (include, <code> block); None if written.
         self.origins = origins
         # sources[i]: (file, line) that line i+1 really stands on, when preprocessing moved it.

@@ -48,12 +48,62 @@ MAX_REGISTER_NUMBER = 254
 MAX_GENERATION_DEPTH = 16
 
 
+class LineSources:
+    """The (file, line) each output line stands on, as a read-only sequence; kept as runs of
+    consecutive lines of one file (most of a file is kept as written: one run, not a pair an
+    output line)."""
+    __slots__ = ("_starts", "_runs", "_length")
+
+    def __init__(self):
+        self._starts: list[int] = []                # the output index each run starts at
+        self._runs: list[tuple[str, int]] = []      # its file and first line number
+        self._length = 0
+
+    def append(self, source: tuple[str, int]) -> None:
+        self.extend(source[0], (source[1],))
+
+    def extend(self, file: str, numbers: Sequence[int]) -> None:
+        """Lines of `file` numbered `numbers`, after those already here."""
+        if isinstance(numbers, range) and numbers.step == 1:
+            if numbers:
+                self._run(file, numbers.start, len(numbers))
+            return
+        for number in numbers:
+            self._run(file, number, 1)
+
+    def _run(self, file: str, first: int, count: int) -> None:
+        if self._runs:
+            last_file, last_first = self._runs[-1]
+            if last_file == file and last_first + self._length - self._starts[-1] == first:
+                self._length += count          # (continues the last run)
+                return
+        self._starts.append(self._length)
+        self._runs.append((file, first))
+        self._length += count
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: int) -> tuple[str, int]:
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError("line index out of range")
+        k = bisect.bisect_right(self._starts, index) - 1
+        file, first = self._runs[k]
+        return file, first + index - self._starts[k]
+
+    def __iter__(self):
+        return (self[i] for i in range(self._length))
+
+
 @dataclass
 class Preprocessed:
     text: str
-    sources: list[tuple[str, int]] = field(default_factory=list)   # per output line
+    sources: LineSources = field(default_factory=LineSources)   # per output line
     origins: list[Optional[Loc]] = field(default_factory=list)
     listing: bool = False          # an nvdisasm / cuobjdump listing, taken as it stands
+    lines: Optional[list[str]] = None   # text.split("\n"), where it was at hand
 
 
 @dataclass
@@ -81,10 +131,12 @@ def preprocess(text: str, filename: str = "<input>", include_dirs: tuple[str, ..
         _emit_as_written(ctx, lines, range(1, len(lines) + 1), filename, None)
         ctx.out.listing = True
     else:
-        _expand(ctx, lines, range(1, len(lines) + 1), filename, new_namespace(filename), None, 0)
+        _expand(ctx, lines, range(1, len(lines) + 1), filename, new_namespace(filename), None, 0, text)
     if ctx.errors:
         raise ctx.errors[0] if len(ctx.errors) == 1 else SassErrors(ctx.errors)
     ctx.out.text = "\n".join(ctx.lines)
+    if ctx.out.text.count("\n") == len(ctx.lines) - 1:      # (else a generated line holds several)
+        ctx.out.lines = ctx.lines
     return ctx.out
 
 
@@ -98,18 +150,44 @@ def _emit_as_written(ctx: _Context, lines: list[str], numbers: Sequence[int], fi
                      origin: Optional[Loc]):
     """_emit for each of `lines` (numbered `numbers`), kept as written (in C loops: most lines)."""
     ctx.lines.extend(lines)
-    ctx.out.sources.extend(zip(repeat(file), numbers))
+    ctx.out.sources.extend(file, numbers)
     ctx.out.origins.extend(repeat(origin, len(lines)))
 
 
+_SPECIAL_MARKS = ("<", "{", "}", "include")
+
+
+def _special_lines(lines: list[str], text: Optional[str] = None) -> list[int]:
+    """The indices of the lines that hold `<`, `{`, `}` or `include`: each found by str.find
+    in the lines joined (`text`, where the caller has it; a few lines hold one, and looking
+    into each line took longer)."""
+    text = "\n".join(lines) if text is None else text
+    if text.count("\n") != len(lines) - 1 and lines:      # (a <code> block's line of several)
+        return [i for i, line in enumerate(lines) if any(mark in line for mark in _SPECIAL_MARKS)]
+    found = []
+    for mark in _SPECIAL_MARKS:
+        pos = text.find(mark)
+        while pos >= 0:
+            found.append(pos)
+            pos = text.find(mark, pos + 1)
+    found.sort()
+    out: list[int] = []
+    line, last = 0, 0
+    for pos in found:
+        line += text.count("\n", last, pos)
+        last = pos
+        if not out or out[-1] != line:
+            out.append(line)
+    return out
+
+
 def _expand(ctx: _Context, lines: list[str], numbers: Sequence[int], filename: str, namespace: dict,
-            origin: Optional[Loc], depth: int):
+            origin: Optional[Loc], depth: int, text: Optional[str] = None):
     """Expand the lines of one file (or of one <code> block's output), lines[i] numbered
-    numbers[i], into ctx."""
+    numbers[i], into ctx; `text`: the lines joined, where the caller has it."""
     # The indices of the lines that may hold a block, an include or {expr} (each needs one of
     # these), then len(lines); the lines between, most lines, are kept as written, a run at a time.
-    special = [i for i, line in enumerate(lines)
-               if "<" in line or "include" in line or "{" in line or "}" in line] + [len(lines)]
+    special = _special_lines(lines, text) + [len(lines)]
     i = 0
     while i < len(lines):
         plain_end = special[bisect.bisect_left(special, i)]

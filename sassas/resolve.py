@@ -58,16 +58,25 @@ def assign_addresses(kernel: Kernel) -> dict[str, int]:
     return labels
 
 
-def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Operand]] = None) -> None:
-    """Resolve every symbolic operand of the kernel in place."""
+def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Operand]] = None,
+                   labels: Optional[dict[str, int]] = None) -> None:
+    """Resolve every symbolic operand of the kernel in place. `labels`: for a part of a
+    kernel's body (sassas.ranges) whose instructions have their addresses, every label's
+    address (assign_addresses otherwise numbers the body)."""
     layout_params(kernel, arch)
-    labels = assign_addresses(kernel)
+    if labels is None:
+        labels = assign_addresses(kernel)
     params = {p.name: p for p in kernel.params}
     registers = registers or {}
     # An operand resolves to the same operand wherever it stands (`n[0]`, a label): once.
     resolved: dict[tuple, Operand] = {}
+    # The shape of an instruction with its operands resolved, by its shape before and its
+    # operands' objects (most are resolved's: shared), with those operands (held, so that no
+    # other object takes their ids).
+    shapes: dict[tuple, tuple] = {}
     for inst in kernel.instructions:
-        if inst.shape.symbolic:
+        shape = inst.shape
+        if shape.symbolic:
             operands = []
             for i, op in enumerate(inst.operands):
                 try:
@@ -85,7 +94,14 @@ def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Ope
                     operands.append(new)
                 except SassError as e:
                     raise e.with_loc(inst.operand_loc(i))
-            inst.operands = tuple(operands)
+            operands = tuple(operands)
+            key = (shape, *map(id, operands))
+            known = shapes.get(key)
+            if known is None:
+                inst.operands = operands
+                shapes[key] = (inst.shape, operands)
+            else:
+                inst.assign_operands(operands, known[0])
     infer_descriptors(kernel.body, get_isa(arch.name))
 
 

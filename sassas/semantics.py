@@ -508,44 +508,50 @@ _PROBE_STRIDE = 16
 def highest_register(inst: Instruction) -> int:
     """The highest R register number `inst` reads or writes as effects() counts them (each
     operand with its width), -1 for none."""
-    shape = inst.shape
-    known = _r_slots.get(shape)
+    known = _register_slots_of_shape(inst)
     if known is None:
+        return max([-1] + [n for file, n in effects(inst).reads + effects(inst).writes if file == "R"])
+    return known[1](inst.operands)
+
+
+_r_slots: dict[Shape, Optional[tuple]] = {}
+
+
+def _register_slots_of_shape(inst: Instruction) -> Optional[tuple]:
+    """(the R register slots of the instruction's shape, their _top_function), or None where
+    the probe cannot find them (effects() must look at the instruction itself)."""
+    shape = inst.shape
+    known = _r_slots.get(shape, False)
+    if known is False:
         slots = _r_register_slots(inst)
-        if slots is None:
-            return max([-1] + [n for file, n in effects(inst).reads + effects(inst).writes if file == "R"])
-        known = _r_slots[shape] = (slots, _top_function(slots))
-    slots, top_of = known
-    operands = inst.operands
-    rz = ZERO_REGISTER["R"]
-    try:
-        top = top_of(operands)
-        if top < rz:        # no RZ among the numbers and none reaching it: what the loop finds
-            return top
-    except TypeError:       # a value that is not a number
-        pass
-    top = -1
-    for operand_index, value_index, width in slots:
-        number = operands[operand_index].values[value_index]
-        if type(number) is int and number != rz:
-            last = number + width - 1
-            if last == rz:
-                last -= 1          # a span never includes RZ
-            if last > top:
-                top = last
-    return top
+        known = _r_slots[shape] = None if slots is None else (slots, _top_function(slots))
+    return known
 
 
-_r_slots: dict[Shape, tuple] = {}
+def register_top_function(inst: Instruction):
+    """For the instruction's shape: top(operands) -> highest_register of an instruction of that
+    shape with these operands. None where highest_register must look at each instruction.
+    Raises what highest_register raises for an opcode the table does not know."""
+    known = _register_slots_of_shape(inst)
+    return None if known is None else known[1]
 
 
 def _top_function(slots: tuple[tuple[int, int, int], ...]):
-    """operands -> the highest of number + width - 1 over the slots, by one max() over fixed
-    indices (the loop of highest_register took about twice as long on the register count of
-    every instruction of a kernel), -1 for no slot."""
-    terms = [f"ops[{o}].values[{v}]" + (f" + {w - 1}" if w > 1 else "") for o, v, w in slots]
-    body = "-1" if not terms else terms[0] if len(terms) == 1 else f"max({', '.join(terms)})"
-    return eval(f"lambda ops: {body}")
+    """operands -> the highest R register the slots (operand index, value index, width) hold:
+    number + width - 1 over the numbers (not names), RZ and a span's end at RZ left out (a
+    span never includes RZ), -1 for none; written out for the slots (a loop over them took
+    about twice as long on every instruction of a kernel)."""
+    rz = ZERO_REGISTER["R"]
+    body = ["def top(ops):", "    t = -1"]
+    for o, v, w in slots:
+        body += [f"    n = ops[{o}].values[{v}]", f"    if type(n) is int and n != {rz}:"]
+        if w > 1:
+            body += [f"        n += {w - 1}", f"        if n == {rz}: n -= 1"]
+        body += ["        if n > t: t = n"]
+    body.append("    return t")
+    scope: dict = {}
+    exec("\n".join(body), scope)
+    return scope["top"]
 
 
 def _r_register_slots(inst: Instruction) -> Optional[tuple[tuple[int, int, int], ...]]:

@@ -48,7 +48,6 @@ import functools
 import hashlib
 import json
 import re
-import tomllib
 from pathlib import Path
 from typing import Optional
 
@@ -270,10 +269,35 @@ def load_description_cached(path: Path) -> Isa:
     for code in (Path(__file__), Path(__file__).with_name("forms.py"), Path(__file__).with_name("engine.py")):
         digest.update(code.read_bytes())
     return through_pickle(f"isa-{path.stem}-{digest.hexdigest()[:24]}.pickle", Isa,
-                          lambda: load_description(path, text.decode()))
+                          lambda: _share_equal_tokens(load_description(path, text.decode())))
+
+
+def _share_equal_tokens(isa: Isa) -> Isa:
+    """The description with each of its equal token sets and token sequences (and the strings
+    in them) one object: its modifier groups repeat some ten thousand of them more than a
+    hundred thousand times, and its pickle then holds each once (and loads sooner)."""
+    seen: dict = {}
+
+    def share(value):
+        kind = type(value)
+        if kind is str:
+            return seen.setdefault(value, value)
+        if (kind is frozenset or kind is tuple) and all(type(x) is str for x in value):
+            value = kind(share(x) for x in value)
+            return seen.setdefault((kind, value), value)
+        return value
+
+    for e in isa.encodings:
+        for g in e.groups:
+            g.values = {v: share(toks) for v, toks in g.values.items()}
+            g.by_tokens = {share(toks): v for toks, v in g.by_tokens.items()}
+            g.sequences = {v: share(seq) for v, seq in g.sequences.items()}
+        e.fixed_tokens, e.order, e.kinds = share(e.fixed_tokens), share(e.order), share(e.kinds)
+    return isa
 
 
 def load_description(path: Path, text: Optional[str] = None) -> Isa:
+    import tomllib          # (only where the pickle is not at hand)
     data = tomllib.loads(text if text is not None else path.read_text())
     arch = data["arch"]
     fields = {name: _parse_field(spec) for name, spec in data.get("fields", {}).items()}

@@ -157,14 +157,7 @@ class Isa:
         # fields are plain (_compiled_encoder): most instructions take that encoding.
         if self.uniform_zero != URZ:
             inst = self._with_field_uniform_registers(inst)
-        shape = inst.shape
-        known = self._shape_cache.get(shape)
-        if known is None:
-            encs, tokens = self._encodings_for(inst)
-            words = [self._shape_word(e, inst, tokens) for e in encs]
-            fast = _compiled_encoder(encs[0], words[0], inst) if words[0] is not None else None
-            known = self._shape_cache[shape] = (encs, tokens, words, fast)
-        encs, tokens, shape_words, fast = known
+        encs, tokens, shape_words, fast = self._shape_entry(inst)
         if fast is not None:
             word = fast(inst)
             if word is not None:
@@ -185,6 +178,44 @@ class Isa:
         if any("modifier" in e or "needs" in e for e in errors):
             message += self._nearest_spellings(inst, encs)
         raise SassError(message, inst.loc)
+
+    def _shape_entry(self, inst: Instruction) -> tuple:
+        """(encodings to try, tokens, each encoding's shape word or None, the compiled encoder
+        or None) of the instruction's shape, found once a shape."""
+        shape = inst.shape
+        known = self._shape_cache.get(shape)
+        if known is None:
+            encs, tokens = self._encodings_for(inst)
+            words = [self._shape_word(e, inst, tokens) for e in encs]
+            fast = _compiled_encoder(encs[0], words[0], inst) if words[0] is not None else None
+            known = self._shape_cache[shape] = (encs, tokens, words, fast)
+        return known
+
+    def shape_encoder(self, inst: Instruction):
+        """The compiled encoder of the instruction's shape, for an encoder that asks it once a
+        shape and calls it on each instruction: fast(inst) is encode(inst), or None where
+        encode must look (a uniform register this arch's fields number otherwise, as URZ on
+        sm_75..sm_90, among others); None where the shape has none (or no encoding: encode
+        raises its error)."""
+        try:
+            fast = self._shape_entry(inst)[3]
+        except SassError:
+            return None
+        slots = uniform_slots(inst.shape) if self.uniform_zero != URZ else ()
+        if fast is None or not slots:
+            return fast
+        zero = self.uniform_zero
+
+        def with_uniform_registers(inst: Instruction) -> Optional[int]:
+            # (a uniform register below the arch's URZ is numbered alike in its field: fast
+            # takes the instruction as it stands; URZ, one past it or a name: encode looks)
+            ops = inst.operands
+            for i, j in slots:
+                v = ops[i].values[j]
+                if type(v) is not int or v >= zero:
+                    return None
+            return fast(inst)
+        return with_uniform_registers
 
     def _with_field_uniform_registers(self, inst: Instruction) -> Instruction:
         """`inst` with its uniform registers numbered as this arch's fields hold them (URZ as
@@ -346,9 +377,12 @@ class Isa:
 
     def _shape_word(self, enc: Encoding, inst: Instruction, tokens: frozenset) -> Optional[int]:
         """What _try_encode gives before the values and the control code (the base, group and
-        reuse bits) where that depends on the instruction's shape only (no alias, which reads
-        values) and the encoding takes the shape; None otherwise, and _try_encode finds out."""
-        if enc.aliases or (inst.predicate is not None and inst.predicate.kind != enc.guard_kind):
+        reuse bits) where that depends on the instruction's shape only (no alias that the
+        tokens may spell, which reads values) and the encoding takes the shape; None otherwise,
+        and _try_encode finds out."""
+        if inst.predicate is not None and inst.predicate.kind != enc.guard_kind:
+            return None
+        if any(a.add <= tokens and not (a.drop & tokens) for a in enc.aliases):
             return None
         gw = self._group_word(enc, tokens, numbered_modifiers(inst.modifiers) if enc.ordered_groups else ())
         reuse = self._reuse_bits(enc, inst, [])

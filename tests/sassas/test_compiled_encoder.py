@@ -1,7 +1,9 @@
 """The encoder compiled for a shape (sassas.isa.engine._compiled_encoder) gives the word the
 general path gives, or leaves the instruction to it: over every encoding's example on each
 arch, with its integer values moved to random ones (in range, out of range, misaligned,
-negative) and random control codes, for 500 encodings an arch. Fresh seed each run."""
+negative) and random control codes, for 500 encodings an arch; and the word a shape's bits
+found once (Isa._shape_word) give is the one each instruction's own try gives, also for the
+encodings with printing aliases. Fresh seed each run."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -17,15 +19,16 @@ from sassas.parse import parse_instruction
 from _fuzz import replay, rng_for
 
 
-def _encode(isa, inst, compiled: bool):
-    """The word (or the error's text), with or without the shape's compiled encoder."""
+def _encode(isa, inst, compiled: bool, shape_words: bool = True):
+    """The word (or the error's text), with or without the shape's compiled encoder (and
+    without it, with or without its shape words)."""
     try:
         isa.encode(inst)
     except SassError as e:
         return "error", str(e)
     known = isa._shape_cache[inst.shape]
     if not compiled:
-        isa._shape_cache[inst.shape] = (*known[:3], None)
+        isa._shape_cache[inst.shape] = (*known[:2], known[2] if shape_words else [None] * len(known[2]), None)
     try:
         return "word", isa.encode(inst)
     except SassError as e:
@@ -34,13 +37,10 @@ def _encode(isa, inst, compiled: bool):
         isa._shape_cache[inst.shape] = known
 
 
-@pytest.mark.parametrize("arch", [a for a in ARCHS if a != "sm_70"] + ["sm_70"])
-def test_compiled_encoder_gives_the_general_word(arch):
-    rng = rng_for(f"compiled-encoder-{arch}")
-    isa = get_isa(arch)
-    tried = compiled = 0
-    encodings = [e for e in isa.encodings if e.example]
-    for enc in rng.sample(encodings, min(len(encodings), 500)):
+def _instructions(rng, encodings):
+    """(encoding, instruction) pairs: each encoding's example, twice, with random values and
+    control codes."""
+    for enc in encodings:
         try:
             base = parse_instruction(enc.example)
         except SassError:
@@ -56,10 +56,34 @@ def test_compiled_encoder_gives_the_general_word(arch):
             control = ControlCode(stall=rng.randrange(1, 12), yield_=rng.random() < 0.5,
                                   write_barrier=rng.choice([0, 7]), read_barrier=rng.choice([1, 7]),
                                   wait_mask=rng.randrange(64))
-            inst = replace(base, operands=tuple(ops), control=control)
-            general = _encode(isa, inst, False)
-            fast = isa._shape_cache.get(inst.shape, (None,) * 4)[3]
-            compiled += fast is not None and fast(inst) is not None
-            assert _encode(isa, inst, True) == general, (enc.example, inst, replay())
-            tried += 1
+            yield enc, replace(base, operands=tuple(ops), control=control)
+
+
+@pytest.mark.parametrize("arch", [a for a in ARCHS if a != "sm_70"] + ["sm_70"])
+def test_compiled_encoder_gives_the_general_word(arch):
+    rng = rng_for(f"compiled-encoder-{arch}")
+    isa = get_isa(arch)
+    tried = compiled = 0
+    encodings = [e for e in isa.encodings if e.example]
+    for enc, inst in _instructions(rng, rng.sample(encodings, min(len(encodings), 500))):
+        general = _encode(isa, inst, False)
+        fast = isa._shape_cache.get(inst.shape, (None,) * 4)[3]
+        compiled += fast is not None and fast(inst) is not None
+        assert _encode(isa, inst, True) == general, (enc.example, inst, replay())
+        tried += 1
     assert tried > 300 and compiled > 100, (tried, compiled)
+
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_80", "sm_90", "sm_100"])
+def test_shape_words_give_each_instructions_word(arch):
+    rng = rng_for(f"shape-words-{arch}")
+    isa = get_isa(arch)
+    tried = aliased = 0
+    encodings = [e for e in isa.encodings if e.example and e.aliases]
+    for enc, inst in _instructions(rng, rng.sample(encodings, min(len(encodings), 300))):
+        own = _encode(isa, inst, False, shape_words=False)
+        encs, _tokens, words, _fast = isa._shape_cache.get(inst.shape, ((), None, (), None))
+        aliased += any(w is not None and e.aliases for e, w in zip(encs, words))
+        assert _encode(isa, inst, False) == own, (enc.example, inst, replay())
+        tried += 1
+    assert tried >= 20 and aliased >= 10, (tried, aliased)
