@@ -64,9 +64,10 @@ def main(argv=None) -> int:
     q.add_argument("--impl", action="append", choices=["sass", "cuda", "direct"])
     q.add_argument("--quick", action="store_true", help="4 ResNet configurations and the odd shapes")
     q.add_argument("--chwn", action="store_true", help="also the CHWN entry of the SASS path")
-    q.add_argument("--algo", action="append", choices=["f2", "f4", "f4fused", "auto"],
+    q.add_argument("--algo", action="append", choices=["f2", "f4", "f4fused", "f4tc", "auto"],
                    help="Winograd F(2x2,3x3) fused (f2), F(4x4,3x3) non-fused (f4), F(4x4,3x3) fused, NCHW "
-                        "in and out (f4fused, SASS only); default all three")
+                        "in and out (f4fused, SASS only), F(4x4,3x3) non-fused with the 3xTF32 tensor-core GEMM "
+                        "(f4tc, SASS only, sm_90); default all four")
     q.add_argument("--seed", type=int)
     q.add_argument("--json")
     switches(q)
@@ -80,7 +81,7 @@ def main(argv=None) -> int:
     q.add_argument("--ablation", action="store_true", help="the SASS switches and the main-loop FFMA rate")
     q.add_argument("--no-cudnn-algos", action="store_true", help="skip the per-algorithm cuDNN runs")
     q.add_argument("--algo", nargs="*", default=["f2", "f4", "f4fused"],
-                   help="the SASS algorithms timed (f2, f4, f4fused)")
+                   help="the SASS algorithms timed (f2, f4, f4fused, f4tc)")
     q.add_argument("--parts", type=int, default=0, help="F(4x4,3x3): split of the GEMM's channels (0: modelled)")
     q.add_argument("--json")
     q.add_argument("--plot")
@@ -113,7 +114,7 @@ def main(argv=None) -> int:
     q.set_defaults(func=cmd_sim)
     q = sub.add_parser("smoke")
     q.add_argument("--impl", action="append", choices=["sass", "cuda", "direct"])
-    q.add_argument("--algo", action="append", choices=["f2", "f4", "f4fused"])
+    q.add_argument("--algo", action="append", choices=["f2", "f4", "f4fused", "f4tc"])
     q.add_argument("--seed", type=int)
     switches(q)
     q.set_defaults(func=cmd_smoke)
@@ -121,7 +122,7 @@ def main(argv=None) -> int:
     q.add_argument("--configs", nargs="*", help="prefixes (default Conv4 Conv5)")
     q.add_argument("--options", nargs="*", default=["", EIGHT_BY_EIGHT],
                    help=f"GEMM variants, e.g. '' (the default) '{EIGHT_BY_EIGHT}' (the 8x8 tile) 'a_sets=2' "
-                        "'lane_map=2x2' "
+                        "'lane_map=2x2' 'tc' (the 3xTF32 tensor-core GEMM) "
                         "(gemmgen.GemmOptions; skip=... variants compute wrong results: their error is not checked)")
     q.add_argument("--reps", type=int, default=20)
     q.add_argument("--json")

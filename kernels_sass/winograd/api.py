@@ -7,13 +7,15 @@ padding 1, stride 1, 3x3 filters, FP32.
     y = conv2d(xc, wc, layout="CHWN")      # x [C, H, W, N], w [C, 3, 3, K] -> [K, H, W, N]
     y = conv2d(x, w, algo="f4")            # Winograd F(4x4,3x3), non-fused (default "auto")
     y = conv2d(x, w, algo="f4fused")       # Winograd F(4x4,3x3), fused: NCHW in and out, no transposes
+    y = conv2d(x, w, algo="f4tc")          # F(4x4,3x3), non-fused, its GEMM 3xTF32 on the tensor cores
 
 impl="sass" is the generated SASS main kernel, built for the GPU's arch (target.ARCHS; designed
 and run on sm_90, the others checked on the CPU only); the filter transform and, for NCHW,
 the layout transposes are the CUDA-C kernels of winograd.cu. algo: "f2" the fused
 F(2x2,3x3) kernel of sassgen, "f4" F(4x4,3x3) with the SASS GEMM of gemmgen (kernels_sass.
 winograd.f4), "f4fused" F(4x4,3x3) in one SASS kernel that reads x and writes y in the
-caller's layout, NCHW or CHWN (kernels_sass.winograd.f4fused; SASS only), "auto" the faster of
+caller's layout, NCHW or CHWN (kernels_sass.winograd.f4fused; SASS only), "f4tc" "f4" with the
+3xTF32 tensor-core GEMM of tcgemm (FP32 accuracy; SASS only, sm_90), "auto" the faster of
 "f2" and "f4" for the shape (choose_algo). Shapes the SASS kernel cannot
 take (offsets past 32 bits) raise plan.Unsupported; use impl="cuda" for those.
 """
@@ -32,7 +34,8 @@ from .plan import Options, Shape
 from .target import ARCHS, target
 
 IMPLS = ("sass", "cuda", "direct")
-ALGOS = ("auto", "f2", "f4", "f4fused")
+ALGOS = ("auto", "f2", "f4", "f4fused", "f4tc")
+SASS_ONLY = ("f4fused", "f4tc")
 
 
 # ---- kernels -----------------------------------------------------------------------------------
@@ -229,8 +232,8 @@ def choose_algo(s: Shape, layout: str = "NCHW", gpu_arch: str = "sm_90", sms: in
     return "f4" if s.C >= F4_MIN_CHANNELS and big else "f2"
 
 
-def f4_plan(s: Shape, parts: int = 0):
-    return f4.plan(s, sm_count(), parts)
+def f4_plan(s: Shape, parts: int = 0, tc: bool = False):
+    return f4.plan(s, sm_count(), parts, tc)
 
 
 def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Options = Options(),
@@ -247,8 +250,8 @@ def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Op
     s = problem(x, w, layout)
     if algo == "auto":
         algo = choose_algo(s, layout, arch(), sm_count()) if impl == "sass" else choose_algo(s, layout, "")
-    if algo == "f4fused" and impl == "cuda":
-        raise ValueError('algo "f4fused" is SASS only (impl "sass"); its CUDA-C counterpart is algo "f4"')
+    if algo in SASS_ONLY and impl == "cuda":
+        raise ValueError(f'algo "{algo}" is SASS only (impl "sass"); its CUDA-C counterpart is algo "f4"')
     if algo == "f4fused" and impl == "sass":
         parts = f4fused_parts(s, parts)
         f4fused.check(s, parts, layout)
@@ -258,8 +261,8 @@ def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Op
         f4fused_conv(x, w, y, s, parts, layout, ws, lib, lib.stream())
         return y
     p4 = None
-    if algo == "f4" and impl != "direct":
-        p4 = f4_plan(s, 1 if impl == "cuda" else parts)
+    if algo in ("f4", "f4tc") and impl != "direct":
+        p4 = f4_plan(s, 1 if impl == "cuda" else parts, algo == "f4tc")
     elif impl == "sass":
         plan.check_shape(s)
     lib = Lib(x)

@@ -145,25 +145,31 @@ def cmd_bench(args) -> int:
                                                       workspace=api.Workspace(u=us[i]))
             cases["sass NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "sass", out=ys[i], opts=opts, workspace=wss[i],
                                                       algo="f2")
-        if "sass" in args.impl and "f4" in args.algo:
+        for algo4, pre, key in (("f4", "sass4", "f4"), ("f4tc", "sass4tc", "f4tc")):
+            if "sass" not in args.impl or algo4 not in args.algo:
+                continue
+            # F(4x4,3x3) non-fused, with the FFMA GEMM (f4) or the 3xTF32 tensor-core one (f4tc)
             from . import f4
-            p4 = api.f4_plan(s, args.parts)
-            row["f4_parts"] = p4.parts
-            row["f4_options"] = p4.options.tag() or "default"
-            row["f4_gemm"] = [p4.gemm.C, p4.gemm.K, p4.gemm.T, p4.gemm.parts]
+            p4 = api.f4_plan(s, args.parts, algo4 == "f4tc")
+            row[f"{key}_parts"] = p4.parts
+            row[f"{key}_options"] = p4.options.tag() or "default"
+            row[f"{key}_gemm"] = [p4.gemm.C, p4.gemm.K, p4.gemm.T, p4.gemm.parts]
             ws4 = [api.Workspace() for _ in range(sets)]
             for i in range(sets):      # the transforms, for the GEMM-only timings
-                api.conv2d(xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i], workspace=ws4[i], algo="f4",
+                api.conv2d(xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i], workspace=ws4[i], algo=algo4,
                            parts=p4.parts)
-            cases["sass4 gemm"] = lambda i: f4.gemm("sass", ws4[i].u4, ws4[i].v4, ws4[i].m4, p4, stream())
-            cases["f4 filter transform"] = lambda i: f4.filter_transform(wcs[i], ws4[i].u4, p4, "CHWN", stream())
-            cases["f4 input transform"] = lambda i: f4.input_transform(xcs[i], ws4[i].v4, p4, stream())
-            cases["f4 output transform"] = lambda i: f4.output_transform(ws4[i].m4, yks[i], p4, stream())
-            cases["sass4 CHWN"] = lambda i: api.conv2d(xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i],
-                                                       workspace=ws4[i], algo="f4", parts=p4.parts)
-            cases["sass4 NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "sass", out=ys[i], algo="f4", parts=p4.parts,
-                                                       workspace=api.Workspace(xc=wss[i].xc, yk=wss[i].yk, u4=ws4[i].u4,
-                                                                               v4=ws4[i].v4, m4=ws4[i].m4))
+            cases[f"{pre} gemm"] = lambda i, p4=p4, ws4=ws4: f4.gemm("sass", ws4[i].u4, ws4[i].v4, ws4[i].m4, p4, stream())
+            if algo4 == "f4":
+                cases["f4 filter transform"] = lambda i, p4=p4, ws4=ws4: f4.filter_transform(wcs[i], ws4[i].u4, p4, "CHWN",
+                                                                                             stream())
+                cases["f4 input transform"] = lambda i, p4=p4, ws4=ws4: f4.input_transform(xcs[i], ws4[i].v4, p4, stream())
+                cases["f4 output transform"] = lambda i, p4=p4, ws4=ws4: f4.output_transform(ws4[i].m4, yks[i], p4,
+                                                                                             stream())
+            cases[f"{pre} CHWN"] = lambda i, p4=p4, ws4=ws4, a=algo4: api.conv2d(
+                xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i], workspace=ws4[i], algo=a, parts=p4.parts)
+            cases[f"{pre} NCHW"] = lambda i, p4=p4, ws4=ws4, a=algo4: api.conv2d(
+                xs[i], wts[i], "sass", out=ys[i], algo=a, parts=p4.parts,
+                workspace=api.Workspace(xc=wss[i].xc, yk=wss[i].yk, u4=ws4[i].u4, v4=ws4[i].v4, m4=ws4[i].m4))
         if "sass" in args.impl and "f4fused" in args.algo:
             # the fused F(4x4,3x3) kernel alone (U transformed once here) and with its filter transform
             pf = api.f4fused_parts(s, args.parts)
@@ -221,6 +227,7 @@ def cmd_bench(args) -> int:
         def nchw(_):
             return ys[0]
         outputs = {"sass main": chwn, "sass CHWN": chwn, "sass NCHW": nchw, "sass4 CHWN": chwn, "sass4 NCHW": nchw,
+                   "sass4tc CHWN": chwn, "sass4tc NCHW": nchw,
                    "cuda main": chwn, "cuda NCHW": nchw, "f4fused main": nchw, "f4fused NCHW": nchw,
                    "f4fused CHWN": chwn}
         outputs.update({c: (lambda got: got) for c in cases if c in torch_cases or baselines.cudnn_layout(c)})
@@ -317,9 +324,10 @@ def bench_ablation(args, configs, info) -> int:
 
 
 def cmd_gemm(args) -> int:
-    """The F(4x4,3x3) batched GEMM alone (gemmgen's SASS kernel) for each split of its channel
-    loop, against cuBLAS (torch.bmm, FP32 without TF32) on the same operands; FFMA issue rate
-    of the whole kernel and of its loop (the difference of C and 2C channels)."""
+    """The F(4x4,3x3) batched GEMM alone (gemmgen's SASS kernel, or with the variant "tc"
+    tcgemm's 3xTF32 one) for each split of its channel loop, against cuBLAS (torch.bmm, FP32
+    without TF32) on the same operands; FFMA issue rate of the whole kernel and of its loop (the
+    difference of C and 2C channels; for "tc", of the FFMAs the same GEMM would take)."""
     import torch
     from . import f4, gemmgen
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -341,7 +349,7 @@ def cmd_gemm(args) -> int:
             p = f4.Plan(s, parts, o)
             g = p.gemm
             try:
-                gemmgen.Generator(g, o)
+                f4.module(o).Generator(g, o)
             except gemmgen.Unsupported:
                 continue
             times = []
@@ -360,7 +368,7 @@ def cmd_gemm(args) -> int:
                     want = torch.bmm(ut.transpose(1, 2), vt)
                     got = m.view(parts, gemmgen.E, g.K, g.T).double().sum(0)
                     err = float(torch.linalg.vector_norm(got - want) / torch.linalg.vector_norm(want))
-                    if o.skip:           # a measurement-only variant: its results are wrong by design
+                    if getattr(o, "skip", ""):    # a measurement-only variant: its results are wrong by design
                         err = float("nan")
                     if cublas is None:
                         u32, v32 = ut.float().transpose(1, 2), vt.float()

@@ -9,7 +9,8 @@ WINOGRAD_NONFUSED). Four launches:
 
 1. f4_filter_transform: U[e][c][k] = (G g G^T)[e]     (36 x Cp x Kp)
 2. f4_input_transform:  V[e][c][t] = (B^T d B)[e]     (36 x Cp x Tp; t = (th*TW + tw)*N + n)
-3. the SASS GEMM:       M[p][e][k][t] = sum_c U V     (or f4_gemm, the CUDA-C reference)
+3. the SASS GEMM:       M[p][e][k][t] = sum_c U V     (gemmgen's FFMA kernel, or tcgemm's 3xTF32 one on
+                                                       the tensor cores; or f4_gemm, the CUDA-C reference)
 4. f4_output_transform: y = A^T (sum_p M[p]) A        (KHWN)
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from . import gemmgen
+from . import gemmgen, tcgemm
 from .gemmgen import BM, BN, GemmShape
 from .device import arch, cuda_module, filter_strides, pointer
 from .plan import Shape
@@ -41,6 +42,9 @@ FIXED_ITERS = 3.0          # a block's prologue, first loads and epilogue
 LONE_TAIL = 0.8
 # A variant's time an iteration against the 8x8 tile's (least squares over the H200 gemm table)
 VARIANTS = ((gemmgen.OPTIONS, 0.98), (gemmgen.EIGHT_BY_EIGHT, 1.0))
+# The tensor-core GEMM (algo "f4tc"): its only variant, and its iteration against the 8x8 tile's
+TC_VARIANTS = ((tcgemm.OPTIONS, 0.6),)
+SPEED = dict(VARIANTS + TC_VARIANTS)
 # Another part's M, per MB of M, read back by the output transform (an iteration is about 0.6
 # us on Conv5): 0.3 us a MB on Conv5/N128 (1 -> 2 parts), 0.46 us on Conv5/N32 (2 -> 4 parts:
 # 65536 threads, each adding its parts one after the other). An output transform that loads one
@@ -56,7 +60,7 @@ def _up(v: int, m: int) -> int:
 class Plan:
     s: Shape
     parts: int = 1
-    options: gemmgen.GemmOptions = gemmgen.OPTIONS      # the SASS GEMM's variant
+    options: gemmgen.GemmOptions | tcgemm.TcOptions = gemmgen.OPTIONS      # the SASS GEMM's variant
 
     @property
     def TH(self) -> int:
@@ -87,40 +91,47 @@ def modelled(p: Plan, sms: int) -> float:
     g = p.gemm
     wave = sms * p.options.blocks_per_sm()
     blocks = math.ceil(g.blocks() / sms) + (LONE_TAIL if wave < g.blocks() <= wave + sms else 0)
-    speed = dict(VARIANTS).get(p.options, 1.0)
+    speed = SPEED.get(p.options, 1.0)
     m_mb = gemmgen.E * g.K * g.T * 4 / 1e6
     return blocks * (g.iterations + FIXED_ITERS) * speed + (g.parts - 1) * m_mb * M_ITERS_PER_MB
 
 
+def module(o: gemmgen.GemmOptions | tcgemm.TcOptions):
+    """The generator of a GEMM variant: gemmgen (FFMA) or tcgemm (3xTF32 on the tensor cores)."""
+    return tcgemm if isinstance(o, tcgemm.TcOptions) else gemmgen
+
+
 @lru_cache(maxsize=None)
-def plan(s: Shape, sms: int, parts: int = 0) -> Plan:
-    """(Cached: every call of conv2d asks, and each candidate builds a GEMM generator.) The plan for s on a GPU of `sms` multiprocessors: the GEMM variant (VARIANTS) and the
-    split (`parts` given, > 0, or 1..MAX_PARTS) of the smallest modelled time."""
+def plan(s: Shape, sms: int, parts: int = 0, tc: bool = False) -> Plan:
+    """(Cached: every call of conv2d asks, and each candidate builds a GEMM generator.) The plan for s on a GPU of `sms` multiprocessors: the GEMM variant (VARIANTS, or
+    with `tc` TC_VARIANTS) and the split (`parts` given, > 0, or 1..MAX_PARTS) of the smallest modelled time."""
     cands = []
-    for o, _ in VARIANTS:
+    for o, _ in TC_VARIANTS if tc else VARIANTS:
         for n in [parts] if parts else range(1, MAX_PARTS + 1):
             p = Plan(s, n, o)
             try:
-                gemmgen.Generator(p.gemm, o)
+                module(o).Generator(p.gemm, o)
             except gemmgen.Unsupported:
                 continue
             if not parts and n > 1 and p.gemm.C != Plan(s, 1, o).gemm.C:
                 continue                        # no channel padding for a split
             cands.append((modelled(p, sms), len(cands), p))
     if not cands:
-        gemmgen.check_gemm(Plan(s, parts or 1).gemm)          # raises with the reason
+        o = (TC_VARIANTS if tc else VARIANTS)[0][0]
+        module(o).Generator(Plan(s, parts or 1, o).gemm, o)     # raises with the reason
     return min(cands)[2]
 
 
 @lru_cache(maxsize=None)
-def sass_gemm(g: GemmShape, o: gemmgen.GemmOptions = gemmgen.OPTIONS):
-    """The GEMM of (g, o) for this GPU (o fitted to its arch: gemmgen.fit)."""
+def sass_gemm(g: GemmShape, o: gemmgen.GemmOptions | tcgemm.TcOptions = gemmgen.OPTIONS):
+    """The GEMM of (g, o) for this GPU (o fitted to its arch: gemmgen.fit, tcgemm.fit)."""
     import sassas
     gpu = arch()
     if gpu not in ARCHS:
         raise RuntimeError(f"the SASS GEMM is generated for {', '.join(ARCHS)}; this GPU is {gpu}")
-    o = gemmgen.fit(o, target(gpu))
-    return sassas.load(gemmgen.build(g, o, arch=gpu))[gemmgen.kernel_name(g, o)]
+    gen = module(o)
+    o = gen.fit(o, target(gpu))
+    return sassas.load(gen.build(g, o, arch=gpu))[gen.kernel_name(g, o)]
 
 
 def filter_transform(w, u4, p: Plan, layout: str, stream=0) -> None:
@@ -137,9 +148,10 @@ def input_transform(xc, v4, p: Plan, stream=0) -> None:
                                         np.int32(p.T), np.int32(g.C), np.int32(g.T), stream=stream)
 
 
-def launch_sass_gemm(g: GemmShape, u4, v4, m4, o: gemmgen.GemmOptions = gemmgen.OPTIONS, stream=0) -> None:
+def launch_sass_gemm(g: GemmShape, u4, v4, m4, o: gemmgen.GemmOptions | tcgemm.TcOptions = gemmgen.OPTIONS,
+                     stream=0) -> None:
     """M (m4) from U (u4) and V (v4) by the SASS GEMM of shape g, variant o."""
-    sass_gemm(g, o)(g.grid(), o.threads, pointer(u4), pointer(v4), pointer(m4), shared=gemmgen.SMEM_BYTES,
+    sass_gemm(g, o)(g.grid(), o.threads, pointer(u4), pointer(v4), pointer(m4), shared=module(o).SMEM_BYTES,
                     stream=stream)
 
 

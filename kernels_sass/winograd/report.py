@@ -43,7 +43,8 @@ def render_ablation(data: dict) -> None:
 # the table's columns: bench case (or derived figure) and its short name
 COLUMNS = {"sass main": "sassMain", "sass CHWN": "sassCHWN", "sass NCHW": "sassNCHW", "sass4 gemm": "f4GEMM",
            "sass4 CHWN": "f4CHWN", "sass4 NCHW": "f4NCHW", "f4fused main": "f4fMain", "f4fused NCHW": "f4fNCHW",
-           "f4fused CHWN": "f4fCHWN",
+           "f4fused CHWN": "f4fCHWN", "sass4tc gemm": "f4tcGEMM", "sass4tc CHWN": "f4tcCHWN",
+           "sass4tc NCHW": "f4tcNCHW",
            "cuda NCHW": "cudaNCHW",
            "cudnn (benchmark)": "fp32BM", "torch FP32 (no benchmark)": "fp32",
            "torch FP32 channels_last (benchmark)": "fp32BMcl", "torch default (TF32)": "defTF32",
@@ -128,6 +129,7 @@ def render(data: dict, plot: str = None) -> None:
     # time ratios (ref time / ours): our NCHW and CHWN entries against cuDNN's best and PyTorch's default
     ratio_cols = {"CHWN/best": ("auto CHWN", ref_col), "NCHW/best": ("auto NCHW", ref_col),
                   "f2NCHW/best": ("sass NCHW", ref_col), "f4NCHW/best": ("sass4 NCHW", ref_col),
+                  "f4tcNCHW/best": ("sass4tc NCHW", ref_col),
                   "f4f/best": ("f4fused NCHW", ref_col), "f4fC/best": ("f4fused CHWN", ref_col),
                   "NCHW/TF32": ("auto NCHW", TF32), "f2NCHW/TF32": ("sass NCHW", TF32),
                   "f4NCHW/TF32": ("sass4 NCHW", TF32)}

@@ -95,11 +95,13 @@ class Regs:
 @dataclass(frozen=True)
 class TcOptions:
     """The tensor-core GEMM's switches (f4.Plan.options): what f4 needs of a GEMM variant."""
+    hmma_gap: int = HMMA_GAP      # cycles from an HMMA to the warp's next (5..15: the split's LOP3 -> FADD
+                                  # are hmma_gap cycles apart or more, and alu -> fma takes 5)
     unroll: int = UNROLL
     threads: int = THREADS
 
     def tag(self) -> str:
-        return ""
+        return "" if self.hmma_gap == HMMA_GAP else f"-hg{self.hmma_gap}"
 
     def registers(self) -> int:
         return Regs.count()
@@ -129,6 +131,8 @@ def check_tc_gemm(g: GemmShape) -> None:
 class Generator:
     def __init__(self, g: GemmShape, o: TcOptions = OPTIONS, arch: str = DEFAULT_ARCH):
         check_tc_gemm(g)
+        if not 5 <= o.hmma_gap <= 15:
+            raise ValueError(f"hmma_gap {o.hmma_gap}: 5..15")
         self.t = target(arch)
         fit(o, self.t)
         self.g, self.o = g, o
@@ -285,11 +289,11 @@ class Generator:
                 h = Op(text, wait=(1 << FRAG_SB[buf]) if n == 0 else 0)
                 extra = gaps.get(n, [])
                 # cycles to the next HMMA: at least HMMA_GAP, and what the gap's ops ask for
-                h.stall = 1 if extra else HMMA_GAP
+                h.stall = 1 if extra else self.o.hmma_gap
                 used = h.stall
                 for k, op in enumerate(extra):
                     if k == len(extra) - 1:
-                        op.stall = max(op.stall, HMMA_GAP - used)
+                        op.stall = max(op.stall, self.o.hmma_gap - used)
                     used += op.stall
                 nxt = hmmas[n + 1][1] if n + 1 < len(hmmas) else None
                 if not extra and nxt == a_reg:
