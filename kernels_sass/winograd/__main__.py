@@ -125,6 +125,7 @@ def main(argv=None) -> int:
                         "'lane_map=2x2' 'tc' (the 3xTF32 tensor-core GEMM) "
                         "(gemmgen.GemmOptions; skip=... variants compute wrong results: their error is not checked)")
     q.add_argument("--reps", type=int, default=20)
+    q.add_argument("--parts", type=int, default=0, help="only this split of the channels (0: 1 to f4.MAX_PARTS)")
     q.add_argument("--json")
     q.set_defaults(func=cmd_gemm)
     q = sub.add_parser("loop", help="the F(4x4,3x3) GEMM's main-loop FFMA issue rate in cycles (needs ncu)")

@@ -345,7 +345,7 @@ def cmd_gemm(args) -> int:
     for name, s in configs:
         chosen = f4.plan(s, sms)
         cublas = None
-        for o, parts in [(o, n) for o in variants for n in range(1, f4.MAX_PARTS + 1)]:
+        for o, parts in [(o, n) for o in variants for n in ([args.parts] if args.parts else range(1, f4.MAX_PARTS + 1))]:
             p = f4.Plan(s, parts, o)
             g = p.gemm
             try:

@@ -97,11 +97,18 @@ class TcOptions:
     """The tensor-core GEMM's switches (f4.Plan.options): what f4 needs of a GEMM variant."""
     hmma_gap: int = HMMA_GAP      # cycles from an HMMA to the warp's next (5..15: the split's LOP3 -> FADD
                                   # are hmma_gap cycles apart or more, and alu -> fma takes 5)
+    reuse_across: bool = False    # .reuse on A also across the other instructions between two HMMAs of
+                                  # one A (as ptxas marks them), not only where the next instruction is one
+    skip: str = ""                # measurement only, the results are wrong: "split" drops the LOP3/FADD,
+                                  # "lds" the fragment loads, "copies" the copies, DEPBAR and BAR,
+                                  # "all" every instruction of the loop but the HMMAs, counter and branch
     unroll: int = UNROLL
     threads: int = THREADS
 
     def tag(self) -> str:
-        return "" if self.hmma_gap == HMMA_GAP else f"-hg{self.hmma_gap}"
+        return "".join(text for cond, text in (
+            (self.hmma_gap != HMMA_GAP, f"-hg{self.hmma_gap}"), (self.reuse_across, "-ra"),
+            (bool(self.skip), f"-skip{self.skip}")) if cond)
 
     def registers(self) -> int:
         return Regs.count()
@@ -131,8 +138,8 @@ def check_tc_gemm(g: GemmShape) -> None:
 class Generator:
     def __init__(self, g: GemmShape, o: TcOptions = OPTIONS, arch: str = DEFAULT_ARCH):
         check_tc_gemm(g)
-        if not 5 <= o.hmma_gap <= 15:
-            raise ValueError(f"hmma_gap {o.hmma_gap}: 5..15")
+        if not 5 <= o.hmma_gap <= 15 or o.skip not in ("", "split", "lds", "copies", "all"):
+            raise ValueError(f"hmma_gap {o.hmma_gap}, skip {o.skip!r}: 5..15, '' 'split' 'lds' 'copies' or 'all'")
         self.t = target(arch)
         fit(o, self.t)
         self.g, self.o = g, o
@@ -269,19 +276,23 @@ class Generator:
             def at(n: int, text: str, **kw) -> None:
                 gaps.setdefault(n, []).append(Op(text, **kw))
 
-            for n, ops in enumerate(self.split_ops(buf)):
-                for text in ops:
-                    at(n, text)
-            for m, c in enumerate(self.copy_ops(((it + STAGES - 1) % STAGES) * STAGE_BYTES)):
-                at(COPY_GAP_AT + m, c, rb=ADDR_SB)
-            at(COPY_GAP_AT + 4, "LDGDEPBAR", wb=ASYNC_SB)
-            adv = self.advance_ops()
-            at(ADVANCE_AT, adv[0], wait=1 << ADDR_SB)
-            at(ADVANCE_AT + 1, adv[1])
-            at(DEPBAR_AT, f"DEPBAR.LE SB{ASYNC_SB}, 0x{STAGES - 2:x}", y=True, stall=DEPBAR_STALL)
-            at(BAR_AT, "BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6)
-            for m, t in enumerate(self.frag_loads(1 - buf, ((it + 1) % STAGES) * STAGE_BYTES)):
-                at(BAR_AT + 1 + m, t, wb=FRAG_SB[1 - buf])
+            skip = self.o.skip
+            if skip not in ("split", "all"):
+                for n, ops in enumerate(self.split_ops(buf)):
+                    for text in ops:
+                        at(n, text)
+            if skip not in ("copies", "all"):
+                for m, c in enumerate(self.copy_ops(((it + STAGES - 1) % STAGES) * STAGE_BYTES)):
+                    at(COPY_GAP_AT + m, c, rb=ADDR_SB)
+                at(COPY_GAP_AT + 4, "LDGDEPBAR", wb=ASYNC_SB)
+                adv = self.advance_ops()
+                at(ADVANCE_AT, adv[0], wait=1 << ADDR_SB)
+                at(ADVANCE_AT + 1, adv[1])
+                at(DEPBAR_AT, f"DEPBAR.LE SB{ASYNC_SB}, 0x{STAGES - 2:x}", y=True, stall=DEPBAR_STALL)
+                at(BAR_AT, "BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6)
+            if skip not in ("lds", "all"):
+                for m, t in enumerate(self.frag_loads(1 - buf, ((it + 1) % STAGES) * STAGE_BYTES)):
+                    at(BAR_AT + 1 + m, t, wb=FRAG_SB[1 - buf])
             if it == UNROLL - 1:
                 at(COUNT_AT, f"IADD3 R{r.CNT}, P6, R{r.CNT}, -0x1, RZ")
             hmmas = self.hmma_list(buf)
@@ -296,7 +307,7 @@ class Generator:
                         op.stall = max(op.stall, self.o.hmma_gap - used)
                     used += op.stall
                 nxt = hmmas[n + 1][1] if n + 1 < len(hmmas) else None
-                if not extra and nxt == a_reg:
+                if (self.o.reuse_across or not extra) and nxt == a_reg:
                     h.text = h.text.replace(f"R{a_reg},", f"R{a_reg}.reuse,", 1)
                 body.append(h)
                 body += extra
