@@ -3,6 +3,7 @@ configurations; the ablation of the SASS switches) and gemm (the F(4x4,3x3) GEMM
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import time
 
@@ -380,10 +381,10 @@ def cmd_gemm(args) -> int:
             tf = 2 * gemmgen.E * g.K * g.T * g.C / times[0] / 1e9
             row = {"config": name, "C": g.C, "K": g.K, "T": g.T, "options": o.tag() or "default", "parts": parts,
                    "chosen": (parts, o) == (chosen.parts, chosen.options),
-                   "blocks": g.blocks(), "model": f4.modelled(p, sms), "ms": times[0], "ms_2C": times[1],
+                   "blocks": math.prod(f4.launch_grid(g, o)), "model": f4.modelled(p, sms), "ms": times[0], "ms_2C": times[1],
                    "ffma_issue": whole, "loop_issue": loop, "rel_err": err, "cublas_ms": cublas}
             rows.append(row)
-            print(f"{name:<12}{f'{g.C}x{g.K}x{g.T}':>18}{o.tag() or '-':>10}{parts:>5}{'*' if row['chosen'] else ' '}{g.blocks():>7}"
+            print(f"{name:<12}{f'{g.C}x{g.K}x{g.T}':>18}{o.tag() or '-':>10}{parts:>5}{'*' if row['chosen'] else ' '}{row['blocks']:>7}"
                   f"{row['model']:>7.0f}{times[0]:>9.4f}{tf:>8.1f}{whole:>11.1%}{loop:>7.1%}{err:>9.1e}"
                   f"{cublas:>10.4f}{2 * gemmgen.E * g.K * g.T * g.C / cublas / 1e9:>8.1f}", flush=True)
     print("# * the variant and split f4.plan chooses (modelled)")

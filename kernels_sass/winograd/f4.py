@@ -90,7 +90,8 @@ def modelled(p: Plan, sms: int) -> float:
     the extra M."""
     g = p.gemm
     wave = sms * p.options.blocks_per_sm()
-    blocks = math.ceil(g.blocks() / sms) + (LONE_TAIL if wave < g.blocks() <= wave + sms else 0)
+    n = math.prod(launch_grid(g, p.options))
+    blocks = math.ceil(n / sms) + (LONE_TAIL if wave < n <= wave + sms else 0)
     speed = SPEED.get(p.options, 1.0)
     m_mb = gemmgen.E * g.K * g.T * 4 / 1e6
     return blocks * (g.iterations + FIXED_ITERS) * speed + (g.parts - 1) * m_mb * M_ITERS_PER_MB
@@ -99,6 +100,14 @@ def modelled(p: Plan, sms: int) -> float:
 def module(o: gemmgen.GemmOptions | tcgemm.TcOptions):
     """The generator of a GEMM variant: gemmgen (FFMA) or tcgemm (3xTF32 on the tensor cores)."""
     return tcgemm if isinstance(o, tcgemm.TcOptions) else gemmgen
+
+
+def launch_grid(g: GemmShape, o: gemmgen.GemmOptions | tcgemm.TcOptions) -> tuple[int, int, int]:
+    return tcgemm.grid(g, o) if isinstance(o, tcgemm.TcOptions) else g.grid()
+
+
+def smem_bytes(o: gemmgen.GemmOptions | tcgemm.TcOptions) -> int:
+    return o.smem_bytes() if isinstance(o, tcgemm.TcOptions) else gemmgen.SMEM_BYTES
 
 
 @lru_cache(maxsize=None)
@@ -151,7 +160,7 @@ def input_transform(xc, v4, p: Plan, stream=0) -> None:
 def launch_sass_gemm(g: GemmShape, u4, v4, m4, o: gemmgen.GemmOptions | tcgemm.TcOptions = gemmgen.OPTIONS,
                      stream=0) -> None:
     """M (m4) from U (u4) and V (v4) by the SASS GEMM of shape g, variant o."""
-    sass_gemm(g, o)(g.grid(), o.threads, pointer(u4), pointer(v4), pointer(m4), shared=module(o).SMEM_BYTES,
+    sass_gemm(g, o)(launch_grid(g, o), o.threads, pointer(u4), pointer(v4), pointer(m4), shared=smem_bytes(o),
                     stream=stream)
 
 

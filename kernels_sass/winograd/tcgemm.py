@@ -47,54 +47,19 @@ from .sched import Op, Seq
 from .target import DEFAULT_ARCH, Target, target
 
 THREADS = 128
-ROW_BYTES = 136 * 4        # a channel row of A or B in shared memory (128 floats and 4 of padding)
-B_OFF = BC * ROW_BYTES
-STAGE_BYTES = 2 * BC * ROW_BYTES
-SMEM_BYTES = STAGES * STAGE_BYTES
+ROW_PAD = 8                # floats after a channel row of A or B in shared memory: conflict-free fragment loads
 UNROLL = STAGES            # iterations a loop body: each stage an immediate offset
-TILES_M, TILES_N = 4, 8    # mma tiles of a warp
-TILES = TILES_M * TILES_N
+TILES_M = 4                # m-tiles (16 filters) of a warp; its n-tiles (8 tiles): cols / 16
 HMMA_GAP = 6               # cycles from an HMMA.1688.F32.TF32 to the next of the warp (ptxas)
 HI_MASK = 0xffffe000
 FRAG_SB = (0, 1)           # the fragment loads of register set 0 and 1
-# the gaps (after HMMA n of an iteration) of the other instructions
-COPY_GAP_AT = 34           # the 4 LDGSTS, one a gap, then LDGDEPBAR
-ADVANCE_AT = 40            # the 32-bit offsets into U and V
-DEPBAR_AT = 44
-BAR_AT = 46                # then the 24 fragment loads, one a gap
-COUNT_AT = 80              # the loop counter (last iteration of a body)
-
-
-class Regs:
-    """Accumulators R0..R127 (tile (i, j) at 4 (8 i + j)), two fragment sets of 16 A and 16 B
-    values, the lo values, then the addresses (as gemmgen.Regs)."""
-    ACC = 0
-    FRAG = 128          # set b: A at FRAG + 32 b, B at FRAG + 32 b + 16
-    LO = 192            # A's lo, then B's
-    LDA, LDB, ST, UP, VP, CNT = range(224, 230)
-
-    @staticmethod
-    def acc(i: int, j: int) -> int:
-        return 4 * (TILES_N * i + j)
-
-    @classmethod
-    def a(cls, buf: int, i: int) -> int:
-        """m-tile i's A fragment (a0..a3: rows g, g + 8 at channel q, then at q + 4)."""
-        return cls.FRAG + 32 * buf + 4 * i
-
-    @classmethod
-    def b(cls, buf: int, j: int) -> int:
-        """n-tile j's B fragment (b0, b1: channel q, q + 4)."""
-        return cls.FRAG + 32 * buf + 16 + 2 * j
-
-    @staticmethod
-    def count() -> int:
-        return Regs.CNT + 3
 
 
 @dataclass(frozen=True)
 class TcOptions:
     """The tensor-core GEMM's switches (f4.Plan.options): what f4 needs of a GEMM variant."""
+    cols: int = 128               # t columns of a block: 128 (warps of 64 x 64, 232 registers, 2 blocks an
+                                  # SM) or 64 (warps of 64 x 32, 152 registers, 3 blocks an SM)
     hmma_gap: int = HMMA_GAP      # cycles from an HMMA to the warp's next (5..15: the split's LOP3 -> FADD
                                   # are hmma_gap cycles apart or more, and alu -> fma takes 5)
     reuse_across: bool = False    # .reuse on A also across the other instructions between two HMMAs of
@@ -107,18 +72,74 @@ class TcOptions:
 
     def tag(self) -> str:
         return "".join(text for cond, text in (
-            (self.hmma_gap != HMMA_GAP, f"-hg{self.hmma_gap}"), (self.reuse_across, "-ra"),
-            (bool(self.skip), f"-skip{self.skip}")) if cond)
+            (self.cols != 128, f"-n{self.cols}"), (self.hmma_gap != HMMA_GAP, f"-hg{self.hmma_gap}"),
+            (self.reuse_across, "-ra"), (bool(self.skip), f"-skip{self.skip}")) if cond)
 
     def registers(self) -> int:
-        return Regs.count()
+        return Regs(self.cols).count()
+
+    def smem_bytes(self) -> int:
+        return STAGES * Layout(self.cols).stage
 
     def blocks_per_sm(self) -> int:
         regs = -(-self.registers() // 8) * 8
-        return min(65536 // (regs * self.threads), (228 << 10) // (0x400 + SMEM_BYTES))
+        return min(65536 // (regs * self.threads), (228 << 10) // (0x400 + self.smem_bytes()))
 
 
 OPTIONS = TcOptions()
+
+
+class Layout:
+    """A stage in shared memory: A [8][128 + ROW_PAD] floats, then B [8][cols + ROW_PAD]. With
+    rows of 8 mod 32 floats a warp's fragment loads have no bank conflict (LDS.64: a half-warp's
+    16 lanes at 8-byte slots 4 q + g mod 16; LDS.32: 32 lanes at banks 8 q + g)."""
+
+    def __init__(self, cols: int):
+        self.cols = cols
+        self.row_a = (BM + ROW_PAD) * 4
+        self.row_b = (cols + ROW_PAD) * 4
+        self.b_off = BC * self.row_a
+        self.stage = BC * (self.row_a + self.row_b)
+
+
+SMEM_BYTES = STAGES * Layout(128).stage      # the most any variant asks for (f4.launch_sass_gemm)
+
+
+class Regs:
+    """Accumulators from R0 (tile (i, j) at 4 (tiles_n i + j)), two fragment sets of 16 A and
+    2 tiles_n B values, the lo values, then the shared addresses (A and B reads, the A and B
+    copies' stage), the copies' offsets into U and V, the loop counter."""
+
+    def __init__(self, cols: int):
+        self.tiles_n = cols // 16
+        self.acc_regs = 4 * TILES_M * self.tiles_n
+        self.set = 16 + 2 * self.tiles_n
+        self.FRAG = self.acc_regs
+        self.LO = self.FRAG + 2 * self.set
+        self.LDA, self.LDB, self.ST, self.STB, self.UP, self.VP, self.CNT = range(self.LO + self.set, self.LO + self.set + 7)
+        if cols == 128:     # A and B rows alike: one stage register for both copies
+            self.STB = self.ST
+            self.UP, self.VP, self.CNT = self.UP - 1, self.VP - 1, self.CNT - 1
+
+    def acc(self, i: int, j: int) -> int:
+        return 4 * (self.tiles_n * i + j)
+
+    def a(self, buf: int, i: int) -> int:
+        """m-tile i's A fragment (a0..a3: rows g, g + 8 at channel q, then at q + 4)."""
+        return self.FRAG + self.set * buf + 4 * i
+
+    def b(self, buf: int, j: int) -> int:
+        """n-tile j's B fragment (b0, b1: channel q, q + 4)."""
+        return self.FRAG + self.set * buf + 16 + 2 * j
+
+    def lo_a(self, i: int) -> int:
+        return self.LO + 4 * i
+
+    def lo_b(self, j: int) -> int:
+        return self.LO + 16 + 2 * j
+
+    def count(self) -> int:
+        return self.CNT + 3
 
 
 def fit(o: TcOptions, t: Target) -> TcOptions:
@@ -127,8 +148,14 @@ def fit(o: TcOptions, t: Target) -> TcOptions:
     return o
 
 
-def check_tc_gemm(g: GemmShape) -> None:
+def grid(g: GemmShape, o: TcOptions = OPTIONS) -> tuple[int, int, int]:
+    return (g.T // o.cols, g.K // BM, E * g.parts)
+
+
+def check_tc_gemm(g: GemmShape, o: TcOptions = OPTIONS) -> None:
     check_gemm(g)
+    if o.cols not in (64, 128):
+        raise ValueError(f"cols {o.cols}: 64 or 128")
     if g.iterations % UNROLL:
         raise Unsupported(f"C {g.C}: {g.iterations} iterations a block, not a multiple of {UNROLL}")
     if (49 * g.T * 4 + 256) >= 1 << 23:
@@ -137,45 +164,60 @@ def check_tc_gemm(g: GemmShape) -> None:
 
 class Generator:
     def __init__(self, g: GemmShape, o: TcOptions = OPTIONS, arch: str = DEFAULT_ARCH):
-        check_tc_gemm(g)
+        check_tc_gemm(g, o)
         if not 5 <= o.hmma_gap <= 15 or o.skip not in ("", "split", "lds", "copies", "all"):
             raise ValueError(f"hmma_gap {o.hmma_gap}, skip {o.skip!r}: 5..15, '' 'split' 'lds' 'copies' or 'all'")
         self.t = target(arch)
         fit(o, self.t)
         self.g, self.o = g, o
+        self.r, self.l = Regs(o.cols), Layout(o.cols)
+        self.tiles_n = o.cols // 16
+        self.tiles = TILES_M * self.tiles_n            # mma tiles of a warp: HMMAs of a pass
+        # the gaps (after HMMA n of an iteration) of the other instructions: the split (values
+        # per gap so that A's lo are in before pass 1, B's before pass 2), then the copies
+        # of iteration i + 3, the offsets' moves, the DEPBAR, the BAR, the next fragments
+        self.per_gap = BN // o.cols
+        self.split_gaps = -(-(16 + 2 * self.tiles_n) // self.per_gap) + 1
+        self.copy_at = self.split_gaps + 1
+        self.advance_at = self.split_gaps + 7
+        self.depbar_at = self.split_gaps + 11
+        self.bar_at = self.split_gaps + 13
+        self.count_at = 3 * self.tiles - 16
 
     def seq(self) -> Seq:
         return Seq(self.t.arch, spell=self.t.spell)
 
     # ---- pieces ---------------------------------------------------------------------
-    @staticmethod
-    def frag_loads(buf: int, stage: int) -> list[str]:
+    def frag_loads(self, buf: int, stage: int) -> list[str]:
         """The fragments of a stage into register set buf: per channel half s (channels q,
-        q + 4) A's 4 pairs (LDS.64) and B's 8 values (LDS.32)."""
-        r = Regs
+        q + 4) A's 4 pairs (LDS.64) and B's tiles_n values (LDS.32)."""
+        r, l = self.r, self.l
         out = []
         for s in range(2):
-            off = stage + 4 * s * ROW_BYTES
-            out += [f"LDS.64 R{r.a(buf, i) + 2 * s}, [R{r.LDA}+{off + 64 * i:#x}]" for i in range(TILES_M)]
-            out += [f"LDS R{r.b(buf, j) + s}, [R{r.LDB}+{off + 32 * j:#x}]" for j in range(TILES_N)]
+            out += [f"LDS.64 R{r.a(buf, i) + 2 * s}, [R{r.LDA}+{stage + 4 * s * l.row_a + 64 * i:#x}]"
+                    for i in range(TILES_M)]
+            out += [f"LDS R{r.b(buf, j) + s}, [R{r.LDB}+{stage + 4 * s * l.row_b + 32 * j:#x}]"
+                    for j in range(self.tiles_n)]
         return out
 
     def copy_ops(self, stage: int) -> list[str]:
-        """One iteration's copies into `stage`: chunks c and c + 16 of row tid / 16 of U and V."""
-        r = Regs
+        """One iteration's copies into `stage`: chunks c and c + 16 of row tid / 16 of U, and
+        of V's cols / 4 chunks a row (c alone with 64 columns)."""
+        r, l = self.r, self.l
         out = []
-        for reg, ur, off in ((r.UP, U_UR, stage), (r.VP, V_UR, stage + B_OFF)):
-            for m in range(2):
+        for reg, ur, st, off, n in ((r.UP, U_UR, r.ST, stage, 2), (r.VP, V_UR, r.STB, stage + l.b_off, self.o.cols // 64)):
+            for m in range(n):
                 d = m * 256
-                dst = f"[R{r.ST}{'+' + hex(off + d) if off + d else ''}]"
+                dst = f"[R{st}{'+' + hex(off + d) if off + d else ''}]"
                 out.append(f"LDGSTS.E.BYPASS.128 {dst}, [R{reg}.U32+UR{ur}{'+' + hex(d) if d else ''}]")
         return out
 
     def advance_ops(self) -> list[str]:
-        g, r = self.g, Regs
+        g, r = self.g, self.r
         return [f"IADD3 R{r.UP}, R{r.UP}, {BC * g.K * 4:#x}, RZ", f"IADD3 R{r.VP}, R{r.VP}, {BC * g.T * 4:#x}, RZ"]
 
-    def place(self, q: Seq, tid: int, t: list[int]) -> tuple[int, int, int, int]:
+    @staticmethod
+    def place(q: Seq, tid: int, t: list[int]) -> tuple[int, int, int, int]:
         """(g, q, warp >> 1, warp & 1) of thread R<tid> into registers t[0..3] (t[4] scratch)."""
         g, qq, wm, wn, s = t[:5]
         q.op(f"SHF.R.U32.HI R{s}, RZ, 0x5, R{tid}")
@@ -188,7 +230,7 @@ class Generator:
 
     # ---- prologue -------------------------------------------------------------------
     def prologue(self) -> list[str]:
-        g, r = self.g, Regs
+        g, r, l, cols = self.g, self.r, self.l, self.o.cols
         q = self.seq()
         tid, cx, cy, z, t1, t2, off, crow, chunk, *rest = range(r.LO, r.LO + 20)
         q.op(f"S2R R{tid}, SR_TID.X")
@@ -203,7 +245,9 @@ class Generator:
         # the copies: row tid / 16, chunk tid % 16 (and + 16)
         q.op(f"SHF.R.U32.HI R{crow}, RZ, 0x4, R{tid}")
         q.op(f"LOP3.LUT R{chunk}, R{tid}, 0xf, RZ, 0xc0, !PT")
-        address(q, r.ST, ((crow, ROW_BYTES), (chunk, 16)), self.t.smem_base, r.CNT)
+        address(q, r.ST, ((crow, l.row_a), (chunk, 16)), self.t.smem_base, r.CNT)
+        if r.STB != r.ST:
+            address(q, r.STB, ((crow, l.row_b), (chunk, 16)), self.t.smem_base, r.CNT)
         # this thread's first channel row: e*C + part*(C/parts) + crow, e = z % E, part = z / E
         if g.parts > 1:
             q.op(f"MOV R{t1}, {magic(E):#x}")
@@ -213,24 +257,24 @@ class Generator:
             mad(q, t1, t2, g.C // g.parts, t1, r.CNT)
         else:
             mad(q, t1, z, g.C, crow, r.CNT)
-        for ptr, width, block in ((r.UP, g.K, cy), (r.VP, g.T, cx)):
+        for ptr, width, block, size in ((r.UP, g.K, cy, BM), (r.VP, g.T, cx, cols)):
             mad(q, off, t1, width, None, r.CNT)
-            mad(q, off, block, BM, off, r.CNT)
+            mad(q, off, block, size, off, r.CNT)
             mad(q, off, chunk, 4, off, r.CNT)
             q.op(f"SHF.L.U32 R{ptr}, R{off}, 0x2, RZ")
-        # fragment reads: A at row q, filters 64 wm + 2 g; B at row q, tiles 64 wn + g
-        address(q, r.LDA, ((qq, ROW_BYTES), (wm, 256), (gg, 8)), self.t.smem_base, r.CNT)
-        address(q, r.LDB, ((qq, ROW_BYTES), (wn, 256), (gg, 4)), self.t.smem_base + B_OFF, r.CNT)
+        # fragment reads: A at row q, filters 64 wm + 2 g; B at row q, tiles cols / 2 wn + g
+        address(q, r.LDA, ((qq, l.row_a), (wm, 256), (gg, 8)), self.t.smem_base, r.CNT)
+        address(q, r.LDB, ((qq, l.row_b), (wn, 2 * cols), (gg, 4)), self.t.smem_base + l.b_off, r.CNT)
         q.op(f"MOV R{r.CNT}, {g.iterations // UNROLL - 1:#x}")
         q.op("NOP", wait=q.wait_all(), y=True, stall=2)
         out = q.lines()
         for it in range(STAGES - 1):
-            out += [Op(c, rb=ADDR_SB, y=True, stall=COPY_GAP).line() for c in self.copy_ops(it * STAGE_BYTES)]
+            out += [Op(c, rb=ADDR_SB, y=True, stall=COPY_GAP).line() for c in self.copy_ops(it * l.stage)]
             out.append(Op("LDGDEPBAR", wb=ASYNC_SB, y=True, stall=COPY_GAP).line())
             adv = self.advance_ops()
             out.append(Op(adv[0], wait=1 << ADDR_SB, y=True, stall=1).line())
             out.append(Op(adv[1], y=True, stall=MIN_DIST).line())
-        out += [Op(f"CS2R R{a}, SRZ", y=True, stall=1).line() for a in range(r.ACC, r.ACC + 128, 2)]
+        out += [Op(f"CS2R R{a}, SRZ", y=True, stall=1).line() for a in range(0, r.acc_regs, 2)]
         out.append(Op(f"DEPBAR.LE SB{ASYNC_SB}, 0x{STAGES - 2:x}", y=True, stall=DEPBAR_STALL).line())
         out.append(Op("NOP", y=True, stall=8).line())
         out.append(Op("BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6).line())
@@ -240,34 +284,39 @@ class Generator:
 
     # ---- the loop body --------------------------------------------------------------
     def hmma_list(self, buf: int) -> list[tuple[str, int]]:
-        """An iteration's HMMAs in order: (text, the A register whose reuse may carry)."""
-        r = Regs
+        """An iteration's HMMAs in order: (text, the A register whose reuse may carry): pass 0
+        hi_a hi_b, pass 1 lo_a hi_b, pass 2 hi_a lo_b, each over the warp's tiles."""
+        r = self.r
         out = []
-        passes = [(r.a, r.b), (lambda b, i: r.LO + 4 * i, r.b), (r.a, lambda b, j: r.LO + 16 + 2 * j)]
+        passes = [(lambda i: r.a(buf, i), lambda j: r.b(buf, j)), (r.lo_a, lambda j: r.b(buf, j)),
+                  (lambda i: r.a(buf, i), r.lo_b)]
         for fa, fb in passes:
             for i in range(TILES_M):
-                for j in range(TILES_N):
+                for j in range(self.tiles_n):
                     c = r.acc(i, j)
-                    out.append((f"HMMA.1688.F32.TF32 R{c}, R{fa(buf, i)}, R{fb(buf, j)}, R{c}", fa(buf, i)))
+                    out.append((f"HMMA.1688.F32.TF32 R{c}, R{fa(i)}, R{fb(j)}, R{c}", fa(i)))
         return out
 
     def split_ops(self, buf: int) -> list[list[str]]:
-        """Per gap n (0..32): the LOP3 of value n, the FADD of value n - 1 (lo = x - hi),
+        """Per gap: the LOP3 of per_gap values and the FADD of the gap before's (lo = x - hi),
         A's 16 values, then B's."""
-        r = Regs
-        src = [r.a(buf, 0) + v for v in range(16)] + [r.b(buf, 0) + v for v in range(16)]
+        r = self.r
+        n_b = 2 * self.tiles_n
+        src = [r.a(buf, 0) + v for v in range(16)] + [r.b(buf, 0) + v for v in range(n_b)]
+        lo = [r.LO + v for v in range(16 + n_b)]
+        chunks = [range(v, min(v + self.per_gap, len(src))) for v in range(0, len(src), self.per_gap)]
         out = []
-        for n in range(33):
+        for n in range(len(chunks) + 1):
             ops = []
-            if n < 32:
-                ops.append(f"LOP3.LUT R{r.LO + n}, R{src[n]}, {HI_MASK:#x}, RZ, 0xc0, !PT")
+            if n < len(chunks):
+                ops += [f"LOP3.LUT R{lo[v]}, R{src[v]}, {HI_MASK:#x}, RZ, 0xc0, !PT" for v in chunks[n]]
             if n > 0:
-                ops.append(f"FADD R{r.LO + n - 1}, R{src[n - 1]}, -R{r.LO + n - 1}")
+                ops += [f"FADD R{lo[v]}, R{src[v]}, -R{lo[v]}" for v in chunks[n - 1]]
             out.append(ops)
         return out
 
     def loop_body(self) -> list[Op]:
-        r = Regs
+        r, l = self.r, self.l
         body: list[Op] = []
         for it in range(UNROLL):
             buf = it % 2
@@ -282,24 +331,25 @@ class Generator:
                     for text in ops:
                         at(n, text)
             if skip not in ("copies", "all"):
-                for m, c in enumerate(self.copy_ops(((it + STAGES - 1) % STAGES) * STAGE_BYTES)):
-                    at(COPY_GAP_AT + m, c, rb=ADDR_SB)
-                at(COPY_GAP_AT + 4, "LDGDEPBAR", wb=ASYNC_SB)
+                copies = self.copy_ops(((it + STAGES - 1) % STAGES) * l.stage)
+                for m, c in enumerate(copies):
+                    at(self.copy_at + m, c, rb=ADDR_SB)
+                at(self.copy_at + len(copies), "LDGDEPBAR", wb=ASYNC_SB)
                 adv = self.advance_ops()
-                at(ADVANCE_AT, adv[0], wait=1 << ADDR_SB)
-                at(ADVANCE_AT + 1, adv[1])
-                at(DEPBAR_AT, f"DEPBAR.LE SB{ASYNC_SB}, 0x{STAGES - 2:x}", y=True, stall=DEPBAR_STALL)
-                at(BAR_AT, "BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6)
+                at(self.advance_at, adv[0], wait=1 << ADDR_SB)
+                at(self.advance_at + 1, adv[1])
+                at(self.depbar_at, f"DEPBAR.LE SB{ASYNC_SB}, 0x{STAGES - 2:x}", y=True, stall=DEPBAR_STALL)
+                at(self.bar_at, "BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6)
             if skip not in ("lds", "all"):
-                for m, t in enumerate(self.frag_loads(1 - buf, ((it + 1) % STAGES) * STAGE_BYTES)):
-                    at(BAR_AT + 1 + m, t, wb=FRAG_SB[1 - buf])
+                for m, t in enumerate(self.frag_loads(1 - buf, ((it + 1) % STAGES) * l.stage)):
+                    at(self.bar_at + 1 + m, t, wb=FRAG_SB[1 - buf])
             if it == UNROLL - 1:
-                at(COUNT_AT, f"IADD3 R{r.CNT}, P6, R{r.CNT}, -0x1, RZ")
+                at(self.count_at, f"IADD3 R{r.CNT}, P6, R{r.CNT}, -0x1, RZ")
             hmmas = self.hmma_list(buf)
             for n, (text, a_reg) in enumerate(hmmas):
                 h = Op(text, wait=(1 << FRAG_SB[buf]) if n == 0 else 0)
                 extra = gaps.get(n, [])
-                # cycles to the next HMMA: at least HMMA_GAP, and what the gap's ops ask for
+                # cycles to the next HMMA: at least hmma_gap, and what the gap's ops ask for
                 h.stall = 1 if extra else self.o.hmma_gap
                 used = h.stall
                 for k, op in enumerate(extra):
@@ -317,12 +367,12 @@ class Generator:
         body.append(Op("@P6 BRA LOOP", y=True, stall=5))
         return body
 
-    # ---- epilogue: M, 64 STG.E.64 of accumulator pairs --------------------------------
+    # ---- epilogue: M, STG.E.64 of accumulator pairs -----------------------------------
     def epilogue(self) -> Seq:
-        g, r = self.g, Regs
+        g, r, cols = self.g, self.r, self.o.cols
         q = self.seq()
         q.op(f"DEPBAR.LE SB{ASYNC_SB}, 0x0", wait=0x3f)
-        # 4 * ((z*K + 128 cy + 64 wm + 2 g) * T + 128 cx + 64 wn + 2 q)
+        # 4 * ((z*K + 128 cy + 64 wm + 2 g) * T + cols cx + cols / 2 wn + 2 q)
         tid, cx, cy, z, off, *rest = range(r.FRAG, r.FRAG + 12)
         q.op(f"S2R R{tid}, SR_TID.X")
         q.op(f"S2R R{cx}, SR_CTAID.X")
@@ -334,17 +384,17 @@ class Generator:
         mad(q, off, wm, 64, off, r.CNT)
         mad(q, off, gg, 2, off, r.CNT)
         mad(q, off, off, g.T, None, r.CNT)
-        mad(q, off, cx, BN, off, r.CNT)
-        mad(q, off, wn, 64, off, r.CNT)
+        mad(q, off, cx, cols, off, r.CNT)
+        mad(q, off, wn, cols // 2, off, r.CNT)
         mad(q, off, qq, 2, off, r.CNT)
         q.op(f"SHF.L.U32 R{off}, R{off}, 0x2, RZ")
-        mp, tmp = r.LDA, r.UP + 1           # even pairs of the address registers
+        mp, tmp = r.LDA, r.LO               # even pairs, free now
         q.op(f"LDC.64 R{tmp}, {self.t.param(P_M)}")
         q.op(f"IADD3 R{mp}, P0, R{off}, R{tmp}, RZ")
         q.op(f"IADD3.X R{mp + 1}, RZ, R{tmp + 1}, RZ, P0, !PT")
         for i in range(TILES_M):
             for h in range(2):
-                for j in range(TILES_N):
+                for j in range(self.tiles_n):
                     o = (16 * i + h) * g.T * 4 + 32 * j
                     q.op(f"STG.E.64{self.t.scope} {self.t.global_address(mp, o)}, R{r.acc(i, j) + 2 * h}")
         q.op("EXIT")
@@ -355,8 +405,8 @@ class Generator:
         name = name or kernel_name(g, self.o)
         out = [f"# Batched 3xTF32 GEMM of Winograd F(4x4,3x3) for {self.t.arch}, generated by "
                f"kernels_sass/winograd/tcgemm.py",
-               f"# C={g.C} K={g.K} T={g.T} parts={g.parts}; grid {g.grid()}, {THREADS} threads, "
-               f"{SMEM_BYTES} bytes of dynamic shared memory",
+               f"# C={g.C} K={g.K} T={g.T} parts={g.parts}; grid {grid(g, self.o)}, {THREADS} threads, "
+               f"{self.o.smem_bytes()} bytes of dynamic shared memory",
                f".kernel {name}", "<params>"]
         out += [f"{n}, {b}" for n, b in PARAMS]
         out.append("</params>")

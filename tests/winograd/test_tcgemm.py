@@ -31,12 +31,12 @@ def _rng(name: str) -> np.random.Generator:
     return np.random.default_rng([SEED, sum(map(ord, name))])
 
 
-def _sim_gemm(g: GemmShape, rng):
+def _sim_gemm(g: GemmShape, rng, o: tcgemm.TcOptions = tcgemm.OPTIONS):
     u = rng.standard_normal((g.operand_rows, g.K)).astype(np.float32)
     v = rng.standard_normal((g.operand_rows, g.T)).astype(np.float32)
     m = np.full((g.parts * gemmgen.E, g.K, g.T), np.nan, np.float32)
-    out, mach = sim.simulate(tcgemm.generate(g), g.grid(), {"u": u, "v": v, "m": m}, list(gemmgen.PARAMS),
-                             tcgemm.SMEM_BYTES, tcgemm.THREADS)
+    out, mach = sim.simulate(tcgemm.generate(g, o), tcgemm.grid(g, o), {"u": u, "v": v, "m": m},
+                             list(gemmgen.PARAMS), o.smem_bytes(), tcgemm.THREADS)
     return u, v, out["m"].view(np.float32).reshape(g.parts, gemmgen.E, g.K, g.T), mach
 
 
@@ -63,8 +63,9 @@ def test_assembles_without_hazards(g):
 def test_hmmas_are_spaced_and_accumulators_far_apart():
     """Consecutive HMMAs at least hmma_gap cycles apart (ptxas: 6); an accumulator's three
     HMMAs of an iteration 32 HMMAs apart; the split's FADD after its LOP3."""
-    for o in (tcgemm.OPTIONS, tcgemm.TcOptions(hmma_gap=5)):
+    for o in (tcgemm.OPTIONS, tcgemm.TcOptions(hmma_gap=5), tcgemm.TcOptions(cols=64)):
         body = tcgemm.Generator(GemmShape(32, 128, 128), o).loop_body()
+        per = 3 * 4 * o.cols // 16
         cycle, last, issued = 0, None, []
         for op in body:
             if op.text.startswith("HMMA"):
@@ -74,9 +75,9 @@ def test_hmmas_are_spaced_and_accumulators_far_apart():
                 issued.append(op.text.split()[1].rstrip(","))
             cycle += max(op.stall, 1)
         for it in range(4):
-            per = issued[96 * it:96 * (it + 1)]
-            for n, acc in enumerate(per):
-                assert per.index(acc) == n % 32
+            hm = issued[per * it:per * (it + 1)]
+            for n, acc in enumerate(hm):
+                assert hm.index(acc) == n % (per // 3)
     with pytest.raises(ValueError):
         tcgemm.Generator(GemmShape(32, 128, 128), tcgemm.TcOptions(hmma_gap=4))
 
@@ -86,9 +87,9 @@ def test_nvdisasm_reads_the_kernel_as_written():
     why = oracle.missing_tools("sm_90", ("nvdisasm",))
     if why:
         pytest.skip(why)
-    for g in (GemmShape(32, 128, 128), GemmShape(512, 512, 384, 2)):
-        text = tcgemm.generate(g)
-        assert cubins.disasm_mismatches(text, tcgemm.build(g, cache=False)) == []
+    for g, o in ((GemmShape(32, 128, 128), tcgemm.OPTIONS), (GemmShape(512, 512, 384, 2), tcgemm.TcOptions(cols=64))):
+        text = tcgemm.generate(g, o)
+        assert cubins.disasm_mismatches(text, tcgemm.build(g, o, cache=False)) == []
 
 
 def test_unsupported_gemms_are_refused():
@@ -101,9 +102,10 @@ def test_unsupported_gemms_are_refused():
 
 
 # ---- the simulator: the fragment layouts, the split, the copies ---------------------------------
-@pytest.mark.parametrize("g", [GemmShape(32, 128, 128), GemmShape(64, 128, 256, 2)], ids=str)
-def test_kernel_in_the_simulator_matches_float64(g):
-    u, v, got, mach = _sim_gemm(g, _rng(str(g)))
+@pytest.mark.parametrize("g,o", [(GemmShape(32, 128, 128), tcgemm.OPTIONS), (GemmShape(64, 128, 256, 2), tcgemm.OPTIONS),
+                                 (GemmShape(32, 256, 128), tcgemm.TcOptions(cols=64))], ids=str)
+def test_kernel_in_the_simulator_matches_float64(g, o):
+    u, v, got, mach = _sim_gemm(g, _rng(str(g)), o)
     cp = g.C // g.parts
     U = u[:gemmgen.E * g.C].reshape(gemmgen.E, g.C, g.K).astype(np.float64)
     V = v[:gemmgen.E * g.C].reshape(gemmgen.E, g.C, g.T).astype(np.float64)
