@@ -11,6 +11,7 @@
           ratios to the best cuDNN algorithm and to PyTorch's default, each case's relative
           error against float64; JSON (--json) and a plot (--plot).
   report  re-render a bench JSON (here, no GPU): table, cuDNN anchors (data/, measured on an H200), plot.
+  mma-peak  the tensor pipe's rate for mma.sync m16n8k8 TF32 (what bounds the f4tc GEMM).
   sass    print the generated SASS of one shape.
   sim     run the generated SASS in the CPU simulator on one shape and compare with NumPy.
   train-bench  training-step time (forward + both gradients) of ResNet-18/34's 3x3 layers:
@@ -23,7 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .bench import cmd_bench, cmd_gemm
+from .bench import cmd_bench, cmd_gemm, cmd_mma_peak
 from .check import cmd_check, cmd_sim, cmd_smoke
 from .ncu import cmd_loop, cmd_profile
 from .plan import Options
@@ -128,6 +129,9 @@ def main(argv=None) -> int:
     q.add_argument("--parts", type=int, default=0, help="only this split of the channels (0: 1 to f4.MAX_PARTS)")
     q.add_argument("--json")
     q.set_defaults(func=cmd_gemm)
+    q = sub.add_parser("mma-peak", help="mma.sync m16n8k8 TF32's rate (what bounds the 3xTF32 GEMM, algo f4tc)")
+    q.add_argument("--json")
+    q.set_defaults(func=cmd_mma_peak)
     q = sub.add_parser("loop", help="the F(4x4,3x3) GEMM's main-loop FFMA issue rate in cycles (needs ncu)")
     q.add_argument("--options", nargs="*", default=["", EIGHT_BY_EIGHT, "skip=copies", "skip=lds"],
                    help="GEMM variants (gemm --options); skip=... are measurement-only variants")

@@ -217,6 +217,13 @@ F4_MIN_COLUMNS = 1024
 F4FUSED_ARCHS = ("sm_90",)
 F4FUSED_ROW_FLOATS = 4
 
+# F(4x4,3x3) with the 3xTF32 tensor-core GEMM (sm_90) where F(4x4,3x3) would run, and from 512
+# columns (Conv4/N32): its GEMM is 1.3-1.6x the FFMA one's speed (H100, results/h100_f4tc_gemm.json),
+# which moves the break-even with F(2x2,3x3) down (H200, results/h200_f4tc_bench_cols128.json:
+# Conv4/N32 1.24x cuDNN's best against F(2x2,3x3)'s 1.18, Conv3/N32 1.10 against 1.01).
+F4TC_ARCHS = ("sm_90",)
+F4TC_MIN_COLUMNS = 512
+
 
 def choose_algo(s: Shape, layout: str = "NCHW", gpu_arch: str = "sm_90", sms: int = 132) -> str:
     """The algorithm "auto" runs for s, given in `layout` on a GPU of `gpu_arch` with `sms` SMs."""
@@ -228,8 +235,14 @@ def choose_algo(s: Shape, layout: str = "NCHW", gpu_arch: str = "sm_90", sms: in
         except f4fused.Unsupported:
             pass
     t = s.TH4 * s.TW4 * s.N
-    big = s.H * s.W <= F4_SMALL_PIXELS or t >= F4_MIN_COLUMNS
-    return "f4" if s.C >= F4_MIN_CHANNELS and big else "f2"
+    small = s.H * s.W <= F4_SMALL_PIXELS
+    if gpu_arch in F4TC_ARCHS and s.C >= F4_MIN_CHANNELS and (small or t >= F4TC_MIN_COLUMNS):
+        try:
+            f4.plan(s, sms, tc=True)
+            return "f4tc"
+        except plan.Unsupported:
+            pass
+    return "f4" if s.C >= F4_MIN_CHANNELS and (small or t >= F4_MIN_COLUMNS) else "f2"
 
 
 def f4_plan(s: Shape, parts: int = 0, tc: bool = False):

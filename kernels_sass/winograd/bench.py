@@ -392,3 +392,55 @@ def cmd_gemm(args) -> int:
         with open(args.json, "w") as f:
             json.dump({"device": props.name, "sms": sms, "rows": rows}, f, indent=1)
     return 0
+
+
+# A warp's 8 independent accumulators, 8 mma.sync m16n8k8 TF32 an iteration (ptxas: HMMAs 6 cycles
+# apart, A and B reused): the tensor pipe's rate with enough warps
+MMA_PEAK_SRC = r"""
+extern "C" __global__ void tf32_mma_peak(float *out, int n) {
+    float c[8][4] = {};
+    unsigned a = threadIdx.x, b = 3u * a;
+    for (int i = 0; i < n; i++) {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                         "{%0,%1,%2,%3};" : "+f"(c[j][0]), "+f"(c[j][1]), "+f"(c[j][2]), "+f"(c[j][3])
+                         : "r"(a), "r"(b), "r"(a ^ 1u), "r"(b ^ 1u), "r"(a ^ 2u), "r"(b ^ 2u));
+    }
+    float s = 0.f;
+    for (int j = 0; j < 8; j++) s += c[j][0] + c[j][1] + c[j][2] + c[j][3];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+"""
+
+
+def cmd_mma_peak(args) -> int:
+    """The tensor pipe's rate for HMMA.1688.F32.TF32 (mma.sync m16n8k8 TF32) at 4 to 32 warps an
+    SM: what bounds tcgemm's 3xTF32 loop (three HMMAs a product tile)."""
+    import numpy as np
+    import sassas
+    import torch
+    from .cuda import compile_source
+    from .device import arch, pointer
+    props = torch.cuda.get_device_properties(torch.device("cuda"))
+    sms, clk = props.multi_processor_count, 1980e6
+    kernel = sassas.load(compile_source(MMA_PEAK_SRC, arch(), "tf32_mma_peak.cu"))["tf32_mma_peak"]
+    out = torch.zeros(sms * 4 * 1024, device="cuda")
+    n = 4096
+    rows = []
+    print(f"# {props.name}: mma.sync m16n8k8 TF32, 8 independent accumulators a warp; cycles a HMMA a scheduler "
+          f"at {clk / 1e6:.0f} MHz")
+    for threads, blocks in ((128, 1), (128, 2), (128, 3), (256, 2), (512, 2), (1024, 1)):
+        def fn(_):
+            kernel((sms * blocks, 1, 1), threads, pointer(out), np.int32(n))
+        ms, _ = timeit(fn, 1, reps=5, rounds=3, graph=False)
+        hmma = sms * blocks * threads // 32 * n * 8
+        row = {"warps_per_sm": threads // 32 * blocks, "ms": ms, "tf32_tflops": hmma * 2048 / ms / 1e9,
+               "cycles_per_hmma": ms * 1e-3 * clk / (hmma / (sms * 4))}
+        rows.append(row)
+        print(f"warps/SM {row['warps_per_sm']:>3}  {ms:8.4f} ms  {row['tf32_tflops']:6.1f} TF32 TFLOPS  "
+              f"{row['cycles_per_hmma']:5.2f} cycles/HMMA/scheduler", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": props.name, "sms": sms, "rows": rows}, f, indent=1)
+    return 0

@@ -137,11 +137,13 @@ def render(data: dict, plot: str = None) -> None:
     table = []
     for r, d in zip(res, der):
         algo = r.get("algo_auto", "f2")
-        entry = {"f4": "sass4", "f4fused": "f4fused"}.get(algo, "sass")
+        entry = {"f4": "sass4", "f4fused": "f4fused", "f4tc": "sass4tc"}.get(algo, "sass")
         if f"{entry} NCHW" not in d["ms"]:
             algo, entry = "f2", "sass"
         # CHWN in: "auto"'s choice for that layout (older results: the NCHW one)
-        chwn = "sass4" if r.get("algo_auto_chwn", algo) == "f4" and "sass4 CHWN" in d["ms"] else "sass"
+        chwn = {"f4": "sass4", "f4tc": "sass4tc"}.get(r.get("algo_auto_chwn", algo), "sass")
+        if f"{chwn} CHWN" not in d["ms"]:
+            chwn = "sass"
         auto = {"auto CHWN": f"{chwn} CHWN", "auto NCHW": f"{entry} NCHW"}
         cells = {}
         for k, (ours, ref) in ratio_cols.items():

@@ -10,28 +10,31 @@ tensor core reads a TF32 operand from the register's top 19 bits (ptxas passes a
 FP32 register as hi: a CUDA-C 3xTF32 kernel's SASS has no AND before its hi*hi HMMAs), so hi
 is x itself: a value costs LOP3 (lo = x & 0xffffe000) and FADD (lo = x - lo).
 
-Design (sm_90, our own):
-- 128 threads, a 128 (k) x 128 (t) tile of one position e, 8 channels an iteration; warp w
-  a 64 x 64 tile at k 64 (w >> 1), t 64 (w & 1): 4 x 8 mma tiles of 16 x 8, 96 HMMA an
-  iteration. Lane (g, q) = (lane >> 2, lane & 3) holds, as the mma fragments want them,
-  A rows g and g + 8 of m-tile i = filters 2 (g + 8 i) + (0, 1) (one LDS.64 a channel), at
-  channels q and q + 4; B column g of n-tile j = tile 8 j + g (an LDS.32 a channel). Its
-  accumulator pairs are 2 consecutive tiles of one filter: the epilogue stores them as they
-  are (STG.E.64).
-- Shared memory: a stage of A [8][ROW] and B [8][ROW] floats, rows of 136 floats (ROW_BYTES,
-  128 and 4 of padding): the fragment loads of a warp are then without bank conflicts
-  (LDS.64: a half-warp's 16 lanes (q, g < 4) at 8-byte slots 4 q + g mod 16; LDS.32: 32
-  lanes at banks 8 q + g). Four stages, three copy groups in flight, as gemmgen:
-  each thread copies two 16-byte chunks of U and two of V an iteration (LDGSTS [R.U32+UR]).
+Design (sm_90, our own; TcOptions' defaults):
+- 128 threads, a 128 (k) x 64 (t) tile of one position e, 8 channels an iteration; warp w a
+  64 x 32 tile at k 64 (w >> 1), t 32 (w & 1): 4 x 4 mma tiles of 16 x 8, 48 HMMA an
+  iteration (`cols=128`: 128 x 128 tiles, warps of 64 x 64, 96 HMMA). Lane (g, q) =
+  (lane >> 2, lane & 3) holds, as the mma fragments want them, A rows g and g + 8 of m-tile i =
+  filters 2 (g + 8 i) + (0, 1) (one LDS.64 a channel) at channels q and q + 4, and B column g
+  of n-tile j = tile 8 j + g (an LDS.32 a channel). Its accumulator pairs are 2 consecutive
+  tiles of one filter: the epilogue stores them as they are (STG.E.64).
+- Shared memory: a stage of A [8][128 + 8] and B [8][cols + 8] floats (Layout): rows of 8 mod
+  32 floats make a warp's fragment loads free of bank conflicts (LDS.64: a half-warp's 16
+  lanes at 8-byte slots 4 q + g mod 16; LDS.32: 32 lanes at banks 8 q + g). Four stages,
+  three copy groups in flight, as gemmgen: each thread copies two 16-byte chunks of U and
+  cols / 64 of V an iteration (LDGSTS [R.U32+UR]).
 - The loop body is 4 iterations (a stage each, in immediate offsets); C a multiple of 32 x
-  parts. An iteration is 96 HMMA slots of HMMA_GAP cycles (ptxas spaces dependent-free
-  HMMA.1688.F32.TF32 6 cycles apart); the other instructions fill the gaps: the split of the
-  iteration's 32 values during pass 0 (hi * hi, which needs none of it), then the copies of
-  iteration i + 3, the DEPBAR and BAR, the next iteration's 24 fragment loads into the other
-  register set. Pass 1 (lo_a * hi_b) and pass 2 (hi_a * lo_b) follow; an accumulator's HMMAs
-  are 32 slots apart.
-- Registers: 128 accumulators, two sets of 32 fragment values, 32 lo values, 6 for addresses
-  and the counter: 232, two blocks an SM (8 warps).
+  parts. An iteration is its HMMAs hmma_gap cycles apart (ptxas spaces independent
+  HMMA.1688.F32.TF32 6 cycles apart; the pipe takes one every 6.8 cycles a scheduler, H100);
+  the other instructions fill the gaps: the split of the iteration's values during pass 0
+  (hi * hi, which needs none of it), then the copies of iteration i + 3, the DEPBAR and BAR,
+  the next iteration's fragment loads into the other register set. Pass 1 (lo_a * hi_b) and
+  pass 2 (hi_a * lo_b) follow; an accumulator's HMMAs are a pass (16 HMMAs) apart. `.reuse`
+  on A between the HMMAs of one m-tile, across the instructions between them, as ptxas does.
+- Registers: 64 accumulators, two sets of 24 fragment values, 24 lo values, 7 for addresses
+  and the counter: 152, three blocks an SM (12 warps; `cols=128`: 232, two blocks).
+- Measured (H100, `gemm --options tc`): the loop is bound by the tensor pipe; without the
+  split, the loads and the copies (`skip=all`) it is 3% faster.
 """
 from __future__ import annotations
 
@@ -58,12 +61,12 @@ FRAG_SB = (0, 1)           # the fragment loads of register set 0 and 1
 @dataclass(frozen=True)
 class TcOptions:
     """The tensor-core GEMM's switches (f4.Plan.options): what f4 needs of a GEMM variant."""
-    cols: int = 128               # t columns of a block: 128 (warps of 64 x 64, 232 registers, 2 blocks an
-                                  # SM) or 64 (warps of 64 x 32, 152 registers, 3 blocks an SM)
+    cols: int = 64                # t columns of a block: 64 (warps of 64 x 32, 152 registers, 3 blocks an
+                                  # SM) or 128 (warps of 64 x 64, 232 registers, 2 blocks an SM)
     hmma_gap: int = HMMA_GAP      # cycles from an HMMA to the warp's next (5..15: the split's LOP3 -> FADD
                                   # are hmma_gap cycles apart or more, and alu -> fma takes 5)
-    reuse_across: bool = False    # .reuse on A also across the other instructions between two HMMAs of
-                                  # one A (as ptxas marks them), not only where the next instruction is one
+    reuse_across: bool = True     # .reuse on A also across the other instructions between two HMMAs of
+                                  # one A (as ptxas marks them); False: only where the next instruction is one
     skip: str = ""                # measurement only, the results are wrong: "split" drops the LOP3/FADD,
                                   # "lds" the fragment loads, "copies" the copies, DEPBAR and BAR,
                                   # "all" every instruction of the loop but the HMMAs, counter and branch
@@ -72,8 +75,8 @@ class TcOptions:
 
     def tag(self) -> str:
         return "".join(text for cond, text in (
-            (self.cols != 128, f"-n{self.cols}"), (self.hmma_gap != HMMA_GAP, f"-hg{self.hmma_gap}"),
-            (self.reuse_across, "-ra"), (bool(self.skip), f"-skip{self.skip}")) if cond)
+            (self.cols != 64, f"-n{self.cols}"), (self.hmma_gap != HMMA_GAP, f"-hg{self.hmma_gap}"),
+            (not self.reuse_across, "-nra"), (bool(self.skip), f"-skip{self.skip}")) if cond)
 
     def registers(self) -> int:
         return Regs(self.cols).count()

@@ -50,20 +50,20 @@ def test_assembles_without_hazards(g):
     cubin = sassas.assemble(text, "sm_90", filename="tcgemm.sass")
     assert cubins.hazards(cubin.program) == []
     info = read_cubin(cubin.data).kernel(tcgemm.kernel_name(g))
-    assert info.registers == tcgemm.OPTIONS.registers() == 232        # two blocks of 128 threads an SM
-    assert tcgemm.OPTIONS.blocks_per_sm() == 2
-    # the loop body: 4 iterations of 96 HMMA (32 mma tiles x 3), 32 LOP3 + 32 FADD (the split),
-    # 8 LDS.64 + 16 LDS (the next fragments), 4 copies
+    assert info.registers == tcgemm.OPTIONS.registers() == 145        # three blocks of 128 threads an SM
+    assert tcgemm.OPTIONS.blocks_per_sm() == 3 and tcgemm.TcOptions(cols=128).blocks_per_sm() == 2
+    # the loop body: 4 iterations of 48 HMMA (16 mma tiles x 3), 24 LOP3 + 24 FADD (the split),
+    # 8 LDS.64 + 8 LDS (the next fragments), 3 copies
     loop = text[text.index("LOOP:"):text.index("BRA LOOP")]
-    for pattern, n in ((r"HMMA\.1688\.F32\.TF32", 384), (r"LOP3\.LUT R\d+, R\d+, 0xffffe000", 128),
-                       (r"\bFADD\b", 128), (r"LDS\.64", 32), (r"LDS R", 64), (r"LDGSTS", 16)):
+    for pattern, n in ((r"HMMA\.1688\.F32\.TF32", 192), (r"LOP3\.LUT R\d+, R\d+, 0xffffe000", 96),
+                       (r"\bFADD\b", 96), (r"LDS\.64", 32), (r"LDS R", 32), (r"LDGSTS", 12)):
         assert len(re.findall(pattern, loop)) == n, pattern
 
 
 def test_hmmas_are_spaced_and_accumulators_far_apart():
     """Consecutive HMMAs at least hmma_gap cycles apart (ptxas: 6); an accumulator's three
     HMMAs of an iteration 32 HMMAs apart; the split's FADD after its LOP3."""
-    for o in (tcgemm.OPTIONS, tcgemm.TcOptions(hmma_gap=5), tcgemm.TcOptions(cols=64)):
+    for o in (tcgemm.OPTIONS, tcgemm.TcOptions(hmma_gap=5), tcgemm.TcOptions(cols=128, reuse_across=False)):
         body = tcgemm.Generator(GemmShape(32, 128, 128), o).loop_body()
         per = 3 * 4 * o.cols // 16
         cycle, last, issued = 0, None, []
@@ -87,7 +87,7 @@ def test_nvdisasm_reads_the_kernel_as_written():
     why = oracle.missing_tools("sm_90", ("nvdisasm",))
     if why:
         pytest.skip(why)
-    for g, o in ((GemmShape(32, 128, 128), tcgemm.OPTIONS), (GemmShape(512, 512, 384, 2), tcgemm.TcOptions(cols=64))):
+    for g, o in ((GemmShape(32, 128, 128), tcgemm.OPTIONS), (GemmShape(512, 512, 384, 2), tcgemm.TcOptions(cols=128))):
         text = tcgemm.generate(g, o)
         assert cubins.disasm_mismatches(text, tcgemm.build(g, o, cache=False)) == []
 
@@ -103,7 +103,7 @@ def test_unsupported_gemms_are_refused():
 
 # ---- the simulator: the fragment layouts, the split, the copies ---------------------------------
 @pytest.mark.parametrize("g,o", [(GemmShape(32, 128, 128), tcgemm.OPTIONS), (GemmShape(64, 128, 256, 2), tcgemm.OPTIONS),
-                                 (GemmShape(32, 256, 128), tcgemm.TcOptions(cols=64))], ids=str)
+                                 (GemmShape(32, 256, 128), tcgemm.TcOptions(cols=128))], ids=str)
 def test_kernel_in_the_simulator_matches_float64(g, o):
     u, v, got, mach = _sim_gemm(g, _rng(str(g)), o)
     cp = g.C // g.parts
@@ -154,6 +154,21 @@ def test_plan_pads_channels_to_the_loop_body():
     assert (odd.gemm.C, odd.gemm.K) == (32, 128) and odd.options == tcgemm.OPTIONS
     assert f4.plan(Shape(8, 64, 7, 7, 64), 132, parts=2, tc=True).gemm.C == 64
     assert f4.module(tcgemm.OPTIONS) is tcgemm and f4.module(gemmgen.OPTIONS) is gemmgen
+
+
+def test_auto_picks_f4tc_on_sm90_where_f4_or_the_f2_of_512_columns_ran():
+    """sm_90: F(4x4,3x3) with the tensor-core GEMM on Conv3, Conv4 and Conv5 at every N in CHWN,
+    and in NCHW where the fused F(4x4,3x3) kernel does not run (Conv3/N32, Conv4, Conv5)."""
+    from kernels_sass.winograd import api
+    from kernels_sass.winograd.workloads import resnet_configs
+    for layout in ("CHWN", "NCHW"):
+        picks = {name: api.choose_algo(s, layout, "sm_90", 132) for name, s in resnet_configs()}
+        want = {f"Conv{layer}/N{n}" for layer in (4, 5) for n in (32, 64, 96, 128)} | {"Conv3/N32"}
+        if layout == "CHWN":
+            want |= {f"Conv3/N{n}" for n in (64, 96, 128)}
+        assert {n for n, a in picks.items() if a == "f4tc"} == want
+    assert api.choose_algo(Shape(1, 256, 14, 14, 256), "CHWN", "sm_90") == "f2"     # 16 columns
+    assert api.choose_algo(Shape(1, 256, 7, 7, 256), "CHWN", "sm_90") == "f4tc"     # small images
 
 
 # ---- on the GPU -----------------------------------------------------------------------------------
