@@ -102,8 +102,9 @@ def test_unsupported_gemms_are_refused():
 
 
 # ---- the simulator: the fragment layouts, the split, the copies ---------------------------------
-@pytest.mark.parametrize("g,o", [(GemmShape(32, 128, 128), tcgemm.OPTIONS), (GemmShape(64, 128, 256, 2), tcgemm.OPTIONS),
-                                 (GemmShape(32, 256, 128), tcgemm.TcOptions(cols=128))], ids=str)
+@pytest.mark.parametrize("g,o", [(GemmShape(32, 128, 128), tcgemm.OPTIONS), (GemmShape(64, 128, 128, 2), tcgemm.OPTIONS),
+                                 (GemmShape(32, 256, 128), tcgemm.TcOptions(cols=128))],
+                         ids=lambda v: str(v) if isinstance(v, GemmShape) else v.tag() or "default")
 def test_kernel_in_the_simulator_matches_float64(g, o):
     u, v, got, mach = _sim_gemm(g, _rng(str(g)), o)
     cp = g.C // g.parts
