@@ -218,9 +218,9 @@ F4FUSED_ARCHS = ("sm_90",)
 F4FUSED_ROW_FLOATS = 4
 
 # F(4x4,3x3) with the 3xTF32 tensor-core GEMM (sm_90) where F(4x4,3x3) would run, and from 512
-# columns (Conv4/N32): its GEMM is 1.3-1.6x the FFMA one's speed (H100, results/h100_f4tc_gemm.json),
-# which moves the break-even with F(2x2,3x3) down (H200, results/h200_f4tc_bench_cols128.json:
-# Conv4/N32 1.24x cuDNN's best against F(2x2,3x3)'s 1.18, Conv3/N32 1.10 against 1.01).
+# columns (Conv4/N32): its GEMM is 1.2-1.6x the FFMA one's speed, which moves the break-even with
+# F(2x2,3x3) down (H100, results/h100_f4tc_bench.json, NCHW: Conv4/N32 1.43x cuDNN's best against
+# F(2x2,3x3)'s 1.19, Conv3/N32 1.12 against 1.01; Conv4 and Conv5 1.30-1.62).
 F4TC_ARCHS = ("sm_90",)
 F4TC_MIN_COLUMNS = 512
 
