@@ -12,11 +12,12 @@ padding 1, stride 1, 3x3 filters, FP32.
 impl="sass" is the generated SASS main kernel, built for the GPU's arch (target.ARCHS; designed
 and run on sm_90, the others checked on the CPU only); the filter transform and, for NCHW,
 the layout transposes are the CUDA-C kernels of winograd.cu. algo: "f2" the fused
-F(2x2,3x3) kernel of sassgen, "f4" F(4x4,3x3) with the SASS GEMM of gemmgen (kernels_sass.
-winograd.f4), "f4fused" F(4x4,3x3) in one SASS kernel that reads x and writes y in the
+F(2x2,3x3) kernel of sassgen (CHWN: NCHW through transposes), "f4" F(4x4,3x3) with the SASS
+GEMM of gemmgen (kernels_sass.winograd.f4; CUDA-C transforms that read and write either
+layout), "f4fused" F(4x4,3x3) in one SASS kernel that reads x and writes y in the
 caller's layout, NCHW or CHWN (kernels_sass.winograd.f4fused; SASS only), "f4tc" "f4" with the
-3xTF32 tensor-core GEMM of tcgemm (FP32 accuracy; SASS only, sm_90), "auto" the faster of
-"f2" and "f4" for the shape (choose_algo). Shapes the SASS kernel cannot
+3xTF32 tensor-core GEMM of tcgemm (FP32 accuracy; SASS only, sm_90), "auto" the fastest for
+the shape, layout and GPU (choose_algo). Shapes the SASS kernel cannot
 take (offsets past 32 bits) raise plan.Unsupported; use impl="cuda" for those.
 """
 from __future__ import annotations
@@ -286,6 +287,9 @@ def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Op
         if impl == "direct":
             direct(x, w, y, s, stream=stream)
             return y
+        if p4 is not None:        # F(4x4,3x3): its transforms read and write NCHW
+            f4.conv(impl, x, w, y, p4, layout, ws, lib, stream)
+            return y
         if ws.xc is None:
             ws.xc = lib.empty((s.C, s.H, s.W, s.N))
         if ws.yk is None:
@@ -304,9 +308,7 @@ def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Op
             return y
         xc, yk = x, y
     if p4 is not None:
-        f4.conv_chwn(impl, xc, w, yk, p4, layout, ws, lib, stream)
-        if layout == "NCHW":
-            transpose(yk, y, s.K * s.H * s.W, s.N, stream)
+        f4.conv(impl, xc, w, yk, p4, layout, ws, lib, stream)
         return y
     if ws.u is None:
         ws.u = lib.empty((s.U_ROWS, 16, s.Kpad))

@@ -166,11 +166,15 @@ def cmd_bench(args) -> int:
                 cases["f4 input transform"] = lambda i, p4=p4, ws4=ws4: f4.input_transform(xcs[i], ws4[i].v4, p4, stream())
                 cases["f4 output transform"] = lambda i, p4=p4, ws4=ws4: f4.output_transform(ws4[i].m4, yks[i], p4,
                                                                                              stream())
+                cases["f4 input transform NCHW"] = lambda i, p4=p4, ws4=ws4: f4.input_transform(
+                    xs[i], ws4[i].v4, p4, stream(), "NCHW")
+                cases["f4 output transform NCHW"] = lambda i, p4=p4, ws4=ws4: f4.output_transform(
+                    ws4[i].m4, ys[i], p4, stream(), "NCHW")
             cases[f"{pre} CHWN"] = lambda i, p4=p4, ws4=ws4, a=algo4: api.conv2d(
                 xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i], workspace=ws4[i], algo=a, parts=p4.parts)
             cases[f"{pre} NCHW"] = lambda i, p4=p4, ws4=ws4, a=algo4: api.conv2d(
                 xs[i], wts[i], "sass", out=ys[i], algo=a, parts=p4.parts,
-                workspace=api.Workspace(xc=wss[i].xc, yk=wss[i].yk, u4=ws4[i].u4, v4=ws4[i].v4, m4=ws4[i].m4))
+                workspace=api.Workspace(u4=ws4[i].u4, v4=ws4[i].v4, m4=ws4[i].m4))
         if "sass" in args.impl and "f4fused" in args.algo:
             # the fused F(4x4,3x3) kernel alone (U transformed once here) and with its filter transform
             pf = api.f4fused_parts(s, args.parts)

@@ -1,6 +1,7 @@
-"""Winograd F(4x4,3x3), non-fused: CUDA-C transforms around the SASS batched SGEMM (gemmgen).
+"""Winograd F(4x4,3x3), non-fused: CUDA-C transforms around the SASS batched SGEMM (gemmgen, or
+tcgemm's 3xTF32 one).
 
-    f4.conv_chwn(xc, w, yk, s, layout, ws, stream)      # x CHWN -> y KHWN, w CRSK or KCRS
+    f4.conv(impl, x, w, y, plan, layout, ws, lib, stream)   # NCHW -> NCHW (w KCRS), or CHWN -> KHWN (w CRSK)
 
 F(2x2,3x3) multiplies 4 times an output, F(4x4,3x3) 2.25 times: where the fused F(2x2,3x3)
 kernel runs out of FFMA issue slots (Conv5: NOTES.md sections 8-11), the larger
@@ -8,10 +9,14 @@ tile wins even with U, V and M going through global memory (that is cuDNN's
 WINOGRAD_NONFUSED). Four launches:
 
 1. f4_filter_transform: U[e][c][k] = (G g G^T)[e]     (36 x Cp x Kp)
-2. f4_input_transform:  V[e][c][t] = (B^T d B)[e]     (36 x Cp x Tp; t = (th*TW + tw)*N + n)
+2. f4_input_transform:  V[e][c][t] = (B^T d B)[e]     (36 x Cp x Tp; t = (th*TW + tw)*N + n from CHWN,
+                                                       n*TH*TW + th*TW + tw from NCHW: f4_input_transform_nchw)
 3. the SASS GEMM:       M[p][e][k][t] = sum_c U V     (gemmgen's FFMA kernel, or tcgemm's 3xTF32 one on
                                                        the tensor cores; or f4_gemm, the CUDA-C reference)
-4. f4_output_transform: y = A^T (sum_p M[p]) A        (KHWN)
+4. f4_output_transform: y = A^T (sum_p M[p]) A        (KHWN, or NCHW: f4_output_transform_nchw)
+
+NCHW tensors go through the path without layout transposes: the transforms read and write them,
+the GEMM's columns in that layout's order (a warp's columns adjacent tiles of an image).
 """
 from __future__ import annotations
 
@@ -151,11 +156,13 @@ def filter_transform(w, u4, p: Plan, layout: str, stream=0) -> None:
                                          stream=stream)
 
 
-def input_transform(xc, v4, p: Plan, stream=0) -> None:
+def input_transform(x, v4, p: Plan, stream=0, layout: str = "CHWN") -> None:
+    """V (v4) from x in `layout` (CHWN, or NCHW with the columns image by image)."""
     s, g = p.s, p.gemm
-    cuda_module()["f4_input_transform"]((g.T // 128, g.C), 128, pointer(xc), pointer(v4), np.int32(s.N),
-                                        np.int32(s.C), np.int32(s.H), np.int32(s.W), np.int32(p.TW),
-                                        np.int32(p.T), np.int32(g.C), np.int32(g.T), stream=stream)
+    name = "f4_input_transform_nchw" if layout == "NCHW" else "f4_input_transform"
+    cuda_module()[name]((g.T // 128, g.C), 128, pointer(x), pointer(v4), np.int32(s.N), np.int32(s.C),
+                        np.int32(s.H), np.int32(s.W), np.int32(p.TW), np.int32(p.T), np.int32(g.C),
+                        np.int32(g.T), stream=stream)
 
 
 def launch_sass_gemm(g: GemmShape, u4, v4, m4, o: gemmgen.GemmOptions | tcgemm.TcOptions = gemmgen.OPTIONS,
@@ -178,21 +185,24 @@ def gemm(impl: str, u4, v4, m4, p: Plan, stream=0) -> None:
         raise ValueError(impl)
 
 
-def output_transform(m4, yk, p: Plan, stream=0) -> None:
+def output_transform(m4, y, p: Plan, stream=0, layout: str = "CHWN") -> None:
+    """y (KHWN, or NCHW: the columns of input_transform's NCHW order) from M (m4)."""
     s, g = p.s, p.gemm
-    cuda_module()["f4_output_transform"]((-(-p.T // 128), s.K), 128, pointer(m4), pointer(yk), np.int32(s.N),
-                                         np.int32(s.K), np.int32(s.H), np.int32(s.W), np.int32(p.TW),
-                                         np.int32(p.T), np.int32(g.K), np.int32(g.T), np.int32(g.parts),
-                                         stream=stream)
+    args = [pointer(m4), pointer(y), np.int32(s.N), np.int32(s.K), np.int32(s.H), np.int32(s.W), np.int32(p.TW),
+            np.int32(p.T), np.int32(g.K), np.int32(g.T), np.int32(g.parts)]
+    if layout == "NCHW":      # a tile's rows as float4 where they are whole aligned 16 bytes
+        args.append(np.int32(s.W % 4 == 0 and pointer(y) % 16 == 0))
+    cuda_module()["f4_output_transform_nchw" if layout == "NCHW" else "f4_output_transform"](
+        (-(-p.T // 128), s.K), 128, *args, stream=stream)
 
 
-def conv_chwn(impl: str, xc, w, yk, p: Plan, layout: str, ws: Any, lib: Any, stream=0) -> None:
-    """y (KHWN) from x (CHWN) and w (CRSK, or KCRS with layout NCHW); buffers u4, v4, m4 of the
-    workspace `ws` made with `lib` where missing."""
+def conv(impl: str, x, w, y, p: Plan, layout: str, ws: Any, lib: Any, stream=0) -> None:
+    """y from x and w in `layout`: NCHW (w KCRS, y NCHW) or CHWN (w CRSK, y KHWN); buffers u4, v4,
+    m4 of the workspace `ws` made with `lib` where missing."""
     for name, shape in p.buffers().items():
         if getattr(ws, name) is None:
             setattr(ws, name, lib.empty(shape))
     filter_transform(w, ws.u4, p, layout, stream)
-    input_transform(xc, ws.v4, p, stream)
+    input_transform(x, ws.v4, p, stream, layout)
     gemm(impl, ws.u4, ws.v4, ws.m4, p, stream)
-    output_transform(ws.m4, yk, p, stream)
+    output_transform(ws.m4, y, p, stream, layout)

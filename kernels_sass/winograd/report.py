@@ -154,8 +154,8 @@ def render(data: dict, plot: str = None) -> None:
         table.append((r, {"f4fused": "f4f"}.get(algo, algo) if "algo_auto" in r else "", cells))
     shown = [k for k in ratio_cols if any(c[k] is not None for _, _, c in table)]
     print(f"# speed ratios: best = {ref_col}{' (cuDNNnchw or cuDNNnhwc)' if ref_col == 'cudnn best' else ''}, "
-          f"TF32 = defTF32; CHWN/NCHW = the auto algorithm's entry (CHWN: transforms + main kernels; NCHW: with "
-          f"the layout transposes); f2/f4 = that algorithm's NCHW entry"
+          f"TF32 = defTF32; CHWN/NCHW = the auto algorithm's entry (CHWN: transforms + main kernels; NCHW: NCHW "
+          f"in and out); f2/f4/f4tc = that algorithm's NCHW entry"
           + ("; f4f = F(4x4,3x3) fused, NCHW in and out, its filter transform included (f4fC: CHWN in, KHWN out)"
              if "f4f/best" in shown else ""))
     print(f"{'config':<11}{'auto':>5}" + "".join(f"{k:>{W + 1}}" for k in shown))
@@ -203,7 +203,7 @@ def render(data: dict, plot: str = None) -> None:
     def gm(v):
         return math.exp(sum(math.log(x) for x in v) / len(v)) if v else float("nan")
     print(f"geometric mean of sass/cudnn: CHWN (transforms + main kernels) {gm(ratios['CHWN/best']):.3f}, "
-          f"NCHW (auto: f2 and f4 with the layout transposes, f4fused without) {gm(ratios['NCHW/best']):.3f}; "
+          f"NCHW (auto, NCHW in and out) {gm(ratios['NCHW/best']):.3f}; "
           f"min CHWN {min(ratios['CHWN/best'], default=float('nan')):.3f}, "
           f"min NCHW {min(ratios['NCHW/best'], default=float('nan')):.3f}"
           + (f"; NCHW against PyTorch's default (TF32) {gm(ratios['NCHW/TF32']):.3f}" if ratios["NCHW/TF32"] else ""),
