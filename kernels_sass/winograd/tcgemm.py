@@ -105,9 +105,6 @@ class Layout:
         self.stage = BC * (self.row_a + self.row_b)
 
 
-SMEM_BYTES = STAGES * Layout(128).stage      # the most any variant asks for (f4.launch_sass_gemm)
-
-
 class Regs:
     """Accumulators from R0 (tile (i, j) at 4 (tiles_n i + j)), two fragment sets of 16 A and
     2 tiles_n B values, the lo values, then the shared addresses (A and B reads, the A and B

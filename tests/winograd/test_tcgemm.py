@@ -120,7 +120,7 @@ def test_kernel_in_the_simulator_matches_float64(g, o):
 def test_f4tc_path_in_the_simulator_matches_direct():
     """The layouts of U, V and M as winograd.cu's transforms write and read them, around the
     simulated tensor-core GEMM: a convolution (channels padded to the loop body's 32)."""
-    s = Shape(3, 7, 6, 9, 5)
+    s = Shape(8, 7, 10, 9, 5)               # 72 columns: both column blocks hold outputs
     p = f4.plan(s, 132, tc=True)
     g = p.gemm
     assert p.options == tcgemm.OPTIONS and g.C == 32
@@ -128,8 +128,8 @@ def test_f4tc_path_in_the_simulator_matches_direct():
     x, w = rng.standard_normal((s.N, s.C, s.H, s.W)), rng.standard_normal((s.K, s.C, 3, 3))
     u, v = ref.f4_operands(x, w, g.C, g.K, g.T, gemmgen.PAD_ROWS)
     m = np.full((gemmgen.E, g.K, g.T), np.nan, np.float32)
-    out, mach = sim.simulate(tcgemm.generate(g), g.grid(), {"u": u, "v": v, "m": m}, list(gemmgen.PARAMS),
-                             tcgemm.SMEM_BYTES, tcgemm.THREADS)
+    out, mach = sim.simulate(tcgemm.generate(g), tcgemm.grid(g), {"u": u, "v": v, "m": m}, list(gemmgen.PARAMS),
+                             tcgemm.OPTIONS.smem_bytes(), tcgemm.THREADS)
     got = ref.f4_output(out["m"].view(np.float32).reshape(1, gemmgen.E, g.K, g.T), s.N, s.H, s.W, s.K)
     want = ref.direct_conv2d(x, w)
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-5
