@@ -31,7 +31,7 @@ from .plan import Options
 from .prebuild import cmd_prebuild, cmd_sass
 from .report import cmd_report
 from .train_bench import cmd_train_bench
-from .workloads import EIGHT_BY_EIGHT
+from .workloads import EIGHT_BY_EIGHT, TC
 
 
 def main(argv=None) -> int:
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
     q.add_argument("--no-graph", action="store_true")
     q.add_argument("--ablation", action="store_true", help="the SASS switches and the main-loop FFMA rate")
     q.add_argument("--no-cudnn-algos", action="store_true", help="skip the per-algorithm cuDNN runs")
-    q.add_argument("--algo", nargs="*", default=["f2", "f4", "f4fused"],
+    q.add_argument("--algo", nargs="*", default=["f2", "f4", "f4fused", "f4tc"],
                    help="the SASS algorithms timed (f2, f4, f4fused, f4tc)")
     q.add_argument("--parts", type=int, default=0, help="F(4x4,3x3): split of the GEMM's channels (0: modelled)")
     q.add_argument("--json")
@@ -121,7 +121,7 @@ def main(argv=None) -> int:
     q.set_defaults(func=cmd_smoke)
     q = sub.add_parser("gemm", help="the F(4x4,3x3) GEMM alone, each split, against cuBLAS")
     q.add_argument("--configs", nargs="*", help="prefixes (default Conv4 Conv5)")
-    q.add_argument("--options", nargs="*", default=["", EIGHT_BY_EIGHT],
+    q.add_argument("--options", nargs="*", default=["", EIGHT_BY_EIGHT, TC],
                    help=f"GEMM variants, e.g. '' (the default) '{EIGHT_BY_EIGHT}' (the 8x8 tile) 'a_sets=2' "
                         "'lane_map=2x2' 'tc' (the 3xTF32 tensor-core GEMM) "
                         "(gemmgen.GemmOptions; skip=... variants compute wrong results: their error is not checked)")
@@ -143,7 +143,7 @@ def main(argv=None) -> int:
     q.add_argument("--jobs", type=int)
     q.add_argument("--sms", type=int, default=132, help="multiprocessors of the target GPU (the split depends on it)")
     q.add_argument("--split", nargs="*", type=int, default=[], help="also these forced splits (check --split S)")
-    q.add_argument("--gemm-options", nargs="*", default=["", EIGHT_BY_EIGHT],
+    q.add_argument("--gemm-options", nargs="*", default=["", EIGHT_BY_EIGHT, TC],
                    help="the F(4x4,3x3) GEMM variants (gemm --options)")
     q.add_argument("--f4fused", action="store_true",
                    help="only the kernels of `device_run.sh f4fused`: the fused F(4x4,3x3) kernels of the check, "
