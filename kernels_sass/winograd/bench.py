@@ -146,15 +146,15 @@ def cmd_bench(args) -> int:
                                                       workspace=api.Workspace(u=us[i]))
             cases["sass NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "sass", out=ys[i], opts=opts, workspace=wss[i],
                                                       algo="f2")
-        for algo4, pre, key in (("f4", "sass4", "f4"), ("f4tc", "sass4tc", "f4tc")):
+        # F(4x4,3x3) non-fused, with the FFMA GEMM (f4) or the 3xTF32 tensor-core one (f4tc)
+        from . import f4
+        for algo4, pre in (("f4", "sass4"), ("f4tc", "sass4tc")):
             if "sass" not in args.impl or algo4 not in args.algo:
                 continue
-            # F(4x4,3x3) non-fused, with the FFMA GEMM (f4) or the 3xTF32 tensor-core one (f4tc)
-            from . import f4
             p4 = api.f4_plan(s, args.parts, algo4 == "f4tc")
-            row[f"{key}_parts"] = p4.parts
-            row[f"{key}_options"] = p4.options.tag() or "default"
-            row[f"{key}_gemm"] = [p4.gemm.C, p4.gemm.K, p4.gemm.T, p4.gemm.parts]
+            row[f"{algo4}_parts"] = p4.parts
+            row[f"{algo4}_options"] = p4.options.tag() or "default"
+            row[f"{algo4}_gemm"] = [p4.gemm.C, p4.gemm.K, p4.gemm.T, p4.gemm.parts]
             ws4 = [api.Workspace() for _ in range(sets)]
             for i in range(sets):      # the transforms, for the GEMM-only timings
                 api.conv2d(xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i], workspace=ws4[i], algo=algo4,
