@@ -9,7 +9,7 @@ Items (each hashed with SHA-256, first 16 hex digits):
 - examples/*.sass assembled for every architecture (an assembly error is hashed as its message),
 - the microbench kernels (every benchmark's SASS sources, full and quick cases) for each arch they target,
 - the winograd F(2x2,3x3) kernels (sassgen) over the shapes and option variants the commands build,
-  and the F(4x4,3x3) GEMMs (gemmgen) over their splits and variants,
+  and the F(4x4,3x3) GEMMs (gemmgen, and tcgemm's 3xTF32 ones) over their splits and variants,
 - the CPU commands' outputs: `winograd sass`, `winograd report` of every results file,
   `microbench list`, `microbench dump`, `microbench show`.
 """
@@ -127,8 +127,25 @@ def _gemm_jobs():
     return sorted(jobs, key=str)
 
 
+def _tc_gemm_jobs():
+    from kernels_sass.winograd import Shape, f4, tcgemm
+    variants = [tcgemm.OPTIONS, tcgemm.TcOptions(cols=64), tcgemm.TcOptions(reuse_across=True),
+                tcgemm.TcOptions(skip="all")]
+    jobs = set()
+    for s in (Shape(32, 256, 14, 14, 256), Shape(33, 20, 9, 11, 70)):
+        for parts in range(1, f4.MAX_PARTS + 1):
+            for o in variants:
+                g = f4.Plan(s, parts, o).gemm
+                try:
+                    tcgemm.Generator(g, o)
+                except tcgemm.Unsupported:
+                    continue
+                jobs.add((g, o))
+    return sorted(jobs, key=str)
+
+
 def winograd() -> dict[str, str]:
-    from kernels_sass.winograd import gemmgen, sassgen
+    from kernels_sass.winograd import gemmgen, sassgen, tcgemm
     out = {}
     for s, o in _winograd_jobs():
         name = "winograd " + sassgen.kernel_name(s, o)
@@ -140,6 +157,11 @@ def winograd() -> dict[str, str]:
         text = gemmgen.generate(g, o)
         out[name + " sass"] = digest(text)
         out[name + " cubin"] = _assembled(text, gemmgen.ARCH, "winograd_gemmgen.sass")
+    for g, o in _tc_gemm_jobs():
+        name = "winograd " + tcgemm.kernel_name(g, o)
+        text = tcgemm.generate(g, o)
+        out[name + " sass"] = digest(text)
+        out[name + " cubin"] = _assembled(text, "sm_90", "winograd_tcgemm.sass")
     return out
 
 

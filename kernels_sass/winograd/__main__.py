@@ -11,6 +11,7 @@
           ratios to the best cuDNN algorithm and to PyTorch's default, each case's relative
           error against float64; JSON (--json) and a plot (--plot).
   report  re-render a bench JSON (here, no GPU): table, cuDNN anchors (data/, measured on an H200), plot.
+  mma-peak  the tensor pipe's rate for mma.sync m16n8k8 TF32 (what bounds the f4tc GEMM).
   sass    print the generated SASS of one shape.
   sim     run the generated SASS in the CPU simulator on one shape and compare with NumPy.
   train-bench  training-step time (forward + both gradients) of ResNet-18/34's 3x3 layers:
@@ -23,14 +24,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .bench import cmd_bench, cmd_gemm
+from .bench import cmd_bench, cmd_gemm, cmd_mma_peak
 from .check import cmd_check, cmd_sim, cmd_smoke
 from .ncu import cmd_loop, cmd_profile
 from .plan import Options
 from .prebuild import cmd_prebuild, cmd_sass
 from .report import cmd_report
 from .train_bench import cmd_train_bench
-from .workloads import EIGHT_BY_EIGHT
+from .workloads import EIGHT_BY_EIGHT, TC
 
 
 def main(argv=None) -> int:
@@ -64,9 +65,10 @@ def main(argv=None) -> int:
     q.add_argument("--impl", action="append", choices=["sass", "cuda", "direct"])
     q.add_argument("--quick", action="store_true", help="4 ResNet configurations and the odd shapes")
     q.add_argument("--chwn", action="store_true", help="also the CHWN entry of the SASS path")
-    q.add_argument("--algo", action="append", choices=["f2", "f4", "f4fused", "auto"],
+    q.add_argument("--algo", action="append", choices=["f2", "f4", "f4fused", "f4tc", "auto"],
                    help="Winograd F(2x2,3x3) fused (f2), F(4x4,3x3) non-fused (f4), F(4x4,3x3) fused, NCHW "
-                        "in and out (f4fused, SASS only); default all three")
+                        "in and out (f4fused, SASS only), F(4x4,3x3) non-fused with the 3xTF32 tensor-core GEMM "
+                        "(f4tc, SASS only, sm_90); default all four")
     q.add_argument("--seed", type=int)
     q.add_argument("--json")
     switches(q)
@@ -79,8 +81,8 @@ def main(argv=None) -> int:
     q.add_argument("--no-graph", action="store_true")
     q.add_argument("--ablation", action="store_true", help="the SASS switches and the main-loop FFMA rate")
     q.add_argument("--no-cudnn-algos", action="store_true", help="skip the per-algorithm cuDNN runs")
-    q.add_argument("--algo", nargs="*", default=["f2", "f4", "f4fused"],
-                   help="the SASS algorithms timed (f2, f4, f4fused)")
+    q.add_argument("--algo", nargs="*", default=["f2", "f4", "f4fused", "f4tc"],
+                   help="the SASS algorithms timed (f2, f4, f4fused, f4tc)")
     q.add_argument("--parts", type=int, default=0, help="F(4x4,3x3): split of the GEMM's channels (0: modelled)")
     q.add_argument("--json")
     q.add_argument("--plot")
@@ -113,19 +115,23 @@ def main(argv=None) -> int:
     q.set_defaults(func=cmd_sim)
     q = sub.add_parser("smoke")
     q.add_argument("--impl", action="append", choices=["sass", "cuda", "direct"])
-    q.add_argument("--algo", action="append", choices=["f2", "f4", "f4fused"])
+    q.add_argument("--algo", action="append", choices=["f2", "f4", "f4fused", "f4tc"])
     q.add_argument("--seed", type=int)
     switches(q)
     q.set_defaults(func=cmd_smoke)
     q = sub.add_parser("gemm", help="the F(4x4,3x3) GEMM alone, each split, against cuBLAS")
     q.add_argument("--configs", nargs="*", help="prefixes (default Conv4 Conv5)")
-    q.add_argument("--options", nargs="*", default=["", EIGHT_BY_EIGHT],
+    q.add_argument("--options", nargs="*", default=["", EIGHT_BY_EIGHT, TC],
                    help=f"GEMM variants, e.g. '' (the default) '{EIGHT_BY_EIGHT}' (the 8x8 tile) 'a_sets=2' "
-                        "'lane_map=2x2' "
+                        "'lane_map=2x2' 'tc' (the 3xTF32 tensor-core GEMM) "
                         "(gemmgen.GemmOptions; skip=... variants compute wrong results: their error is not checked)")
     q.add_argument("--reps", type=int, default=20)
+    q.add_argument("--parts", type=int, default=0, help="only this split of the channels (0: 1 to f4.MAX_PARTS)")
     q.add_argument("--json")
     q.set_defaults(func=cmd_gemm)
+    q = sub.add_parser("mma-peak", help="mma.sync m16n8k8 TF32's rate (what bounds the 3xTF32 GEMM, algo f4tc)")
+    q.add_argument("--json")
+    q.set_defaults(func=cmd_mma_peak)
     q = sub.add_parser("loop", help="the F(4x4,3x3) GEMM's main-loop FFMA issue rate in cycles (needs ncu)")
     q.add_argument("--options", nargs="*", default=["", EIGHT_BY_EIGHT, "skip=copies", "skip=lds"],
                    help="GEMM variants (gemm --options); skip=... are measurement-only variants")
@@ -137,7 +143,7 @@ def main(argv=None) -> int:
     q.add_argument("--jobs", type=int)
     q.add_argument("--sms", type=int, default=132, help="multiprocessors of the target GPU (the split depends on it)")
     q.add_argument("--split", nargs="*", type=int, default=[], help="also these forced splits (check --split S)")
-    q.add_argument("--gemm-options", nargs="*", default=["", EIGHT_BY_EIGHT],
+    q.add_argument("--gemm-options", nargs="*", default=["", EIGHT_BY_EIGHT, TC],
                    help="the F(4x4,3x3) GEMM variants (gemm --options)")
     q.add_argument("--f4fused", action="store_true",
                    help="only the kernels of `device_run.sh f4fused`: the fused F(4x4,3x3) kernels of the check, "

@@ -7,14 +7,17 @@ padding 1, stride 1, 3x3 filters, FP32.
     y = conv2d(xc, wc, layout="CHWN")      # x [C, H, W, N], w [C, 3, 3, K] -> [K, H, W, N]
     y = conv2d(x, w, algo="f4")            # Winograd F(4x4,3x3), non-fused (default "auto")
     y = conv2d(x, w, algo="f4fused")       # Winograd F(4x4,3x3), fused: NCHW in and out, no transposes
+    y = conv2d(x, w, algo="f4tc")          # F(4x4,3x3), non-fused, its GEMM 3xTF32 on the tensor cores
 
 impl="sass" is the generated SASS main kernel, built for the GPU's arch (target.ARCHS; designed
 and run on sm_90, the others checked on the CPU only); the filter transform and, for NCHW,
 the layout transposes are the CUDA-C kernels of winograd.cu. algo: "f2" the fused
-F(2x2,3x3) kernel of sassgen, "f4" F(4x4,3x3) with the SASS GEMM of gemmgen (kernels_sass.
-winograd.f4), "f4fused" F(4x4,3x3) in one SASS kernel that reads x and writes y in the
-caller's layout, NCHW or CHWN (kernels_sass.winograd.f4fused; SASS only), "auto" the faster of
-"f2" and "f4" for the shape (choose_algo). Shapes the SASS kernel cannot
+F(2x2,3x3) kernel of sassgen (CHWN: NCHW through transposes), "f4" F(4x4,3x3) with the SASS
+GEMM of gemmgen (kernels_sass.winograd.f4; CUDA-C transforms that read and write either
+layout), "f4fused" F(4x4,3x3) in one SASS kernel that reads x and writes y in the
+caller's layout, NCHW or CHWN (kernels_sass.winograd.f4fused; SASS only), "f4tc" "f4" with the
+3xTF32 tensor-core GEMM of tcgemm (FP32 accuracy; SASS only, sm_90), "auto" the fastest for
+the shape, layout and GPU (choose_algo). Shapes the SASS kernel cannot
 take (offsets past 32 bits) raise plan.Unsupported; use impl="cuda" for those.
 """
 from __future__ import annotations
@@ -32,7 +35,8 @@ from .plan import Options, Shape
 from .target import ARCHS, target
 
 IMPLS = ("sass", "cuda", "direct")
-ALGOS = ("auto", "f2", "f4", "f4fused")
+ALGOS = ("auto", "f2", "f4", "f4fused", "f4tc")
+SASS_ONLY = ("f4fused", "f4tc")
 
 
 # ---- kernels -----------------------------------------------------------------------------------
@@ -214,6 +218,13 @@ F4_MIN_COLUMNS = 1024
 F4FUSED_ARCHS = ("sm_90",)
 F4FUSED_ROW_FLOATS = 4
 
+# F(4x4,3x3) with the 3xTF32 tensor-core GEMM (sm_90) where F(4x4,3x3) would run, and from 512
+# columns (Conv4/N32): its GEMM is 1.2-1.6x the FFMA one's speed, which moves the break-even with
+# F(2x2,3x3) down (H100, results/h100_f4tc_bench.json, NCHW: Conv4/N32 1.43x cuDNN's best against
+# F(2x2,3x3)'s 1.19, Conv3/N32 1.12 against 1.01; Conv4 and Conv5 1.30-1.62).
+F4TC_ARCHS = ("sm_90",)
+F4TC_MIN_COLUMNS = 512
+
 
 def choose_algo(s: Shape, layout: str = "NCHW", gpu_arch: str = "sm_90", sms: int = 132) -> str:
     """The algorithm "auto" runs for s, given in `layout` on a GPU of `gpu_arch` with `sms` SMs."""
@@ -225,12 +236,18 @@ def choose_algo(s: Shape, layout: str = "NCHW", gpu_arch: str = "sm_90", sms: in
         except f4fused.Unsupported:
             pass
     t = s.TH4 * s.TW4 * s.N
-    big = s.H * s.W <= F4_SMALL_PIXELS or t >= F4_MIN_COLUMNS
-    return "f4" if s.C >= F4_MIN_CHANNELS and big else "f2"
+    small = s.H * s.W <= F4_SMALL_PIXELS
+    if gpu_arch in F4TC_ARCHS and s.C >= F4_MIN_CHANNELS and (small or t >= F4TC_MIN_COLUMNS):
+        try:
+            f4.plan(s, sms, tc=True)
+            return "f4tc"
+        except plan.Unsupported:
+            pass
+    return "f4" if s.C >= F4_MIN_CHANNELS and (small or t >= F4_MIN_COLUMNS) else "f2"
 
 
-def f4_plan(s: Shape, parts: int = 0):
-    return f4.plan(s, sm_count(), parts)
+def f4_plan(s: Shape, parts: int = 0, tc: bool = False):
+    return f4.plan(s, sm_count(), parts, tc)
 
 
 def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Options = Options(),
@@ -247,8 +264,8 @@ def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Op
     s = problem(x, w, layout)
     if algo == "auto":
         algo = choose_algo(s, layout, arch(), sm_count()) if impl == "sass" else choose_algo(s, layout, "")
-    if algo == "f4fused" and impl == "cuda":
-        raise ValueError('algo "f4fused" is SASS only (impl "sass"); its CUDA-C counterpart is algo "f4"')
+    if algo in SASS_ONLY and impl == "cuda":
+        raise ValueError(f'algo "{algo}" is SASS only (impl "sass"); its CUDA-C counterpart is algo "f4"')
     if algo == "f4fused" and impl == "sass":
         parts = f4fused_parts(s, parts)
         f4fused.check(s, parts, layout)
@@ -258,8 +275,8 @@ def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Op
         f4fused_conv(x, w, y, s, parts, layout, ws, lib, lib.stream())
         return y
     p4 = None
-    if algo == "f4" and impl != "direct":
-        p4 = f4_plan(s, 1 if impl == "cuda" else parts)
+    if algo in ("f4", "f4tc") and impl != "direct":
+        p4 = f4_plan(s, 1 if impl == "cuda" else parts, algo == "f4tc")
     elif impl == "sass":
         plan.check_shape(s)
     lib = Lib(x)
@@ -269,6 +286,9 @@ def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Op
         y = out if out is not None else lib.empty((s.N, s.K, s.H, s.W))
         if impl == "direct":
             direct(x, w, y, s, stream=stream)
+            return y
+        if p4 is not None:        # F(4x4,3x3): its transforms read and write NCHW
+            f4.conv(impl, x, w, y, p4, layout, ws, lib, stream)
             return y
         if ws.xc is None:
             ws.xc = lib.empty((s.C, s.H, s.W, s.N))
@@ -288,9 +308,7 @@ def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Op
             return y
         xc, yk = x, y
     if p4 is not None:
-        f4.conv_chwn(impl, xc, w, yk, p4, layout, ws, lib, stream)
-        if layout == "NCHW":
-            transpose(yk, y, s.K * s.H * s.W, s.N, stream)
+        f4.conv(impl, xc, w, yk, p4, layout, ws, lib, stream)
         return y
     if ws.u is None:
         ws.u = lib.empty((s.U_ROWS, 16, s.Kpad))

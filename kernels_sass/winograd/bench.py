@@ -3,6 +3,7 @@ configurations; the ablation of the SASS switches) and gemm (the F(4x4,3x3) GEMM
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import time
 
@@ -145,25 +146,35 @@ def cmd_bench(args) -> int:
                                                       workspace=api.Workspace(u=us[i]))
             cases["sass NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "sass", out=ys[i], opts=opts, workspace=wss[i],
                                                       algo="f2")
-        if "sass" in args.impl and "f4" in args.algo:
-            from . import f4
-            p4 = api.f4_plan(s, args.parts)
-            row["f4_parts"] = p4.parts
-            row["f4_options"] = p4.options.tag() or "default"
-            row["f4_gemm"] = [p4.gemm.C, p4.gemm.K, p4.gemm.T, p4.gemm.parts]
+        # F(4x4,3x3) non-fused, with the FFMA GEMM (f4) or the 3xTF32 tensor-core one (f4tc)
+        from . import f4
+        for algo4, pre in (("f4", "sass4"), ("f4tc", "sass4tc")):
+            if "sass" not in args.impl or algo4 not in args.algo:
+                continue
+            p4 = api.f4_plan(s, args.parts, algo4 == "f4tc")
+            row[f"{algo4}_parts"] = p4.parts
+            row[f"{algo4}_options"] = p4.options.tag() or "default"
+            row[f"{algo4}_gemm"] = [p4.gemm.C, p4.gemm.K, p4.gemm.T, p4.gemm.parts]
             ws4 = [api.Workspace() for _ in range(sets)]
             for i in range(sets):      # the transforms, for the GEMM-only timings
-                api.conv2d(xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i], workspace=ws4[i], algo="f4",
+                api.conv2d(xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i], workspace=ws4[i], algo=algo4,
                            parts=p4.parts)
-            cases["sass4 gemm"] = lambda i: f4.gemm("sass", ws4[i].u4, ws4[i].v4, ws4[i].m4, p4, stream())
-            cases["f4 filter transform"] = lambda i: f4.filter_transform(wcs[i], ws4[i].u4, p4, "CHWN", stream())
-            cases["f4 input transform"] = lambda i: f4.input_transform(xcs[i], ws4[i].v4, p4, stream())
-            cases["f4 output transform"] = lambda i: f4.output_transform(ws4[i].m4, yks[i], p4, stream())
-            cases["sass4 CHWN"] = lambda i: api.conv2d(xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i],
-                                                       workspace=ws4[i], algo="f4", parts=p4.parts)
-            cases["sass4 NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "sass", out=ys[i], algo="f4", parts=p4.parts,
-                                                       workspace=api.Workspace(xc=wss[i].xc, yk=wss[i].yk, u4=ws4[i].u4,
-                                                                               v4=ws4[i].v4, m4=ws4[i].m4))
+            cases[f"{pre} gemm"] = lambda i, p4=p4, ws4=ws4: f4.gemm("sass", ws4[i].u4, ws4[i].v4, ws4[i].m4, p4, stream())
+            if algo4 == "f4":
+                cases["f4 filter transform"] = lambda i, p4=p4, ws4=ws4: f4.filter_transform(wcs[i], ws4[i].u4, p4, "CHWN",
+                                                                                             stream())
+                cases["f4 input transform"] = lambda i, p4=p4, ws4=ws4: f4.input_transform(xcs[i], ws4[i].v4, p4, stream())
+                cases["f4 output transform"] = lambda i, p4=p4, ws4=ws4: f4.output_transform(ws4[i].m4, yks[i], p4,
+                                                                                             stream())
+                cases["f4 input transform NCHW"] = lambda i, p4=p4, ws4=ws4: f4.input_transform(
+                    xs[i], ws4[i].v4, p4, stream(), "NCHW")
+                cases["f4 output transform NCHW"] = lambda i, p4=p4, ws4=ws4: f4.output_transform(
+                    ws4[i].m4, ys[i], p4, stream(), "NCHW")
+            cases[f"{pre} CHWN"] = lambda i, p4=p4, ws4=ws4, a=algo4: api.conv2d(
+                xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i], workspace=ws4[i], algo=a, parts=p4.parts)
+            cases[f"{pre} NCHW"] = lambda i, p4=p4, ws4=ws4, a=algo4: api.conv2d(
+                xs[i], wts[i], "sass", out=ys[i], algo=a, parts=p4.parts,
+                workspace=api.Workspace(u4=ws4[i].u4, v4=ws4[i].v4, m4=ws4[i].m4))
         if "sass" in args.impl and "f4fused" in args.algo:
             # the fused F(4x4,3x3) kernel alone (U transformed once here) and with its filter transform
             pf = api.f4fused_parts(s, args.parts)
@@ -221,6 +232,7 @@ def cmd_bench(args) -> int:
         def nchw(_):
             return ys[0]
         outputs = {"sass main": chwn, "sass CHWN": chwn, "sass NCHW": nchw, "sass4 CHWN": chwn, "sass4 NCHW": nchw,
+                   "sass4tc CHWN": chwn, "sass4tc NCHW": nchw,
                    "cuda main": chwn, "cuda NCHW": nchw, "f4fused main": nchw, "f4fused NCHW": nchw,
                    "f4fused CHWN": chwn}
         outputs.update({c: (lambda got: got) for c in cases if c in torch_cases or baselines.cudnn_layout(c)})
@@ -317,9 +329,10 @@ def bench_ablation(args, configs, info) -> int:
 
 
 def cmd_gemm(args) -> int:
-    """The F(4x4,3x3) batched GEMM alone (gemmgen's SASS kernel) for each split of its channel
-    loop, against cuBLAS (torch.bmm, FP32 without TF32) on the same operands; FFMA issue rate
-    of the whole kernel and of its loop (the difference of C and 2C channels)."""
+    """The F(4x4,3x3) batched GEMM alone (gemmgen's SASS kernel, or with the variant "tc"
+    tcgemm's 3xTF32 one) for each split of its channel loop, against cuBLAS (torch.bmm, FP32
+    without TF32) on the same operands; FFMA issue rate of the whole kernel and of its loop (the
+    difference of C and 2C channels; for "tc", of the FFMAs the same GEMM would take)."""
     import torch
     from . import f4, gemmgen
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -337,11 +350,11 @@ def cmd_gemm(args) -> int:
     for name, s in configs:
         chosen = f4.plan(s, sms)
         cublas = None
-        for o, parts in [(o, n) for o in variants for n in range(1, f4.MAX_PARTS + 1)]:
+        for o, parts in [(o, n) for o in variants for n in ([args.parts] if args.parts else range(1, f4.MAX_PARTS + 1))]:
             p = f4.Plan(s, parts, o)
             g = p.gemm
             try:
-                gemmgen.Generator(g, o)
+                f4.module(o).Generator(g, o)
             except gemmgen.Unsupported:
                 continue
             times = []
@@ -360,7 +373,7 @@ def cmd_gemm(args) -> int:
                     want = torch.bmm(ut.transpose(1, 2), vt)
                     got = m.view(parts, gemmgen.E, g.K, g.T).double().sum(0)
                     err = float(torch.linalg.vector_norm(got - want) / torch.linalg.vector_norm(want))
-                    if o.skip:           # a measurement-only variant: its results are wrong by design
+                    if getattr(o, "skip", ""):    # a measurement-only variant: its results are wrong by design
                         err = float("nan")
                     if cublas is None:
                         u32, v32 = ut.float().transpose(1, 2), vt.float()
@@ -372,13 +385,65 @@ def cmd_gemm(args) -> int:
             tf = 2 * gemmgen.E * g.K * g.T * g.C / times[0] / 1e9
             row = {"config": name, "C": g.C, "K": g.K, "T": g.T, "options": o.tag() or "default", "parts": parts,
                    "chosen": (parts, o) == (chosen.parts, chosen.options),
-                   "blocks": g.blocks(), "model": f4.modelled(p, sms), "ms": times[0], "ms_2C": times[1],
+                   "blocks": math.prod(f4.launch_grid(g, o)), "model": f4.modelled(p, sms), "ms": times[0], "ms_2C": times[1],
                    "ffma_issue": whole, "loop_issue": loop, "rel_err": err, "cublas_ms": cublas}
             rows.append(row)
-            print(f"{name:<12}{f'{g.C}x{g.K}x{g.T}':>18}{o.tag() or '-':>10}{parts:>5}{'*' if row['chosen'] else ' '}{g.blocks():>7}"
+            print(f"{name:<12}{f'{g.C}x{g.K}x{g.T}':>18}{o.tag() or '-':>10}{parts:>5}{'*' if row['chosen'] else ' '}{row['blocks']:>7}"
                   f"{row['model']:>7.0f}{times[0]:>9.4f}{tf:>8.1f}{whole:>11.1%}{loop:>7.1%}{err:>9.1e}"
                   f"{cublas:>10.4f}{2 * gemmgen.E * g.K * g.T * g.C / cublas / 1e9:>8.1f}", flush=True)
     print("# * the variant and split f4.plan chooses (modelled)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": props.name, "sms": sms, "rows": rows}, f, indent=1)
+    return 0
+
+
+# A warp's 8 independent accumulators, 8 mma.sync m16n8k8 TF32 an iteration (ptxas: HMMAs 6 cycles
+# apart, A and B reused): the tensor pipe's rate with enough warps
+MMA_PEAK_SRC = r"""
+extern "C" __global__ void tf32_mma_peak(float *out, int n) {
+    float c[8][4] = {};
+    unsigned a = threadIdx.x, b = 3u * a;
+    for (int i = 0; i < n; i++) {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                         "{%0,%1,%2,%3};" : "+f"(c[j][0]), "+f"(c[j][1]), "+f"(c[j][2]), "+f"(c[j][3])
+                         : "r"(a), "r"(b), "r"(a ^ 1u), "r"(b ^ 1u), "r"(a ^ 2u), "r"(b ^ 2u));
+    }
+    float s = 0.f;
+    for (int j = 0; j < 8; j++) s += c[j][0] + c[j][1] + c[j][2] + c[j][3];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+"""
+
+
+def cmd_mma_peak(args) -> int:
+    """The tensor pipe's rate for HMMA.1688.F32.TF32 (mma.sync m16n8k8 TF32) at 4 to 32 warps an
+    SM: what bounds tcgemm's 3xTF32 loop (three HMMAs a product tile)."""
+    import numpy as np
+    import sassas
+    import torch
+    from .cuda import compile_source
+    from .device import arch, pointer
+    props = torch.cuda.get_device_properties(torch.device("cuda"))
+    sms, clk = props.multi_processor_count, 1980e6
+    kernel = sassas.load(compile_source(MMA_PEAK_SRC, arch(), "tf32_mma_peak.cu"))["tf32_mma_peak"]
+    out = torch.zeros(sms * 4 * 1024, device="cuda")
+    n = 4096
+    rows = []
+    print(f"# {props.name}: mma.sync m16n8k8 TF32, 8 independent accumulators a warp; cycles a HMMA a scheduler "
+          f"at {clk / 1e6:.0f} MHz")
+    for threads, blocks in ((128, 1), (128, 2), (128, 3), (256, 2), (512, 2), (1024, 1)):
+        def fn(_):
+            kernel((sms * blocks, 1, 1), threads, pointer(out), np.int32(n))
+        ms, _ = timeit(fn, 1, reps=5, rounds=3, graph=False)
+        hmma = sms * blocks * threads // 32 * n * 8
+        row = {"warps_per_sm": threads // 32 * blocks, "ms": ms, "tf32_tflops": hmma * 2048 / ms / 1e9,
+               "cycles_per_hmma": ms * 1e-3 * clk / (hmma / (sms * 4))}
+        rows.append(row)
+        print(f"warps/SM {row['warps_per_sm']:>3}  {ms:8.4f} ms  {row['tf32_tflops']:6.1f} TF32 TFLOPS  "
+              f"{row['cycles_per_hmma']:5.2f} cycles/HMMA/scheduler", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": props.name, "sms": sms, "rows": rows}, f, indent=1)

@@ -26,7 +26,7 @@ def cmd_check(args) -> int:
     if args.quick:
         configs = configs[::4] + configs[16:]
     impls = args.impl or ["sass", "cuda", "direct"]
-    algos = args.algo or ["f2", "f4", "f4fused"]
+    algos = args.algo or ["f2", "f4", "f4fused", "f4tc"]
     opts = options_from_args(args)
     gen = torch.Generator(device=dev)
     gen.manual_seed(int(time.time()) if args.seed is None else args.seed)
@@ -37,7 +37,7 @@ def cmd_check(args) -> int:
         want = torch.nn.functional.conv2d(x.double(), w.double(), padding=1)
         wn = float(torch.linalg.vector_norm(want))
         for impl, algo in [(i, a) for i in impls for a in (["-"] if i == "direct" else algos)
-                           if not (i == "cuda" and a == "f4fused")]:      # (f4fused: SASS only)
+                           if not (i == "cuda" and a in api.SASS_ONLY)]:      # (f4fused, f4tc: SASS only)
             label = impl if impl == "direct" else f"{impl}/{algo}"
             for layout in (["NCHW", "CHWN"] if impl == "sass" and args.chwn else ["NCHW"]):
                 t0 = time.perf_counter()
@@ -160,7 +160,7 @@ def f4fused_simulated_error(s: Shape, rng, arch: str = "sm_90", parts: int = 1, 
 def cmd_smoke(args) -> int:
     """Small shapes, NumPy reference, no torch: for compute-sanitizer runs."""
     from sassas.load import DeviceBuffer, synchronize
-    from .api import conv2d, sass_options
+    from .api import SASS_ONLY, conv2d, sass_options
     opts = options_from_args(args)
     rng = np.random.default_rng(args.seed)
     bad = 0
@@ -170,7 +170,7 @@ def cmd_smoke(args) -> int:
         want = ref.direct_conv2d(x, w)
         for impl, algo in [(i, a) for i in args.impl or ["sass", "cuda", "direct"]
                            for a in (["f2"] if i == "direct" else args.algo or ["f2", "f4"])
-                           if not (i == "cuda" and a == "f4fused")]:
+                           if not (i == "cuda" and a in SASS_ONLY)]:
             out = DeviceBuffer.from_numpy(np.full((s.N, s.K, s.H, s.W), np.nan, np.float32))
             conv2d(DeviceBuffer.from_numpy(x), DeviceBuffer.from_numpy(w), impl, out=out, opts=opts, algo=algo)
             synchronize()

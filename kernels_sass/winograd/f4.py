@@ -1,6 +1,7 @@
-"""Winograd F(4x4,3x3), non-fused: CUDA-C transforms around the SASS batched SGEMM (gemmgen).
+"""Winograd F(4x4,3x3), non-fused: CUDA-C transforms around the SASS batched SGEMM (gemmgen, or
+tcgemm's 3xTF32 one).
 
-    f4.conv_chwn(xc, w, yk, s, layout, ws, stream)      # x CHWN -> y KHWN, w CRSK or KCRS
+    f4.conv(impl, x, w, y, plan, layout, ws, lib, stream)   # NCHW -> NCHW (w KCRS), or CHWN -> KHWN (w CRSK)
 
 F(2x2,3x3) multiplies 4 times an output, F(4x4,3x3) 2.25 times: where the fused F(2x2,3x3)
 kernel runs out of FFMA issue slots (Conv5: NOTES.md sections 8-11), the larger
@@ -8,9 +9,14 @@ tile wins even with U, V and M going through global memory (that is cuDNN's
 WINOGRAD_NONFUSED). Four launches:
 
 1. f4_filter_transform: U[e][c][k] = (G g G^T)[e]     (36 x Cp x Kp)
-2. f4_input_transform:  V[e][c][t] = (B^T d B)[e]     (36 x Cp x Tp; t = (th*TW + tw)*N + n)
-3. the SASS GEMM:       M[p][e][k][t] = sum_c U V     (or f4_gemm, the CUDA-C reference)
-4. f4_output_transform: y = A^T (sum_p M[p]) A        (KHWN)
+2. f4_input_transform:  V[e][c][t] = (B^T d B)[e]     (36 x Cp x Tp; t = (th*TW + tw)*N + n from CHWN,
+                                                       n*TH*TW + th*TW + tw from NCHW: f4_input_transform_nchw)
+3. the SASS GEMM:       M[p][e][k][t] = sum_c U V     (gemmgen's FFMA kernel, or tcgemm's 3xTF32 one on
+                                                       the tensor cores; or f4_gemm, the CUDA-C reference)
+4. f4_output_transform: y = A^T (sum_p M[p]) A        (KHWN, or NCHW: f4_output_transform_nchw)
+
+NCHW tensors go through the path without layout transposes: the transforms read and write them,
+the GEMM's columns in that layout's order (a warp's columns adjacent tiles of an image).
 """
 from __future__ import annotations
 
@@ -21,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from . import gemmgen
+from . import gemmgen, tcgemm
 from .gemmgen import BM, BN, GemmShape
 from .device import arch, cuda_module, filter_strides, pointer
 from .plan import Shape
@@ -41,6 +47,10 @@ FIXED_ITERS = 3.0          # a block's prologue, first loads and epilogue
 LONE_TAIL = 0.8
 # A variant's time an iteration against the 8x8 tile's (least squares over the H200 gemm table)
 VARIANTS = ((gemmgen.OPTIONS, 0.98), (gemmgen.EIGHT_BY_EIGHT, 1.0))
+# The tensor-core GEMM (algo "f4tc"): its variant, and its block's iteration (128 x 64 x 8, three blocks an
+# SM) against the 8x8 tile's (H100 gemm, results/h100_f4tc_gemm.json: 0.20 us against 0.58)
+TC_VARIANTS = ((tcgemm.OPTIONS, 0.35),)
+SPEED = dict(VARIANTS + TC_VARIANTS)
 # Another part's M, per MB of M, read back by the output transform (an iteration is about 0.6
 # us on Conv5): 0.3 us a MB on Conv5/N128 (1 -> 2 parts), 0.46 us on Conv5/N32 (2 -> 4 parts:
 # 65536 threads, each adding its parts one after the other). An output transform that loads one
@@ -56,7 +66,7 @@ def _up(v: int, m: int) -> int:
 class Plan:
     s: Shape
     parts: int = 1
-    options: gemmgen.GemmOptions = gemmgen.OPTIONS      # the SASS GEMM's variant
+    options: gemmgen.GemmOptions | tcgemm.TcOptions = gemmgen.OPTIONS      # the SASS GEMM's variant
 
     @property
     def TH(self) -> int:
@@ -86,41 +96,57 @@ def modelled(p: Plan, sms: int) -> float:
     the extra M."""
     g = p.gemm
     wave = sms * p.options.blocks_per_sm()
-    blocks = math.ceil(g.blocks() / sms) + (LONE_TAIL if wave < g.blocks() <= wave + sms else 0)
-    speed = dict(VARIANTS).get(p.options, 1.0)
+    n = math.prod(launch_grid(g, p.options))
+    blocks = math.ceil(n / sms) + (LONE_TAIL if wave < n <= wave + sms else 0)
+    speed = SPEED.get(p.options, 1.0)
     m_mb = gemmgen.E * g.K * g.T * 4 / 1e6
     return blocks * (g.iterations + FIXED_ITERS) * speed + (g.parts - 1) * m_mb * M_ITERS_PER_MB
 
 
+def module(o: gemmgen.GemmOptions | tcgemm.TcOptions):
+    """The generator of a GEMM variant: gemmgen (FFMA) or tcgemm (3xTF32 on the tensor cores)."""
+    return tcgemm if isinstance(o, tcgemm.TcOptions) else gemmgen
+
+
+def launch_grid(g: GemmShape, o: gemmgen.GemmOptions | tcgemm.TcOptions) -> tuple[int, int, int]:
+    return tcgemm.grid(g, o) if isinstance(o, tcgemm.TcOptions) else g.grid()
+
+
+def smem_bytes(o: gemmgen.GemmOptions | tcgemm.TcOptions) -> int:
+    return o.smem_bytes() if isinstance(o, tcgemm.TcOptions) else gemmgen.SMEM_BYTES
+
+
 @lru_cache(maxsize=None)
-def plan(s: Shape, sms: int, parts: int = 0) -> Plan:
-    """(Cached: every call of conv2d asks, and each candidate builds a GEMM generator.) The plan for s on a GPU of `sms` multiprocessors: the GEMM variant (VARIANTS) and the
-    split (`parts` given, > 0, or 1..MAX_PARTS) of the smallest modelled time."""
+def plan(s: Shape, sms: int, parts: int = 0, tc: bool = False) -> Plan:
+    """(Cached: every call of conv2d asks, and each candidate builds a GEMM generator.) The plan for s on a GPU of `sms` multiprocessors: the GEMM variant (VARIANTS, or
+    with `tc` TC_VARIANTS) and the split (`parts` given, > 0, or 1..MAX_PARTS) of the smallest modelled time."""
     cands = []
-    for o, _ in VARIANTS:
+    for o, _ in TC_VARIANTS if tc else VARIANTS:
         for n in [parts] if parts else range(1, MAX_PARTS + 1):
             p = Plan(s, n, o)
             try:
-                gemmgen.Generator(p.gemm, o)
+                module(o).Generator(p.gemm, o)
             except gemmgen.Unsupported:
                 continue
             if not parts and n > 1 and p.gemm.C != Plan(s, 1, o).gemm.C:
                 continue                        # no channel padding for a split
             cands.append((modelled(p, sms), len(cands), p))
     if not cands:
-        gemmgen.check_gemm(Plan(s, parts or 1).gemm)          # raises with the reason
+        o = (TC_VARIANTS if tc else VARIANTS)[0][0]
+        module(o).Generator(Plan(s, parts or 1, o).gemm, o)     # raises with the reason
     return min(cands)[2]
 
 
 @lru_cache(maxsize=None)
-def sass_gemm(g: GemmShape, o: gemmgen.GemmOptions = gemmgen.OPTIONS):
-    """The GEMM of (g, o) for this GPU (o fitted to its arch: gemmgen.fit)."""
+def sass_gemm(g: GemmShape, o: gemmgen.GemmOptions | tcgemm.TcOptions = gemmgen.OPTIONS):
+    """The GEMM of (g, o) for this GPU (o fitted to its arch: gemmgen.fit, tcgemm.fit)."""
     import sassas
     gpu = arch()
     if gpu not in ARCHS:
         raise RuntimeError(f"the SASS GEMM is generated for {', '.join(ARCHS)}; this GPU is {gpu}")
-    o = gemmgen.fit(o, target(gpu))
-    return sassas.load(gemmgen.build(g, o, arch=gpu))[gemmgen.kernel_name(g, o)]
+    gen = module(o)
+    o = gen.fit(o, target(gpu))
+    return sassas.load(gen.build(g, o, arch=gpu))[gen.kernel_name(g, o)]
 
 
 def filter_transform(w, u4, p: Plan, layout: str, stream=0) -> None:
@@ -130,16 +156,19 @@ def filter_transform(w, u4, p: Plan, layout: str, stream=0) -> None:
                                          stream=stream)
 
 
-def input_transform(xc, v4, p: Plan, stream=0) -> None:
+def input_transform(x, v4, p: Plan, stream=0, layout: str = "CHWN") -> None:
+    """V (v4) from x in `layout` (CHWN, or NCHW with the columns image by image)."""
     s, g = p.s, p.gemm
-    cuda_module()["f4_input_transform"]((g.T // 128, g.C), 128, pointer(xc), pointer(v4), np.int32(s.N),
-                                        np.int32(s.C), np.int32(s.H), np.int32(s.W), np.int32(p.TW),
-                                        np.int32(p.T), np.int32(g.C), np.int32(g.T), stream=stream)
+    name = "f4_input_transform_nchw" if layout == "NCHW" else "f4_input_transform"
+    cuda_module()[name]((g.T // 128, g.C), 128, pointer(x), pointer(v4), np.int32(s.N), np.int32(s.C),
+                        np.int32(s.H), np.int32(s.W), np.int32(p.TW), np.int32(p.T), np.int32(g.C),
+                        np.int32(g.T), stream=stream)
 
 
-def launch_sass_gemm(g: GemmShape, u4, v4, m4, o: gemmgen.GemmOptions = gemmgen.OPTIONS, stream=0) -> None:
+def launch_sass_gemm(g: GemmShape, u4, v4, m4, o: gemmgen.GemmOptions | tcgemm.TcOptions = gemmgen.OPTIONS,
+                     stream=0) -> None:
     """M (m4) from U (u4) and V (v4) by the SASS GEMM of shape g, variant o."""
-    sass_gemm(g, o)(g.grid(), o.threads, pointer(u4), pointer(v4), pointer(m4), shared=gemmgen.SMEM_BYTES,
+    sass_gemm(g, o)(launch_grid(g, o), o.threads, pointer(u4), pointer(v4), pointer(m4), shared=smem_bytes(o),
                     stream=stream)
 
 
@@ -156,21 +185,24 @@ def gemm(impl: str, u4, v4, m4, p: Plan, stream=0) -> None:
         raise ValueError(impl)
 
 
-def output_transform(m4, yk, p: Plan, stream=0) -> None:
+def output_transform(m4, y, p: Plan, stream=0, layout: str = "CHWN") -> None:
+    """y (KHWN, or NCHW: the columns of input_transform's NCHW order) from M (m4)."""
     s, g = p.s, p.gemm
-    cuda_module()["f4_output_transform"]((-(-p.T // 128), s.K), 128, pointer(m4), pointer(yk), np.int32(s.N),
-                                         np.int32(s.K), np.int32(s.H), np.int32(s.W), np.int32(p.TW),
-                                         np.int32(p.T), np.int32(g.K), np.int32(g.T), np.int32(g.parts),
-                                         stream=stream)
+    args = [pointer(m4), pointer(y), np.int32(s.N), np.int32(s.K), np.int32(s.H), np.int32(s.W), np.int32(p.TW),
+            np.int32(p.T), np.int32(g.K), np.int32(g.T), np.int32(g.parts)]
+    if layout == "NCHW":      # a tile's rows as float4 where they are whole aligned 16 bytes
+        args.append(np.int32(s.W % 4 == 0 and pointer(y) % 16 == 0))
+    cuda_module()["f4_output_transform_nchw" if layout == "NCHW" else "f4_output_transform"](
+        (-(-p.T // 128), s.K), 128, *args, stream=stream)
 
 
-def conv_chwn(impl: str, xc, w, yk, p: Plan, layout: str, ws: Any, lib: Any, stream=0) -> None:
-    """y (KHWN) from x (CHWN) and w (CRSK, or KCRS with layout NCHW); buffers u4, v4, m4 of the
-    workspace `ws` made with `lib` where missing."""
+def conv(impl: str, x, w, y, p: Plan, layout: str, ws: Any, lib: Any, stream=0) -> None:
+    """y from x and w in `layout`: NCHW (w KCRS, y NCHW) or CHWN (w CRSK, y KHWN); buffers u4, v4,
+    m4 of the workspace `ws` made with `lib` where missing."""
     for name, shape in p.buffers().items():
         if getattr(ws, name) is None:
             setattr(ws, name, lib.empty(shape))
     filter_transform(w, ws.u4, p, layout, stream)
-    input_transform(xc, ws.v4, p, stream)
+    input_transform(x, ws.v4, p, stream, layout)
     gemm(impl, ws.u4, ws.v4, ws.m4, p, stream)
-    output_transform(ws.m4, yk, p, stream)
+    output_transform(ws.m4, y, p, stream, layout)

@@ -22,7 +22,7 @@ def cmd_profile(args) -> int:
         from . import f4, gemmgen
         g, o = gemmgen.GemmShape(*args.gemm), gemm_options(args.gemm_options)
         try:
-            gemmgen.Generator(g, o)
+            f4.module(o).Generator(g, o)
         except (gemmgen.Unsupported, ValueError) as e:
             raise SystemExit(f"profile --gemm {' '.join(map(str, args.gemm))}: {e}") from None
         u = torch.randn((g.operand_rows, g.K), device=dev)
@@ -31,7 +31,7 @@ def cmd_profile(args) -> int:
         for _ in range(args.launches):
             f4.launch_sass_gemm(g, u, v, m, o, torch.cuda.current_stream().cuda_stream)
         torch.cuda.synchronize()
-        log(f"[profile] {args.launches} launches of {gemmgen.kernel_name(g, o)}")
+        log(f"[profile] {args.launches} launches of {f4.module(o).kernel_name(g, o)}")
         return 0
     if len(args.shape) != 5:
         raise SystemExit("profile: give the problem N C H W K, or --gemm C K T PARTS")

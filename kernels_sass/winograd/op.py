@@ -60,8 +60,8 @@ def _check_arguments(x, w, impl, algo, input_grad, weight_grad) -> None:
                                  ("input_grad", input_grad, INPUT_GRADS), ("weight_grad", weight_grad, WEIGHT_GRADS)):
         if value not in allowed:
             raise ValueError(f"{NAME}: {what} {value!r}: one of {allowed}")
-    if impl == "cuda" and algo == "f4fused":
-        raise ValueError(f"{NAME}: algo 'f4fused' is SASS only (impl 'auto' or 'sass'); impl 'cuda' has 'f4'")
+    if impl == "cuda" and algo in api.SASS_ONLY:
+        raise ValueError(f"{NAME}: algo {algo!r} is SASS only (impl 'auto' or 'sass'); impl 'cuda' has 'f4'")
 
 
 @lru_cache(maxsize=None)
@@ -69,8 +69,8 @@ def _shape_error(s: Shape, algo: str) -> Optional[str]:
     """Why the SASS kernels cannot take s (None: they can)."""
     try:
         which = api.choose_algo(s, "NCHW", api.arch(), api.sm_count()) if algo == "auto" else algo
-        if which == "f4":
-            api.f4_plan(s)
+        if which in ("f4", "f4tc"):
+            api.f4_plan(s, tc=which == "f4tc")
         elif which == "f4fused":
             api.f4fused.check(s)
         else:

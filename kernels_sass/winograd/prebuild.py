@@ -53,7 +53,7 @@ def cmd_prebuild(args) -> int:
                 g = f4.Plan(s, parts, o).gemm
                 for gg in (g, gemmgen.GemmShape(2 * g.C, g.K, g.T, parts)):
                     try:
-                        gemmgen.Generator(gg, o)
+                        f4.module(o).Generator(gg, o)
                     except gemmgen.Unsupported:
                         continue
                     gemms.add((gg, o))
@@ -81,8 +81,9 @@ def prebuild_f4fused(args) -> int:
     jobs = [((f4fused.choose_parts(s, args.sms), layout), s) for s in configs + ODD + SMOKE for layout in ("NCHW", "CHWN")]
     jobs += [(Options(), s) for s in configs]
     for s in configs:
-        p = f4.plan(s, args.sms)
-        jobs.append((p.options, p.gemm))
+        for tc in (False, True):
+            p = f4.plan(s, args.sms, tc=tc)
+            jobs.append((p.options, p.gemm))
     t = time.time()
     with ProcessPoolExecutor(max_workers=args.jobs or os.cpu_count()) as ex:
         list(ex.map(_build_f4fused_job, [(what, s, args.sms) for what, s in jobs]))
@@ -91,20 +92,20 @@ def prebuild_f4fused(args) -> int:
 
 
 def _build_f4fused_job(job):
-    from . import f4fused, gemmgen
+    from . import f4, f4fused, gemmgen, tcgemm
     what, s, sms = job
     if isinstance(what, tuple):         # the fused kernel's parts and layout
         f4fused.build(s, *what)
-    elif isinstance(what, gemmgen.GemmOptions):
-        gemmgen.build(s, what)
+    elif isinstance(what, (gemmgen.GemmOptions, tcgemm.TcOptions)):
+        f4.module(what).build(s, what)
     else:
         _build((s, what, sms))
 
 
 def _build(job):
-    from . import cubins, gemmgen, plan
+    from . import cubins, f4, gemmgen, plan
     s, o, sms = job
     if isinstance(s, gemmgen.GemmShape):
-        gemmgen.build(s, o)
+        f4.module(o).build(s, o)
     else:
         cubins.build(s, plan.resolve(s, o, sms))

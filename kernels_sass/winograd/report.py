@@ -43,7 +43,8 @@ def render_ablation(data: dict) -> None:
 # the table's columns: bench case (or derived figure) and its short name
 COLUMNS = {"sass main": "sassMain", "sass CHWN": "sassCHWN", "sass NCHW": "sassNCHW", "sass4 gemm": "f4GEMM",
            "sass4 CHWN": "f4CHWN", "sass4 NCHW": "f4NCHW", "f4fused main": "f4fMain", "f4fused NCHW": "f4fNCHW",
-           "f4fused CHWN": "f4fCHWN",
+           "f4fused CHWN": "f4fCHWN", "sass4tc gemm": "f4tcGEMM", "sass4tc CHWN": "f4tcCHWN",
+           "sass4tc NCHW": "f4tcNCHW",
            "cuda NCHW": "cudaNCHW",
            "cudnn (benchmark)": "fp32BM", "torch FP32 (no benchmark)": "fp32",
            "torch FP32 channels_last (benchmark)": "fp32BMcl", "torch default (TF32)": "defTF32",
@@ -128,6 +129,7 @@ def render(data: dict, plot: str = None) -> None:
     # time ratios (ref time / ours): our NCHW and CHWN entries against cuDNN's best and PyTorch's default
     ratio_cols = {"CHWN/best": ("auto CHWN", ref_col), "NCHW/best": ("auto NCHW", ref_col),
                   "f2NCHW/best": ("sass NCHW", ref_col), "f4NCHW/best": ("sass4 NCHW", ref_col),
+                  "f4tcNCHW/best": ("sass4tc NCHW", ref_col),
                   "f4f/best": ("f4fused NCHW", ref_col), "f4fC/best": ("f4fused CHWN", ref_col),
                   "NCHW/TF32": ("auto NCHW", TF32), "f2NCHW/TF32": ("sass NCHW", TF32),
                   "f4NCHW/TF32": ("sass4 NCHW", TF32)}
@@ -135,11 +137,13 @@ def render(data: dict, plot: str = None) -> None:
     table = []
     for r, d in zip(res, der):
         algo = r.get("algo_auto", "f2")
-        entry = {"f4": "sass4", "f4fused": "f4fused"}.get(algo, "sass")
+        entry = {"f4": "sass4", "f4fused": "f4fused", "f4tc": "sass4tc"}.get(algo, "sass")
         if f"{entry} NCHW" not in d["ms"]:
             algo, entry = "f2", "sass"
         # CHWN in: "auto"'s choice for that layout (older results: the NCHW one)
-        chwn = "sass4" if r.get("algo_auto_chwn", algo) == "f4" and "sass4 CHWN" in d["ms"] else "sass"
+        chwn = {"f4": "sass4", "f4tc": "sass4tc"}.get(r.get("algo_auto_chwn", algo), "sass")
+        if f"{chwn} CHWN" not in d["ms"]:
+            chwn = "sass"
         auto = {"auto CHWN": f"{chwn} CHWN", "auto NCHW": f"{entry} NCHW"}
         cells = {}
         for k, (ours, ref) in ratio_cols.items():
@@ -150,8 +154,8 @@ def render(data: dict, plot: str = None) -> None:
         table.append((r, {"f4fused": "f4f"}.get(algo, algo) if "algo_auto" in r else "", cells))
     shown = [k for k in ratio_cols if any(c[k] is not None for _, _, c in table)]
     print(f"# speed ratios: best = {ref_col}{' (cuDNNnchw or cuDNNnhwc)' if ref_col == 'cudnn best' else ''}, "
-          f"TF32 = defTF32; CHWN/NCHW = the auto algorithm's entry (CHWN: transforms + main kernels; NCHW: with "
-          f"the layout transposes); f2/f4 = that algorithm's NCHW entry"
+          f"TF32 = defTF32; CHWN/NCHW = the auto algorithm's entry (CHWN: transforms + main kernels; NCHW: NCHW "
+          f"in and out); f2/f4/f4tc = that algorithm's NCHW entry"
           + ("; f4f = F(4x4,3x3) fused, NCHW in and out, its filter transform included (f4fC: CHWN in, KHWN out)"
              if "f4f/best" in shown else ""))
     print(f"{'config':<11}{'auto':>5}" + "".join(f"{k:>{W + 1}}" for k in shown))
@@ -199,7 +203,7 @@ def render(data: dict, plot: str = None) -> None:
     def gm(v):
         return math.exp(sum(math.log(x) for x in v) / len(v)) if v else float("nan")
     print(f"geometric mean of sass/cudnn: CHWN (transforms + main kernels) {gm(ratios['CHWN/best']):.3f}, "
-          f"NCHW (auto: f2 and f4 with the layout transposes, f4fused without) {gm(ratios['NCHW/best']):.3f}; "
+          f"NCHW (auto, NCHW in and out) {gm(ratios['NCHW/best']):.3f}; "
           f"min CHWN {min(ratios['CHWN/best'], default=float('nan')):.3f}, "
           f"min NCHW {min(ratios['NCHW/best'], default=float('nan')):.3f}"
           + (f"; NCHW against PyTorch's default (TF32) {gm(ratios['NCHW/TF32']):.3f}" if ratios["NCHW/TF32"] else ""),

@@ -312,6 +312,24 @@ class Machine:
             self._cache = out
         return self._cache
 
+    def _hmma(self, mods, ops, st, g, text):
+        """HMMA.1688.F32.TF32 D, A, B, C of every warp (all lanes active)."""
+        if tuple(mods) != ("1688", "F32", "TF32") or not g.all():
+            raise SimError(f"{text}: only an unpredicated HMMA.1688.F32.TF32 is modelled")
+        d, a, b, c = (o.values[0] for o in ops[:4])
+        for n in (a, a + 1, a + 2, a + 3, b, b + 1, c, c + 1, c + 2, c + 3):
+            if not st.defined[n].all():
+                st.undef.add(n)
+        out = np.zeros((4, self.n), np.uint32)
+        for w in range(0, self.n, 32):
+            lanes = slice(w, w + 32)
+            res = _mma_1688_tf32([st.R[a + k][lanes] for k in range(4)], [st.R[b + k][lanes] for k in range(2)],
+                                 [st.R[c + k][lanes] for k in range(4)])
+            for k in range(4):
+                out[k, lanes] = res[k]
+        for k in range(4):
+            self._write(st, d + k, out[k], g)
+
     def _exec(self, inst, text, st, g):
         op, mods, ops = inst.opcode, inst.modifiers, inst.operands
         if op == "S2R":
@@ -456,6 +474,13 @@ class Machine:
             b = self._fsrc(ops[2], st).astype(np.float64)
             c = self._fsrc(ops[3], st).astype(np.float64)
             self._write(st, ops[0].values[0], _u((a * b + c).astype(np.float32)), g)
+        elif op == "CS2R":
+            if not text.rstrip().endswith("SRZ"):
+                raise SimError(f"{text}: only CS2R of SRZ (zeros to a register pair) is modelled")
+            for k in range(2):
+                self._write(st, ops[0].values[0] + k, np.zeros(self.n, np.uint32), g)
+        elif op == "HMMA":
+            self._hmma(mods, ops, st, g, text)
         elif op in ("LDG", "STG"):
             width = 16 if "128" in mods else 8 if "64" in mods else 4
             memop = ops[1] if op == "LDG" else ops[0]
@@ -529,6 +554,25 @@ class Machine:
                     st.smem[words[:, k]] = st.R[s + k][g]
         else:
             raise SimError(f"opcode {op} not modelled: {text}")
+
+
+def _mma_1688_tf32(a, b, c):
+    """One warp's mma.sync m16n8k8 TF32 on its lanes' fragments: a [4][32], b [2][32], c [4][32]
+    uint32 (lane = 4 g + q; A rows g, g + 8 at columns q, q + 4; B rows q, q + 4 at column g; C
+    rows g, g + 8 at columns 2q, 2q + 1). The operands are read as TF32 (their low 13 bits
+    dropped), the products summed in float64 and rounded to FP32 once (the tensor core's exact
+    rounding is not modelled)."""
+    tf = lambda v: (v & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+    g, q = np.arange(32) // 4, np.arange(32) % 4
+    A, B, C = np.zeros((16, 8)), np.zeros((8, 8)), np.zeros((16, 8))
+    for k, (r, col) in enumerate(((g, q), (g + 8, q), (g, q + 4), (g + 8, q + 4))):
+        A[r, col] = tf(a[k])
+    for k, r in enumerate((q, q + 4)):
+        B[r, g] = tf(b[k])
+    for k, (r, col) in enumerate(((g, 2 * q), (g, 2 * q + 1), (g + 8, 2 * q), (g + 8, 2 * q + 1))):
+        C[r, col] = c[k].view(np.float32)
+    D = (A @ B + C).astype(np.float32)
+    return [D[r, col].view(np.uint32) for r, col in ((g, 2 * q), (g, 2 * q + 1), (g + 8, 2 * q), (g + 8, 2 * q + 1))]
 
 
 class _State:

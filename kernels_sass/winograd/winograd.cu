@@ -311,8 +311,8 @@ extern "C" __global__ void fill_f32(float* p, i64 n, float v)
 }
 
 // ---- F(4x4,3x3), non-fused: filter and input transforms to global memory, 36 batched GEMMs
-// (the SASS kernel of gemmgen.py, or f4_gemm below), output transform. T = TH*TW*N columns,
-// t = (th*TW + tw)*N + n; U[e][c][k] (rows e*Cp + c, Kp floats), V[e][c][t] (rows e*Cp + c, Tp
+// (the SASS kernel of gemmgen.py or tcgemm.py, or f4_gemm below), output transform. T = TH*TW*N
+// columns, t = (th*TW + tw)*N + n (CHWN) or n*TH*TW + th*TW + tw (NCHW); U[e][c][k] (rows e*Cp + c, Kp floats), V[e][c][t] (rows e*Cp + c, Tp
 // floats), M[p][e][k][t] (Tp floats a row; p: the parts of a split channel loop, summed here).
 
 // U = G g G^T, G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
@@ -360,14 +360,19 @@ __device__ __forceinline__ void f4_bt(const float d[6], float o[6])
     o[5] = 4.0f * d[1] - 5.0f * d[3] + d[5];
 }
 
-// grid (Tp / 128, Cp), 128 threads; x CHWN; zero for t >= T or c >= C
-extern "C" __global__ void f4_input_transform(const float* __restrict__ x, float* __restrict__ v,
-                                              int N, int C, int H, int W, int TW, int T, int Cp, int Tp)
+// grid (Tp / 128, Cp), 128 threads; zero for t >= T or c >= C. CHWN: x [C][H][W][N], columns
+// t = (th*TW + tw)*N + n (a warp's 32 columns 32 images of one tile). NCHW: x [N][C][H][W],
+// columns t = n*TH*TW + th*TW + tw (a warp's columns adjacent tiles: windows 16 bytes apart,
+// read through L1), no layout transposes around the path.
+template <bool NCHW>
+__device__ __forceinline__ void f4_input_transform_body(const float* __restrict__ x, float* __restrict__ v,
+                                                        int N, int C, int H, int W, int TW, int T, int Cp, int Tp)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x, c = blockIdx.y;
     if (t >= Tp) return;
     const bool ok = t < T && c < C;
-    const int n = ok ? t % N : 0, tile = ok ? t / N : 0;
+    const int tiles = T / N;
+    const int n = !ok ? 0 : NCHW ? t / tiles : t % N, tile = !ok ? 0 : NCHW ? t % tiles : t / N;
     const int h0 = 4 * (tile / TW) - 1, w0 = 4 * (tile % TW) - 1;
     float s[6][6];                 // B^T d, column by column
     for (int j = 0; j < 6; ++j) {
@@ -375,7 +380,8 @@ extern "C" __global__ void f4_input_transform(const float* __restrict__ x, float
         const int wj = w0 + j;
         for (int i = 0; i < 6; ++i) {
             const int hi = h0 + i;
-            col[i] = ok && hi >= 0 && hi < H && wj >= 0 && wj < W ? x[(((i64)c * H + hi) * W + wj) * N + n] : 0.0f;
+            const i64 at = NCHW ? (((i64)n * C + c) * H + hi) * W + wj : (((i64)c * H + hi) * W + wj) * N + n;
+            col[i] = ok && hi >= 0 && hi < H && wj >= 0 && wj < W ? x[at] : 0.0f;
         }
         float o[6];
         f4_bt(col, o);
@@ -388,6 +394,18 @@ extern "C" __global__ void f4_input_transform(const float* __restrict__ x, float
     }
 }
 
+extern "C" __global__ void f4_input_transform(const float* __restrict__ x, float* __restrict__ v,
+                                              int N, int C, int H, int W, int TW, int T, int Cp, int Tp)
+{
+    f4_input_transform_body<false>(x, v, N, C, H, W, TW, T, Cp, Tp);
+}
+
+extern "C" __global__ void f4_input_transform_nchw(const float* __restrict__ x, float* __restrict__ v,
+                                                   int N, int C, int H, int W, int TW, int T, int Cp, int Tp)
+{
+    f4_input_transform_body<true>(x, v, N, C, H, W, TW, T, Cp, Tp);
+}
+
 // A^T m for one column of 6 (A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1])
 __device__ __forceinline__ void f4_at(const float m[6], float o[4])
 {
@@ -398,15 +416,20 @@ __device__ __forceinline__ void f4_at(const float m[6], float o[4])
     o[3] = b + 8.0f * d + m[5];
 }
 
-// grid (ceil(T / 128), K), 128 threads; y KHWN. A part's 36 loads are issued before any is
-// used (all in flight at once): one load at a time, as a loop over the parts inside each
-// position compiled, ran at ~1.2 TB/s on the H200, latency-bound.
-extern "C" __global__ void f4_output_transform(const float* __restrict__ m, float* __restrict__ y,
-                                               int N, int K, int H, int W, int TW, int T, int Kp, int Tp, int parts)
+// grid (ceil(T / 128), K), 128 threads; y KHWN, or NCHW with the columns of
+// f4_input_transform_nchw (vec4: a tile's rows as float4, for W % 4 == 0 and y 16-byte aligned).
+// A part's 36 loads are issued before any is used (all in flight at once): one load at a time,
+// as a loop over the parts inside each position compiled, ran at ~1.2 TB/s on the H200,
+// latency-bound.
+template <bool NCHW>
+__device__ __forceinline__ void f4_output_transform_body(const float* __restrict__ m, float* __restrict__ y,
+                                                         int N, int K, int H, int W, int TW, int T, int Kp, int Tp,
+                                                         int parts, bool vec4)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x, k = blockIdx.y;
     if (t >= T) return;
-    const int n = t % N, tile = t / N;
+    const int tiles = T / N;
+    const int n = NCHW ? t / tiles : t % N, tile = NCHW ? t % tiles : t / N;
     const int h0 = 4 * (tile / TW), w0 = 4 * (tile % TW);
     const i64 stride = (i64)Kp * Tp;             // from one position to the next
     const float* mp = m + (i64)k * Tp + t;
@@ -434,10 +457,35 @@ extern "C" __global__ void f4_output_transform(const float* __restrict__ m, floa
     for (int i = 0; i < 4; ++i) {
         float o[4];
         f4_at(s[i], o);
+        if (h0 + i >= H) continue;
+        if (NCHW) {
+            float* row = y + (((i64)n * K + k) * H + h0 + i) * W + w0;
+            if (vec4) {
+                *reinterpret_cast<float4*>(row) = make_float4(o[0], o[1], o[2], o[3]);
+            } else {
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-            if (h0 + i < H && w0 + j < W) y[(((i64)k * H + h0 + i) * W + w0 + j) * N + n] = o[j];
+                for (int j = 0; j < 4; ++j)
+                    if (w0 + j < W) row[j] = o[j];
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                if (w0 + j < W) y[(((i64)k * H + h0 + i) * W + w0 + j) * N + n] = o[j];
+        }
     }
+}
+
+extern "C" __global__ void f4_output_transform(const float* __restrict__ m, float* __restrict__ y,
+                                               int N, int K, int H, int W, int TW, int T, int Kp, int Tp, int parts)
+{
+    f4_output_transform_body<false>(m, y, N, K, H, W, TW, T, Kp, Tp, parts, false);
+}
+
+extern "C" __global__ void f4_output_transform_nchw(const float* __restrict__ m, float* __restrict__ y,
+                                                    int N, int K, int H, int W, int TW, int T, int Kp, int Tp,
+                                                    int parts, int vec4)
+{
+    f4_output_transform_body<true>(m, y, N, K, H, W, TW, T, Kp, Tp, parts, vec4 != 0);
 }
 
 // The CUDA-C reference of the batched GEMM: M[0][e][k][t] = sum_c U[e][c][k] V[e][c][t].

@@ -53,13 +53,21 @@ def ablation_variants() -> list[Options]:
 EIGHT_BY_EIGHT = "tile_rows=8,a_sets=2,unroll=2"     # the 8x8-tile GEMM, beside the default
 
 
+TC = "tc"                   # the 3xTF32 tensor-core GEMM (tcgemm), as a GEMM variant
+
+
 def gemm_options(text: str):
-    """GemmOptions from 'tile_rows=16,unroll=4,lane_map=2x2' (empty: the default)."""
+    """GemmOptions from 'tile_rows=16,unroll=4,lane_map=2x2' (empty: the default); "tc" or
+    "tc,hmma_gap=5": the tensor-core GEMM's TcOptions."""
     from dataclasses import fields
-    from . import gemmgen
-    types = {f.name: f.type for f in fields(gemmgen.GemmOptions)}
+    from . import gemmgen, tcgemm
+    items = [x.strip() for x in text.split(",")]
+    cls, base = (tcgemm.TcOptions, tcgemm.OPTIONS) if items[0] == TC else (gemmgen.GemmOptions, gemmgen.OPTIONS)
+    if items[0] == TC:
+        items = items[1:]
+    types = {f.name: f.type for f in fields(cls)}
     kw = {}
-    for item in filter(None, text.split(",")):
+    for item in filter(None, items):
         k, _, v = (x.strip() for x in item.partition("="))
         if k not in types:
             raise SystemExit(f"GEMM option {k!r}: expected one of {', '.join(types)}")
@@ -67,4 +75,4 @@ def gemm_options(text: str):
             kw[k] = v not in ("0", "false", "False") if types[k] == "bool" else int(v) if types[k] == "int" else v
         except ValueError:
             raise SystemExit(f"GEMM option {k}={v!r}: expected an integer") from None
-    return replace(gemmgen.OPTIONS, **kw)
+    return replace(base, **kw)

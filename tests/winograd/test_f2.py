@@ -63,7 +63,8 @@ def test_cuda_sources_compile_with_nvrtc_for_sm90():
     from sassas.elf import read_cubin
     names = {k.name for k in read_cubin(data).kernels}
     assert {"winograd_2x2_3x3", "filter_transform", "transpose2d", "direct_conv_f32", "direct_conv_f64",
-            "f4_filter_transform", "f4_input_transform", "f4_gemm", "f4_output_transform"} <= names
+            "f4_filter_transform", "f4_input_transform", "f4_gemm", "f4_output_transform", "f4_input_transform_nchw",
+            "f4_output_transform_nchw"} <= names
 
 
 # ---- the generated SASS ----------------------------------------------------------------------------

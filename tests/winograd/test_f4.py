@@ -267,17 +267,17 @@ def test_plan_pads_and_splits():
 
 
 def test_auto_picks_f4_where_it_was_measured_faster():
-    """CHWN in (and GPUs without the fused F(4x4,3x3) kernel), H200, 2026-11-26: F(4x4,3x3) on
-    Conv3 and Conv5 at every N and Conv4 from N = 64."""
+    """GPUs without the fused F(4x4,3x3) kernel and the tensor-core GEMM, H200, 2026-11-26:
+    F(4x4,3x3) on Conv3 and Conv5 at every N and Conv4 from N = 64."""
     from kernels_sass.winograd import api
     from kernels_sass.winograd.workloads import resnet_configs
-    for layout, arch in (("CHWN", "sm_90"), ("NCHW", "sm_80")):
+    for layout, arch in (("CHWN", "sm_80"), ("NCHW", "sm_80")):
         picks = {name: api.choose_algo(s, layout, arch) for name, s in resnet_configs()}
         f4 = {name for name, algo in picks.items() if algo == "f4"}
         assert f4 == {f"Conv{layer}/N{n}" for layer in (3, 5) for n in (32, 64, 96, 128)} | \
             {f"Conv4/N{n}" for n in (64, 96, 128)}
     assert api.choose_algo(Shape(1, 3, 5, 7, 5)) == "f2"          # few channels
-    assert api.choose_algo(Shape(8, 512, 56, 56, 64), "CHWN") == "f4"
+    assert api.choose_algo(Shape(8, 512, 56, 56, 64), "CHWN", "sm_80") == "f4"
 
 
 def test_auto_picks_the_fused_f4_on_nchw_where_it_was_measured_faster():
@@ -288,7 +288,7 @@ def test_auto_picks_the_fused_f4_on_nchw_where_it_was_measured_faster():
     picks = {name: api.choose_algo(s, "NCHW", "sm_90", 132) for name, s in resnet_configs()}
     assert {n for n, a in picks.items() if a == "f4fused"} == \
         {f"Conv2/N{n}" for n in (32, 64, 96, 128)} | {f"Conv3/N{n}" for n in (64, 96, 128)}
-    assert picks["Conv3/N32"] == "f4" and picks["Conv4/N32"] == "f2" and picks["Conv5/N128"] == "f4"
+    assert picks["Conv3/N32"] == "f4tc" and picks["Conv4/N32"] == "f4tc" and picks["Conv5/N128"] == "f4tc"
     assert api.choose_algo(Shape(8, 64, 56, 56, 1024), "NCHW") != "f4fused"   # K > 512: no fused kernel
 
 

@@ -94,7 +94,7 @@ def test_table_has_every_reference_ratios_and_errors(capsys):
                                  "1.0e-07", "1.0e-07", "4.5e-04", "5.0e-04", "8.0e-07", "2.0e-07"]
     assert rows["Conv2/N64"] == [""] * 13
     gm = [l for l in lines if l.startswith("geometric mean of sass/cudnn")][0]
-    assert "f4fused without) 1.118" in gm and "min NCHW 1.000" in gm     # sqrt(1.0 * 1.25)
+    assert "NCHW (auto, NCHW in and out) 1.118" in gm and "min NCHW 1.000" in gm     # sqrt(1.0 * 1.25)
     assert "NCHW against PyTorch's default (TF32) 0.500" in gm
 
 

@@ -1,0 +1,195 @@
+"""The 3xTF32 tensor-core GEMM of F(4x4,3x3) (kernels_sass.winograd.tcgemm): assembly, hazards,
+NVIDIA's disassembler, the CPU simulator (HMMA.1688.F32.TF32 modelled on the mma fragments),
+the 3xTF32 split's accuracy, the plan, and on a GPU the whole path through conv2d(algo="f4tc")."""
+from __future__ import annotations
+
+import os
+import random
+import re
+
+import numpy as np
+import pytest
+
+from kernels_sass.winograd import cubins, f4, gemmgen, sim, tcgemm
+from kernels_sass.winograd import reference as ref
+from kernels_sass.winograd.gemmgen import GemmShape
+from kernels_sass.winograd.plan import Shape, Unsupported
+
+
+SEED = int(os.environ.get("SASSAS_FUZZ_SEED") or random.randrange(1 << 32))
+_REPORTED = []
+
+
+@pytest.fixture(autouse=True)
+def _seed(report):
+    if not _REPORTED:
+        _REPORTED.append(SEED)
+        report(f"tests/winograd/test_tcgemm.py ran with SASSAS_FUZZ_SEED={SEED} (set it to replay them)")
+
+
+def _rng(name: str) -> np.random.Generator:
+    return np.random.default_rng([SEED, sum(map(ord, name))])
+
+
+def _sim_gemm(g: GemmShape, rng, o: tcgemm.TcOptions = tcgemm.OPTIONS):
+    u = rng.standard_normal((g.operand_rows, g.K)).astype(np.float32)
+    v = rng.standard_normal((g.operand_rows, g.T)).astype(np.float32)
+    m = np.full((g.parts * gemmgen.E, g.K, g.T), np.nan, np.float32)
+    out, mach = sim.simulate(tcgemm.generate(g, o), tcgemm.grid(g, o), {"u": u, "v": v, "m": m},
+                             list(gemmgen.PARAMS), o.smem_bytes(), tcgemm.THREADS)
+    return u, v, out["m"].view(np.float32).reshape(g.parts, gemmgen.E, g.K, g.T), mach
+
+
+# ---- the generated kernel ----------------------------------------------------------------------
+@pytest.mark.parametrize("g", [GemmShape(32, 128, 128), GemmShape(512, 512, 512), GemmShape(256, 256, 512, 2)],
+                         ids=str)
+def test_assembles_without_hazards(g):
+    import sassas
+    from sassas.elf import read_cubin
+    text = tcgemm.generate(g)
+    cubin = sassas.assemble(text, "sm_90", filename="tcgemm.sass")
+    assert cubins.hazards(cubin.program) == []
+    info = read_cubin(cubin.data).kernel(tcgemm.kernel_name(g))
+    assert info.registers == tcgemm.OPTIONS.registers() == 145        # three blocks of 128 threads an SM
+    assert tcgemm.OPTIONS.blocks_per_sm() == 3 and tcgemm.TcOptions(cols=128).blocks_per_sm() == 2
+    # the loop body: 4 iterations of 48 HMMA (16 mma tiles x 3), 24 LOP3 + 24 FADD (the split),
+    # 8 LDS.64 + 8 LDS (the next fragments), 3 copies
+    loop = text[text.index("LOOP:"):text.index("BRA LOOP")]
+    for pattern, n in ((r"HMMA\.1688\.F32\.TF32", 192), (r"LOP3\.LUT R\d+, R\d+, 0xffffe000", 96),
+                       (r"\bFADD\b", 96), (r"LDS\.64", 32), (r"LDS R", 32), (r"LDGSTS", 12)):
+        assert len(re.findall(pattern, loop)) == n, pattern
+
+
+def test_hmmas_are_spaced_and_accumulators_far_apart():
+    """Consecutive HMMAs at least hmma_gap cycles apart (ptxas: 6); an accumulator's three
+    HMMAs of an iteration 32 HMMAs apart; the split's FADD after its LOP3."""
+    for o in (tcgemm.OPTIONS, tcgemm.TcOptions(hmma_gap=5), tcgemm.TcOptions(cols=128, reuse_across=False)):
+        body = tcgemm.Generator(GemmShape(32, 128, 128), o).loop_body()
+        per = 3 * 4 * o.cols // 16
+        cycle, last, issued = 0, None, []
+        for op in body:
+            if op.text.startswith("HMMA"):
+                if last is not None:
+                    assert cycle - last >= o.hmma_gap
+                last = cycle
+                issued.append(op.text.split()[1].rstrip(","))
+            cycle += max(op.stall, 1)
+        for it in range(4):
+            hm = issued[per * it:per * (it + 1)]
+            for n, acc in enumerate(hm):
+                assert hm.index(acc) == n % (per // 3)
+    with pytest.raises(ValueError):
+        tcgemm.Generator(GemmShape(32, 128, 128), tcgemm.TcOptions(hmma_gap=4))
+
+
+def test_nvdisasm_reads_the_kernel_as_written():
+    from sassas.learn import oracle
+    why = oracle.missing_tools("sm_90", ("nvdisasm",))
+    if why:
+        pytest.skip(why)
+    for g, o in ((GemmShape(32, 128, 128), tcgemm.OPTIONS), (GemmShape(512, 512, 384, 2), tcgemm.TcOptions(cols=128))):
+        text = tcgemm.generate(g, o)
+        assert cubins.disasm_mismatches(text, tcgemm.build(g, o, cache=False)) == []
+
+
+def test_unsupported_gemms_are_refused():
+    for g in (GemmShape(16, 128, 128), GemmShape(64, 128, 128, 4), GemmShape(32, 100, 128),
+              GemmShape(32, 128, 44032)):     # 16 iterations' channels; offsets of M past 24 bits
+        with pytest.raises(Unsupported):
+            tcgemm.Generator(g)
+    with pytest.raises(Unsupported):
+        tcgemm.fit(tcgemm.OPTIONS, tcgemm.target("sm_80"))
+
+
+# ---- the simulator: the fragment layouts, the split, the copies ---------------------------------
+@pytest.mark.parametrize("g,o", [(GemmShape(32, 128, 128), tcgemm.OPTIONS), (GemmShape(64, 128, 128, 2), tcgemm.OPTIONS),
+                                 (GemmShape(32, 256, 128), tcgemm.TcOptions(cols=128))],
+                         ids=lambda v: str(v) if isinstance(v, GemmShape) else v.tag() or "default")
+def test_kernel_in_the_simulator_matches_float64(g, o):
+    u, v, got, mach = _sim_gemm(g, _rng(str(g)), o)
+    cp = g.C // g.parts
+    U = u[:gemmgen.E * g.C].reshape(gemmgen.E, g.C, g.K).astype(np.float64)
+    V = v[:gemmgen.E * g.C].reshape(gemmgen.E, g.C, g.T).astype(np.float64)
+    want = np.stack([np.einsum("eck,ect->ekt", U[:, p * cp:(p + 1) * cp], V[:, p * cp:(p + 1) * cp])
+                     for p in range(g.parts)])
+    assert not np.isnan(got).any()
+    assert np.abs(got - want).max() / np.abs(want).max() < 2e-6
+    assert mach.race_log == [] and mach.undefined_log == []
+
+
+def test_f4tc_path_in_the_simulator_matches_direct():
+    """The layouts of U, V and M as winograd.cu's transforms write and read them, around the
+    simulated tensor-core GEMM: a convolution (channels padded to the loop body's 32)."""
+    s = Shape(8, 7, 10, 9, 5)               # 72 columns: both column blocks hold outputs
+    p = f4.plan(s, 132, tc=True)
+    g = p.gemm
+    assert p.options == tcgemm.OPTIONS and g.C == 32
+    rng = _rng("f4tc path")
+    x, w = rng.standard_normal((s.N, s.C, s.H, s.W)), rng.standard_normal((s.K, s.C, 3, 3))
+    u, v = ref.f4_operands(x, w, g.C, g.K, g.T, gemmgen.PAD_ROWS)
+    m = np.full((gemmgen.E, g.K, g.T), np.nan, np.float32)
+    out, mach = sim.simulate(tcgemm.generate(g), tcgemm.grid(g), {"u": u, "v": v, "m": m}, list(gemmgen.PARAMS),
+                             tcgemm.OPTIONS.smem_bytes(), tcgemm.THREADS)
+    got = ref.f4_output(out["m"].view(np.float32).reshape(1, gemmgen.E, g.K, g.T), s.N, s.H, s.W, s.K)
+    want = ref.direct_conv2d(x, w)
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-5
+
+
+def test_3xtf32_split_is_fp32_accurate_and_1xtf32_is_not():
+    """hi = x with 13 low bits cleared, lo = x - hi (exact), the tensor core truncating lo too:
+    the three products of a ResNet channel count are as accurate as an FP32 sum; hi*hi alone is not."""
+    rng = _rng("split")
+    a, b = rng.standard_normal((2, 512, 4096)).astype(np.float32)
+    tf = lambda x: (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+    lo = lambda x: (x - tf(x).astype(np.float32))
+    exact = (a.astype(np.float64) * b).sum(0)
+    three = (tf(a) * tf(b) + tf(lo(a)) * tf(b) + tf(a) * tf(lo(b))).sum(0)
+    one = (tf(a) * tf(b)).sum(0)
+    rel = lambda y: np.linalg.norm(y - exact) / np.linalg.norm(exact)
+    assert rel(three) < 1e-6 < 1e-4 < rel(one)
+
+
+def test_plan_pads_channels_to_the_loop_body():
+    assert f4.plan(Shape(128, 512, 7, 7, 512), 132, tc=True).gemm.C == 512
+    odd = f4.plan(Shape(33, 20, 9, 11, 70), 132, tc=True)
+    assert (odd.gemm.C, odd.gemm.K) == (32, 128) and odd.options == tcgemm.OPTIONS
+    assert f4.plan(Shape(8, 64, 7, 7, 64), 132, parts=2, tc=True).gemm.C == 64
+    assert f4.module(tcgemm.OPTIONS) is tcgemm and f4.module(gemmgen.OPTIONS) is gemmgen
+
+
+def test_auto_picks_f4tc_on_sm90_where_f4_or_the_f2_of_512_columns_ran():
+    """sm_90: F(4x4,3x3) with the tensor-core GEMM on Conv3, Conv4 and Conv5 at every N in CHWN,
+    and in NCHW where the fused F(4x4,3x3) kernel does not run (Conv3/N32, Conv4, Conv5)."""
+    from kernels_sass.winograd import api
+    from kernels_sass.winograd.workloads import resnet_configs
+    for layout in ("CHWN", "NCHW"):
+        picks = {name: api.choose_algo(s, layout, "sm_90", 132) for name, s in resnet_configs()}
+        want = {f"Conv{layer}/N{n}" for layer in (4, 5) for n in (32, 64, 96, 128)} | {"Conv3/N32"}
+        if layout == "CHWN":
+            want |= {f"Conv3/N{n}" for n in (64, 96, 128)}
+        assert {n for n, a in picks.items() if a == "f4tc"} == want
+    assert api.choose_algo(Shape(1, 256, 14, 14, 256), "CHWN", "sm_90") == "f2"     # 16 columns
+    assert api.choose_algo(Shape(1, 256, 7, 7, 256), "CHWN", "sm_90") == "f4tc"     # small images
+
+
+# ---- on the GPU -----------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [Shape(33, 20, 9, 11, 70), Shape(64, 512, 7, 7, 512), Shape(1, 3, 1, 2, 5),
+                                   Shape(32, 256, 14, 14, 256)], ids=str)
+def test_f4tc_conv2d_on_the_gpu(shape):
+    from sassas.load import DeviceBuffer, gpu_available
+    ok, why = gpu_available()
+    if not ok:
+        pytest.skip(f"no GPU: {why}")
+    from kernels_sass.winograd import api, conv2d
+    if api.arch() != "sm_90":
+        pytest.skip(f"the tensor-core GEMM is generated for sm_90; this GPU is {api.arch()}")
+    rng = np.random.default_rng()
+    x = rng.standard_normal((shape.N, shape.C, shape.H, shape.W)).astype(np.float32)
+    w = rng.standard_normal((shape.K, shape.C, 3, 3)).astype(np.float32)
+    out = DeviceBuffer.from_numpy(np.full((shape.N, shape.K, shape.H, shape.W), np.nan, np.float32))
+    conv2d(DeviceBuffer.from_numpy(x), DeviceBuffer.from_numpy(w), "sass", out=out, algo="f4tc")
+    got = out.to_numpy()
+    want = ref.direct_conv2d(x, w)
+    assert not np.isnan(got).any()
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) <= 1e-5
