@@ -224,25 +224,46 @@ F4FUSED_ROW_FLOATS = 4
 # F(2x2,3x3)'s 1.19, Conv3/N32 1.12 against 1.01; Conv4 and Conv5 1.30-1.62).
 F4TC_ARCHS = ("sm_90",)
 F4TC_MIN_COLUMNS = 512
+# Where both run, the fused kernel (one block an SM) wins only with its last wave of blocks
+# nearly full: H100, NCHW, 2026-11-27 (results/h100_f4tc_bench.json): Conv3/N64 (2.97 waves)
+# 1.49x cuDNN's best against f4tc's 1.45, Conv3/N128 (5.94) 1.33 against 1.33, Conv3/N96 (4.45:
+# the last wave 45% full) 1.29 against 1.40.
+F4FUSED_MIN_WAVE_FILL = 0.95
+
+
+def _f4tc_runs(s: Shape, gpu_arch: str, sms: int) -> bool:
+    t = s.TH4 * s.TW4 * s.N
+    small = s.H * s.W <= F4_SMALL_PIXELS
+    if gpu_arch not in F4TC_ARCHS or s.C < F4_MIN_CHANNELS or not (small or t >= F4TC_MIN_COLUMNS):
+        return False
+    try:
+        f4.plan(s, sms, tc=True)
+        return True
+    except plan.Unsupported:
+        return False
+
+
+def _f4fused_runs(s: Shape, layout: str, gpu_arch: str, sms: int) -> bool:
+    if not (layout == "NCHW" and gpu_arch in F4FUSED_ARCHS and s.W % F4FUSED_ROW_FLOATS == 0
+            and f4fused.choose_parts(s, sms) == 1):
+        return False
+    try:
+        f4fused.check(s, 1, layout)
+        return True
+    except f4fused.Unsupported:
+        return False
 
 
 def choose_algo(s: Shape, layout: str = "NCHW", gpu_arch: str = "sm_90", sms: int = 132) -> str:
     """The algorithm "auto" runs for s, given in `layout` on a GPU of `gpu_arch` with `sms` SMs."""
-    if (layout == "NCHW" and gpu_arch in F4FUSED_ARCHS and s.W % F4FUSED_ROW_FLOATS == 0
-            and f4fused.choose_parts(s, sms) == 1):
-        try:
-            f4fused.check(s, 1, layout)
-            return "f4fused"
-        except f4fused.Unsupported:
-            pass
+    tc = _f4tc_runs(s, gpu_arch, sms)
+    if _f4fused_runs(s, layout, gpu_arch, sms) and (
+            not tc or f4fused.wave_fill(s, 1, sms) >= F4FUSED_MIN_WAVE_FILL):
+        return "f4fused"
+    if tc:
+        return "f4tc"
     t = s.TH4 * s.TW4 * s.N
     small = s.H * s.W <= F4_SMALL_PIXELS
-    if gpu_arch in F4TC_ARCHS and s.C >= F4_MIN_CHANNELS and (small or t >= F4TC_MIN_COLUMNS):
-        try:
-            f4.plan(s, sms, tc=True)
-            return "f4tc"
-        except plan.Unsupported:
-            pass
     return "f4" if s.C >= F4_MIN_CHANNELS and (small or t >= F4_MIN_COLUMNS) else "f2"
 
 

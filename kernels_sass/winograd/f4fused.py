@@ -263,12 +263,22 @@ FIXED_ITERS = 3.0
 MAX_PARTS = 4
 
 
+def _blocks(f: Fused) -> int:
+    grid = f.grid()
+    return grid[0] * grid[1] * f.parts
+
+
+def wave_fill(s: Shape, parts: int, sms: int) -> float:
+    """How full the grid's waves of one block an SM are on average (1: the last wave full)."""
+    blocks = _blocks(Fused(s, parts))
+    return blocks / (-(-blocks // sms) * sms)
+
+
 def choose_parts(s: Shape, sms: int) -> int:
     """The split of s's channel loop of the least modelled time on a GPU of `sms` SMs."""
     def cost(p):
         f = Fused(s, p)
-        blocks = f.grid()[0] * f.grid()[1] * p
-        return -(-blocks // sms) * (f.iterations + FIXED_ITERS) + (p > 1) * FIXED_ITERS / 2
+        return -(-_blocks(f) // sms) * (f.iterations + FIXED_ITERS) + (p > 1) * FIXED_ITERS / 2
     return min(range(1, MAX_PARTS + 1), key=lambda p: (cost(p), p))
 
 
