@@ -416,21 +416,12 @@ __device__ __forceinline__ void f4_at(const float m[6], float o[4])
     o[3] = b + 8.0f * d + m[5];
 }
 
-// grid (ceil(T / 128), K), 128 threads; y KHWN, or NCHW with the columns of
-// f4_input_transform_nchw (vec4: a tile's rows as float4, for W % 4 == 0 and y 16-byte aligned).
-// A part's 36 loads are issued before any is used (all in flight at once): one load at a time,
-// as a loop over the parts inside each position compiled, ran at ~1.2 TB/s on the H200,
-// latency-bound.
-template <bool NCHW>
-__device__ __forceinline__ void f4_output_transform_body(const float* __restrict__ m, float* __restrict__ y,
-                                                         int N, int K, int H, int W, int TW, int T, int Kp, int Tp,
-                                                         int parts, bool vec4)
+// The 4x4 outputs of column t, filter k: A^T (sum over the parts of M) A. A part's 36 loads are
+// issued before any is used (all in flight at once): one load at a time, as a loop over the parts
+// inside each position compiled, ran at ~1.2 TB/s on the H200, latency-bound.
+__device__ __forceinline__ void f4_output_tile(const float* __restrict__ m, int k, int t, int Kp, int Tp,
+                                               int parts, float out[4][4])
 {
-    const int t = blockIdx.x * blockDim.x + threadIdx.x, k = blockIdx.y;
-    if (t >= T) return;
-    const int tiles = T / N;
-    const int n = NCHW ? t / tiles : t % N, tile = NCHW ? t % tiles : t / N;
-    const int h0 = 4 * (tile / TW), w0 = 4 * (tile % TW);
     const i64 stride = (i64)Kp * Tp;             // from one position to the next
     const float* mp = m + (i64)k * Tp + t;
     float mv[36];
@@ -454,38 +445,67 @@ __device__ __forceinline__ void f4_output_transform_body(const float* __restrict
         for (int i = 0; i < 4; ++i) s[i][j] = o[i];
     }
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        float o[4];
-        f4_at(s[i], o);
-        if (h0 + i >= H) continue;
-        if (NCHW) {
-            float* row = y + (((i64)n * K + k) * H + h0 + i) * W + w0;
-            if (vec4) {
-                *reinterpret_cast<float4*>(row) = make_float4(o[0], o[1], o[2], o[3]);
-            } else {
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    if (w0 + j < W) row[j] = o[j];
-            }
-        } else {
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                if (w0 + j < W) y[(((i64)k * H + h0 + i) * W + w0 + j) * N + n] = o[j];
-        }
-    }
+    for (int i = 0; i < 4; ++i) f4_at(s[i], out[i]);
 }
 
+#define F4_OUT_THREADS 128
+
+// grid (ceil(T / 128), K), 128 threads; y KHWN [K][H][W][N], columns t = (th*TW + tw)*N + n.
 extern "C" __global__ void f4_output_transform(const float* __restrict__ m, float* __restrict__ y,
                                                int N, int K, int H, int W, int TW, int T, int Kp, int Tp, int parts)
 {
-    f4_output_transform_body<false>(m, y, N, K, H, W, TW, T, Kp, Tp, parts, false);
+    const int t = blockIdx.x * blockDim.x + threadIdx.x, k = blockIdx.y;
+    if (t >= T) return;
+    const int n = t % N, tile = t / N;
+    const int h0 = 4 * (tile / TW), w0 = 4 * (tile % TW);
+    float out[4][4];
+    f4_output_tile(m, k, t, Kp, Tp, parts, out);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            if (h0 + i < H && w0 + j < W) y[(((i64)k * H + h0 + i) * W + w0 + j) * N + n] = out[i][j];
 }
 
-extern "C" __global__ void f4_output_transform_nchw(const float* __restrict__ m, float* __restrict__ y,
-                                                    int N, int K, int H, int W, int TW, int T, int Kp, int Tp,
-                                                    int parts, int vec4)
+// grid (ceil(T / 128), K), 128 threads; y NCHW, the columns of f4_input_transform_nchw:
+// t = g*TW + tw with g = n*TH + th, the block's 128 columns consecutive tiles of image rows.
+// vec4 (W % 4 == 0, y 16-byte aligned): a tile's rows as float4. Otherwise the block's tiles go
+// through shared memory and its threads write each tile row (4 rows of y, 4W contiguous floats)
+// in order: a thread's own scalar rows of 1-3 floats, 16 bytes from the next thread's, made the
+// writes of Conv4 (W = 14) and Conv5 (W = 7) 1.5-2.2x slower than their KHWN twins (H100).
+extern "C" __global__ void __launch_bounds__(F4_OUT_THREADS)
+f4_output_transform_nchw(const float* __restrict__ m, float* __restrict__ y, int N, int K, int H, int W,
+                         int TW, int T, int Kp, int Tp, int parts, int vec4)
 {
-    f4_output_transform_body<true>(m, y, N, K, H, W, TW, T, Kp, Tp, parts, vec4 != 0);
+    __shared__ float stage[F4_OUT_THREADS][17];     // 17: a warp's rows and columns in distinct banks
+    const int t0 = blockIdx.x * F4_OUT_THREADS, t = t0 + threadIdx.x, k = blockIdx.y;
+    const int TH = T / N / TW;
+    float out[4][4];
+    if (t < T) f4_output_tile(m, k, t, Kp, Tp, parts, out);
+    if (vec4) {
+        if (t >= T) return;
+        const int g = t / TW, n = g / TH, h0 = 4 * (g % TH), w0 = 4 * (t % TW);
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            if (h0 + i < H)
+                *reinterpret_cast<float4*>(y + (((i64)n * K + k) * H + h0 + i) * W + w0) =
+                    make_float4(out[i][0], out[i][1], out[i][2], out[i][3]);
+        return;
+    }
+    if (t < T) {
+#pragma unroll
+        for (int q = 0; q < 16; ++q) stage[threadIdx.x][q] = out[q / 4][q % 4];
+    }
+    __syncthreads();
+    const int t_end = min(t0 + F4_OUT_THREADS, T);
+    const int g0 = t0 / TW, rows = 4 * W;           // tile rows g0 .. (t_end - 1) / TW
+    const int total = ((t_end - 1) / TW - g0 + 1) * rows;
+    for (int idx = threadIdx.x; idx < total; idx += F4_OUT_THREADS) {
+        const int g = g0 + idx / rows, off = idx % rows;
+        const int r = off / W, c = off % W, h = 4 * (g % TH) + r, tt = g * TW + c / 4;
+        if (h < H && tt >= t0 && tt < t_end)
+            y[(((i64)(g / TH) * K + k) * H + h) * W + c] = stage[tt - t0][4 * r + c % 4];
+    }
 }
 
 // The CUDA-C reference of the batched GEMM: M[0][e][k][t] = sum_c U[e][c][k] V[e][c][t].
