@@ -224,11 +224,11 @@ F4FUSED_ROW_FLOATS = 4
 # F(2x2,3x3)'s 1.19, Conv3/N32 1.12 against 1.01; Conv4 and Conv5 1.30-1.62).
 F4TC_ARCHS = ("sm_90",)
 F4TC_MIN_COLUMNS = 512
-# Where both run, the fused kernel (one block an SM) wins only with its last wave of blocks
-# nearly full: H100, NCHW, 2026-11-27 (results/h100_f4tc_bench.json): Conv3/N64 (2.97 waves)
-# 1.49x cuDNN's best against f4tc's 1.45, Conv3/N128 (5.94) 1.33 against 1.33, Conv3/N96 (4.45:
-# the last wave 45% full) 1.29 against 1.40.
-F4FUSED_MIN_WAVE_FILL = 0.95
+# Where both run (Conv3 from N = 64), f4tc is the one to take: NCHW, 2026-11-27, against cuDNN's
+# best, f4tc / the fused kernel: H100 (results/h100_f4tc_bench.json) N64 1.45 / 1.49, N96 1.40 /
+# 1.29 (the fused kernel's last wave of one block an SM 45% full), N128 1.33 / 1.33; H200
+# (results/h200_bench_all.json: its HBM moves V and M 1.4x as fast) 1.59 / 1.41, 1.55 / 1.23,
+# 1.48 / 1.27.
 
 
 def _f4tc_runs(s: Shape, gpu_arch: str, sms: int) -> bool:
@@ -256,12 +256,10 @@ def _f4fused_runs(s: Shape, layout: str, gpu_arch: str, sms: int) -> bool:
 
 def choose_algo(s: Shape, layout: str = "NCHW", gpu_arch: str = "sm_90", sms: int = 132) -> str:
     """The algorithm "auto" runs for s, given in `layout` on a GPU of `gpu_arch` with `sms` SMs."""
-    tc = _f4tc_runs(s, gpu_arch, sms)
-    if _f4fused_runs(s, layout, gpu_arch, sms) and (
-            not tc or f4fused.wave_fill(s, 1, sms) >= F4FUSED_MIN_WAVE_FILL):
-        return "f4fused"
-    if tc:
+    if _f4tc_runs(s, gpu_arch, sms):
         return "f4tc"
+    if _f4fused_runs(s, layout, gpu_arch, sms):
+        return "f4fused"
     t = s.TH4 * s.TW4 * s.N
     small = s.H * s.W <= F4_SMALL_PIXELS
     return "f4" if s.C >= F4_MIN_CHANNELS and (small or t >= F4_MIN_COLUMNS) else "f2"

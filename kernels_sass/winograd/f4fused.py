@@ -268,12 +268,6 @@ def _blocks(f: Fused) -> int:
     return grid[0] * grid[1] * f.parts
 
 
-def wave_fill(s: Shape, parts: int, sms: int) -> float:
-    """How full the grid's waves of one block an SM are on average (1: the last wave full)."""
-    blocks = _blocks(Fused(s, parts))
-    return blocks / (-(-blocks // sms) * sms)
-
-
 def choose_parts(s: Shape, sms: int) -> int:
     """The split of s's channel loop of the least modelled time on a GPU of `sms` SMs."""
     def cost(p):

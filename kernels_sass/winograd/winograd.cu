@@ -497,14 +497,22 @@ f4_output_transform_nchw(const float* __restrict__ m, float* __restrict__ y, int
         for (int q = 0; q < 16; ++q) stage[threadIdx.x][q] = out[q / 4][q % 4];
     }
     __syncthreads();
+    // Element (R, c) of the block's tile rows g0.., R = 4 (g - g0) + r their rows of y one after
+    // the other: thread i starts at the i-th and steps on by 128 (q rows and c_step columns), no
+    // division in the loop (g / TH by the multiply-high of a reciprocal, exact for g < 2^32 / TH).
     const int t_end = min(t0 + F4_OUT_THREADS, T);
-    const int g0 = t0 / TW, rows = 4 * W;           // tile rows g0 .. (t_end - 1) / TW
-    const int total = ((t_end - 1) / TW - g0 + 1) * rows;
-    for (int idx = threadIdx.x; idx < total; idx += F4_OUT_THREADS) {
-        const int g = g0 + idx / rows, off = idx % rows;
-        const int r = off / W, c = off % W, h = 4 * (g % TH) + r, tt = g * TW + c / 4;
+    const int g0 = t0 / TW, rows_end = 4 * ((t_end - 1) / TW - g0 + 1);
+    const int q = F4_OUT_THREADS / W, c_step = F4_OUT_THREADS % W;
+    const unsigned th_inverse = TH == 1 ? 0u : 0xffffffffu / TH + 1;
+    int R = threadIdx.x / W, c = threadIdx.x % W;
+    for (; R < rows_end; R += q) {
+        const unsigned g = g0 + (R >> 2);
+        const int r = R & 3, n = TH == 1 ? g : __umulhi(g, th_inverse), h = 4 * (g - n * TH) + r;
+        const int tt = g * TW + (c >> 2);
         if (h < H && tt >= t0 && tt < t_end)
-            y[(((i64)(g / TH) * K + k) * H + h) * W + c] = stage[tt - t0][4 * r + c % 4];
+            y[(((i64)n * K + k) * H + h) * W + c] = stage[tt - t0][4 * r + (c & 3)];
+        c += c_step;
+        if (c >= W) { c -= W; ++R; }
     }
 }
 

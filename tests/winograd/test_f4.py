@@ -281,18 +281,16 @@ def test_auto_picks_f4_where_it_was_measured_faster():
 
 
 def test_auto_picks_the_fused_f4_on_nchw_where_it_was_measured_faster():
-    """H100, 2026-11-27 (results/h100_f4fused_bench.json, h100_f4tc_bench.json): the fused
-    F(4x4,3x3) on NCHW at W % 4 == 0 without a channel split and, where the tensor-core path runs
-    too, with its last wave of blocks nearly full: Conv2 at every N, Conv3/N64 and N128 (2.97 and
-    5.94 waves; N96: 4.45); the rest as before."""
-    from kernels_sass.winograd import api, f4fused
+    """H100 and H200, 2026-11-27 (results/h100_f4tc_bench.json, h200_bench_all.json): the fused
+    F(4x4,3x3) on NCHW at W % 4 == 0 without a channel split where the tensor-core path does not
+    run (C < 128): Conv2 at every N; Conv3, Conv4 and Conv5 take f4tc."""
+    from kernels_sass.winograd import api
     from kernels_sass.winograd.workloads import resnet_configs
     picks = {name: api.choose_algo(s, "NCHW", "sm_90", 132) for name, s in resnet_configs()}
-    assert {n for n, a in picks.items() if a == "f4fused"} == \
-        {f"Conv2/N{n}" for n in (32, 64, 96, 128)} | {"Conv3/N64", "Conv3/N128"}
-    assert picks["Conv3/N32"] == "f4tc" and picks["Conv3/N96"] == "f4tc"
-    assert picks["Conv4/N32"] == "f4tc" and picks["Conv5/N128"] == "f4tc"
-    assert f4fused.wave_fill(Shape(96, 128, 28, 28, 128), 1, 132) == 588 / 660
+    assert {n for n, a in picks.items() if a == "f4fused"} == {f"Conv2/N{n}" for n in (32, 64, 96, 128)}
+    assert {n for n, a in picks.items() if a == "f4tc"} == \
+        {f"Conv{layer}/N{n}" for layer in (3, 4, 5) for n in (32, 64, 96, 128)}
+    assert api.choose_algo(Shape(8, 64, 56, 56, 64), "NCHW", "sm_80") == "f2"      # no fused kernel there
     assert api.choose_algo(Shape(8, 64, 56, 56, 1024), "NCHW") != "f4fused"   # K > 512: no fused kernel
 
 

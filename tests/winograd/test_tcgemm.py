@@ -158,16 +158,13 @@ def test_plan_pads_channels_to_the_loop_body():
 
 
 def test_auto_picks_f4tc_on_sm90_where_f4_or_the_f2_of_512_columns_ran():
-    """sm_90: F(4x4,3x3) with the tensor-core GEMM on Conv3, Conv4 and Conv5 at every N in CHWN,
-    and in NCHW where the fused F(4x4,3x3) kernel does not run (Conv3/N32, Conv4, Conv5) or its
-    last wave of blocks would be half empty (Conv3/N96)."""
+    """sm_90: F(4x4,3x3) with the tensor-core GEMM on Conv3, Conv4 and Conv5 at every N, in CHWN
+    and in NCHW (where it runs, before the fused F(4x4,3x3) kernel)."""
     from kernels_sass.winograd import api
     from kernels_sass.winograd.workloads import resnet_configs
     for layout in ("CHWN", "NCHW"):
         picks = {name: api.choose_algo(s, layout, "sm_90", 132) for name, s in resnet_configs()}
-        want = {f"Conv{layer}/N{n}" for layer in (4, 5) for n in (32, 64, 96, 128)} | {"Conv3/N32", "Conv3/N96"}
-        if layout == "CHWN":
-            want |= {"Conv3/N64", "Conv3/N128"}
+        want = {f"Conv{layer}/N{n}" for layer in (3, 4, 5) for n in (32, 64, 96, 128)}
         assert {n for n, a in picks.items() if a == "f4tc"} == want
     assert api.choose_algo(Shape(1, 256, 14, 14, 256), "CHWN", "sm_90") == "f2"     # 16 columns
     assert api.choose_algo(Shape(1, 256, 7, 7, 256), "CHWN", "sm_90") == "f4tc"     # small images
