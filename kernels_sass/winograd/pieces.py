@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .plan import Shape
-from .sched import Seq
+from .sched import Op, Seq
 
 
 def signed_hex(v: int) -> str:
@@ -155,3 +155,20 @@ def address(q: Seq, d: int, terms, base: int, tmp: int) -> None:
     for a, m in rest:
         mad(q, d, a, m, d, tmp)
     q.op(f"IADD3 R{d}, R{d}, {base:#x}, RZ")
+
+
+def kernel_head(name: str, comments: list[str], params, ldgsts: bool = True) -> list[str]:
+    """A generated kernel's first lines: its `# ` comments, .kernel and <params>, and, where it
+    copies by LDGSTS, the three never-executed shared loads ptxas puts before a kernel's first
+    LDGSTS (sm_80..sm_90; we do the same without knowing the reason)."""
+    out = [*comments, f".kernel {name}", "<params>", *(f"{n}, {b}" for n, b in params), "</params>"]
+    if ldgsts:
+        out += [Op("@!PT LDS RZ, [RZ]", y=False, stall=1).line() for _ in range(3)]
+    return out
+
+
+def kernel_text(target, lines: list[str]) -> str:
+    """A generated kernel's text: its lines, then END: (a branch to itself, as ptxas ends a
+    kernel), each spelt for `target`'s arch."""
+    out = [*lines, "END:", "--:-:-:Y:0      BRA END;"]
+    return "\n".join(target.spell_line(line) for line in out) + "\n"
