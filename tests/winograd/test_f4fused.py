@@ -18,15 +18,7 @@ from kernels_sass.winograd import reference as ref
 from kernels_sass.winograd.check import f4fused_simulated_error
 from kernels_sass.winograd.plan import Shape, Unsupported
 
-SEED = int(os.environ.get("SASSAS_FUZZ_SEED") or random.randrange(1 << 32))
-_REPORTED = []
-
-
-@pytest.fixture(autouse=True)
-def _seed(report):
-    if not _REPORTED:
-        _REPORTED.append(SEED)
-        report(f"tests/winograd/test_f4fused.py ran with SASSAS_FUZZ_SEED={SEED} (set it to replay them)")
+SEED = int(os.environ["SASSAS_FUZZ_SEED"])    # drawn once a run and reported by tests/conftest.py
 
 
 def _rng(name: str) -> np.random.Generator:
