@@ -2,7 +2,9 @@
 # One GPU run of the Winograd work: correctness, benchmark, switches, sanitizers. Run from
 # the repository root on the GPU machine with sassas importable (PYTHONPATH); everything goes to
 # $OUT (default ./out): all.log, check.json, bench.json, bench.png, ablation.json.
-#   bash kernels_sass/winograd/device_run.sh [full|quick|f4fused]
+#   bash kernels_sass/winograd/device_run.sh [full|quick|f4fused|algos]
+# algos: the four algorithms (f2, f4, f4fused, f4tc) benched on the 16 layers (bench_all.json, .png),
+# the F(4x4,3x3) ones checked (check_all.json) and under memcheck and racecheck, in about 6 minutes.
 # f4fused: the fused F(4x4,3x3) kernel alone, in under 8 minutes: its check (16 ResNet layers
 # and the odd shapes, NCHW and CHWN, against float64: f4fused_check.json), bench against cuDNN
 # and the other algorithms (f4fused_bench.json, .png), smoke under memcheck and racecheck.
@@ -30,6 +32,22 @@ step() {  # step NAME SECONDS CMD...: run with a time limit, append to the log, 
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv >> "$LOG"
 python3 -c 'import torch, cuda.bindings; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version(), "cuda.bindings", cuda.bindings.__version__)' >> "$LOG" 2>&1
+if [ "$MODE" = algos ]; then
+  # every algorithm: the bench of the 16 layers with f2, f4, f4fused and f4tc, the check of the
+  # F(4x4,3x3) ones (16 layers and odd shapes, NCHW and CHWN), the sanitizers on their smoke shapes
+  step prebuild 90 $W prebuild --f4fused
+  step bench_algos 300 $W bench --impl sass --algo f2 f4 f4fused f4tc --json "$OUT/bench_all.json" --plot "$OUT/bench_all.png"
+  step check_algos 240 $W check --impl sass --algo f4 --algo f4fused --algo f4tc --chwn --json "$OUT/check_all.json"
+  for a in f4tc f4fused f4; do
+    step memcheck_$a 45 compute-sanitizer --tool memcheck --error-exitcode 1 $W smoke --impl sass --algo $a
+    step racecheck_$a 45 compute-sanitizer --tool racecheck --error-exitcode 1 $W smoke --impl sass --algo $a
+  done
+  echo "==== summary"; grep '^\[run\]' "$LOG"; grep -h 'NVIDIA\|^torch' "$LOG" | head -2
+  grep -h 'passed (relative\|FAIL' "$LOG" | head -5
+  grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$LOG"
+  sed -n '/^# speed ratios/,/^geometric mean of f4fused/p' "$LOG"
+  exit 0
+fi
 if [ "$MODE" = f4fused ]; then
   step prebuild 45 $W prebuild --f4fused
   step smoke_f4fused 30 $W smoke --impl sass --algo f4fused
