@@ -211,24 +211,24 @@ F4_MIN_COLUMNS = 1024
 
 
 # The fused F(4x4,3x3) kernel (sm_90) on NCHW tensors where a window row is one 16-byte load
-# (W % 4 == 0) and the grid fills the GPU without splitting the channels: measured on the H100
-# (results/h100_f4fused_bench.json), it is then 1.25-1.85x cuDNN's best against F(2x2,3x3)'s
-# and F(4x4,3x3)'s 0.88-1.10 (Conv2 at every N, Conv3 from N = 64). Conv4 (W = 14: 8-byte
-# loads) and Conv5 (W = 7, scalar loads), and Conv3/N32 (split in 2), stay as they were.
+# (W % 4 == 0) and the grid fills the GPU without splitting the channels, where f4tc does not run
+# (below 128 channels): Conv2, 1.81-1.89x cuDNN's best on the H100 and 1.55-1.72x on the H200
+# against F(2x2,3x3)'s 0.94-1.09 (results/h100_bench_all.json, h200_bench_all.json). Conv4
+# (W = 14: 8-byte loads) and Conv5 (W = 7, scalar loads) run it at 0.65-1.21.
 F4FUSED_ARCHS = ("sm_90",)
 F4FUSED_ROW_FLOATS = 4
 
 # F(4x4,3x3) with the 3xTF32 tensor-core GEMM (sm_90) where F(4x4,3x3) would run, and from 512
 # columns (Conv4/N32): its GEMM is 1.2-1.6x the FFMA one's speed, which moves the break-even with
-# F(2x2,3x3) down (H100, results/h100_f4tc_bench.json, NCHW: Conv4/N32 1.43x cuDNN's best against
-# F(2x2,3x3)'s 1.19, Conv3/N32 1.12 against 1.01; Conv4 and Conv5 1.30-1.62).
+# F(2x2,3x3) down (H100, results/h100_bench_all.json, NCHW: Conv4/N32 1.64x cuDNN's best against
+# F(2x2,3x3)'s 1.20, Conv3/N32 1.42 against 1.01; Conv3-Conv5 1.33-1.72).
 F4TC_ARCHS = ("sm_90",)
 F4TC_MIN_COLUMNS = 512
 # Where both run (Conv3 from N = 64), f4tc is the one to take: NCHW, 2026-11-27, against cuDNN's
-# best, f4tc / the fused kernel: H100 (results/h100_f4tc_bench.json) N64 1.45 / 1.49, N96 1.40 /
-# 1.29 (the fused kernel's last wave of one block an SM 45% full), N128 1.33 / 1.33; H200
-# (results/h200_bench_all.json: its HBM moves V and M 1.4x as fast) 1.59 / 1.41, 1.55 / 1.23,
-# 1.48 / 1.27.
+# best, f4tc / the fused kernel: H100 (results/h100_bench_all.json) N64 1.45 / 1.47, N96 1.38 /
+# 1.26 (the fused kernel's last wave of one block an SM 45% full), N128 1.33 / 1.32; H200
+# (results/h200_bench_all.json: its HBM moves V and M 1.4x as fast) 1.59 / 1.40, 1.54 / 1.22,
+# 1.47 / 1.25.
 
 
 def _f4tc_runs(s: Shape, gpu_arch: str, sms: int) -> bool:
