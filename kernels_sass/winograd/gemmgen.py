@@ -383,14 +383,7 @@ class Generator:
         R_ST, R_UP, R_VP, R_LDA, R_LDB, R_CNT = r.ST, r.UP, r.VP, r.LDA, r.LDB, r.CNT
         q = self.seq()
         tid, cx, cy, z, t1, t2, off, *rest = range(r.TMP, r.TMP + 15)
-        q.op(f"S2R R{tid}, SR_TID.X")
-        q.op(f"S2R R{cx}, SR_CTAID.X")
-        q.op(f"S2R R{cy}, SR_CTAID.Y")
-        q.op(f"S2R R{z}, SR_CTAID.Z")
-        for text in self.t.desc_load():
-            q.op(text)
-        q.op(f"ULDC.64 UR{U_UR}, {self.t.param(P_U)}")
-        q.op(f"ULDC.64 UR{V_UR}, {self.t.param(P_V)}")
+        block_start(q, self.t, tid, cx, cy, z)
         lane, warp, ty, tx = self.place(q, tid, rest)
         # the shared addresses: reads at 16*ty (A) and 16*tx (B) of stage 0; copies at row
         # tid / per_row, chunk tid % per_row of stage GRAY[0] (with 256 threads: warp, lane)
@@ -400,21 +393,7 @@ class Generator:
             q.op(f"SHF.R.U32.HI R{crow}, RZ, {self.per_row.bit_length() - 1:#x}, R{tid}")
             q.op(f"LOP3.LUT R{chunk}, R{tid}, {self.per_row - 1:#x}, RZ, 0xc0, !PT")
         address(q, R_ST, ((crow, 512), (chunk, 16)), self.t.smem_base, R_CNT)
-        # this thread's first channel row: e*C + part*(C/parts) + crow, e = z % E, part = z / E
-        if g.parts > 1:
-            q.op(f"MOV R{t1}, {magic(E):#x}")
-            q.op(f"IMAD.HI.U32 R{t2}, R{z}, R{t1}, RZ")           # part
-            mad(q, t1, t2, -E, z, R_CNT)                         # e
-            mad(q, t1, t1, g.C, crow, R_CNT)
-            mad(q, t1, t2, g.C // g.parts, t1, R_CNT)
-        else:
-            mad(q, t1, z, g.C, crow, R_CNT)
-        # offset into U: 4 * (row*K + 128*cy + 4*chunk); into V: 4 * (row*T + 128*cx + 4*chunk)
-        for ptr, width, block in ((R_UP, g.K, cy), (R_VP, g.T, cx)):
-            mad(q, off, t1, width, None, R_CNT)
-            mad(q, off, block, BM, off, R_CNT)
-            mad(q, off, chunk, 4, off, R_CNT)
-            q.op(f"SHF.L.U32 R{ptr}, R{off}, 0x2, RZ")
+        copy_sources(q, g, R_UP, R_VP, BN, crow, chunk, (cx, cy, z), (t1, t2, off), R_CNT)
         address(q, R_LDA, ((ty, 16),), self.t.smem_base, R_CNT)
         address(q, R_LDB, ((tx, 16),), self.t.smem_base + B_OFF, R_CNT)
         q.op(f"MOV R{R_CNT}, {g.iterations // self.o.unroll - 1:#x}")     # bodies after the first
@@ -649,6 +628,41 @@ class Generator:
         out += [op.line() for op in self.loop_body()]
         out += self.epilogue().lines()
         return kernel_text(self.t, out)
+
+
+def block_start(q: Seq, t: Target, tid: int, cx: int, cy: int, z: int) -> None:
+    """A GEMM kernel's first instructions: the thread and block ids into R{tid}, R{cx}, R{cy},
+    R{z}, the memory descriptor, and U's and V's addresses into UR{U_UR} and UR{V_UR}."""
+    q.op(f"S2R R{tid}, SR_TID.X")
+    q.op(f"S2R R{cx}, SR_CTAID.X")
+    q.op(f"S2R R{cy}, SR_CTAID.Y")
+    q.op(f"S2R R{z}, SR_CTAID.Z")
+    for text in t.desc_load():
+        q.op(text)
+    q.op(f"ULDC.64 UR{U_UR}, {t.param(P_U)}")
+    q.op(f"ULDC.64 UR{V_UR}, {t.param(P_V)}")
+
+
+def copy_sources(q: Seq, g: GemmShape, up: int, vp: int, cols: int, crow: int, chunk: int,
+                 block: tuple[int, int, int], tmp: tuple[int, int, int], spare: int) -> None:
+    """R{up}, R{vp} = the byte offsets of a thread's first copy chunk in U and V: row
+    e*C + part*(C/parts) + crow (block (cx, cy, z): e = z % E, part = z / E), column
+    BM*cy + 4*chunk of U and cols*cx + 4*chunk of V."""
+    cx, cy, z = block
+    row, part, off = tmp
+    if g.parts > 1:
+        q.op(f"MOV R{row}, {magic(E):#x}")
+        q.op(f"IMAD.HI.U32 R{part}, R{z}, R{row}, RZ")        # part
+        mad(q, row, part, -E, z, spare)                      # e
+        mad(q, row, row, g.C, crow, spare)
+        mad(q, row, part, g.C // g.parts, row, spare)
+    else:
+        mad(q, row, z, g.C, crow, spare)
+    for ptr, width, block_id, size in ((up, g.K, cy, BM), (vp, g.T, cx, cols)):
+        mad(q, off, row, width, None, spare)
+        mad(q, off, block_id, size, off, spare)
+        mad(q, off, chunk, 4, off, spare)
+        q.op(f"SHF.L.U32 R{ptr}, R{off}, 0x2, RZ")
 
 
 def kernel_name(g: GemmShape, o: GemmOptions = GemmOptions()) -> str:

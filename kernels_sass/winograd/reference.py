@@ -160,6 +160,16 @@ def f4_operands(x: np.ndarray, w: np.ndarray, cp: int, kp: int, tp: int, pad_row
             np.concatenate([v.reshape(36 * cp, tp), np.zeros((pad_rows, tp))]).astype(np.float32))
 
 
+def f4_gemm(u: np.ndarray, v: np.ndarray, c: int, parts: int = 1) -> np.ndarray:
+    """The F(4x4,3x3) GEMM in float64 from its operands in the GPU layout (rows e*c + channel;
+    rows past 36*c ignored): M [parts, 36, K, T], part p over its c/parts channels."""
+    cp = c // parts
+    uu = np.asarray(u[:36 * c], dtype=np.float64).reshape(36, c, -1)
+    vv = np.asarray(v[:36 * c], dtype=np.float64).reshape(36, c, -1)
+    return np.stack([np.einsum("eck,ect->ekt", uu[:, p * cp:(p + 1) * cp], vv[:, p * cp:(p + 1) * cp])
+                     for p in range(parts)])
+
+
 def f4_output(m: np.ndarray, n: int, h: int, w: int, k: int) -> np.ndarray:
     """y [N, K, h, w] from the GEMM's M [parts, 36, kp, tp] (f4_output_transform's sum over parts)."""
     th, tw = tiles(h, w, 4)

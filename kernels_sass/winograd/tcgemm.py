@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .cubins import build_text
-from .gemmgen import (ADDR_SB, ASYNC_SB, BC, BM, BN, COPY_GAP, DEPBAR_STALL, E, MIN_DIST, P_M, P_U, P_V, PARAMS,
-                      STAGES, U_UR, V_UR, GemmShape, check_gemm)
-from .pieces import address, kernel_head, kernel_text, magic, mad
+from .gemmgen import (ADDR_SB, ASYNC_SB, BC, BM, BN, COPY_GAP, DEPBAR_STALL, E, MIN_DIST, P_M, PARAMS, STAGES,
+                      U_UR, V_UR, GemmShape, block_start, check_gemm, copy_sources)
+from .pieces import address, kernel_head, kernel_text, mad
 from .plan import Unsupported
 from .sched import Op, Seq
 from .target import DEFAULT_ARCH, Target, target
@@ -233,14 +233,7 @@ class Generator:
         g, r, l, cols = self.g, self.r, self.l, self.o.cols
         q = self.seq()
         tid, cx, cy, z, t1, t2, off, crow, chunk, *rest = range(r.LO, r.LO + 20)
-        q.op(f"S2R R{tid}, SR_TID.X")
-        q.op(f"S2R R{cx}, SR_CTAID.X")
-        q.op(f"S2R R{cy}, SR_CTAID.Y")
-        q.op(f"S2R R{z}, SR_CTAID.Z")
-        for text in self.t.desc_load():
-            q.op(text)
-        q.op(f"ULDC.64 UR{U_UR}, {self.t.param(P_U)}")
-        q.op(f"ULDC.64 UR{V_UR}, {self.t.param(P_V)}")
+        block_start(q, self.t, tid, cx, cy, z)
         gg, qq, wm, wn = self.place(q, tid, rest)
         # the copies: row tid / 16, chunk tid % 16 (and + 16)
         q.op(f"SHF.R.U32.HI R{crow}, RZ, 0x4, R{tid}")
@@ -248,20 +241,7 @@ class Generator:
         address(q, r.ST, ((crow, l.row_a), (chunk, 16)), self.t.smem_base, r.CNT)
         if r.STB != r.ST:
             address(q, r.STB, ((crow, l.row_b), (chunk, 16)), self.t.smem_base, r.CNT)
-        # this thread's first channel row: e*C + part*(C/parts) + crow, e = z % E, part = z / E
-        if g.parts > 1:
-            q.op(f"MOV R{t1}, {magic(E):#x}")
-            q.op(f"IMAD.HI.U32 R{t2}, R{z}, R{t1}, RZ")
-            mad(q, t1, t2, -E, z, r.CNT)
-            mad(q, t1, t1, g.C, crow, r.CNT)
-            mad(q, t1, t2, g.C // g.parts, t1, r.CNT)
-        else:
-            mad(q, t1, z, g.C, crow, r.CNT)
-        for ptr, width, block, size in ((r.UP, g.K, cy, BM), (r.VP, g.T, cx, cols)):
-            mad(q, off, t1, width, None, r.CNT)
-            mad(q, off, block, size, off, r.CNT)
-            mad(q, off, chunk, 4, off, r.CNT)
-            q.op(f"SHF.L.U32 R{ptr}, R{off}, 0x2, RZ")
+        copy_sources(q, g, r.UP, r.VP, cols, crow, chunk, (cx, cy, z), (t1, t2, off), r.CNT)
         # fragment reads: A at row q, filters 64 wm + 2 g; B at row q, tiles cols / 2 wn + g
         address(q, r.LDA, ((qq, l.row_a), (wm, 256), (gg, 8)), self.t.smem_base, r.CNT)
         address(q, r.LDB, ((qq, l.row_b), (wn, 2 * cols), (gg, 4)), self.t.smem_base + l.b_off, r.CNT)
