@@ -313,6 +313,11 @@ TENSOR_ISSUE = Shape(1024, 8, 4, "tensor")
 # an SM) up to 1.35-2.1%; the SASS stream of 2 KiB copies back to back 1.1-2.3% at any
 # length (0.2% STREAM_GAP apart).
 STREAM_ITERS_FACTOR = 128
+# A stream's sample is the mean of STREAM_LAUNCHES launches: at any length the 8 KiB streams of
+# one block an SM (tensor form, SASS) kept single launches 1.0-1.04% apart on the H100, a few
+# launches of 21 a fifth of a percent above the rest (where the launch put the blocks that
+# waited longest on L2); the mean of 4 halves that.
+STREAM_LAUNCHES = 4
 # MICROBENCH_BULK_GAPS=1: the streams of one and two blocks an SM also with the other gaps of
 # these (SASS only; 0: back to back).
 GAPS_ENV = "MICROBENCH_BULK_GAPS"
@@ -368,7 +373,7 @@ class SmemBulkCopy(Benchmark):
         out = []
 
         def add(variant, shape, wait_each, grid, blocks_per_sm, n_iters, metrics, what,
-                langs=(SASS, CUDA)):
+                langs=(SASS, CUDA), launches=1):
             extra = {"what": what, "copy_bytes": shape.copy_bytes, "copies": shape.copies,
                      "stages": shape.stages, "blocks_per_sm": blocks_per_sm,
                      "in_flight": shape.stage_bytes * shape.stages * blocks_per_sm}
@@ -383,7 +388,7 @@ class SmemBulkCopy(Benchmark):
                 grid=grid, blocks_per_sm=blocks_per_sm, block=WARP, iters=n_iters,
                 metrics=metrics, inp=_source_words() if shape.form == "bulk" else _tensor_input(),
                 check=_check_landed, expect={shape.instruction: shape.copies_per_iteration},
-                extra=extra, **tensor))
+                extra=extra, launches=launches, **tensor))
 
         for form in FORMS:
             bulk = form == "bulk"
@@ -393,7 +398,7 @@ class SmemBulkCopy(Benchmark):
                 per_block = float(shape.stage_bytes * shape.stages * n_iters)
                 metrics = sm_bandwidth_metrics(lambda rec, case, b=per_block: _lane0(rec, b))
                 name = f"stream {_size(shape.copy_bytes)} copies, {blocks} block{'s' if blocks > 1 else ''}/SM"
-                add(name, shape, True, "sms", blocks, n_iters, metrics, "bandwidth")
+                add(name, shape, True, "sms", blocks, n_iters, metrics, "bandwidth", launches=STREAM_LAUNCHES)
                 if os.environ.get(GAPS_ENV, "") not in ("", "0") and blocks <= 2:
                     for gap in (g for g in GAPS if g != shape.gap):
                         add(f"{name}, " + (f"gap {gap}" if gap else "back to back"),

@@ -29,11 +29,13 @@ STREAM_KERNEL = "cluster_ld128_stream"
 # Load j of the stream reads [lane's offset + j * 128]: the same banks, and every load its
 # own address (ptxas merges ld.shared::cluster of one address, which is no volatile access).
 STREAM_STEP = 128
-# The streams run 64 times the chase's iterations (about 0.2 s a launch with every SM
-# streaming): which SMs pair up changes between launches and moves the mean over SMs by
-# 0.1-0.3% a launch; an eighth of this length left the CUDA-C streams of 8 CTAs up to 1.6%
-# apart across launches, half of it the SASS stream of clusters of 4 up to 1.3%.
-STREAM_ITERS_FACTOR = 64
+# The streams run 32 times the chase's iterations, and a stream's sample is the mean of
+# STREAM_LAUNCHES launches: which SMs pair up changes between launches and moves the mean over
+# SMs by 0.1-0.3% a launch, which a longer launch does not average out (H100: an eighth of 64
+# times left the CUDA-C streams of 8 CTAs up to 1.6% apart across launches, 64 times single
+# launches still 0.6-1.12%, the SASS stream of clusters of 4 above 1%); more launches do.
+STREAM_ITERS_FACTOR = 32
+STREAM_LAUNCHES = 4
 # (cluster size, rank distance of the target): 0 = the CTA's own memory, by the same loads.
 PLACEMENTS = ((2, 0), (2, 1), (4, 1), (4, 2), (8, 1), (8, 4), (8, 7))
 # Clusters streaming alone (grid = one cluster): the neighbour's bandwidth without the rest
@@ -192,6 +194,7 @@ class SmemCluster(Benchmark):
                 grid=grid, block=SM_BLOCK, iters=stream_iters, metrics=bw,
                 inp=np.tile(p.input_words(0), SM_BLOCK // 32), p0=distance, cluster=size,
                 expect={"LD.E.128": UNROLL}, extra={"cluster": size, "distance": distance,
-                                                    "all_sms": grid == "sms"})
+                                                    "all_sms": grid == "sms"},
+                launches=STREAM_LAUNCHES)
         return out
 

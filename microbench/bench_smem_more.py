@@ -255,6 +255,9 @@ COPY_FORMS = {
 }
 COPY_STALLS = (1, 4)                  # 4: what ptxas puts between two LDGSTS
 COPY_SM_ITERS_FACTOR = 8
+# The SM-wide runs' sample is the mean of COPY_SM_LAUNCHES launches: from L2 (BYPASS) single
+# launches were 0.6-1.03% apart on the H200, one launch of 21 a few tenths below the rest.
+COPY_SM_LAUNCHES = 4
 COPY_ISSUE_ITERS = 4
 # The issue-only runs start warm: one iteration's copies issued and waited for before the
 # start clock (without it, whether the source's lines were still in L1 moved a launch's
@@ -369,6 +372,7 @@ class SmemAsyncCopy(Benchmark):
                         grid="sms" if who == "sm" else 1, block=block, iters=n_iters,
                         metrics=[metric], inp=inp, expect={op: COPY_UNROLL},
                         warmup=ISSUE_WARMUP if warm else 0,
+                        launches=COPY_SM_LAUNCHES if who == "sm" else 1,
                         extra={"op": op, "stall": stall, "threads": block,
                                "wait_each_iteration": wait_each})
         return out

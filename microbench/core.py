@@ -105,6 +105,9 @@ class Case:
     cluster: int = 0             # thread-block cluster size (x) to launch with; 0: no cluster
     blocks_per_sm: int = 1       # with grid 'sms': blocks launched per SM
     warmup: int = 0              # untimed launches of this case beyond the run's --warmup
+    # Launches a sample: each metric's sample is its mean over this many launches (streams
+    # whose figure moves with where the launch places its blocks and clusters).
+    launches: int = 1
     tensor_map: Optional[TensorMap2D] = None   # encoded into inp[0:32] at launch
     index: int = -1              # position in its benchmark's case list (set by the runner)
 

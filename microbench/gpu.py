@@ -168,8 +168,9 @@ class Gpu:
         return mod
 
     def run_case(self, case: Case, repeat: int, warmup: int):
-        """Launch the case warmup + repeat times. Returns (samples per metric, event times in
-        ms, the last launch's Records)."""
+        """Launch the case warmup + repeat x case.launches times. Returns (samples per metric,
+        each the mean over case.launches launches; event times in ms, likewise; the last
+        launch's Records)."""
         kern = self.module(case.source)[case.kernel]
         grid = case.grid_size(self.info.sm_count)
         threads = grid * case.block
@@ -192,8 +193,11 @@ class Gpu:
         times: list[float] = []
         rec = None
         warmup += case.warmup
+        per_sample = max(1, case.launches)
+        pending: dict[str, list[float]] = {m.name: [] for m in case.metrics}
+        pending_ms: list[float] = []
         try:
-            for i in range(warmup + repeat):
+            for i in range(warmup + repeat * per_sample):
                 out.copy_from(poison)
                 _call("cuEventRecord", ev0, _drv().CUstream(0))
                 kern(grid, case.block, *args, **launch_options)
@@ -209,9 +213,15 @@ class Gpu:
                     raise CaseFailed(problem)
                 if i < warmup:
                     continue
-                times.append(ms)
+                pending_ms.append(ms)
                 for m in case.metrics:
-                    samples[m.name].append(float(m.compute(rec, case)))
+                    pending[m.name].append(float(m.compute(rec, case)))
+                if len(pending_ms) == per_sample:
+                    times.append(sum(pending_ms) / per_sample)
+                    pending_ms.clear()
+                    for name, values in pending.items():
+                        samples[name].append(sum(values) / per_sample)
+                        values.clear()
         finally:
             for ev in (ev0, ev1):
                 try:

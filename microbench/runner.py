@@ -96,6 +96,8 @@ def results_of_case(case: Case, samples: dict, times: list, error: Optional[str]
         extra["iters"] = case.iters
         extra["grid"] = case.grid
         extra["block"] = case.block
+        if case.launches > 1:
+            extra["launches_a_sample"] = case.launches
         model = case.model if i == 0 else None
         if error:
             r = error_result(case.bench, case.variant, case.impl, m.name, m.unit, error, m.headline)

@@ -108,6 +108,43 @@ def sm_count() -> int:
     return device_attribute("MULTIPROCESSOR_COUNT")
 
 
+# A second stream of the current context and two events without timing, made once a context:
+# work that does not depend on what the caller's stream runs before it goes there, beside it.
+_side_streams: dict[int, tuple] = {}
+
+
+def side_stream() -> tuple:
+    """(stream, fork event, join event) of the current CUDA context."""
+    from sassas.load import _call, _context
+    ctx = _context()
+    key = int(ctx)
+    made = _side_streams.get(key)
+    if made is None:
+        from cuda.bindings import driver
+        made = _side_streams[key] = (
+            _call("cuStreamCreate", driver.CUstream_flags.CU_STREAM_NON_BLOCKING),
+            _call("cuEventCreate", driver.CUevent_flags.CU_EVENT_DISABLE_TIMING),
+            _call("cuEventCreate", driver.CUevent_flags.CU_EVENT_DISABLE_TIMING))
+    return made
+
+
+def beside(stream, launch) -> None:
+    """launch(side) on the side stream, after what `stream` holds so far; what `stream` gets
+    next runs beside it until join(stream) (one fork at a time)."""
+    from sassas.load import _call, _stream_handle
+    side, fork, join = side_stream()
+    _call("cuEventRecord", fork, _stream_handle(stream))
+    _call("cuStreamWaitEvent", side, fork, 0)
+    launch(side)
+    _call("cuEventRecord", join, side)
+
+
+def join(stream) -> None:
+    """`stream` waits for the work beside() put on the side stream."""
+    from sassas.load import _call, _stream_handle
+    _call("cuStreamWaitEvent", _stream_handle(stream), side_stream()[2], 0)
+
+
 def cuda_module():
     from . import cuda
     return cuda.module(arch())
