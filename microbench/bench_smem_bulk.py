@@ -305,7 +305,7 @@ TENSOR_STREAM = ((_stream_shape(1024, 8, "tensor"), 1), (_stream_shape(8192, 1, 
                  (_stream_shape(8192, 1, "tensor"), 4))
 TENSOR_LATENCY = tuple(Shape(n, 1, 1, "tensor") for n in (256, 1024, 4096, 16384))
 TENSOR_ISSUE = Shape(1024, 8, 4, "tensor")
-# The streams run 128 times the latency runs' iterations (2.8-7.8 ms a launch with one block
+# The streams run 128 times the latency runs' iterations (2.6-7.8 ms a launch with one block
 # an SM and copies of 2 or 8 KiB): a block's copies wait on L2 with every other SM's, and
 # which SMs get the most changes from launch to launch. An eighth of this length left the
 # one-block-an-SM streams 1-2.5% apart across launches (as the median over SMs), half of it

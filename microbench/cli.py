@@ -32,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--brief", action="store_true",
                    help="print the short table (main patterns only); --table still gets all")
     s.add_argument("--repeat", type=int, default=None,
-                   help="timed launches per case (default 21, --quick 9)")
+                   help="samples per case (default 21, --quick 9): a timed launch each, or the mean of the case's launches a sample")
     s.add_argument("--warmup", type=int, default=2, help="untimed launches first (default 2)")
     s.add_argument("--quick", action="store_true", help="shorter loops and fewer repetitions")
     s.add_argument("--no-isolate", action="store_true",
@@ -126,7 +126,7 @@ def cmd_run(args) -> int:
             print(f"[plot] skipped: matplotlib is not available ({e})", file=sys.stderr)
     title = (f"microbench on {device.get('device', '?')} ({device.get('arch', '?')}, "
              f"{device.get('sm_count', '?')} SMs){' --quick' if args.quick else ''}: "
-             f"median of {device.get('repeat')} launches, ± = (max-min)/median")
+             f"median of {device.get('repeat')} samples (a launch, or the mean of a stream's launches), ± = (max-min)/median")
     text = table(results, title)
     if args.table:
         with open(args.table, "w") as f:
