@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -32,6 +31,7 @@ def through_pickle(name: str, kind: type, make: Callable[[], Any]) -> Any:
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
         pass
     made = make()
+    import tempfile         # (only where the cache is written: most runs read it)
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("wb", dir=cached.parent, suffix=".tmp", delete=False) as f:
@@ -42,8 +42,25 @@ def through_pickle(name: str, kind: type, make: Callable[[], Any]) -> Any:
                 raise
         os.replace(f.name, cached)
     except OSError:
-        pass
+        return made
+    _remove_older(cached)
     return made
+
+
+def _remove_older(cached: Path) -> None:
+    """Remove the files of the same kind that an earlier sassas or data file made (`isa-sm_90-`
+    and another hash): each is made anew where it is missing, and a changed sassas would
+    otherwise leave a few megabytes behind at each change."""
+    stem, _, _digest = cached.stem.rpartition("-")
+    try:
+        for other in cached.parent.glob(f"{stem}-*{cached.suffix}"):
+            if other != cached and other.stem.rpartition("-")[0] == stem:
+                try:
+                    other.unlink()
+                except OSError:
+                    pass
+    except OSError:
+        pass
 
 
 def load_toml(data: bytes, name: str) -> dict:

@@ -14,6 +14,7 @@ share it:
 from __future__ import annotations
 
 import functools
+import pickle
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
@@ -154,6 +155,24 @@ class Encoding:
     # print `LDC R1, c[0x0][RZ]` where the register-less form `c[0x0][0x1a8]` has offset 0.
     # The decoder passes this encoding over then.
     defer_when: tuple = ()
+
+    def __getstate__(self) -> dict:
+        # The groups, four fifths of a description's pickle, go in as a pickle of their own,
+        # read where the encoding's groups are first used (__getattr__): a command loads the
+        # description several times sooner and reads the groups of the few encodings it meets.
+        state = dict(self.__dict__)
+        if "groups" in state:
+            state["_groups_pickle"] = pickle.dumps(state.pop("groups"), protocol=pickle.HIGHEST_PROTOCOL)
+        return state
+
+    def __getattr__(self, name: str):
+        # (called only for an attribute not set: the groups before their first use)
+        if name == "groups":
+            state = self.__dict__
+            if "_groups_pickle" in state:
+                groups = state["groups"] = pickle.loads(state.pop("_groups_pickle"))
+                return groups
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def shown_mask(self) -> int:
