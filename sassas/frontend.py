@@ -177,6 +177,11 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
     # code names most of its registers): bound once. (Keyed by its fields: a tuple hashes and
     # compares without calling the dataclass's methods.)
     bound: dict[tuple, tuple[Operand, int]] = {}
+    # The same by the operand object's id, a cheaper key: the parser makes one Operand for all
+    # the instructions that write the same operand (sassas.parse_tree). (Every operand looked
+    # up here stood in its instruction, alive, when the pass began, so no two of them share an
+    # id; an entry for one that binding has since dropped is never looked up again.)
+    by_id: dict[int, tuple[Operand, int]] = {}
     # The shape of an instruction with its operands bound, by its shape before and, for each
     # bound operand, a number for what a shape sees of it (its kind, flags, and whether it
     # has a symbol).
@@ -191,17 +196,21 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
             new_ops = []
             key = [shape]
             for i, op in enumerate(inst.operands):
-                op_key = (op.kind, op.values, op.flags, op.symbol)
-                entry = bound.get(op_key)
+                entry = by_id.get(id(op))
                 if entry is None:
-                    try:
-                        new = _bind(op, registers, consts, smem, labels, params, known, arch)
-                    except SassError as e:
-                        diags.error(e.with_loc(inst.operand_loc(i)))
-                        entry = (op, None)
-                    else:
-                        part = (new.kind, new.flags, new.symbol is not None)
-                        entry = bound[op_key] = (new, shape_parts.setdefault(part, len(shape_parts)))
+                    op_key = (op.kind, op.values, op.flags, op.symbol)
+                    entry = bound.get(op_key)
+                    if entry is None:
+                        try:
+                            new = _bind(op, registers, consts, smem, labels, params, known, arch)
+                        except SassError as e:
+                            diags.error(e.with_loc(inst.operand_loc(i)))
+                            entry = (op, None)      # (tried again where it stands next)
+                        else:
+                            part = (new.kind, new.flags, new.symbol is not None)
+                            entry = bound[op_key] = (new, shape_parts.setdefault(part, len(shape_parts)))
+                    if entry[1] is not None:
+                        by_id[id(op)] = entry
                 new_ops.append(entry[0])
                 key.append(entry[1])
             operands = tuple(new_ops)

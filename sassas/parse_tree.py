@@ -254,6 +254,13 @@ _register_operands: dict[tuple, dict[str, Operand]] = {}
 _name_operands: dict[tuple, dict[str, Operand]] = {}
 
 
+# An operand that holds a cut number but is not a register or a name alone (`[addr+0x10]`,
+# `0x4`, `n[0]`), by its values and symbol, per (kind, flags, the plan's symbol): kept up to
+# _MAX_VALUE_OPERANDS a table (the numbers of a large file's immediates and offsets can be many).
+_value_operands: dict[tuple, dict[tuple, Operand]] = {}
+_MAX_VALUE_OPERANDS = 1 << 16
+
+
 def _register_operand_table(prefix: str, kind: str, flags: frozenset) -> dict[str, Operand]:
     key = (prefix, kind, flags)
     table = _register_operands.get(key)
@@ -445,9 +452,15 @@ def _compile_build(plan: StatementPlan):
                 # (cut out: decimal digits, or 0x and hex digits)
                 body.append(f"{item} = {'-' if how == _FROM_NEGATED_NUMBER else ''}"
                             f"(int(d, 16) if d[1:2] in ('x', 'X') else int(d))")
-        body.append(f"{var} = new(Operand); op_kind({var}, {const(kind)}); "
-                    f"op_values({var}, ({''.join(item + ', ' for item in items)})); "
-                    f"op_flags({var}, {const(flags)}); op_symbol({var}, {symbol_item})")
+        # One Operand for every instruction of the plan that writes the same numbers here
+        # (`[addr+0x10]`, `0x4`), as for a register alone: the front end binds it once.
+        table = const(_value_operands.setdefault((kind, flags, symbol), {}))
+        body.append(f"key = ({''.join(item + ', ' for item in items)}{symbol_item},)")
+        body.append(f"{var} = {table}.get(key)")
+        body.append(f"if {var} is None:")
+        body.append(f"    if len({table}) >= {_MAX_VALUE_OPERANDS}: {table}.clear()")
+        body.append(f"    {var} = {table}[key] = new(Operand); op_kind({var}, {const(kind)}); "
+                    f"op_values({var}, key[:-1]); op_flags({var}, {const(flags)}); op_symbol({var}, key[-1])")
     predicate = const(plan.predicate)
     control = const(plan.control)
     if plan.control_words is not None:
