@@ -70,6 +70,10 @@ def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Ope
     registers = registers or {}
     # An operand resolves to the same operand wherever it stands (`n[0]`, a label): once.
     resolved: dict[tuple, Operand] = {}
+    # The same by the operand object's id, which the parser shares among the instructions that
+    # write the same operand (as sassas.frontend binds them; every operand looked up here was
+    # alive in its instruction when the pass began, so no two share an id).
+    by_id: dict[int, Operand] = {}
     # The shape of an instruction with its operands resolved, by its shape before and its
     # operands' objects (most are resolved's: shared), with those operands (held, so that no
     # other object takes their ids).
@@ -79,6 +83,10 @@ def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Ope
         if shape.symbolic:
             operands = []
             for i, op in enumerate(inst.operands):
+                new = by_id.get(id(op))
+                if new is not None:
+                    operands.append(new)
+                    continue
                 try:
                     ref = _symbol_ref(inst, op, labels)
                     if ref is not None:
@@ -91,6 +99,8 @@ def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Ope
                     new = resolved.get(key)
                     if new is None:
                         new = resolved[key] = _resolve_operand(op, labels, params, registers, arch)
+                    if ref is None and "L" not in op.kind:
+                        by_id[id(op)] = new     # (a label's operand may be an address to fill in: CALL.ABS)
                     operands.append(new)
                 except SassError as e:
                     raise e.with_loc(inst.operand_loc(i))
