@@ -193,28 +193,55 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
     for inst in instructions:
         shape = inst.shape
         if shape.symbolic:
-            new_ops = []
-            key = [shape]
-            for i, op in enumerate(inst.operands):
-                entry = by_id.get(id(op))
-                if entry is None:
-                    op_key = (op.kind, op.values, op.flags, op.symbol)
-                    entry = bound.get(op_key)
+            # Each operand by its id where it was bound before, without a loop for the usual
+            # counts (a loop over an instruction's few operands cost as much as the rest of
+            # the pass); an operand seen for the first time, or that does not bind, raises
+            # KeyError and goes the long way.
+            ops = inst.operands
+            try:
+                n = len(ops)
+                if n == 4:
+                    a, b, c, d = ops
+                    a, b, c, d = by_id[id(a)], by_id[id(b)], by_id[id(c)], by_id[id(d)]
+                    operands, key = (a[0], b[0], c[0], d[0]), (shape, a[1], b[1], c[1], d[1])
+                elif n == 3:
+                    a, b, c = ops
+                    a, b, c = by_id[id(a)], by_id[id(b)], by_id[id(c)]
+                    operands, key = (a[0], b[0], c[0]), (shape, a[1], b[1], c[1])
+                elif n == 5:
+                    a, b, c, d, e = ops
+                    a, b, c, d, e = by_id[id(a)], by_id[id(b)], by_id[id(c)], by_id[id(d)], by_id[id(e)]
+                    operands, key = (a[0], b[0], c[0], d[0], e[0]), (shape, a[1], b[1], c[1], d[1], e[1])
+                elif n == 2:
+                    a, b = ops
+                    a, b = by_id[id(a)], by_id[id(b)]
+                    operands, key = (a[0], b[0]), (shape, a[1], b[1])
+                else:
+                    entries = [by_id[id(op)] for op in ops]
+                    operands, key = tuple([e[0] for e in entries]), (shape, *[e[1] for e in entries])
+            except KeyError:
+                new_ops = []
+                key = [shape]
+                for i, op in enumerate(ops):
+                    entry = by_id.get(id(op))
                     if entry is None:
-                        try:
-                            new = _bind(op, registers, consts, smem, labels, params, known, arch)
-                        except SassError as e:
-                            diags.error(e.with_loc(inst.operand_loc(i)))
-                            entry = (op, None)      # (tried again where it stands next)
-                        else:
-                            part = (new.kind, new.flags, new.symbol is not None)
-                            entry = bound[op_key] = (new, shape_parts.setdefault(part, len(shape_parts)))
-                    if entry[1] is not None:
-                        by_id[id(op)] = entry
-                new_ops.append(entry[0])
-                key.append(entry[1])
-            operands = tuple(new_ops)
-            key = tuple(key)
+                        op_key = (op.kind, op.values, op.flags, op.symbol)
+                        entry = bound.get(op_key)
+                        if entry is None:
+                            try:
+                                new = _bind(op, registers, consts, smem, labels, params, known, arch)
+                            except SassError as e:
+                                diags.error(e.with_loc(inst.operand_loc(i)))
+                                entry = (op, None)      # (tried again where it stands next)
+                            else:
+                                part = (new.kind, new.flags, new.symbol is not None)
+                                entry = bound[op_key] = (new, shape_parts.setdefault(part, len(shape_parts)))
+                        if entry[1] is not None:
+                            by_id[id(op)] = entry
+                    new_ops.append(entry[0])
+                    key.append(entry[1])
+                operands = tuple(new_ops)
+                key = tuple(key)
             known_shape = bound_shapes.get(key)
             if known_shape is None:
                 inst.operands = operands
