@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import ablation4
 from .bench import cmd_bench, cmd_gemm, cmd_mma_peak
 from .check import cmd_check, cmd_sim, cmd_smoke
 from .ncu import cmd_loop, cmd_profile
@@ -32,6 +33,21 @@ from .prebuild import cmd_prebuild, cmd_sass
 from .report import cmd_report
 from .train_bench import cmd_train_bench
 from .workloads import EIGHT_BY_EIGHT, TC
+
+BENCH_ALGOS = ("f2", "f4", "f4fused", "f4tc")
+
+
+def bench_or_ablation(args) -> int:
+    """bench; with --ablation F(2x2,3x3)'s switches (--algo f2 or none), or F(4x4,3x3)'s
+    (--algo f4tc and/or f4fused: ablation4)."""
+    if args.ablation and args.algo:
+        if set(args.algo) <= set(ablation4.ALGOS):
+            return ablation4.cmd_ablation4(args)
+        if args.algo != ["f2"]:
+            raise SystemExit(f"bench --ablation --algo {' '.join(args.algo)}: expected f2 (F(2x2,3x3)'s switches) "
+                             f"or {' and/or '.join(ablation4.ALGOS)} (F(4x4,3x3)'s)")
+    args.algo = args.algo or list(BENCH_ALGOS)
+    return cmd_bench(args)
 
 
 def main(argv=None) -> int:
@@ -77,17 +93,21 @@ def main(argv=None) -> int:
     q.add_argument("--impl", nargs="*", default=["sass", "cuda"])
     q.add_argument("--configs", nargs="*", help="prefixes, e.g. Conv2 Conv5/N128")
     q.add_argument("--reps", type=int, default=30)
-    q.add_argument("--variants", nargs="*", help="--ablation: only the switches whose tag contains one of these (e.g. nobank)")
+    q.add_argument("--variants", nargs="*", help="--ablation: only the switches whose tag contains one of these "
+                                                 "(e.g. nobank; F(4x4,3x3): copy_gap, cols128)")
     q.add_argument("--no-graph", action="store_true")
-    q.add_argument("--ablation", action="store_true", help="the SASS switches and the main-loop FFMA rate")
+    q.add_argument("--ablation", action="store_true",
+                   help="the SASS switches, each turned back alone: F(2x2,3x3)'s and its main-loop FFMA rate, or "
+                        "with --algo f4tc f4fused (either or both) F(4x4,3x3)'s (default layers Conv2-5/N128, "
+                        "Conv5/N32 for f4tc)")
     q.add_argument("--no-cudnn-algos", action="store_true", help="skip the per-algorithm cuDNN runs")
-    q.add_argument("--algo", nargs="*", default=["f2", "f4", "f4fused", "f4tc"],
-                   help="the SASS algorithms timed (f2, f4, f4fused, f4tc)")
+    q.add_argument("--algo", nargs="*", choices=BENCH_ALGOS,
+                   help="the SASS algorithms timed (default all; with --ablation: f2, or f4tc and f4fused)")
     q.add_argument("--parts", type=int, default=0, help="F(4x4,3x3): split of the GEMM's channels (0: modelled)")
     q.add_argument("--json")
     q.add_argument("--plot")
     switches(q)
-    q.set_defaults(func=cmd_bench)
+    q.set_defaults(func=bench_or_ablation)
     q = sub.add_parser("report")
     q.add_argument("json")
     q.add_argument("--plot")
@@ -140,6 +160,8 @@ def main(argv=None) -> int:
     q.set_defaults(func=cmd_loop)
     q = sub.add_parser("prebuild")
     q.add_argument("--ablation", action="store_true")
+    q.add_argument("--ablation4", action="store_true",
+                   help="only the kernels of `bench --ablation --algo f4tc f4fused` (its default layers)")
     q.add_argument("--jobs", type=int)
     q.add_argument("--sms", type=int, default=132, help="multiprocessors of the target GPU (the split depends on it)")
     q.add_argument("--split", nargs="*", type=int, default=[], help="also these forced splits (check --split S)")

@@ -89,13 +89,12 @@ def gpu_state() -> dict:
         return {}
 
 
-def cmd_bench(args) -> int:
+def bench_info() -> dict:
+    """The run's device, library versions, method and GPU clock state (TF32 switched off)."""
     import torch
-    from . import api
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
-    dev = torch.device("cuda")
-    props = torch.cuda.get_device_properties(dev)
+    props = torch.cuda.get_device_properties(torch.device("cuda"))
     info = {"device": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
             "cudnn": torch.backends.cudnn.version(), "time": time.strftime("%Y-%m-%d %H:%M:%S"),
             "method": "median of 5 rounds of a CUDA graph of 30 calls cycling through 3 input sets; "
@@ -114,6 +113,14 @@ def cmd_bench(args) -> int:
         log(f"[bench] nvidia-smi: {e}; assuming 1980 MHz")
     info["gpu_state_at_start"] = gpu_state()
     log(f"[bench] {info}")
+    return info
+
+
+def cmd_bench(args) -> int:
+    import torch
+    from . import api
+    dev = torch.device("cuda")
+    info = bench_info()
     opts = options_from_args(args)
     configs = resnet_configs()
     if args.configs:

@@ -2,7 +2,10 @@
 # One GPU run of the Winograd work: correctness, benchmark, switches, sanitizers. Run from
 # the repository root on the GPU machine with sassas importable (PYTHONPATH); everything goes to
 # $OUT (default ./out): all.log, check.json, bench.json, bench.png, ablation.json.
-#   bash kernels_sass/winograd/device_run.sh [full|quick|f4fused|algos]
+#   bash kernels_sass/winograd/device_run.sh [full|quick|f4fused|algos|ablation4]
+# ablation4: F(4x4,3x3)'s switches, each turned back alone (f4tc's NCHW path and the fused kernel),
+# on Conv2-Conv5/N128 and Conv5/N32, outputs checked against the default's (f4_ablation.json), in
+# about 2 minutes (H100).
 # algos: the four algorithms (f2, f4, f4fused, f4tc) benched on the 16 layers (bench_all.json, .png),
 # the F(4x4,3x3) ones checked (check_all.json) and under memcheck and racecheck, in about 2 minutes (H100).
 # f4fused: the fused F(4x4,3x3) kernel alone, in under 8 minutes: its check (16 ResNet layers
@@ -46,6 +49,14 @@ if [ "$MODE" = algos ]; then
   grep -h 'passed (relative\|FAIL' "$LOG" | head -5
   grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$LOG"
   sed -n '/^# speed ratios/,/^geometric mean of f4fused/p' "$LOG"
+  exit 0
+fi
+if [ "$MODE" = ablation4 ]; then
+  step prebuild 90 $W prebuild --ablation4
+  step ablation4 150 $W bench --ablation --algo f4tc f4fused --json "$OUT/f4_ablation.json"
+  echo "==== summary"; grep '^\[run\]' "$LOG"; grep -h 'NVIDIA\|^torch' "$LOG" | head -2
+  grep -h 'Error\|DIFFERS' "$LOG" | head -10
+  sed -n '/^# F(4x4,3x3) ablation/,/^\[run\] ablation4/p' "$LOG"
   exit 0
 fi
 if [ "$MODE" = f4fused ]; then

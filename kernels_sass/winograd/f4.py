@@ -56,6 +56,10 @@ SPEED = dict(VARIANTS + TC_VARIANTS)
 # 65536 threads, each adding its parts one after the other). An output transform that loads one
 # part at a time takes 2 iterations a MB (H100, Conv5/N96: 0.043 ms with 1 part, 0.076 with 2).
 M_ITERS_PER_MB = 0.7
+# The launches' switches (the ablation turns them back: `bench --ablation --algo f4tc`, ablation4.py)
+SIDE_STREAM = True         # the filter transform on a second stream beside the input transform (else after
+                           # it, on the caller's stream: 1-4.5% slower on Conv3-Conv5, NOTES.md section 17)
+FLOAT4_ROWS = True         # NCHW output, W % 4 == 0: a tile's rows of y as float4 (else through shared memory)
 
 
 def _up(v: int, m: int) -> int:
@@ -191,22 +195,27 @@ def output_transform(m4, y, p: Plan, stream=0, layout: str = "CHWN") -> None:
     args = [pointer(m4), pointer(y), np.int32(s.N), np.int32(s.K), np.int32(s.H), np.int32(s.W), np.int32(p.TW),
             np.int32(p.T), np.int32(g.K), np.int32(g.T), np.int32(g.parts)]
     if layout == "NCHW":      # a tile's rows as float4 where they are whole aligned 16 bytes
-        args.append(np.int32(s.W % 4 == 0 and pointer(y) % 16 == 0))
+        args.append(np.int32(FLOAT4_ROWS and s.W % 4 == 0 and pointer(y) % 16 == 0))
     cuda_module()["f4_output_transform_nchw" if layout == "NCHW" else "f4_output_transform"](
         (-(-p.T // 128), s.K), 128, *args, stream=stream)
 
 
-def conv(impl: str, x, w, y, p: Plan, layout: str, ws: Any, lib: Any, stream=0) -> None:
-    """y from x and w in `layout`: NCHW (w KCRS, y NCHW) or CHWN (w CRSK, y KHWN); buffers u4, v4,
-    m4 of the workspace `ws` made with `lib` where missing."""
+def conv(impl: str, x, w, y, p: Plan, layout: str, ws: Any, lib: Any, stream=0, w_layout: str = "") -> None:
+    """y from x and w in `layout`: NCHW (w KCRS, y NCHW) or CHWN (w CRSK, y KHWN); w in the layout
+    `w_layout` says where given (KCRS filters beside CHWN x: "NCHW"); buffers u4, v4, m4 of the
+    workspace `ws` made with `lib` where missing."""
     for name, shape in p.buffers().items():
         if getattr(ws, name) is None:
             setattr(ws, name, lib.empty(shape))
     # The filter and input transforms run side by side: each alone leaves the GPU part idle
     # (a launch's start and tail, a small grid) and Conv5's filter transform (512 x 512 filters
     # into 36 x 1 MB of U) lasts as long as its input transform.
-    beside(stream, lambda side: filter_transform(w, ws.u4, p, layout, side))
+    if SIDE_STREAM:
+        beside(stream, lambda side: filter_transform(w, ws.u4, p, w_layout or layout, side))
+    else:
+        filter_transform(w, ws.u4, p, w_layout or layout, stream)
     input_transform(x, ws.v4, p, stream, layout)
-    join(stream)
+    if SIDE_STREAM:
+        join(stream)
     gemm(impl, ws.u4, ws.v4, ws.m4, p, stream)
     output_transform(ws.m4, y, p, stream, layout)

@@ -31,15 +31,19 @@ LAYERS = {"Conv2/N128": Shape(128, 64, 56, 56, 64), "Conv3/N128": Shape(128, 128
 
 
 @contextmanager
-def constants(values: dict):
-    old = {k: getattr(f4fused, k) for k in values}
+def constants(values: dict, module=f4fused):
+    """The module's (f4fused's) constants set to `values` inside the block, restored after it."""
+    missing = [k for k in values if not hasattr(module, k)]
+    if missing:
+        raise AttributeError(f"{module.__name__} has no switch {', '.join(missing)}")
+    old = {k: getattr(module, k) for k in values}
     for k, v in values.items():
-        setattr(f4fused, k, v)
+        setattr(module, k, v)
     try:
         yield
     finally:
         for k, v in old.items():
-            setattr(f4fused, k, v)
+            setattr(module, k, v)
 
 
 def kernel(s: Shape, parts: int):

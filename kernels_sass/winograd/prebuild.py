@@ -7,7 +7,8 @@ import sys
 import time
 
 from .plan import Options, Shape
-from .workloads import ODD, SMOKE, ablation_variants, gemm_options, log, options_from_args, resnet_configs
+from .workloads import (ABLATION4_CONFIGS, ABLATION4_FUSED_CONFIGS, ODD, SMOKE, ablation_variants, f4fused_ablation_variants,
+                        f4tc_ablation_variants, gemm_options, log, options_from_args, resnet_configs)
 
 
 def cmd_sass(args) -> int:
@@ -28,6 +29,8 @@ def cmd_prebuild(args) -> int:
     from concurrent.futures import ProcessPoolExecutor
     if args.f4fused:
         return prebuild_f4fused(args)
+    if args.ablation4:
+        return prebuild_ablation4(args)
     jobs = []
     variants = [Options()]
     if args.ablation:
@@ -89,6 +92,47 @@ def prebuild_f4fused(args) -> int:
         list(ex.map(_build_f4fused_job, [(what, s, args.sms) for what, s in jobs]))
     log(f"[prebuild] {len(jobs)} kernels (F(4x4,3x3) fused, F(2x2,3x3), F(4x4,3x3) GEMMs) in {time.time() - t:.1f}s")
     return 0
+
+
+def ablation4_jobs(sms: int) -> tuple[list, list]:
+    """The kernels of `bench --ablation --algo f4tc f4fused` on its default layers: each f4tc
+    variant's GEMM (GemmShape, TcOptions; at the split f4.plan chooses for `sms`, where the shape
+    takes it) and each f4fused variant's kernel (Shape, parts, f4fused's constants)."""
+    from . import f4, f4fused, gemmgen
+    gemms = set()
+    for n, s in resnet_configs():
+        for v in f4tc_ablation_variants() if n in ABLATION4_CONFIGS else ():
+            g = f4.Plan(s, f4.plan(s, sms, tc=True).parts, v.gemm).gemm
+            try:
+                f4.module(v.gemm).Generator(g, v.gemm)
+            except gemmgen.Unsupported:
+                continue
+            gemms.add((g, v.gemm))
+    fused = [(s, f4fused.choose_parts(s, sms), values) for n, s in resnet_configs() if n in ABLATION4_FUSED_CONFIGS
+             for values in f4fused_ablation_variants().values()]
+    return sorted(gemms, key=str), fused
+
+
+def prebuild_ablation4(args) -> int:
+    """Assemble ablation4_jobs' kernels into the cache."""
+    from concurrent.futures import ProcessPoolExecutor
+    gemms, fused = ablation4_jobs(args.sms)
+    t = time.time()
+    with ProcessPoolExecutor(max_workers=args.jobs or os.cpu_count()) as ex:
+        list(ex.map(_build_f4fused_job, [(o, g, None) for g, o in gemms]))
+        list(ex.map(_build_f4fused_variant, fused))
+    log(f"[prebuild] {len(gemms)} F(4x4,3x3) 3xTF32 GEMMs and {len(fused)} fused F(4x4,3x3) kernels of the "
+        f"ablation in {time.time() - t:.1f}s")
+    return 0
+
+
+def _build_f4fused_variant(job):
+    """A fused kernel (NCHW) with f4fused's constants set as the ablation variant says."""
+    from . import f4fused
+    from .f4fused_placement import constants
+    s, parts, values = job
+    with constants(values):
+        f4fused.build(s, parts)
 
 
 def _build_f4fused_job(job):

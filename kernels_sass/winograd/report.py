@@ -40,6 +40,38 @@ def render_ablation(data: dict) -> None:
     print("# loop FFMA util: extra warp FFMAs of the 2C run / (SMs x 4 x extra time x max SM clock)", flush=True)
 
 
+def render_ablation4(data: dict) -> None:
+    """The F(4x4,3x3) ablation (ablation4.py) as a markdown table an algorithm: a row a switch
+    turned back, a column a layer, each cell the time and its ratio to the default's."""
+    rows = data["ablation4"]
+    info = data.get("info", {})
+    print(f"# F(4x4,3x3) ablation: {info.get('device', '?')}, {info.get('time', '')}; each row turns one switch of "
+          f"the default back; cell: ms (time / the default's); ! output not as the default's")
+    for algo in dict.fromkeys(r["algo"] for r in rows):
+        mine = [r for r in rows if r["algo"] == algo]
+        layers = list(dict.fromkeys(r["config"] for r in mine))
+        variants = list(dict.fromkeys(r["variant"] for r in mine))
+        cell = {(r["variant"], r["config"]): r for r in mine}
+        what = {r["variant"]: r.get("what", "") for r in mine}
+        print(f"\n## {algo}" + (" (NCHW, the whole convolution)" if algo == "f4tc" else
+                                " (main kernel)" if algo == "f4fused" else ""))
+        print("| switch | turned back | " + " | ".join(layers) + " |")
+        print("|---|---|" + "---|" * len(layers))
+        for v in variants:
+            cells = []
+            for layer in layers:
+                r = cell.get((v, layer))
+                if r is None or r["ms"] != r["ms"]:
+                    cells.append("-" if r is None else r["output"].split(":")[0])
+                    continue
+                bad = not r["output"].startswith(("identical", "within"))
+                cells.append(f"{r['ms']:.4f} ({r['vs_default']:.3f}x)" + (" !" if bad else ""))
+            print(f"| {v} | {what[v]} | " + " | ".join(cells) + " |")
+        outs = sorted({r["output"] for r in mine})
+        print("outputs against the default's: " + "; ".join(
+            f"{o}: {sum(r['output'] == o for r in mine)}" for o in outs), flush=True)
+
+
 # the table's columns: bench case (or derived figure) and its short name
 COLUMNS = {"sass main": "sassMain", "sass CHWN": "sassCHWN", "sass NCHW": "sassNCHW", "sass4 gemm": "f4GEMM",
            "sass4 CHWN": "f4CHWN", "sass4 NCHW": "f4NCHW", "f4fused main": "f4fMain", "f4fused NCHW": "f4fNCHW",
@@ -240,7 +272,9 @@ def render(data: dict, plot: str = None) -> None:
 def cmd_report(args) -> int:
     with open(args.json) as f:
         data = json.load(f)
-    if "ablation" in data:
+    if "ablation4" in data:
+        render_ablation4(data)
+    elif "ablation" in data:
         render_ablation(data)
     else:
         render(data, plot=args.plot)

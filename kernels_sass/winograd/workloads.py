@@ -3,9 +3,10 @@ SASS switches of the ablation and the F(4x4,3x3) GEMM variants, and the options 
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from . import reference as ref
+from . import tcgemm
 from .plan import Options, Shape
 
 RESNET = {"Conv2": (64, 56, 64), "Conv3": (128, 28, 128), "Conv4": (256, 14, 256), "Conv5": (512, 7, 512)}
@@ -48,6 +49,49 @@ def ablation_variants() -> list[Options]:
             Options(ldgsts=False),
             Options(ldgu_spacing=8), Options(ldgu_spacing=16),
             Options(ldgu_spacing=40)]
+
+
+# ---- the F(4x4,3x3) ablation (`bench --ablation --algo f4tc f4fused`, ablation4.py) -----------------
+# The layers it runs on: the N128 ones, and Conv5/N32 where the side stream's gain is largest
+# (its filter transform as long as its input transform, NOTES.md section 17)
+ABLATION4_CONFIGS = ("Conv2/N128", "Conv3/N128", "Conv4/N128", "Conv5/N128", "Conv5/N32")
+ABLATION4_FUSED_CONFIGS = ("Conv2/N128", "Conv3/N128", "Conv4/N128", "Conv5/N128")
+
+
+@dataclass(frozen=True)
+class F4tcSwitch:
+    """A variant of f4tc's NCHW path: its GEMM's TcOptions and f4's launch switches."""
+    tag: str
+    what: str                                           # the switch turned back, in words
+    gemm: tcgemm.TcOptions = tcgemm.OPTIONS
+    constants: dict = field(default_factory=dict, hash=False, compare=False)   # f4's SIDE_STREAM, FLOAT4_ROWS
+    transposes: bool = False                            # NCHW through CHWN: x and y transposed around f4.conv
+
+
+def f4tc_ablation_variants() -> list[F4tcSwitch]:
+    """f4tc's default NCHW path first, then one switch turned back a variant."""
+    o = tcgemm.OPTIONS
+    return [F4tcSwitch("default", "f4tc as conv2d runs it"),
+            F4tcSwitch("cols128", "GEMM blocks of 128 columns (2 blocks an SM), not 64", replace(o, cols=128)),
+            F4tcSwitch("no_reuse_across", "GEMM: A's .reuse only where the next instruction is its HMMA",
+                       replace(o, reuse_across=False)),
+            F4tcSwitch(f"hmma_gap_{o.hmma_gap + 2}", f"GEMM: HMMAs {o.hmma_gap + 2} cycles apart, not {o.hmma_gap}",
+                       replace(o, hmma_gap=o.hmma_gap + 2)),
+            F4tcSwitch("filter_sequential", "the filter transform before the input transform, one stream",
+                       constants={"SIDE_STREAM": False}),
+            F4tcSwitch("transposes", "NCHW through CHWN: x and y transposed, the CHWN transforms"
+                       , transposes=True),
+            F4tcSwitch("staged_rows", "output rows through shared memory, not float4 (changes W % 4 == 0 only)",
+                       constants={"FLOAT4_ROWS": False})]
+
+
+def f4fused_ablation_variants() -> dict[str, dict]:
+    """tag -> f4fused's constants: the default first, then one switch turned back a variant
+    (f4fused_placement.constants sets them)."""
+    return {"default": {},
+            "copy_gap_8": {"COPY_GAP": 8}, "copy_gap_4": {"COPY_GAP": 4},
+            "transform_from_6": {"TRANSFORM_FROM": 6}, "transform_from_5": {"TRANSFORM_FROM": 5},
+            "scalar_loads_stores": {"WIDE_LOADS": False}, "epilogue_serial": {"EPILOGUE_PIPELINE": False}}
 
 
 EIGHT_BY_EIGHT = "tile_rows=8,a_sets=2,unroll=2"     # the 8x8-tile GEMM, beside the default
