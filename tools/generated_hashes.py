@@ -181,7 +181,7 @@ def commands() -> dict[str, str]:
     for path in sorted(glob.glob(os.path.join(ROOT, "kernels_sass", "winograd", "results", "*.json"))):
         with open(path) as f:
             data = json.load(f)
-        if isinstance(data, dict) and ("results" in data or "ablation" in data):      # the files `report` reads (bench, ablation)
+        if isinstance(data, dict) and ({"results", "ablation", "ablation4"} & set(data)):      # the files `report` reads
             out["cli winograd report " + _content_key(path)] = digest(_run(["kernels_sass.winograd", "report", path]))
     out["cli microbench list"] = digest(_run(["microbench", "list"]))
     with tempfile.TemporaryDirectory() as tmp:

@@ -9,7 +9,8 @@
           (TF32 convolutions, benchmark off; NCHW and channels_last), every cuDNN FP32
           algorithm run directly in NCHW and NHWC; effective TFLOPS = 2*N*C*H*W*K*9 / time,
           ratios to the best cuDNN algorithm and to PyTorch's default, each case's relative
-          error against float64; JSON (--json) and a plot (--plot).
+          error against float64; JSON (--json) and a plot (--plot). With --ablation: the SASS
+          switches, each turned back alone (F(2x2,3x3)'s; --algo f4tc f4fused: F(4x4,3x3)'s).
   report  re-render a bench JSON (here, no GPU): table, cuDNN anchors (data/, measured on an H200), plot.
   mma-peak  the tensor pipe's rate for mma.sync m16n8k8 TF32 (what bounds the f4tc GEMM).
   sass    print the generated SASS of one shape.
@@ -46,7 +47,8 @@ def bench_or_ablation(args) -> int:
         if args.algo != ["f2"]:
             raise SystemExit(f"bench --ablation --algo {' '.join(args.algo)}: expected f2 (F(2x2,3x3)'s switches) "
                              f"or {' and/or '.join(ablation4.ALGOS)} (F(4x4,3x3)'s)")
-    args.algo = args.algo or list(BENCH_ALGOS)
+    if args.algo is None:
+        args.algo = list(BENCH_ALGOS)
     return cmd_bench(args)
 
 
