@@ -75,8 +75,8 @@ def f4tc_ablation_variants() -> list[F4tcSwitch]:
             F4tcSwitch("cols128", "GEMM blocks of 128 columns (2 blocks an SM), not 64", replace(o, cols=128)),
             F4tcSwitch("no_reuse_across", "GEMM: A's .reuse only where the next instruction is its HMMA",
                        replace(o, reuse_across=False)),
-            F4tcSwitch(f"hmma_gap_{o.hmma_gap + 2}", f"GEMM: HMMAs {o.hmma_gap + 2} cycles apart, not {o.hmma_gap}",
-                       replace(o, hmma_gap=o.hmma_gap + 2)),
+            *(F4tcSwitch(f"hmma_gap_{gap}", f"GEMM: HMMAs {gap} cycles apart, not {o.hmma_gap}",
+                         replace(o, hmma_gap=gap)) for gap in (o.hmma_gap - 1, o.hmma_gap + 2)),
             F4tcSwitch("filter_sequential", "the filter transform before the input transform, one stream",
                        constants={"SIDE_STREAM": False}),
             F4tcSwitch("transposes", "NCHW through CHWN: x and y transposed, the CHWN transforms"
