@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 
 from . import f4, f4fused_placement
-from .plan import Unsupported
 from .bench import bench_info, timeit
+from .plan import Unsupported
 from .report import render_ablation4
 from .workloads import (ABLATION4_CONFIGS, ABLATION4_FUSED_CONFIGS, TOL, F4tcSwitch, f4fused_ablation_variants,
                         f4tc_ablation_variants, log, resnet_configs)
