@@ -14,7 +14,8 @@ Mixes:
   auto      instructions without control codes: the scheduler writes them
 
 Each cell is the median of --repeat runs (each a fresh process, after one that writes the
-bytecode and sassas's caches, as any later run finds them); "wall" is the process's
+bytecode and sassas's caches, as any later run finds them; the runs go round the cells, a
+process a cell a round); "wall" is the process's
 elapsed time, "CPU" its user + system time (which other work on the machine inflates less).
 "per inst" is the CPU time of one instruction relative to the mix's smallest size: linear
 scaling keeps it at x1.00. --threads N passes `-t N` (`asm --threads`: up to N processes
@@ -206,29 +207,41 @@ def main() -> None:
         with open(warm, "w") as f:
             f.write(dense(10))
         run_process(warm, args.arch, out)
+        cells = []              # (mix, n, path), in the table's order
         for mix in args.mixes.split(","):
-            base = None
             for n in sizes:
                 text = listing(n, args.arch, work) if mix == "listing" else GENERATORS[mix](n)
                 if text is None:
-                    print(f"{mix:>9} {'skipped: cuobjdump not found':>40}")
+                    cells.append((mix, n, None))
                     break
                 path = os.path.join(work, f"{mix}-{n}.sass")
                 with open(path, "w") as f:
                     f.write(text)
                 del text
-                runs = [run_process(path, args.arch, out, args.threads) for _ in range(args.repeat)]
-                wall = statistics.median(w for w, _ in runs)
-                cpu = statistics.median(c for _, c in runs)
-                base = base or cpu / n
-                extra = ""
-                if args.stages:
-                    with open(path) as f:
-                        extra = "   " + " / ".join(f"{s:.2f}" for s in stage_seconds(f.read(), args.arch))
-                print(f"{mix:>9} {n:12d} {wall:7.2f} {cpu:6.2f} {n / wall:8.0f} {n / cpu:10.0f} "
-                      f"{'x%.2f' % (cpu / n / base):>8}{extra}", flush=True)
-                os.remove(path)
-
+                cells.append((mix, n, path))
+        # The repetitions go round the cells, one process a cell a round: a spell of a slower
+        # host (they come and go on shared machines) then costs each cell a sample or two, not
+        # one cell all of them.
+        runs: dict[str, list] = {path: [] for _, _, path in cells if path}
+        for r in range(args.repeat):
+            print(f"[bench] round {r + 1}/{args.repeat}", file=sys.stderr, flush=True)
+            for _, _, path in cells:
+                if path:
+                    runs[path].append(run_process(path, args.arch, out, args.threads))
+        base = {}
+        for mix, n, path in cells:
+            if path is None:
+                print(f"{mix:>9} {'skipped: cuobjdump not found':>40}")
+                continue
+            wall = statistics.median(w for w, _ in runs[path])
+            cpu = statistics.median(c for _, c in runs[path])
+            base.setdefault(mix, cpu / n)
+            extra = ""
+            if args.stages:
+                with open(path) as f:
+                    extra = "   " + " / ".join(f"{s:.2f}" for s in stage_seconds(f.read(), args.arch))
+            print(f"{mix:>9} {n:12d} {wall:7.2f} {cpu:6.2f} {n / wall:8.0f} {n / cpu:10.0f} "
+                  f"{'x%.2f' % (cpu / n / base[mix]):>8}{extra}", flush=True)
 
 if __name__ == "__main__":
     main()
