@@ -452,8 +452,15 @@ def _compile_build(plan: StatementPlan):
                 # (cut out: decimal digits, or 0x and hex digits)
                 body.append(f"{item} = {'-' if how == _FROM_NEGATED_NUMBER else ''}"
                             f"(int(d, 16) if d[1:2] in ('x', 'X') else int(d))")
-        # One Operand for every instruction of the plan that writes the same numbers here
-        # (`[addr+0x10]`, `0x4`), as for a register alone: the front end binds it once.
+        if not plan.shape.symbolic:
+            body.append(f"{var} = new(Operand); op_kind({var}, {const(kind)}); "
+                        f"op_values({var}, ({''.join(item + ', ' for item in items)})); "
+                        f"op_flags({var}, {const(flags)}); op_symbol({var}, {symbol_item})")
+            continue
+        # An instruction with names, which the front end binds operand by operand: one Operand
+        # for every instruction of the plan that writes the same numbers here (`[addr+0x10]`,
+        # `0x4`), as for a register or a name alone, so that it is bound once. (Not for the
+        # instructions without names: looking each one up costs more than making it.)
         table = const(_value_operands.setdefault((kind, flags, symbol), {}))
         body.append(f"key = ({''.join(item + ', ' for item in items)}{symbol_item},)")
         body.append(f"{var} = {table}.get(key)")
