@@ -67,6 +67,20 @@ def f4tc_call(v: F4tcSwitch, p: f4.Plan, x, w, y, ws, lib):
     return run
 
 
+def _failed(row: dict, e: Exception) -> None:
+    """The row of a variant that raised: no time, the error as its output."""
+    log(f"[ablation4] {row['config']} {row['algo']} {row['variant']}: {type(e).__name__}: {e}")
+    row.update(ms=float("nan"), output=f"error: {type(e).__name__}: {e}", rel_diff=float("nan"))
+
+
+def _add(rows: list, row: dict) -> None:
+    """Append the row with its time against the first row's (the default's), and log it."""
+    row["vs_default"] = row["ms"] / (rows[0]["ms"] if rows else row["ms"])
+    rows.append(row)
+    log(f"[ablation4] {row['config']:<10} {row['algo']:<7} {row['variant']:<20} {row['ms']:8.4f} ms "
+        f"{row['vs_default']:6.3f}x  {row['output']}")
+
+
 def ablation_f4tc(name, s, variants, reps: int) -> list[dict]:
     import torch
     from . import api
@@ -77,7 +91,7 @@ def ablation_f4tc(name, s, variants, reps: int) -> list[dict]:
     ys = [torch.empty((s.N, s.K, s.H, s.W), device="cuda") for _ in range(sets)]
     lib = Lib(xs[0])
     parts = api.f4_plan(s, 0, True).parts
-    rows, ref, base = [], None, float("nan")
+    rows, ref = [], None
     for v in variants:
         p = f4.Plan(s, parts, v.gemm)
         row = {"config": name, "algo": "f4tc", "variant": v.tag, "what": v.what, "parts": parts}
@@ -100,13 +114,8 @@ def ablation_f4tc(name, s, variants, reps: int) -> list[dict]:
             log(f"[ablation4] {name} f4tc {v.tag}: not run: {e}")
             row.update(ms=float("nan"), output=f"{NOT_RUN}: {e}", rel_diff=float("nan"))
         except Exception as e:
-            log(f"[ablation4] {name} f4tc {v.tag}: {type(e).__name__}: {e}")
-            row.update(ms=float("nan"), output=f"error: {type(e).__name__}: {e}", rel_diff=float("nan"))
-        if not rows:
-            base = row["ms"]
-        row["vs_default"] = row["ms"] / base
-        rows.append(row)
-        log(f"[ablation4] {name:<10} f4tc    {v.tag:<20} {row['ms']:8.4f} ms {row['vs_default']:6.3f}x  {row['output']}")
+            _failed(row, e)
+        _add(rows, row)
         torch.cuda.empty_cache()
     return rows
 
@@ -114,7 +123,7 @@ def ablation_f4tc(name, s, variants, reps: int) -> list[dict]:
 def ablation_f4fused(name, s, variants: dict, reps: int) -> list[dict]:
     import torch
     parts, f, x, u, y = f4fused_placement.setup(s)
-    rows, ref, base = [], None, float("nan")
+    rows, ref = [], None
     for tag, values in variants.items():
         row = {"config": name, "algo": "f4fused", "variant": tag,
                "what": ", ".join(f"{k} {v}" for k, v in values.items()) or "f4fused as conv2d runs it",
@@ -131,13 +140,8 @@ def ablation_f4fused(name, s, variants: dict, reps: int) -> list[dict]:
             row["output"], row["rel_diff"] = compare(y, ref)
             row["ms"], _ = timeit(run, 1, reps=reps)
         except Exception as e:
-            log(f"[ablation4] {name} f4fused {tag}: {type(e).__name__}: {e}")
-            row.update(ms=float("nan"), output=f"error: {type(e).__name__}: {e}", rel_diff=float("nan"))
-        if not rows:
-            base = row["ms"]
-        row["vs_default"] = row["ms"] / base
-        rows.append(row)
-        log(f"[ablation4] {name:<10} f4fused {tag:<20} {row['ms']:8.4f} ms {row['vs_default']:6.3f}x  {row['output']}")
+            _failed(row, e)
+        _add(rows, row)
     del x, u, y
     torch.cuda.empty_cache()
     return rows
