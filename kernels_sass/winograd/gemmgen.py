@@ -581,10 +581,7 @@ class Generator:
         # M offset (bytes), M[z][k][t] with z = part * E + e, recomputed here (no register for
         # it through the loop): 4 * ((z*K + 128*cy + 4*ty) * T + 128*cx + 4*tx)
         tid, cx, cy, z, off, *rest = range(r.TMP, r.TMP + 12)
-        q.op(f"S2R R{tid}, SR_TID.X")
-        q.op(f"S2R R{cx}, SR_CTAID.X")
-        q.op(f"S2R R{cy}, SR_CTAID.Y")
-        q.op(f"S2R R{z}, SR_CTAID.Z")
+        block_ids(q, tid, cx, cy, z)
         _, _, ty, tx = self.place(q, tid, rest)
         mad(q, off, z, g.K, None, r.CNT)
         mad(q, off, cy, BM, off, r.CNT)
@@ -630,13 +627,19 @@ class Generator:
         return kernel_text(self.t, out)
 
 
-def block_start(q: Seq, t: Target, tid: int, cx: int, cy: int, z: int) -> None:
-    """A GEMM kernel's first instructions: the thread and block ids into R{tid}, R{cx}, R{cy},
-    R{z}, the memory descriptor, and U's and V's addresses into UR{U_UR} and UR{V_UR}."""
+def block_ids(q: Seq, tid: int, cx: int, cy: int, z: int) -> None:
+    """The thread's and the block's ids into R{tid}, R{cx}, R{cy}, R{z} (a GEMM kernel's start,
+    and its epilogue, which reads them again rather than keep registers through the loop)."""
     q.op(f"S2R R{tid}, SR_TID.X")
     q.op(f"S2R R{cx}, SR_CTAID.X")
     q.op(f"S2R R{cy}, SR_CTAID.Y")
     q.op(f"S2R R{z}, SR_CTAID.Z")
+
+
+def block_start(q: Seq, t: Target, tid: int, cx: int, cy: int, z: int) -> None:
+    """A GEMM kernel's first instructions: the thread and block ids (block_ids), the memory
+    descriptor, and U's and V's addresses into UR{U_UR} and UR{V_UR}."""
+    block_ids(q, tid, cx, cy, z)
     for text in t.desc_load():
         q.op(text)
     q.op(f"ULDC.64 UR{U_UR}, {t.param(P_U)}")

@@ -43,7 +43,7 @@ from typing import Optional
 
 from .cubins import build_text
 from .gemmgen import (ADDR_SB, ASYNC_SB, BC, BM, BN, COPY_GAP, DEPBAR_STALL, E, MIN_DIST, P_M, PARAMS, STAGES,
-                      U_UR, V_UR, GemmShape, block_start, check_gemm, copy_sources)
+                      U_UR, V_UR, GemmShape, block_ids, block_start, check_gemm, copy_sources)
 from .pieces import address, kernel_head, kernel_text, mad
 from .plan import Unsupported
 from .sched import Op, Seq
@@ -354,10 +354,7 @@ class Generator:
         q.op(f"DEPBAR.LE SB{ASYNC_SB}, 0x0", wait=0x3f)
         # 4 * ((z*K + 128 cy + 64 wm + 2 g) * T + cols cx + cols / 2 wn + 2 q)
         tid, cx, cy, z, off, *rest = range(r.FRAG, r.FRAG + 12)
-        q.op(f"S2R R{tid}, SR_TID.X")
-        q.op(f"S2R R{cx}, SR_CTAID.X")
-        q.op(f"S2R R{cy}, SR_CTAID.Y")
-        q.op(f"S2R R{z}, SR_CTAID.Z")
+        block_ids(q, tid, cx, cy, z)
         gg, qq, wm, wn = self.place(q, tid, rest)
         mad(q, off, z, g.K, None, r.CNT)
         mad(q, off, cy, BM, off, r.CNT)
