@@ -20,8 +20,9 @@ elapsed time, "CPU" its user + system time (which other work on the machine infl
 "per inst" is the CPU time of one instruction relative to the mix's smallest size: linear
 scaling keeps it at x1.00. --threads N passes `-t N` (`asm --threads`: up to N processes
 assemble a large kernel, each a range of its lines; 1: one process; their CPU time counts in
-"CPU"); without it, sassas's default, one a CPU core. --stages adds, per mix and size, an
-in-process split of the time by pipeline stage in one process (not part of the rate).
+"CPU", on Linux, where this script reaps them); without it, sassas's default, one a CPU core.
+--stages adds, per mix and size, an in-process split of the time by pipeline stage in one
+process (not part of the rate).
 """
 from __future__ import annotations
 
@@ -131,8 +132,24 @@ GENERATORS = {"dense": dense, "barriers": barriers, "listing": None, "turingas":
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
+def _become_subreaper() -> bool:
+    """Make this process the one that reaps the orphans of its children (Linux's
+    PR_SET_CHILD_SUBREAPER): `sassas asm -t N` ends without waiting for its workers to end, and
+    a worker that this process reaps counts in the CPU time. False where it cannot."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, 1, 0, 0, 0) == 0          # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+SUBREAPER = sys.platform.startswith("linux") and _become_subreaper()
+
+
 def run_process(path: str, arch: str, out: str, threads: Optional[int] = None) -> tuple[float, float]:
-    """(wall s, CPU s) of one `python -m sassas asm` process (with its workers)."""
+    """(wall s, CPU s) of one `python -m sassas asm` process: wall until it ends, CPU its own and
+    that of its workers (reaped here after it ends, where this process is a subreaper)."""
     with tempfile.TemporaryFile() as err:     # (warnings: a pipe left unread would block the process)
         t0 = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-m", "sassas", "asm", path, "--arch", arch, "-o", out,
@@ -140,11 +157,18 @@ def run_process(path: str, arch: str, out: str, threads: Optional[int] = None) -
                                 cwd=ROOT, stderr=err, env=CHILD_ENV)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
+        cpu = usage.ru_utime + usage.ru_stime
+        while SUBREAPER:                    # (its workers, which end after it)
+            try:
+                _, _, usage = os.wait4(-1, 0)
+            except ChildProcessError:
+                break
+            cpu += usage.ru_utime + usage.ru_stime
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode != 0:
             err.seek(0)
             raise SystemExit(f"sassas asm {path} failed ({proc.returncode}):\n{err.read().decode()[-2000:]}")
-    return wall, usage.ru_utime + usage.ru_stime
+    return wall, cpu
 
 
 def stage_seconds(text: str, arch: str) -> tuple[float, ...]:

@@ -249,7 +249,9 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
                 if None not in key:
                     bound_shapes[key] = shape
             else:
-                inst.assign_operands(operands, known_shape)
+                # (Instruction.assign_operands, inline: a call cost a tenth of the pass)
+                inst.operands = operands
+                inst._shape = (known_shape, operands, inst.predicate, inst.modifiers, inst.opcode)
                 shape = known_shape
         plain_checks = plain.get(shape)
         if plain_checks is not None and (inst.control is None or inst.control.stall != DEFAULT_LATENCY):

@@ -7,8 +7,8 @@ import functools
 import hashlib
 import itertools
 import re
-from importlib import resources
 from operator import itemgetter
+from pathlib import Path
 from typing import Optional
 
 from lark import Lark, Token
@@ -31,7 +31,7 @@ def _note_comment(tok: Token) -> Token:
 
 @functools.lru_cache(maxsize=None)
 def _parser() -> Lark:
-    grammar = resources.files("sassas").joinpath("grammar.lark").read_text()
+    grammar = (Path(__file__).parent / "grammar.lark").read_text()
     # LALR with the contextual lexer: one pass, and a token is only tried where it may stand.
     # Building its tables takes a fifth to a third of a second, longer than assembling 50k
     # instructions: Lark keeps them in the cache directory, in a file that also holds a hash
@@ -250,6 +250,8 @@ def _line_items(lines: Lines, start: int = 0, stop: Optional[int] = None) -> lis
     whole = "\n".join(texts[start:stop])
     keys = (_HEX_WORD_IN_KEY.sub(_HEX_WORD_ZEROED, whole.encode("ascii").translate(_DIGIT_KEY))
             .decode("ascii").split("\n") if whole.isascii() else None)
+    # (no listing's instruction without a comment's end: most texts look at no line's end)
+    comment_ends = "*/" in whole
     del whole
     by_key = _digit_keys
     try:
@@ -259,7 +261,7 @@ def _line_items(lines: Lines, start: int = 0, stop: Optional[int] = None) -> lis
                 skip = False
                 continue
             digit_key = keys[lineno - 1 - start] if keys is not None else None
-            if line.endswith("*/") and lineno < stop and high_word(texts[lineno]) and "#" not in line \
+            if comment_ends and line.endswith("*/") and lineno < stop and high_word(texts[lineno]) and "#" not in line \
                     and "//" not in line:
                 # A listing's instruction and the high word on the next line: one statement,
                 # planned as one line (the positions of what stands on the first line are

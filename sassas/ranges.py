@@ -30,7 +30,7 @@ from typing import Optional
 from .arch import Arch
 from .ast import Instruction, Kernel, Label, Program
 from .encode import EncodedKernel, EncodedRange, encode_range, exit_offsets_and_barriers, join_ranges
-from .errors import Diagnostics
+from .errors import Diagnostics, SassError
 from .frontend import check_kernel_end, finish_program, has_exit
 from .hazards import barrier_raise_warnings
 from .module import check_module
@@ -125,8 +125,8 @@ _reapers: list[threading.Thread] = []
 
 
 def wait_for_children() -> None:
-    """Wait until every child has ended and is reaped (`python -m sassas` does before it ends,
-    so that their CPU time counts in its own)."""
+    """Wait until every child has ended and is reaped (for a test that counts processes;
+    `python -m sassas` ends without waiting)."""
     while _reapers:
         _reapers.pop().join()
 
@@ -254,38 +254,48 @@ def _first_range(lines: Lines, cuts: list[int], children: list[_Child], setting:
     items = line_range_items(lines, 0, cuts[1])
     if items is None:
         raise _NotInRanges
-    diags = Diagnostics()
-    program = group_items(items, target.name, filename, kernel_name, diags, target.full_name)
-    # One kernel, and an instruction after the last directive in this range (`.raw` names the
-    # instruction after it; `.kernel` would start another).
+    # The other ranges wait for their context (every label's address, where each starts, the
+    # directives): sent before this range's own work, from its items alone, and checked
+    # against what assign_addresses finds below.
     types = list(map(type, items))
     last_directive = len(types) - 1 - types[::-1].index(tuple) if tuple in types else -1
-    if len(program.kernels) != 1 or diags.errors or program.kernels[0].declarations.autos or \
-            Instruction not in types[last_directive + 1:]:
-        raise _NotInRanges
-    kernel = program.kernels[0]
-    if any(inst.control is None for inst in kernel.instructions):
-        raise _NotInRanges          # (the scheduler looks at the whole kernel)
-    try:
-        labels = assign_addresses(kernel)
-    except Exception:
-        raise _NotInRanges from None
-    own_labels = set(labels)
+    # (what the kernel declares; a `.raw` belongs to an instruction of this range)
+    directives = [item for item in items[:last_directive + 1] if item.__class__ is tuple and item[0] != "raw"]
+    own = _summary([item for item in items if item.__class__ is not tuple])
+    if own is None or Instruction not in types[last_directive + 1:]:
+        raise _NotInRanges          # (a directive after the last instruction: `.raw` names the one after it)
+    labels: dict[str, int] = {}
+    for name, index in own[1]:
+        if name in labels:
+            raise _NotInRanges      # (a label defined twice: the one process says where)
+        labels[name] = INSTRUCTION_BYTES * index
+    own_labels = dict(labels)
     summaries = [child.receive() for child in children]
-    first_index = len(kernel.instructions)
+    first_index = own[0]
     firsts = []
     for count, child_labels in summaries:
         firsts.append(first_index)
         for name, index in child_labels:
             if name in labels:
-                raise _NotInRanges          # (a label defined twice: the one process says where)
+                raise _NotInRanges
             labels[name] = INSTRUCTION_BYTES * (first_index + index)
         first_index += count
     total = first_index
-    # (what the kernel declares; a `.raw` belongs to an instruction of this range)
-    directives = [item for item in items[:last_directive + 1] if item.__class__ is tuple and item[0] != "raw"]
     for child, first in zip(children, firsts):
         child.send((directives, labels, first))
+
+    diags = Diagnostics()
+    program = group_items(items, target.name, filename, kernel_name, diags, target.full_name)
+    # One kernel, and an instruction after the last directive in this range (`.kernel` would
+    # start another).
+    if len(program.kernels) != 1 or diags.errors or program.kernels[0].declarations.autos:
+        raise _NotInRanges
+    kernel = program.kernels[0]
+    try:
+        if assign_addresses(kernel) != own_labels or len(kernel.instructions) != own[0]:
+            raise _NotInRanges
+    except SassError:
+        raise _NotInRanges from None
     elsewhere = frozenset(labels).difference(own_labels)
     check_module(program, diags)
     finish_program(program, diags, dialect=dialect, dialect_forced=dialect_forced, labels_elsewhere=elsewhere,

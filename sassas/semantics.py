@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
-from importlib import resources
+from pathlib import Path
 from typing import Optional
 
 from .ast import Instruction, Operand, Shape
@@ -98,7 +98,7 @@ class Effects:
 
 @functools.lru_cache(maxsize=None)
 def _load(name: str) -> dict:
-    return load_toml(resources.files("sassas").joinpath("data", name).read_bytes(), name.removesuffix(".toml"))
+    return load_toml((Path(__file__).parent / "data" / name).read_bytes(), name.removesuffix(".toml"))
 
 
 @functools.lru_cache(maxsize=None)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
 
 from ..arch import ARCHS
 from ..ast import ZERO_NAMES
@@ -157,7 +157,7 @@ def _names(entries) -> Names:
 
 @functools.lru_cache(maxsize=None)
 def form_control_rules(arch: str) -> FormControlRules:
-    data = load_toml(resources.files("sassas.isa").joinpath("data", DATA_FILE).read_bytes(), "control")
+    data = load_toml((Path(__file__).parent / "data" / DATA_FILE).read_bytes(), "control")
     entry = data.get(arch) or data.get(ARCHS[arch].isa_from if arch in ARCHS else "", {})
     fields = {field: _names(entry.get(field, [])) for field in FIELDS}
     rules = [_rule(name, _names(entries)) for name, entries in entry.items() if entries]
