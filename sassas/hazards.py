@@ -554,13 +554,14 @@ def barrier_raise_warnings(kernel: Kernel, arch: str) -> list[tuple[str, Optiona
         if not isinstance(item, Instruction):
             continue
         prev, previous = previous, item
-        if prev is None or prev.control is None or item.control is None or not item.control.wait_mask \
+        control = item.control
+        if prev is None or control is None or not control.wait_mask or prev.control is None \
                 or max(prev.control.stall, 1) >= delay:
             continue
         # (the barriers the previous instruction set that this one waits on: almost always none,
         # and then its effects, the costly part, are not needed)
         waited = [b for b in sorted({prev.control.write_barrier, prev.control.read_barrier} - {NO_BARRIER})
-                  if item.control.wait_mask >> b & 1]
+                  if control.wait_mask >> b & 1]
         if not waited:
             continue
         try:

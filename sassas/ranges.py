@@ -223,8 +223,7 @@ def _finish_range(program: Program, labels: dict[str, int], first_index: int, di
     if diags.errors or diags.warnings:
         return None
     resolve_kernel(kernel, target, labels=labels)
-    if any(inst.control is None for inst in instructions):
-        return None            # (the scheduler looks at the whole kernel)
+    # (every instruction has its control code: _summary said so of the range's items)
     part = encode_range(instructions, target, isa, kernel.registers is None, first_index)
     if part.errors:
         return None
@@ -304,8 +303,6 @@ def _first_range(lines: Lines, cuts: list[int], children: list[_Child], setting:
         raise _NotInRanges
     resolve_kernel(kernel, target, labels=labels)
     instructions = kernel.instructions
-    if any(inst.control is None for inst in instructions):
-        raise _NotInRanges
     part = encode_range(instructions, target, isa, kernel.registers is None, 0)
     if part.errors:
         raise _NotInRanges
