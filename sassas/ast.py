@@ -213,9 +213,23 @@ class Operand:
     # Symbolic name still to be resolved (label, parameter, register alias), or the SymbolRef of
     # an immediate the driver fills in; None once resolved.
     symbol: Union[str, SymbolRef, None] = field(default=None, compare=True)
+    # What the front end's pass over a kernel bound this operand to, as (that pass's mark, the
+    # bound operand, its part of the bound shape): the parser shares one Operand among the
+    # instructions that write it, and the pass reads its binding here, a slot, at each of them
+    # (sassas.frontend.finish_kernel). Not part of the operand's value (not compared, hashed,
+    # copied or pickled); another pass's mark says nothing. Unset on the operands the parser
+    # makes without __init__.
+    _binding: tuple = field(default=(None, None, None), init=False, repr=False, compare=False)
 
     def with_values(self, *values: Value) -> "Operand":
         return replace(self, values=tuple(values))
+
+    def __getstate__(self) -> tuple:
+        return self.kind, self.values, self.flags, self.symbol
+
+    def __setstate__(self, state: tuple) -> None:
+        for name, value in zip(("kind", "values", "flags", "symbol"), state):
+            object.__setattr__(self, name, value)
 
     def has(self, flag: str) -> bool:
         return flag in self.flags

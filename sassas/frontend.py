@@ -83,6 +83,9 @@ def _shape_checks(inst: Instruction) -> tuple[tuple, tuple[int, ...], bool, bool
 
 
 _checks: dict[Shape, tuple[tuple, tuple[int, ...], bool, bool]] = {}
+# Operand._binding: its default, and its slot's setter (Operand is frozen).
+_NOT_BOUND = (None, None, None)
+_set_binding = Operand.__dict__["_binding"].__set__
 _NOTHING_TO_CHECK = ((), (), False, False)
 
 
@@ -176,12 +179,13 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
     # An operand binds to the same operand wherever it stands (`acc12`, `[addr+0x10]`: TuringAs
     # code names most of its registers): bound once. (Keyed by its fields: a tuple hashes and
     # compares without calling the dataclass's methods.)
-    bound: dict[tuple, tuple[Operand, int]] = {}
-    # The same by the operand object's id, a cheaper key: the parser makes one Operand for all
-    # the instructions that write the same operand (sassas.parse_tree). (Every operand looked
-    # up here stood in its instruction, alive, when the pass began, so no two of them share an
-    # id; an entry for one that binding has since dropped is never looked up again.)
-    by_id: dict[int, tuple[Operand, int]] = {}
+    bound: dict[tuple, tuple[object, Operand, int]] = {}
+    # This pass's mark on the operands it has bound (Operand._binding: (mark, bound operand,
+    # its shape part)). The parser makes one Operand for all the instructions that write the
+    # same operand (sassas.parse_tree); each of them reads the binding from the operand's slot,
+    # an attribute read, where a dictionary by the operand's id cost several times as much.
+    # (An operand another pass bound carries that pass's mark: bound again here.)
+    mark = object()
     # The shape of an instruction with its operands bound, by its shape before and, for each
     # bound operand, a number for what a shape sees of it (its kind, flags, and whether it
     # has a symbol).
@@ -193,38 +197,49 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
     for inst in instructions:
         shape = inst.shape
         if shape.symbolic:
-            # Each operand by its id where it was bound before, without a loop for the usual
+            # Each operand's binding where this pass made it, without a loop for the usual
             # counts (a loop over an instruction's few operands cost as much as the rest of
-            # the pass); an operand seen for the first time, or that does not bind, raises
-            # KeyError and goes the long way.
+            # the pass); an operand seen for the first time (its slot unset, or another mark),
+            # or that does not bind, goes the long way.
             ops = inst.operands
             try:
                 n = len(ops)
                 if n == 4:
                     a, b, c, d = ops
-                    a, b, c, d = by_id[id(a)], by_id[id(b)], by_id[id(c)], by_id[id(d)]
-                    operands, key = (a[0], b[0], c[0], d[0]), (shape, a[1], b[1], c[1], d[1])
+                    a, b, c, d = a._binding, b._binding, c._binding, d._binding
+                    if a[0] is not mark or b[0] is not mark or c[0] is not mark or d[0] is not mark:
+                        raise KeyError
+                    operands, key = (a[1], b[1], c[1], d[1]), (shape, a[2], b[2], c[2], d[2])
                 elif n == 3:
                     a, b, c = ops
-                    a, b, c = by_id[id(a)], by_id[id(b)], by_id[id(c)]
-                    operands, key = (a[0], b[0], c[0]), (shape, a[1], b[1], c[1])
+                    a, b, c = a._binding, b._binding, c._binding
+                    if a[0] is not mark or b[0] is not mark or c[0] is not mark:
+                        raise KeyError
+                    operands, key = (a[1], b[1], c[1]), (shape, a[2], b[2], c[2])
                 elif n == 5:
                     a, b, c, d, e = ops
-                    a, b, c, d, e = by_id[id(a)], by_id[id(b)], by_id[id(c)], by_id[id(d)], by_id[id(e)]
-                    operands, key = (a[0], b[0], c[0], d[0], e[0]), (shape, a[1], b[1], c[1], d[1], e[1])
+                    a, b, c, d, e = a._binding, b._binding, c._binding, d._binding, e._binding
+                    if a[0] is not mark or b[0] is not mark or c[0] is not mark or d[0] is not mark \
+                            or e[0] is not mark:
+                        raise KeyError
+                    operands, key = (a[1], b[1], c[1], d[1], e[1]), (shape, a[2], b[2], c[2], d[2], e[2])
                 elif n == 2:
                     a, b = ops
-                    a, b = by_id[id(a)], by_id[id(b)]
-                    operands, key = (a[0], b[0]), (shape, a[1], b[1])
+                    a, b = a._binding, b._binding
+                    if a[0] is not mark or b[0] is not mark:
+                        raise KeyError
+                    operands, key = (a[1], b[1]), (shape, a[2], b[2])
                 else:
-                    entries = [by_id[id(op)] for op in ops]
-                    operands, key = tuple([e[0] for e in entries]), (shape, *[e[1] for e in entries])
-            except KeyError:
+                    entries = [op._binding for op in ops]
+                    if any(e[0] is not mark for e in entries):
+                        raise KeyError
+                    operands, key = tuple([e[1] for e in entries]), (shape, *[e[2] for e in entries])
+            except (KeyError, AttributeError):
                 new_ops = []
                 key = [shape]
                 for i, op in enumerate(ops):
-                    entry = by_id.get(id(op))
-                    if entry is None:
+                    entry = getattr(op, "_binding", _NOT_BOUND)
+                    if entry[0] is not mark:
                         op_key = (op.kind, op.values, op.flags, op.symbol)
                         entry = bound.get(op_key)
                         if entry is None:
@@ -232,14 +247,14 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
                                 new = _bind(op, registers, consts, smem, labels, params, known, arch)
                             except SassError as e:
                                 diags.error(e.with_loc(inst.operand_loc(i)))
-                                entry = (op, None)      # (tried again where it stands next)
+                                entry = (None, op, None)      # (tried again where it stands next)
                             else:
                                 part = (new.kind, new.flags, new.symbol is not None)
-                                entry = bound[op_key] = (new, shape_parts.setdefault(part, len(shape_parts)))
-                        if entry[1] is not None:
-                            by_id[id(op)] = entry
-                    new_ops.append(entry[0])
-                    key.append(entry[1])
+                                entry = bound[op_key] = (mark, new, shape_parts.setdefault(part, len(shape_parts)))
+                        if entry[2] is not None:
+                            _set_binding(op, entry)
+                    new_ops.append(entry[1])
+                    key.append(entry[2])
                 operands = tuple(new_ops)
                 key = tuple(key)
             known_shape = bound_shapes.get(key)

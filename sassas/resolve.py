@@ -71,7 +71,7 @@ def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Ope
     # An operand resolves to the same operand wherever it stands (`n[0]`, a label): once.
     resolved: dict[tuple, Operand] = {}
     # The same by the operand object's id, which the parser shares among the instructions that
-    # write the same operand (as sassas.frontend binds them; every operand looked up here was
+    # write the same operand (every operand looked up here was
     # alive in its instruction when the pass began, so no two share an id).
     by_id: dict[int, Operand] = {}
     # The shape of an instruction with its operands resolved, by its shape before and its
