@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import threading
 from typing import Optional
 
@@ -68,20 +69,22 @@ def assemble_in_ranges(text: str, lines: Lines, target: Arch, isa, workers: int,
     cuts.append(n)
     setting = (target, isa, filename, kernel_name, dialect, dialect_forced)
     children = []
+    done = None
     try:
         for k in range(1, parts):
             child = _fork(lines, cuts[k], cuts[k + 1], cuts[k + 2] if k + 2 <= parts else None, setting)
             if child is None:
                 return None
             children.append(child)
-        return _first_range(lines, cuts, children, setting)
+        done = _first_range(lines, cuts, children, setting)
+        return done
     except Exception:
         # (_NotInRanges; or an error of the first range, which one process reports as it
         # would: after the front end's errors of the whole file, which another range may hold)
         return None
     finally:
         for child in children:
-            child.end()
+            child.end(abandoned=done is None)
 
 
 class _Child:
@@ -106,10 +109,17 @@ class _Child:
         except Exception:
             raise _NotInRanges from None
 
-    def end(self) -> None:
+    def end(self, abandoned: bool = False) -> None:
         """Close the pipes (a child still waiting for its context then ends) and reap it: by a
         thread of its own where it has not ended yet (the kernel takes a tenth of a second to
-        free a large child's memory, which the cubin need not wait for)."""
+        free a large child's memory, which the cubin need not wait for). `abandoned`: the file
+        is assembled in one process instead, and a child still at work is stopped (its range
+        would take a core from that process until it ended)."""
+        if abandoned:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
         for f in (self.writer, self.reader):
             try:
                 f.close()
