@@ -202,6 +202,10 @@ class CodeRelocation:
     addend: int = 0
 
 
+# Operand._binding before any pass has bound the operand.
+UNBOUND = (None, None, None)
+
+
 @dataclass(frozen=True, slots=True)
 class Operand:
     """One operand in canonical form (see the table above). It holds no location (where it was
@@ -217,9 +221,8 @@ class Operand:
     # bound operand, its part of the bound shape): the parser shares one Operand among the
     # instructions that write it, and the pass reads its binding here, a slot, at each of them
     # (sassas.frontend.finish_kernel). Not part of the operand's value (not compared, hashed,
-    # copied or pickled); another pass's mark says nothing. Unset on the operands the parser
-    # makes without __init__.
-    _binding: tuple = field(default=(None, None, None), init=False, repr=False, compare=False)
+    # copied or pickled); another pass's mark says nothing.
+    _binding: tuple = field(default=UNBOUND, init=False, repr=False, compare=False)
 
     def with_values(self, *values: Value) -> "Operand":
         return replace(self, values=tuple(values))
@@ -230,6 +233,7 @@ class Operand:
     def __setstate__(self, state: tuple) -> None:
         for name, value in zip(("kind", "values", "flags", "symbol"), state):
             object.__setattr__(self, name, value)
+        object.__setattr__(self, "_binding", UNBOUND)
 
     def has(self, flag: str) -> bool:
         return flag in self.flags
@@ -491,7 +495,9 @@ class Kernel:
 
     @property
     def instructions(self) -> list[Instruction]:
-        return [i for i in self.body if isinstance(i, Instruction)]
+        # (the body holds instructions and labels: what is no Label is an instruction, a test
+        # cheaper than isinstance, which each stage's pass over a large kernel paid once an item)
+        return [i for i in self.body if i.__class__ is not Label]
 
 
 @dataclass(frozen=True)

@@ -83,8 +83,7 @@ def _shape_checks(inst: Instruction) -> tuple[tuple, tuple[int, ...], bool, bool
 
 
 _checks: dict[Shape, tuple[tuple, tuple[int, ...], bool, bool]] = {}
-# Operand._binding: its default, and its slot's setter (Operand is frozen).
-_NOT_BOUND = (None, None, None)
+# The setter of Operand._binding's slot (Operand is frozen).
 _set_binding = Operand.__dict__["_binding"].__set__
 _NOTHING_TO_CHECK = ((), (), False, False)
 
@@ -155,7 +154,7 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
     the labels of the rest, and `whole` False leaves the checks of the whole body to
     check_kernel_end."""
     decls = kernel.declarations
-    labels = {item.name for item in kernel.body if isinstance(item, Label)} | labels_elsewhere
+    labels = {item.name for item in kernel.body if item.__class__ is Label} | labels_elsewhere
     params = {p.name for p in kernel.params}
     for name in sorted(set(decls.locs) & (labels | params)):
         what = "a label" if name in labels else "a parameter"
@@ -199,46 +198,35 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
         if shape.symbolic:
             # Each operand's binding where this pass made it, without a loop for the usual
             # counts (a loop over an instruction's few operands cost as much as the rest of
-            # the pass); an operand seen for the first time (its slot unset, or another mark),
-            # or that does not bind, goes the long way.
+            # the pass); where an operand is seen for the first time (another mark), the long way.
             ops = inst.operands
-            try:
-                n = len(ops)
-                if n == 4:
-                    a, b, c, d = ops
-                    a, b, c, d = a._binding, b._binding, c._binding, d._binding
-                    if a[0] is not mark or b[0] is not mark or c[0] is not mark or d[0] is not mark:
-                        raise KeyError
+            n = len(ops)
+            operands = None
+            if n == 4:
+                a, b, c, d = ops
+                a, b, c, d = a._binding, b._binding, c._binding, d._binding
+                if a[0] is mark and b[0] is mark and c[0] is mark and d[0] is mark:
                     operands, key = (a[1], b[1], c[1], d[1]), (shape, a[2], b[2], c[2], d[2])
-                elif n == 3:
-                    a, b, c = ops
-                    a, b, c = a._binding, b._binding, c._binding
-                    if a[0] is not mark or b[0] is not mark or c[0] is not mark:
-                        raise KeyError
+            elif n == 3:
+                a, b, c = ops
+                a, b, c = a._binding, b._binding, c._binding
+                if a[0] is mark and b[0] is mark and c[0] is mark:
                     operands, key = (a[1], b[1], c[1]), (shape, a[2], b[2], c[2])
-                elif n == 5:
-                    a, b, c, d, e = ops
-                    a, b, c, d, e = a._binding, b._binding, c._binding, d._binding, e._binding
-                    if a[0] is not mark or b[0] is not mark or c[0] is not mark or d[0] is not mark \
-                            or e[0] is not mark:
-                        raise KeyError
+            elif n == 5:
+                a, b, c, d, e = ops
+                a, b, c, d, e = a._binding, b._binding, c._binding, d._binding, e._binding
+                if a[0] is mark and b[0] is mark and c[0] is mark and d[0] is mark and e[0] is mark:
                     operands, key = (a[1], b[1], c[1], d[1], e[1]), (shape, a[2], b[2], c[2], d[2], e[2])
-                elif n == 2:
-                    a, b = ops
-                    a, b = a._binding, b._binding
-                    if a[0] is not mark or b[0] is not mark:
-                        raise KeyError
+            elif n == 2:
+                a, b = ops
+                a, b = a._binding, b._binding
+                if a[0] is mark and b[0] is mark:
                     operands, key = (a[1], b[1]), (shape, a[2], b[2])
-                else:
-                    entries = [op._binding for op in ops]
-                    if any(e[0] is not mark for e in entries):
-                        raise KeyError
-                    operands, key = tuple([e[1] for e in entries]), (shape, *[e[2] for e in entries])
-            except (KeyError, AttributeError):
+            if operands is None:
                 new_ops = []
                 key = [shape]
                 for i, op in enumerate(ops):
-                    entry = getattr(op, "_binding", _NOT_BOUND)
+                    entry = op._binding
                     if entry[0] is not mark:
                         op_key = (op.kind, op.values, op.flags, op.symbol)
                         entry = bound.get(op_key)

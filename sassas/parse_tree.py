@@ -11,7 +11,7 @@ from typing import Optional
 from lark import Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from .ast import AddressOf, ControlCode, GlobalDecl, Instruction, Label, Loc, Operand, Param, Shape, SourceLine
+from .ast import UNBOUND, AddressOf, ControlCode, GlobalDecl, Instruction, Label, Loc, Operand, Param, Shape, SourceLine
 from .control import control_from_notes, format_notes, read_control
 from .errors import SassError
 from .operands import MAX_REGISTER, Atom, canonical_operand, parse_number, parse_register
@@ -59,7 +59,7 @@ class Lines:
 # object.__setattr__); the parser makes some per instruction, so it sets their slots directly
 # (the same objects, in a third of the time; see _compile_build).
 _new_object = object.__new__
-_OPERAND_SLOTS = tuple(Operand.__dict__[f].__set__ for f in ("kind", "values", "flags", "symbol"))
+_OPERAND_SLOTS = tuple(Operand.__dict__[f].__set__ for f in ("kind", "values", "flags", "symbol", "_binding"))
 
 
 class ItemBuilder(Transformer):
@@ -403,8 +403,9 @@ def _compile_build(plan: StatementPlan):
     are left to a diagnostic (plan.loc)."""
     names: dict = {"new": _new_object, "Operand": Operand, "Instruction": Instruction, "controls": _controls,
                    "control_of_bits": _control_of_bits, "parse_register": parse_register, "plan": plan}
-    for name, setter in zip(("kind", "values", "flags", "symbol"), _OPERAND_SLOTS):
+    for name, setter in zip(("kind", "values", "flags", "symbol", "binding"), _OPERAND_SLOTS):
         names["op_" + name] = setter
+    names["not_bound"] = UNBOUND
 
     def const(value) -> str:
         name = f"c{len(names)}"
@@ -455,7 +456,7 @@ def _compile_build(plan: StatementPlan):
         if not plan.shape.symbolic:
             body.append(f"{var} = new(Operand); op_kind({var}, {const(kind)}); "
                         f"op_values({var}, ({''.join(item + ', ' for item in items)})); "
-                        f"op_flags({var}, {const(flags)}); op_symbol({var}, {symbol_item})")
+                        f"op_flags({var}, {const(flags)}); op_symbol({var}, {symbol_item}); op_binding({var}, not_bound)")
             continue
         # An instruction with names, which the front end binds operand by operand: one Operand
         # for every instruction of the plan that writes the same numbers here (`[addr+0x10]`,
@@ -467,7 +468,8 @@ def _compile_build(plan: StatementPlan):
         body.append(f"if {var} is None:")
         body.append(f"    if len({table}) >= {_MAX_VALUE_OPERANDS}: {table}.clear()")
         body.append(f"    {var} = {table}[key] = new(Operand); op_kind({var}, {const(kind)}); "
-                    f"op_values({var}, key[:-1]); op_flags({var}, {const(flags)}); op_symbol({var}, key[-1])")
+                    f"op_values({var}, key[:-1]); op_flags({var}, {const(flags)}); op_symbol({var}, key[-1]); "
+                    f"op_binding({var}, not_bound)")
     predicate = const(plan.predicate)
     control = const(plan.control)
     if plan.control_words is not None:
