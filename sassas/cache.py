@@ -47,18 +47,31 @@ def through_pickle(name: str, kind: type, make: Callable[[], Any]) -> Any:
     return made
 
 
+# Files of one kind (`isa-sm_90-` and a hash) kept at most: the newest, made by the sassas
+# that runs and a few before it (two checkouts or versions used in turn each keep theirs,
+# instead of making it anew at every run).
+KEPT_OF_A_KIND = 4
+
+
 def _remove_older(cached: Path) -> None:
-    """Remove the files of the same kind that an earlier sassas or data file made (`isa-sm_90-`
-    and another hash): each is made anew where it is missing, and a changed sassas would
-    otherwise leave a few megabytes behind at each change."""
+    """Remove the files of the same kind as `cached` that earlier sassas versions or data files
+    made, but the KEPT_OF_A_KIND newest (`cached` among them): a changed sassas would otherwise
+    leave a few megabytes behind at each change."""
     stem, _, _digest = cached.stem.rpartition("-")
     try:
+        others = []
         for other in cached.parent.glob(f"{stem}-*{cached.suffix}"):
             if other != cached and other.stem.rpartition("-")[0] == stem:
                 try:
-                    other.unlink()
+                    others.append((other.stat().st_mtime_ns, other))
                 except OSError:
                     pass
+        others.sort(reverse=True)
+        for _, other in others[KEPT_OF_A_KIND - 1:]:
+            try:
+                other.unlink()
+            except OSError:
+                pass
     except OSError:
         pass
 
