@@ -519,3 +519,23 @@ def test_listing_runs_no_inline_python():
     with pytest.raises(SassError) as e:
         sassas.assemble(listing, "sm_75", filename="l.sass")
     assert str(e.value).startswith("l.sass:5:")
+
+
+def test_a_shared_operand_binds_per_pass_and_pickles_its_value_only():
+    """The parser shares one Operand among the instructions that write it; the front end
+    keeps its binding on the operand, marked with its pass: a second program with other
+    declarations binds the same operand objects afresh, and the binding is no part of the
+    operand's value (equality, hash, pickle, copy)."""
+    import copy
+    import pickle
+    body = "\n".join(["--:-:-:-:1  FFMA acc0, a1, b2, acc0;"] * 3 + ["--:-:-:-:1  EXIT;"])
+    one = parse("<params>\np, 8\n</params>\n<regs>\n8-9 ~ acc<0-1>\n10-11 ~ a<0-1>\n12-14 ~ b<0-2>\n</regs>\n" + body,
+                arch="sm_90")
+    two = parse("<params>\np, 8\n</params>\n<regs>\n20-21 ~ acc<0-1>\n30-31 ~ a<0-1>\n40-42 ~ b<0-2>\n</regs>\n" + body,
+                arch="sm_90")
+    assert [text_of(i) for i in one.kernels[0].instructions[:3]] == ["FFMA R8, R11, R14, R8"] * 3
+    assert [text_of(i) for i in two.kernels[0].instructions[:3]] == ["FFMA R20, R31, R42, R20"] * 3
+    op = two.kernels[0].instructions[0].operands[0]
+    for other in (pickle.loads(pickle.dumps(op)), copy.copy(op), copy.deepcopy(op)):
+        assert other == op and hash(other) == hash(op) and repr(other) == repr(op)
+    assert pickle.dumps(op) == pickle.dumps(copy.copy(op))
