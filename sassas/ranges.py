@@ -272,7 +272,9 @@ def _first_range(lines: Lines, cuts: list[int], children: list[_Child], setting:
     directives = [item for item in items[:last_directive + 1] if item.__class__ is tuple and item[0] != "raw"]
     own = _summary([item for item in items if item.__class__ is not tuple])
     if own is None or Instruction not in types[last_directive + 1:]:
-        raise _NotInRanges          # (a directive after the last instruction: `.raw` names the one after it)
+        # (an instruction without a control code, which the scheduler gives over the whole
+        # kernel; or no instruction after the last directive: `.raw` names the one after it)
+        raise _NotInRanges
     labels: dict[str, int] = {}
     for name, index in own[1]:
         if name in labels:
@@ -295,8 +297,7 @@ def _first_range(lines: Lines, cuts: list[int], children: list[_Child], setting:
 
     diags = Diagnostics()
     program = group_items(items, target.name, filename, kernel_name, diags, target.full_name)
-    # One kernel, and an instruction after the last directive in this range (`.kernel` would
-    # start another).
+    # One kernel (`.kernel` would start another), without errors or names for the allocator.
     if len(program.kernels) != 1 or diags.errors or program.kernels[0].declarations.autos:
         raise _NotInRanges
     kernel = program.kernels[0]
