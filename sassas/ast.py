@@ -217,11 +217,11 @@ class Operand:
     # Symbolic name still to be resolved (label, parameter, register alias), or the SymbolRef of
     # an immediate the driver fills in; None once resolved.
     symbol: Union[str, SymbolRef, None] = field(default=None, compare=True)
-    # What the front end's pass over a kernel bound this operand to, as (that pass's mark, the
-    # bound operand, its part of the bound shape): the parser shares one Operand among the
+    # What the last pass over a kernel bound this operand to, as (that pass's mark, the bound
+    # operand, its part of the bound shape or None): the parser shares one Operand among the
     # instructions that write it, and the pass reads its binding here, a slot, at each of them
-    # (sassas.frontend.finish_kernel). Not part of the operand's value (not compared, hashed,
-    # copied or pickled); another pass's mark says nothing.
+    # (sassas.frontend.finish_kernel, sassas.resolve.resolve_kernel). Not part of the operand's
+    # value (not compared, hashed, copied or pickled); another pass's mark says nothing.
     _binding: tuple = field(default=UNBOUND, init=False, repr=False, compare=False)
 
     def with_values(self, *values: Value) -> "Operand":
@@ -240,6 +240,27 @@ class Operand:
 
     def __str__(self) -> str:
         return format_operand(self)
+
+
+# The slots of an Operand, set as the parser and the front end make one (new_operand).
+OPERAND_SETTERS = tuple(Operand.__dict__[f].__set__ for f in ("kind", "values", "flags", "symbol", "_binding"))
+
+
+# A pass's binding of an operand (Operand._binding; Operand is frozen).
+set_binding = OPERAND_SETTERS[4]
+
+
+def new_operand(kind: str, values: tuple, flags: frozenset, symbol=None) -> Operand:
+    """Operand(kind, values, flags, symbol) without the frozen dataclass's __init__ (its
+    object.__setattr__ per field cost as much as the rest of binding a name)."""
+    op = _new_object(Operand)
+    set_kind, set_values, set_flags, set_symbol, set_unbound = OPERAND_SETTERS
+    set_kind(op, kind)
+    set_values(op, values)
+    set_flags(op, flags)
+    set_symbol(op, symbol)
+    set_unbound(op, UNBOUND)
+    return op
 
 
 # ---- operands as text ------------------------------------------------------------------

@@ -22,7 +22,8 @@ from operator import attrgetter
 from typing import Optional
 
 from .arch import CONSTANT_SLOTS, constant_slot, get_arch
-from .ast import DEFAULT_LATENCY, NO_BARRIER, Declarations, Instruction, Kernel, Label, Operand, Program, Shape, SymbolRef
+from .ast import (DEFAULT_LATENCY, NO_BARRIER, Declarations, Instruction, Kernel, Label, Operand, Program, Shape, SymbolRef,
+                  new_operand, set_binding)
 from .dialect import apply_dialect, leaves_shape
 from .errors import Diagnostics, SassError
 from .isa import get_isa
@@ -83,8 +84,6 @@ def _shape_checks(inst: Instruction) -> tuple[tuple, tuple[int, ...], bool, bool
 
 
 _checks: dict[Shape, tuple[tuple, tuple[int, ...], bool, bool]] = {}
-# The setter of Operand._binding's slot (Operand is frozen).
-_set_binding = Operand.__dict__["_binding"].__set__
 _NOTHING_TO_CHECK = ((), (), False, False)
 
 
@@ -179,6 +178,7 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
     # code names most of its registers): bound once. (Keyed by its fields: a tuple hashes and
     # compares without calling the dataclass's methods.)
     bound: dict[tuple, tuple[object, Operand, int]] = {}
+    bind = _LayoutBinder(registers, consts, smem, labels, params, known, arch)
     # This pass's mark on the operands it has bound (Operand._binding: (mark, bound operand,
     # its shape part)). The parser makes one Operand for all the instructions that write the
     # same operand (sassas.parse_tree); each of them reads the binding from the operand's slot,
@@ -232,7 +232,7 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
                         entry = bound.get(op_key)
                         if entry is None:
                             try:
-                                new = _bind(op, registers, consts, smem, labels, params, known, arch)
+                                new = bind(op)
                             except SassError as e:
                                 diags.error(e.with_loc(inst.operand_loc(i)))
                                 entry = (None, op, None)      # (tried again where it stands next)
@@ -240,7 +240,7 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
                                 part = (new.kind, new.flags, new.symbol is not None)
                                 entry = bound[op_key] = (mark, new, shape_parts.setdefault(part, len(shape_parts)))
                         if entry[2] is not None:
-                            _set_binding(op, entry)
+                            set_binding(op, entry)
                     new_ops.append(entry[1])
                     key.append(entry[2])
                 operands = tuple(new_ops)
@@ -440,7 +440,74 @@ def _bind(op: Operand, registers, consts, smem, labels, params, known, arch: Opt
                 msg += f"; did you mean '{close[0]}'?"
             raise SassError(msg)
     folded, values = _fold_offsets(new_pieces, values)
-    return replace(op, kind="".join(folded), values=tuple(values), symbol=remaining)
+    return new_operand("".join(folded), tuple(values), op.flags, remaining)
+
+
+# Numbers that stand in for an operand's own numbers when _LayoutBinder learns a layout: two
+# sets, spaced unlike each other, so that a number the binding kept can be told from one it
+# computed (an offset added to one lands on another of its set in one of them at most).
+_PROBES = (tuple(0x5A5A0000 + 0x100 * i for i in range(8)), tuple(0x3C3C0000 + 0x1300 * i for i in range(8)))
+
+
+class _LayoutBinder:
+    """_bind for the operands of one kernel, learnt once per layout: the operand's kind, flags
+    and symbol, and the names among its values. Where binding keeps the operand's numbers as
+    they are (`[addr+0x40]` -> `[R3+0x40]`: the usual case), an operand of a known layout is
+    bound by putting its numbers into the learnt result, without _bind's walk over its pieces
+    (TuringAs code writes thousands of offsets beside the same few names). Where it computes
+    from them (a `<smem>` name folded into an offset, a constant's word) or raises, each
+    operand goes through _bind."""
+    __slots__ = ("args", "layouts")
+
+    def __init__(self, *args):
+        self.args = args
+        self.layouts: dict = {}
+
+    def __call__(self, op: Operand) -> Operand:
+        values = op.values
+        layout = (op.kind, op.flags, op.symbol, tuple([v if v.__class__ is str else None for v in values]))
+        recipe = self.layouts.get(layout)
+        if recipe is None:
+            recipe = self.layouts[layout] = self._learn(op) or False
+        if recipe is False:
+            return _bind(op, *self.args)
+        if recipe is True:
+            return op
+        kind, flags, symbol, template, picks = recipe
+        out = list(template)
+        for at, source in picks:
+            out[at] = values[source]
+        return new_operand(kind, tuple(out), flags, symbol)
+
+    def _learn(self, op: Operand):
+        """(kind, flags, symbol, values with the kept numbers left open, where each kept number
+        comes from); True where binding returns the operand itself; None where _bind must see
+        each operand."""
+        numbers = [i for i, v in enumerate(op.values) if v.__class__ is not str]
+        if len(numbers) > len(_PROBES[0]):
+            return None
+        results = []
+        for probe_numbers in _PROBES:
+            values = list(op.values)
+            for i, n in zip(numbers, probe_numbers):
+                values[i] = n
+            probe = new_operand(op.kind, tuple(values), op.flags, op.symbol)
+            try:
+                new = _bind(probe, *self.args)
+            except SassError:
+                return None
+            if new is probe:
+                results.append(True)
+                continue
+            used = probe_numbers[:len(numbers)]
+            picks, template = [], list(new.values)
+            for at, v in enumerate(new.values):
+                if v.__class__ is int and v in used:
+                    picks.append((at, numbers[used.index(v)]))
+                    template[at] = None
+            results.append((new.kind, new.flags, new.symbol, tuple(template), tuple(picks)))
+        first, second = results
+        return first if first == second else None
 
 
 def _operand_names(arch: str) -> frozenset:

@@ -11,7 +11,7 @@ from typing import Optional
 from lark import Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from .ast import UNBOUND, AddressOf, ControlCode, GlobalDecl, Instruction, Label, Loc, Operand, Param, Shape, SourceLine
+from .ast import OPERAND_SETTERS, UNBOUND, AddressOf, ControlCode, GlobalDecl, Instruction, Label, Loc, Operand, Param, Shape, SourceLine
 from .control import control_from_notes, format_notes, read_control
 from .errors import SassError
 from .operands import MAX_REGISTER, Atom, canonical_operand, parse_number, parse_register
@@ -57,9 +57,8 @@ class Lines:
 
 # Operand is immutable (a frozen dataclass, whose __init__ sets each field through
 # object.__setattr__); the parser makes some per instruction, so it sets their slots directly
-# (the same objects, in a third of the time; see _compile_build).
+# (the same objects, in a third of the time; see _compile_build and ast.new_operand).
 _new_object = object.__new__
-_OPERAND_SLOTS = tuple(Operand.__dict__[f].__set__ for f in ("kind", "values", "flags", "symbol", "_binding"))
 
 
 class ItemBuilder(Transformer):
@@ -403,7 +402,7 @@ def _compile_build(plan: StatementPlan):
     are left to a diagnostic (plan.loc)."""
     names: dict = {"new": _new_object, "Operand": Operand, "Instruction": Instruction, "controls": _controls,
                    "control_of_bits": _control_of_bits, "parse_register": parse_register, "plan": plan}
-    for name, setter in zip(("kind", "values", "flags", "symbol", "binding"), _OPERAND_SLOTS):
+    for name, setter in zip(("kind", "values", "flags", "symbol", "binding"), OPERAND_SETTERS):
         names["op_" + name] = setter
     names["not_bound"] = UNBOUND
 

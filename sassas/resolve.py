@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Optional
 
 from .arch import Arch
-from .ast import CodeRelocation, Instruction, Kernel, Label, Operand, SymbolRef
+from .ast import CodeRelocation, Instruction, Kernel, Label, Operand, SymbolRef, set_binding
 from .errors import SassError
 from .isa import get_isa
 from .isa.forms import form_key
@@ -70,10 +70,10 @@ def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Ope
     registers = registers or {}
     # An operand resolves to the same operand wherever it stands (`n[0]`, a label): once.
     resolved: dict[tuple, Operand] = {}
-    # The same by the operand object's id, which the parser shares among the instructions that
-    # write the same operand (every operand looked up here was
-    # alive in its instruction when the pass began, so no two share an id).
-    by_id: dict[int, Operand] = {}
+    # This pass's mark on the operands it has resolved (Operand._binding: (mark, resolved
+    # operand, None)): the parser and the front end share one Operand among the instructions
+    # that write the same operand, and each of them reads what it resolved to from its slot.
+    mark = object()
     # The shape of an instruction with its operands resolved, by its shape before and its
     # operands' objects (most are resolved's: shared), with those operands (held, so that no
     # other object takes their ids).
@@ -83,9 +83,9 @@ def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Ope
         if shape.symbolic:
             operands = []
             for i, op in enumerate(inst.operands):
-                new = by_id.get(id(op))
-                if new is not None:
-                    operands.append(new)
+                entry = op._binding
+                if entry[0] is mark:
+                    operands.append(entry[1])
                     continue
                 try:
                     ref = _symbol_ref(inst, op, labels)
@@ -100,7 +100,8 @@ def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Ope
                     if new is None:
                         new = resolved[key] = _resolve_operand(op, labels, params, registers, arch)
                     if ref is None and "L" not in op.kind:
-                        by_id[id(op)] = new     # (a label's operand may be an address to fill in: CALL.ABS)
+                        # (a label's operand may be an address to fill in: CALL.ABS)
+                        set_binding(op, (mark, new, None))
                     operands.append(new)
                 except SassError as e:
                     raise e.with_loc(inst.operand_loc(i))

@@ -238,6 +238,29 @@ s2, 16, 16
     assert "has 2 32-bit word(s)" in error_of(src.replace("a[1]", "a[2]")).message
 
 
+def test_names_bind_alike_in_every_operand_of_a_layout():
+    """The front end learns each layout of operand once (frontend._LayoutBinder): operands that
+    share names and differ in numbers bind as each alone would, including where binding adds
+    to the number (a <smem> name beside an offset, one offset landing where another was) or
+    checks it (a constant's word)."""
+    decls = "<consts>\na, 8\n</consts>\n<smem>\npad, 256\nbuf, 64\n</smem>\n<regs>\n0-3 : base, x, y, addr\n</regs>\n"
+    lines = ["--:-:-:Y:4 LDS R5, [addr+0x%x];" % k for k in (0, 0x4, 0x100, 0x200)]
+    lines += ["--:-:-:Y:4 LDS R5, [buf+0x%x];" % k for k in (0, 0x4, 0x100, 0x200)]
+    lines += ["--:-:-:Y:4 LDS R5, [addr+buf+0x%x];" % k for k in (0, 0x4, 0x100)]
+    lines += ["--:-:-:Y:4 MOV R1, a[%d];" % k for k in (0, 1)]
+    lines += ["--:-:-:Y:4 IADD3 x, y, 0x%x, RZ;" % k for k in (0, 0x100, 0x5A5A0100)]
+    prog = parse(decls + "\n".join(lines) + "\n--:-:-:Y:5 EXIT;\n", "sm_90", "layouts.sass")
+    assert [t for _, t in listing(prog)][:len(lines)] == [
+        "LDS R5, [R3]", "LDS R5, [R3+0x4]", "LDS R5, [R3+0x100]", "LDS R5, [R3+0x200]",
+        "LDS R5, [0x100]", "LDS R5, [0x104]", "LDS R5, [0x200]", "LDS R5, [0x300]",
+        "LDS R5, [R3+0x100]", "LDS R5, [R3+0x104]", "LDS R5, [R3+0x200]",
+        "MOV R1, c[0x3][0x0]", "MOV R1, c[0x3][0x4]",
+        "IADD3 R1, R2, 0x0, RZ", "IADD3 R1, R2, 0x100, RZ",
+        "IADD3 R1, R2, 0x5a5a0100, RZ"]
+    wrong = decls + "--:-:-:Y:4 MOV R1, a[0];\n--:-:-:Y:4 MOV R1, a[2];\n--:-:-:Y:5 EXIT;\n"
+    assert "has 2 32-bit word(s)" in error_of(wrong).message
+
+
 def test_several_kernels_each_with_its_own_declarations():
     src = """
 .kernel first
