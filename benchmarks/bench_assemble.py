@@ -200,7 +200,7 @@ def stage_seconds(text: str, arch: str) -> tuple[float, ...]:
             schedule_kernel(k, target)
         encoded = [encode_kernel(k, target, isa) for k in prog.kernels]
         for k in prog.kernels:
-            list(barrier_raise_warnings(k, target.name))
+            barrier_raise_warnings(k, target.name).warnings(k.name)
         t3 = time.perf_counter()
         elf.write_cubin(target.name, [_image(e) for e in encoded])
         t4 = time.perf_counter()

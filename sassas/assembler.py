@@ -144,7 +144,7 @@ def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, inclu
         encoded = encode_kernel(kernel, target, isa, threads)
         for message, loc in encoded.warnings:
             diags.warn(message, loc)
-        for message, loc in barrier_raise_warnings(kernel, target.name):
+        for message, loc in barrier_raise_warnings(kernel, target.name).warnings(kernel.name):
             diags.warn(message, loc)
         images.append(_image(encoded))
     diags.raise_if_errors()

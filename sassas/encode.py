@@ -7,7 +7,7 @@ from typing import Optional
 
 from .arch import Arch
 from .ast import Instruction, Kernel
-from .errors import SassError, SassErrors
+from .errors import WARNINGS_PER_MESSAGE, SassError, SassErrors
 from .isa.forms import CONTROL_SHIFT
 from .kinds import value_pieces
 from .semantics import SemanticsError, highest_register, register_top_function
@@ -21,12 +21,6 @@ EXIT_OPCODES = frozenset({"EXIT"})
 BARRIER_OPCODES = frozenset({"BAR"})
 # Register-width hints from modifiers, for the register count the driver allocates.
 WIDE_MODIFIERS = {"128": 4, "64": 2, "WIDE": 2, "F64": 2, "U64": 2, "S64": 2}
-
-
-# The same warning is given for the first few instructions of a kernel, then counted: a file
-# that writes `.reuse` under every yield flag gets 20 lines, not 100 000 (and finding where
-# each of the others was written would cost as much as assembling it).
-WARNINGS_PER_MESSAGE = 20
 
 
 @dataclass

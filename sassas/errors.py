@@ -7,6 +7,12 @@ from typing import Optional
 from .ast import Loc
 
 
+# The same warning is given for the first few instructions of a kernel, then counted: a file
+# that writes `.reuse` under every yield flag gets 20 lines, not 100 000 (and finding where
+# each of the others was written would cost as much as assembling it).
+WARNINGS_PER_MESSAGE = 20
+
+
 @dataclass
 class Diagnostic:
     severity: str          # 'error' | 'warning' | 'note'

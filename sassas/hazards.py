@@ -23,7 +23,7 @@ from typing import Iterable, Optional, Union
 
 from .arch import get_arch
 from .ast import BARRIER_COUNT, NO_BARRIER, ControlCode, Instruction, Kernel, Label, Loc, Program
-from .errors import Diagnostic, SassError
+from .errors import WARNINGS_PER_MESSAGE, Diagnostic, SassError
 from .isa import get_isa
 from .semantics import (MEMORY_ORDER, ZERO_REGISTER, ArchTiming, Effects, Reg, SemanticsError, arch_timing,
                         async_read_files, consumer_class, drained_scoreboard, effects, misaligned_group_message,
@@ -540,15 +540,40 @@ def misaligned_groups(insts: list[Instruction]) -> list[Hazard]:
     return out
 
 
-def barrier_raise_warnings(kernel: Kernel, arch: str) -> list[tuple[str, Optional[Loc]]]:
+@dataclass
+class BarrierRaises:
+    """What barrier_raise_warnings found in a kernel or a part of one: the first
+    WARNINGS_PER_MESSAGE warnings, as (message, where) pairs in the order of their
+    instructions, and how many it found. `a + b`: those of a part followed by the next part's."""
+    first: list = field(default_factory=list)
+    count: int = 0
+
+    def __add__(self, other: "BarrierRaises") -> "BarrierRaises":
+        room = WARNINGS_PER_MESSAGE - len(self.first)
+        return BarrierRaises(self.first + other.first[:max(0, room)], self.count + other.count)
+
+    def warnings(self, kernel_name: str) -> list[tuple[str, Optional[Loc]]]:
+        """The warnings to give: the first ones, then a line that says how many more."""
+        more = self.count - len(self.first)
+        if not more:
+            return list(self.first)
+        return self.first + [(f"{more} more times in kernel '{kernel_name}', an instruction waits on a barrier one "
+                              f"cycle after the instruction before it set it", None)]
+
+
+def barrier_raise_warnings(kernel: Kernel, arch: str) -> BarrierRaises:
     """The hazard `sassas asm` always reports (as a warning; an error with -Werror), because
     it is local and cheap to find and its result is a fault, not a slow kernel: an instruction
     that waits on a barrier the instruction just before it set, one cycle after it issued (a
     barrier is raised `barrier_set_delay` cycles after issue: the wait passes and the register
     is read before the load has written it; on an H100 the stores went to wild addresses).
-    (message, where) pairs. The full checker (`sassas check`, `asm --check`) finds the rest."""
+    The full checker (`sassas check`, `asm --check`) finds the rest."""
     delay = arch_timing(arch).param("barrier_set_delay")
-    out = []
+    first: list = []
+    count = 0
+    # Whether an instruction of a shape ends its thread's path (a wait after it is reached from
+    # elsewhere only), by shape: a file of such hazards repeats a few shapes.
+    ends_path: dict = {}
     previous: Optional[Instruction] = None
     for item in kernel.body:
         if not isinstance(item, Instruction):
@@ -564,15 +589,24 @@ def barrier_raise_warnings(kernel: Kernel, arch: str) -> list[tuple[str, Optiona
                   if control.wait_mask >> b & 1]
         if not waited:
             continue
-        try:
-            if effects(prev).info.branch in ("always", "return", "exit") and prev.predicate is None:
-                continue         # (the wait is reached from elsewhere only)
-        except SemanticsError:
-            pass
+        if prev.predicate is None:
+            shape = prev.shape
+            ends = ends_path.get(shape)
+            if ends is None:
+                try:
+                    ends = effects(prev).info.branch in ("always", "return", "exit")
+                except SemanticsError:
+                    ends = False
+                ends_path[shape] = ends
+            if ends:
+                continue
         for b in waited:
-            out.append((f"waits on barrier {b} one cycle after {_describe(prev)} set it; a barrier needs "
-                        f"{delay} cycles to be raised: give {prev.mnemonic} a stall of {delay} or more", item.loc))
-    return out
+            count += 1
+            if len(first) < WARNINGS_PER_MESSAGE:
+                first.append((f"waits on barrier {b} one cycle after {_describe(prev)} set it; a barrier needs "
+                              f"{delay} cycles to be raised: give {prev.mnemonic} a stall of {delay} or more",
+                              item.loc))
+    return BarrierRaises(first, count)
 
 
 # ---- calibration --------------------------------------------------------------------------

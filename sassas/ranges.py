@@ -335,6 +335,6 @@ def _first_range(lines: Lines, cuts: list[int], children: list[_Child], setting:
     encoded = join_ranges(kernel, parts, exits, barriers)
     for message, loc in encoded.warnings:
         diags.warn(message, loc)
-    for message, loc in raised:
+    for message, loc in raised.warnings(kernel.name):
         diags.warn(message, loc)
     return program, encoded, diags

@@ -90,6 +90,20 @@ def test_a_barrier_raise_warning_at_a_cut(small_ranges, monkeypatch):
     assert any("waits on barrier 0 one cycle after" in w for w in one[2])
 
 
+def test_barrier_raise_warnings_are_counted_past_the_first_ones(small_ranges):
+    """A file with the hazard at every few instructions: the first WARNINGS_PER_MESSAGE, then
+    one line with how many more, the same from ranges as from one process."""
+    hazard = ["--:-:0:-:1      LDS.128 R12, [R8+0x40];", "01:-:-:Y:4      IADD3 R9, R12, 0x10, RZ;",
+              "--:-:-:Y:4      IADD3 R8, R9, 0x10, RZ;"]
+    text = "\n".join([".kernel k", *hazard * 150, "--:-:-:Y:5      EXIT;", ""])
+    one = _same(text, 3)
+    raised = [w for w in one[2] if "waits on barrier 0 one cycle after" in w]
+    assert len(raised) == sassas.errors.WARNINGS_PER_MESSAGE
+    assert raised[0].startswith("t.sass:3:1: warning:") and raised[-1].startswith(f"t.sass:{3 + 3 * 19}:1:")
+    assert one[2][-1] == "warning: 130 more times in kernel 'k', an instruction waits on a barrier one cycle after " \
+                         "the instruction before it set it"
+
+
 def test_turingas_names_and_a_listing_in_ranges(small_ranges, tmp_path):
     regs = "\n".join(["<regs>", "0-3 : base, base_hi, tid, addr", "8-71 ~ acc<0-63>", "</regs>"])
     body = [f"--:-:-:Y:1      FFMA acc{k % 64}, acc{(k * 7) % 64}, acc{(k * 5) % 64}, acc{k % 64};"
