@@ -157,15 +157,16 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
                                           if may_break_rules(c, inst.opcode, arch_name) else (),
                                           may_refuse_zero_register(inst.opcode, arch_name))
             problems, zero = checks
-            for order, (severity, message) in enumerate(problems):
-                if severity == "error":
-                    errors.append(SassError(f"{inst.mnemonic}: {message}", inst.loc))
-                    continue
-                n = counts.get(message, 0)
-                counts[message] = n + 1
-                if n < WARNINGS_PER_MESSAGE:
-                    warnings.setdefault(message, []).append((index_base + index, order, f"{inst.mnemonic}: {message}",
-                                                             inst.loc))
+            if problems:
+                for order, (severity, message) in enumerate(problems):
+                    if severity == "error":
+                        errors.append(SassError(f"{inst.mnemonic}: {message}", inst.loc))
+                        continue
+                    n = counts.get(message, 0)
+                    counts[message] = n + 1
+                    if n < WARNINGS_PER_MESSAGE:
+                        warnings.setdefault(message, []).append((index_base + index, order,
+                                                                 f"{inst.mnemonic}: {message}", inst.loc))
             if zero:
                 errors.extend(SassError(f"{inst.mnemonic}: {message}", inst.loc)
                               for message in zero_register_problems(inst, arch_name))

@@ -258,7 +258,7 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
                 shape = known_shape
         plain_checks = plain.get(shape)
         if plain_checks is not None and (inst.control is None or inst.control.stall != DEFAULT_LATENCY):
-            checks, slots = plain_checks
+            checks, passes, slots = plain_checks
         else:
             if arch is not None:
                 # (after binding: the table knows spellings by their operands' kinds)
@@ -274,10 +274,13 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
             checks = checks_of.get(shape)
             if checks is None:
                 checks = _shape_checks(inst)
+            passes = _passes_of.get(shape)
+            if passes is None:
+                passes = _passes_of[shape] = _passes_function(checks)
             slots = uniform_slots(shape) if highest_uniform is not None else ()
             if arch is None or leaves_shape(arch, shape):
-                plain[shape] = (checks, slots)
-        if checks is not _NOTHING_TO_CHECK:
+                plain[shape] = (checks, passes, slots)
+        if checks is not _NOTHING_TO_CHECK and not passes(inst):
             _check(inst, checks, diags)
         if slots:
             _check_uniform_registers(inst, slots, highest_uniform, arch, diags)
@@ -561,6 +564,45 @@ def _fold_offsets(ps: list[str], values: list) -> tuple[list[str], list]:
             out_v.extend([v for _, v in regs] + [total])
         i = j + 1
     return out_p, out_v
+
+
+def _passes_function(checks: tuple):
+    """passes(inst) -> whether _check finds nothing wrong with an instruction of the shape whose
+    checks (_shape_checks) these are: the same tests written out for the shape, its operands'
+    kinds known (looping over the checks' tuples cost as much as the rest of the pass on the
+    instructions that have any). Where it says no, _check finds what is wrong, if anything."""
+    aligned, bounded, no_result, branch = checks
+    body = ["def passes(inst):", "    ops = inst.operands"]
+    for operand_index, _group, piece, value_index, align, zero in aligned:
+        if piece in ("R", "UR"):
+            body += [f"    v = ops[{operand_index}].values[{value_index}]",
+                     f"    if v.__class__ is int and v % {align} and v != {zero!r}: return False"]
+        else:
+            body.append("    return False")         # (a name: _check looks)
+    for operand_index in bounded:
+        body.append(f"    op = ops[{operand_index}]")
+        body.append("    if op.kind == 'I':")
+        body.append("        v = op.values[0]")
+        body.append(f"        if v.__class__ is int and not {INT_MIN} <= v <= {UINT_MAX}: return False")
+        body.append("    elif op.kind.startswith('C[I][') and op.values:")
+        body.append("        v = op.values[0]")
+        body.append(f"        if v.__class__ is int and not 0 <= v <= {MAX_CONSTANT_BANK}: return False")
+        body.append("        if op.kind == 'C[I][I]':")
+        body.append("            v = op.values[1]")
+        body.append(f"            if v.__class__ is int and not 0 <= v <= {MAX_CONSTANT_OFFSET}: return False")
+    if no_result or branch:
+        body.append("    control = inst.control")
+        if no_result:
+            body.append(f"    if control is not None and control.write_barrier != {NO_BARRIER}: return False")
+        if branch:
+            body.append(f"    if control is not None and control.read_barrier != {NO_BARRIER}: return False")
+    body.append("    return True")
+    scope: dict = {}
+    exec("\n".join(body), scope)
+    return scope["passes"]
+
+
+_passes_of: dict[Shape, object] = {}
 
 
 def _check(inst: Instruction, checks: tuple, diags: Diagnostics) -> None:

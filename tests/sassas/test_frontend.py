@@ -358,6 +358,8 @@ def test_python_error_points_into_the_code_block():
     ("ISETP.GE.AND P7, PT, R1, R2, PT;", "P0..P6"),
     ("MOV R1, 0x100000000;", "does not fit in 32 bits"),
     ("MOV R1, c[0x0][0x10000];", "constant offset"),
+    ("MOV R1, c[0x12][0x0];", "constant bank 0x12 out of range"),
+    ("LDS.128 R8, [R2];", None),
     ("STG.E desc[UR4][R2.64], R4;".replace("STG", "STG"), None),
 ])
 def test_operand_diagnostics(line, message):
