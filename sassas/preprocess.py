@@ -103,7 +103,7 @@ class Preprocessed:
     sources: LineSources = field(default_factory=LineSources)   # per output line
     origins: list[Optional[Loc]] = field(default_factory=list)
     listing: bool = False          # an nvdisasm / cuobjdump listing, taken as it stands
-    lines: Optional[list[str]] = None   # text.split("\n"), where it was at hand
+    lines: Optional[list[str]] = None   # text.split("\n"), as preprocess made them
 
 
 @dataclass
@@ -135,12 +135,16 @@ def preprocess(text: str, filename: str = "<input>", include_dirs: tuple[str, ..
     if ctx.errors:
         raise ctx.errors[0] if len(ctx.errors) == 1 else SassErrors(ctx.errors)
     ctx.out.text = "\n".join(ctx.lines)
-    if ctx.out.text.count("\n") == len(ctx.lines) - 1:      # (else a generated line holds several)
-        ctx.out.lines = ctx.lines
+    ctx.out.lines = ctx.lines
     return ctx.out
 
 
 def _emit(ctx: _Context, text: str, file: str, line: int, origin: Optional[Loc]):
+    if "\n" in text:
+        # (an {expr} that gave several lines: each a line of the output, from the same place)
+        for piece in text.split("\n"):
+            _emit(ctx, piece, file, line, origin)
+        return
     ctx.lines.append(text)
     ctx.out.sources.append((file, line))
     ctx.out.origins.append(origin)
@@ -162,8 +166,6 @@ def _special_lines(lines: list[str], text: Optional[str] = None) -> list[int]:
     in the lines joined (`text`, where the caller has it; a few lines hold one, and looking
     into each line took longer)."""
     text = "\n".join(lines) if text is None else text
-    if text.count("\n") != len(lines) - 1 and lines:      # (a <code> block's line of several)
-        return [i for i, line in enumerate(lines) if any(mark in line for mark in _SPECIAL_MARKS)]
     found = []
     for mark in _SPECIAL_MARKS:
         pos = text.find(mark)
@@ -235,8 +237,7 @@ def _expand(ctx: _Context, lines: list[str], numbers: Sequence[int], filename: s
                     except SassError as e:
                         ctx.errors.append(e)
                         out = ""
-                    for piece in out.split("\n") if out else [out]:
-                        _emit(ctx, piece, filename, ln, origin)
+                    _emit(ctx, out, filename, ln, origin)
             _emit(ctx, "", filename, close_no, origin)
             i += 1
             continue
@@ -335,7 +336,8 @@ def _code_block(ctx: _Context, body, open_loc: Loc, filename: str, namespace: di
         generated = out.split("\n")
     else:
         try:
-            generated = [str(x) for x in out]
+            # (an item of several lines is that many lines, as a string's are)
+            generated = [line for x in out for line in str(x).split("\n")]
         except TypeError:
             raise SassError(f"<code> block: out_ must be a string or a list of lines, "
                             f"not {type(out).__name__}", open_loc) from None

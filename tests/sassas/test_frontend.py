@@ -338,6 +338,20 @@ def test_error_in_included_file_names_both_places(tmp_path):
     assert "out of range" in err.message
 
 
+@pytest.mark.parametrize("generator", [
+    "<code>\nout_ = ['--:-:-:Y:4 MOV R1, R2;\\n--:-:-:Y:4 MOV R0, nosuch;']\n</code>\n",
+    "<code>\nT = '--:-:-:Y:4 MOV R1, R2;\\n--:-:-:Y:4 MOV R0, nosuch;'\n</code>\n{T}\n",
+])
+def test_a_generated_line_of_several_is_that_many_lines(generator):
+    """An item of a <code> block's list, or an {expr}, that holds newlines gives that many
+    lines, each standing where it was generated."""
+    err = error_of("--:-:-:Y:4 NOP;\n" + generator + "--:-:-:Y:5 EXIT;\n")
+    assert "undefined name 'nosuch'" in err.message and err.loc.text.strip() == "--:-:-:Y:4 MOV R0, nosuch;"
+    assert err.loc.origin is not None and err.loc.line == (2 if generator.startswith("<code>\nout_") else 5)
+    prog = parse("--:-:-:Y:4 NOP;\n" + generator.replace("nosuch", "R3") + "--:-:-:Y:5 EXIT;\n", "sm_90", "g.sass")
+    assert [t for _, t in listing(prog)][1:3] == ["MOV R1, R2", "MOV R0, R3"]
+
+
 def test_python_error_points_into_the_code_block():
     err = error_of("<code>\nx = 1\ny = 1 / 0\n</code>\n")
     assert "ZeroDivisionError" in err.message and err.loc.line == 3
