@@ -544,7 +544,7 @@ def _top_function(slots: tuple[tuple[int, int, int], ...]):
     rz = ZERO_REGISTER["R"]
     body = ["def top(ops):", "    t = -1"]
     for o, v, w in slots:
-        body += [f"    n = ops[{o}].values[{v}]", f"    if type(n) is int and n != {rz}:"]
+        body += [f"    n = ops[{o}].values[{v}]", f"    if n.__class__ is int and n != {rz}:"]
         if w > 1:
             body += [f"        n += {w - 1}", f"        if n == {rz}: n -= 1"]
         body += ["        if n > t: t = n"]
