@@ -10,7 +10,7 @@ from .ast import Instruction, Kernel
 from .errors import WARNINGS_PER_MESSAGE, SassError, SassErrors
 from .isa.forms import CONTROL_SHIFT
 from .kinds import value_pieces
-from .semantics import SemanticsError, highest_register, register_top_function
+from .semantics import SemanticsError, highest_register, register_slots, register_top_function
 from .validity import control_problems, may_break_rules, may_refuse_zero_register, zero_register_problems
 from .workers import map_ranges, ranges
 
@@ -115,22 +115,29 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
     relocations = []
     arch_name = arch.name
     encode = isa.encode
-    top = -1
+    top = [-1]              # the highest R register so far (the counting encoders raise it)
     looked_at = []          # instructions whose highest R register _highest_register finds
     # What is found per instruction shape, once a shape (a file repeats a few shapes thousands
-    # of times): its compiled encoder (Isa.shape_encoder), the function of its highest R
-    # register (semantics.register_top_function), and by control code (word >> 105) what the
-    # validity rules find: (control_problems, or () where may_break_rules says they find
-    # nothing; whether the zero-register rules may refuse it).
+    # of times): its compiled encoder (Isa.shape_encoder; where the registers are counted, one
+    # that counts them where its shape's are known: then True), the function of its highest R
+    # register (semantics.register_top_function) for an instruction that encoder leaves to
+    # Isa.encode, and by control code (word >> 105) what the validity rules find:
+    # (control_problems, or () where may_break_rules says they find nothing; whether the
+    # zero-register rules may refuse it).
     of_shape: dict = {}
     for index in range(start, stop):
         inst = instructions[index]
         shape = inst.shape
         known = of_shape.get(shape)
         if known is None:
-            known = of_shape[shape] = (isa.shape_encoder(inst), _top_function(inst) if find_top else None, {})
-        fast, top_of, by_control = known
-        word = fast(inst) if fast is not None else None
+            known = of_shape[shape] = _shape_encoding(inst, isa, find_top)
+        fast, counting, top_of, by_control = known
+        if counting:
+            word = fast(inst, top)
+            counted = word is not None
+        else:
+            word = fast(inst) if fast is not None else None
+            counted = False
         if word is None:
             if inst.raw is not None and inst.raw[0] == ALL_BITS:
                 word = inst.raw[1] & ALL_BITS      # every bit given: the text is only a placeholder
@@ -171,13 +178,14 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
                 errors.extend(SassError(f"{inst.mnemonic}: {message}", inst.loc)
                               for message in zero_register_problems(inst, arch_name))
         words += word.to_bytes(16, "little")
-        if find_top:
+        if find_top and not counted:
             if top_of is not None:
                 highest = top_of(inst.operands)
-                if highest > top:
-                    top = highest
+                if highest > top[0]:
+                    top[0] = highest
             else:
                 looked_at.append(index)
+    top = top[0]
     if find_top and not errors:
         for index in looked_at:
             top = max(top, _highest_register(instructions, index, index + 1))
@@ -185,13 +193,19 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
                          top if find_top and not errors else -1)
 
 
-def _top_function(inst: Instruction):
-    """semantics.register_top_function, None where it raises (_highest_register looks at each
-    such instruction, as at one whose numbers the function cannot take)."""
-    try:
-        return register_top_function(inst)
-    except Exception:
-        return None
+def _shape_encoding(inst: Instruction, isa, find_top: bool) -> tuple:
+    """_encode_range's entry for the instruction's shape (see there), but the control codes'."""
+    top_of = slots = None
+    if find_top:
+        try:
+            top_of, slots = register_top_function(inst), register_slots(inst)
+        except Exception:
+            pass            # (_highest_register looks at each such instruction: its error, if any)
+    if slots:
+        counting = isa.shape_encoder(inst, slots)
+        if counting is not None:
+            return counting, True, top_of, {}
+    return isa.shape_encoder(inst), False, top_of, {}
 
 
 def encode_kernel(kernel: Kernel, arch: Arch, isa, threads: int = 1) -> EncodedKernel:

@@ -528,6 +528,15 @@ def _register_slots_of_shape(inst: Instruction) -> Optional[tuple]:
     return known
 
 
+def register_slots(inst: Instruction) -> Optional[tuple[tuple[int, int, int], ...]]:
+    """For the instruction's shape: its R registers as (operand index, value index, width),
+    what highest_register counts of an instruction of that shape; None where highest_register
+    must look at each instruction. Raises what highest_register raises for an opcode the table
+    does not know."""
+    known = _register_slots_of_shape(inst)
+    return None if known is None else known[0]
+
+
 def register_top_function(inst: Instruction):
     """For the instruction's shape: top(operands) -> highest_register of an instruction of that
     shape with these operands. None where highest_register must look at each instruction.

@@ -14,7 +14,7 @@ from typing import Optional
 from ..ast import ControlCode, Instruction, Operand
 from ..errors import SassError
 from ..kinds import uniform_slots, value_pieces
-from .forms import (CONTROL_SHIFT, GUARD_NEGATED, MASK128, URZ, DescriptorLoad, Encoding, Field,
+from .forms import (CONTROL_SHIFT, GUARD_NEGATED, MASK128, RZ, URZ, DescriptorLoad, Encoding, Field,
                     field_uniform_register, form_key, form_name, instruction_tokens, instruction_values,
                     numbered_modifiers, sassas_values, split_flag_token, uniform_field_zero, value_meets,
                     written_tokens)
@@ -84,6 +84,7 @@ class Isa:
         self.operand_names = frozenset(name for tab in tables.values() for name in tab)
         self.syntax = syntax
         self._shape_cache: dict = {}
+        self._counting_cache: dict = {}         # (shape, registers) -> shape_encoder's counting encoder
         self._reuse_slot_cache: dict = {}
         # Descriptions that record corpus support (learner with the opcode sweep) mark the
         # sweep-only encodings by support 0; older ones record none and are left as they are.
@@ -179,26 +180,45 @@ class Isa:
             message += self._nearest_spellings(inst, encs)
         raise SassError(message, inst.loc)
 
-    def _shape_entry(self, inst: Instruction) -> tuple:
+    def _shape_entry(self, inst: Instruction, compile_encoder: bool = True) -> tuple:
         """(encodings to try, tokens, each encoding's shape word or None, the compiled encoder
-        or None) of the instruction's shape, found once a shape."""
+        or None) of the instruction's shape, found once a shape. The encoder is compiled when
+        first asked for (`compile_encoder`; until then the entry holds False): an encoder that
+        counts registers (shape_encoder) compiles its own, and compiling either costs about a
+        millisecond."""
         shape = inst.shape
         known = self._shape_cache.get(shape)
         if known is None:
             encs, tokens = self._encodings_for(inst)
             words = [self._shape_word(e, inst, tokens) for e in encs]
+            known = self._shape_cache[shape] = (encs, tokens, words, False)
+        if compile_encoder and known[3] is False:
+            encs, tokens, words, _ = known
             fast = _compiled_encoder(encs[0], words[0], inst) if words[0] is not None else None
             known = self._shape_cache[shape] = (encs, tokens, words, fast)
         return known
 
-    def shape_encoder(self, inst: Instruction):
+    def shape_encoder(self, inst: Instruction, registers: tuple = ()):
         """The compiled encoder of the instruction's shape, for an encoder that asks it once a
         shape and calls it on each instruction: fast(inst) is encode(inst), or None where
         encode must look (a uniform register this arch's fields number otherwise, as URZ on
         sm_75..sm_90, among others); None where the shape has none (or no encoding: encode
-        raises its error)."""
+        raises its error).
+
+        `registers`: R register slots (operand index, value index, width) whose highest
+        register the caller counts (semantics.register_slots); the function is then
+        fast(inst, top), which also raises top[0] to the highest register of those slots
+        (number + width - 1; RZ, and a span's end at RZ, left out), where it gives a word."""
         try:
-            fast = self._shape_entry(inst)[3]
+            if registers:
+                key = (inst.shape, registers)
+                fast = self._counting_cache.get(key, False)
+                if fast is False:
+                    encs, _tokens, words, _ = self._shape_entry(inst, compile_encoder=False)
+                    fast = self._counting_cache[key] = (_compiled_encoder(encs[0], words[0], inst, registers)
+                                                        if words[0] is not None else None)
+            else:
+                fast = self._shape_entry(inst)[3]
         except SassError:
             return None
         slots = uniform_slots(inst.shape) if self.uniform_zero != URZ else ()
@@ -206,7 +226,7 @@ class Isa:
             return fast
         zero = self.uniform_zero
 
-        def with_uniform_registers(inst: Instruction) -> Optional[int]:
+        def with_uniform_registers(inst: Instruction, *top) -> Optional[int]:
             # (a uniform register below the arch's URZ is numbered alike in its field: fast
             # takes the instruction as it stands; URZ, one past it or a name: encode looks)
             ops = inst.operands
@@ -214,7 +234,7 @@ class Isa:
                 v = ops[i].values[j]
                 if type(v) is not int or v >= zero:
                     return None
-            return fast(inst)
+            return fast(inst, *top)
         return with_uniform_registers
 
     def _with_field_uniform_registers(self, inst: Instruction) -> Instruction:
@@ -707,14 +727,16 @@ def _same_number(a, b) -> bool:
         return False
 
 
-def _compiled_encoder(enc: Encoding, shape_word: int, inst: Instruction):
+def _compiled_encoder(enc: Encoding, shape_word: int, inst: Instruction, registers: tuple = ()):
     """For an encoding whose fields all hold a value as it is (insert-plan codes 0, 1, 3, or
     an unsigned or signed integer field in pieces, code 2 with transform "u" or "s") and the
     shape word of `inst`'s shape: a function of an instruction of that shape that gives its
     word (values and control code in place), or None where Isa.encode's general path must look
     (a value out of range or not a number, raw bits, a descriptor); None where the encoding has
     other fields. What the function computes is what _insert_values and _with_control do for
-    such an encoding, written out once for the shape instead of interpreted per instruction."""
+    such an encoding, written out once for the shape instead of interpreted per instruction.
+    `registers`: see Isa.shape_encoder (the function then takes `top`: its values are at hand
+    here, where a function of its own read them again, a sixth of encoding's time)."""
     plan = enc.insert_plan
     slots = [("predicate", 0)] if inst.predicate is not None else [None]
     for i, op in enumerate(inst.operands):
@@ -725,6 +747,9 @@ def _compiled_encoder(enc: Encoding, shape_word: int, inst: Instruction):
     word = shape_word
     lines = []
     names: dict = {}
+    width_of = {(o, v): w for o, v, w in registers}
+    if len(width_of) != len(registers) or not set(width_of) <= set(slots):
+        return None
     for k, ((code, a, b), slot) in enumerate(zip(plan, slots)):
         if slot is None:                        # no guard predicate written: PT (7)
             if code == 1 and 0 <= 7 <= b:
@@ -733,11 +758,19 @@ def _compiled_encoder(enc: Encoding, shape_word: int, inst: Instruction):
             return None
         source = "inst.predicate.values[0]" if slot[0] == "predicate" else f"ops[{slot[0]}].values[{slot[1]}]"
         lines.append(f"    v = {source}")
+        width = width_of.get(slot)
+        if width is not None and code != 1:
+            return None                 # (a register in a field of another kind: not counted here)
         if code == 0:
             names[f"c{k}"] = a
             lines.append(f"    if v != c{k} or type(v) is not type(c{k}): return None")
         elif code == 1:
             lines += [f"    if v.__class__ is not int or not 0 <= v <= {b}: return None", f"    w |= v << {a}"]
+            if width == 1:
+                lines.append(f"    if v > t and v != {RZ}: t = v")
+            elif width is not None:
+                lines += [f"    if v != {RZ}:", f"        v += {width - 1}", f"        if v == {RZ}: v -= 1",
+                          "        if v > t: t = v"]
         elif code == 3:
             lines += [f"    if v.__class__ is not int or not {-b} <= v < {b}: return None",
                       f"    w |= (v & {2 * b - 1}) << {a}"]
@@ -755,13 +788,15 @@ def _compiled_encoder(enc: Encoding, shape_word: int, inst: Instruction):
             lines += [f"    w |= (v >> {vl} & {(1 << width) - 1}) << {wl}" for wl, vl, width in f.segments]
     keep = ~(0xF << 17)
     # (`v.__class__ is not int`: type(v)'s call cost a tenth of the function)
-    body = ["def encode(inst):",
+    body = ["def encode(inst, top):" if registers else "def encode(inst):",
             "    if inst.raw is not None or inst.descriptor is not None: return None",
             "    control = inst.control",
             "    if control is None: return None",
             "    ops = inst.operands",
             f"    w = {word}",
+            *(["    t = -1"] if registers else []),
             *lines,
+            *(["    if t > top[0]: top[0] = t"] if registers else []),
             # (ControlCode.bits as its cache holds it: a property's call cost a tenth of the function)
             "    bits = control._bits",
             "    if bits is None: bits = control.bits",

@@ -392,8 +392,9 @@ def instruction_values(inst: Instruction) -> list:
 # A description holds field numbers (an alias's `=63` on sm_90); the engine translates where
 # it encodes and decodes, and the learner where it reads values from nvdisasm's text.
 
-# sassas's number of URZ.
+# sassas's numbers of URZ and RZ.
 URZ = next(value for (kind, value), name in ZERO_NAMES.items() if name == "URZ")
+RZ = next(value for (kind, value), name in ZERO_NAMES.items() if name == "RZ")
 
 
 def uniform_field_zero(arch: str) -> int:

@@ -87,3 +87,38 @@ def test_shape_words_give_each_instructions_word(arch):
         assert _encode(isa, inst, False) == own, (enc.example, inst, replay())
         tried += 1
     assert tried >= 20 and aliased >= 10, (tried, aliased)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_120"])
+def test_the_counting_encoder_gives_the_word_and_the_highest_register(arch):
+    """Isa.shape_encoder with the shape's R register slots (what `sassas asm` uses where it
+    counts a kernel's registers): the general word, and highest_register's register, on
+    random R registers (quads and pairs up to RZ among them)."""
+    from sassas.semantics import highest_register, register_slots
+    rng = rng_for(f"counting-encoder-{arch}")
+    isa = get_isa(arch)
+    counted = 0
+    encodings = [e for e in isa.encodings if e.example]
+    for _enc, base in _instructions(rng, rng.sample(encodings, min(len(encodings), 600))):
+        ops = tuple(op.with_values(rng.choice([rng.randrange(256), rng.choice([250, 252, 253, 254, 255])]),
+                                   *op.values[1:])
+                    if op.kind == "R" and type(op.values[0]) is int else op for op in base.operands)
+        inst = replace(base, operands=ops)
+        try:
+            slots = register_slots(inst)
+            expected = highest_register(inst)
+        except Exception:
+            continue
+        if not slots:
+            continue
+        counting = isa.shape_encoder(inst, slots)
+        if counting is None:
+            continue
+        top = [-1]
+        word = counting(inst, top)
+        if word is None:
+            continue
+        assert word == isa.encode(inst), (inst, replay())
+        assert top[0] == expected, (inst, top[0], expected, replay())
+        counted += 1
+    assert counted > 100, counted
