@@ -241,13 +241,11 @@ def _line_items(lines: Lines, start: int = 0, stop: Optional[int] = None) -> lis
     """The items of the parsed text, line by line through the line plans; raises _WholeText.
     `start`, `stop`: those of lines start+1..stop only (where no listing's instruction runs
     over the range's ends: see split_line)."""
-    out = []
-    plans = _line_plans
-    split = NUMBER_IN_LINE.split
+    out: list = []
     texts = lines.lines
     stop = len(texts) if stop is None else stop
-    high_word = _HIGH_WORD_LINE.match
-    whole = "\n".join(texts[start:stop])
+    own = texts[start:stop] if start or stop < len(texts) else texts
+    whole = "\n".join(own)
     keys = (_HEX_WORD_IN_KEY.sub(_HEX_WORD_ZEROED, whole.encode("ascii").translate(_DIGIT_KEY))
             .decode("ascii").split("\n") if whole.isascii() else None)
     # (no listing's instruction without a comment's end: most texts look at no line's end)
@@ -255,8 +253,22 @@ def _line_items(lines: Lines, start: int = 0, stop: Optional[int] = None) -> lis
     del whole
     by_key = _digit_keys
     try:
+        if keys is not None and not comment_ends:
+            # Most texts: a statement a line, most of them of a digit key seen before (the
+            # first step of _statement_items, here without a call a line).
+            append = out.append
+            for lineno, line, digit_key in zip(itertools.count(start + 1), own, keys):
+                known = by_key.get(digit_key)
+                if known is not None:
+                    check, value, cut, build = known
+                    if check is None or check(line) == value:
+                        append(build(cut(line), lines, lineno))
+                        continue
+                _statement_items(line, digit_key, lineno, lines, out)
+            return out
+        high_word = _HIGH_WORD_LINE.match
         skip = False
-        for lineno, line in enumerate(texts[start:stop] if start or stop < len(texts) else texts, start + 1):
+        for lineno, line in enumerate(own, start + 1):
             if skip:
                 skip = False
                 continue
@@ -278,34 +290,42 @@ def _line_items(lines: Lines, start: int = 0, stop: Optional[int] = None) -> lis
                     digit_key += " " + keys[lineno - start]
                     if address is not None:
                         digit_key = digit_key[:a] + "0" * (b - a) + digit_key[b:]
-            if digit_key is not None:
-                known = by_key.get(digit_key)
-                if known is not None and (known[0] is None or known[0](line) == known[1]):
-                    out.append(known[3](known[2](line), lines, lineno))
-                    continue
-            parts = split(line)
-            key = tuple(parts[::2])
-            plan = plans.get(key)
-            if plan is not None:
-                if plan.statement is not None:
-                    out.append(plan.statement(parts, lines, lineno))
-                elif plan.items:
-                    out.extend(plan.build(parts, lines, lineno))
-            else:
-                plan, items = _plan_line(line, parts, lineno, lines)
-                out.extend(items)
-                if plan is None:
-                    continue
-                if len(plans) >= _MAX_LINE_PLANS:
-                    plans.clear()
-                plans[key] = plan
-            if digit_key is not None and plan.statement is not None:
-                if len(by_key) >= _MAX_LINE_PLANS:
-                    by_key.clear()
-                by_key[digit_key] = _digit_key_entry(line, digit_key, parts, plan.statement)
+            _statement_items(line, digit_key, lineno, lines, out)
     except SassError:
         raise _WholeText from None
     return out
+
+
+def _statement_items(line: str, digit_key: Optional[str], lineno: int, lines: Lines, out: list) -> None:
+    """Append the items of one line (or of a listing's instruction joined into one) to `out`:
+    built from the plan of its digit key or of its shape, or planned; raises SassError."""
+    by_key = _digit_keys
+    if digit_key is not None:
+        known = by_key.get(digit_key)
+        if known is not None and (known[0] is None or known[0](line) == known[1]):
+            out.append(known[3](known[2](line), lines, lineno))
+            return
+    parts = NUMBER_IN_LINE.split(line)
+    key = tuple(parts[::2])
+    plans = _line_plans
+    plan = plans.get(key)
+    if plan is not None:
+        if plan.statement is not None:
+            out.append(plan.statement(parts, lines, lineno))
+        elif plan.items:
+            out.extend(plan.build(parts, lines, lineno))
+    else:
+        plan, items = _plan_line(line, parts, lineno, lines)
+        out.extend(items)
+        if plan is None:
+            return
+        if len(plans) >= _MAX_LINE_PLANS:
+            plans.clear()
+        plans[key] = plan
+    if digit_key is not None and plan.statement is not None:
+        if len(by_key) >= _MAX_LINE_PLANS:
+            by_key.clear()
+        by_key[digit_key] = _digit_key_entry(line, digit_key, parts, plan.statement)
 
 
 def split_line(lines: Lines, near: int) -> int:
