@@ -250,6 +250,40 @@ OPERAND_SETTERS = tuple(Operand.__dict__[f].__set__ for f in ("kind", "values", 
 set_binding = OPERAND_SETTERS[4]
 
 
+class _SelfBound:
+    def __repr__(self) -> str:
+        return "SELF_BOUND"
+
+
+# The mark of an operand that every pass binds to itself (Operand._binding: (SELF_BOUND, the
+# operand, its shape part)): one without a name in it, as the parser marks the ones it shares
+# (a pass that finds an operand unbound binds it alone; a TuringAs file writes thousands of
+# distinct immediates and offsets).
+SELF_BOUND = _SelfBound()
+# Numbers for what an instruction's shape sees of an operand (its kind, flags, and whether it
+# has a symbol): the passes key the shapes of bound instructions by them.
+_shape_parts: dict[tuple, int] = {}
+
+
+def shape_part(kind: str, flags: frozenset, has_symbol: bool) -> int:
+    part = (kind, flags, has_symbol)
+    number = _shape_parts.get(part)
+    if number is None:
+        number = _shape_parts[part] = len(_shape_parts)
+    return number
+
+
+def names_nothing(op: Operand) -> bool:
+    """Whether the operand holds no name for a pass to bind (no symbol, no name or label piece)."""
+    return op.symbol is None and "N" not in op.kind and "L" not in op.kind
+
+
+def bind_to_itself(op: Operand) -> Operand:
+    """Mark an operand that names nothing as bound to itself in every pass; returns it."""
+    set_binding(op, (SELF_BOUND, op, shape_part(op.kind, op.flags, False)))
+    return op
+
+
 def new_operand(kind: str, values: tuple, flags: frozenset, symbol=None) -> Operand:
     """Operand(kind, values, flags, symbol) without the frozen dataclass's __init__ (its
     object.__setattr__ per field cost as much as the rest of binding a name)."""

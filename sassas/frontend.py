@@ -23,7 +23,7 @@ from typing import Optional
 
 from .arch import CONSTANT_SLOTS, constant_slot, get_arch
 from .ast import (DEFAULT_LATENCY, NO_BARRIER, Declarations, Instruction, Kernel, Label, Operand, Program, Shape, SymbolRef,
-                  new_operand, set_binding)
+                  SELF_BOUND, new_operand, set_binding, shape_part)
 from .dialect import apply_dialect, leaves_shape
 from .errors import Diagnostics, SassError
 from .isa import get_isa
@@ -183,13 +183,13 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
     # its shape part)). The parser makes one Operand for all the instructions that write the
     # same operand (sassas.parse_tree); each of them reads the binding from the operand's slot,
     # an attribute read, where a dictionary by the operand's id cost about twice as much.
-    # (An operand another pass bound carries that pass's mark: bound again here.)
+    # (An operand another pass bound carries that pass's mark: bound again here. One that
+    # names nothing, which the parser marked SELF_BOUND, is its own binding in every pass.)
     mark = object()
+    own = SELF_BOUND
     # The shape of an instruction with its operands bound, by its shape before and, for each
-    # bound operand, a number for what a shape sees of it (its kind, flags, and whether it
-    # has a symbol).
+    # bound operand, its shape part (ast.shape_part: what a shape sees of it).
     bound_shapes: dict[tuple, Shape] = {}
-    shape_parts: dict[tuple, int] = {}
     # What the dialect and the checks need of a shape that the dialect leaves as it is (most):
     # (its checks, its uniform registers' slots where the arch has fewer than sassas names).
     plain: dict[Shape, tuple] = {}
@@ -205,29 +205,31 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
             if n == 4:
                 a, b, c, d = ops
                 a, b, c, d = a._binding, b._binding, c._binding, d._binding
-                if a[0] is mark and b[0] is mark and c[0] is mark and d[0] is mark:
+                if ((a[0] is mark or a[0] is own) and (b[0] is mark or b[0] is own)
+                        and (c[0] is mark or c[0] is own) and (d[0] is mark or d[0] is own)):
                     operands, key = (a[1], b[1], c[1], d[1]), (shape, a[2], b[2], c[2], d[2])
             elif n == 3:
                 a, b, c = ops
                 a, b, c = a._binding, b._binding, c._binding
-                if a[0] is mark and b[0] is mark and c[0] is mark:
+                if (a[0] is mark or a[0] is own) and (b[0] is mark or b[0] is own) and (c[0] is mark or c[0] is own):
                     operands, key = (a[1], b[1], c[1]), (shape, a[2], b[2], c[2])
             elif n == 5:
                 a, b, c, d, e = ops
                 a, b, c, d, e = a._binding, b._binding, c._binding, d._binding, e._binding
-                if a[0] is mark and b[0] is mark and c[0] is mark and d[0] is mark and e[0] is mark:
+                if ((a[0] is mark or a[0] is own) and (b[0] is mark or b[0] is own) and (c[0] is mark or c[0] is own)
+                        and (d[0] is mark or d[0] is own) and (e[0] is mark or e[0] is own)):
                     operands, key = (a[1], b[1], c[1], d[1], e[1]), (shape, a[2], b[2], c[2], d[2], e[2])
             elif n == 2:
                 a, b = ops
                 a, b = a._binding, b._binding
-                if a[0] is mark and b[0] is mark:
+                if (a[0] is mark or a[0] is own) and (b[0] is mark or b[0] is own):
                     operands, key = (a[1], b[1]), (shape, a[2], b[2])
             if operands is None:
                 new_ops = []
                 key = [shape]
                 for i, op in enumerate(ops):
                     entry = op._binding
-                    if entry[0] is not mark:
+                    if entry[0] is not mark and entry[0] is not own:
                         op_key = (op.kind, op.values, op.flags, op.symbol)
                         entry = bound.get(op_key)
                         if entry is None:
@@ -237,8 +239,8 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
                                 diags.error(e.with_loc(inst.operand_loc(i)))
                                 entry = (None, op, None)      # (tried again where it stands next)
                             else:
-                                part = (new.kind, new.flags, new.symbol is not None)
-                                entry = bound[op_key] = (mark, new, shape_parts.setdefault(part, len(shape_parts)))
+                                entry = bound[op_key] = (mark, new, shape_part(new.kind, new.flags,
+                                                                               new.symbol is not None))
                         if entry[2] is not None:
                             set_binding(op, entry)
                     new_ops.append(entry[1])

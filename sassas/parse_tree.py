@@ -11,7 +11,8 @@ from typing import Optional
 from lark import Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from .ast import OPERAND_SETTERS, UNBOUND, AddressOf, ControlCode, GlobalDecl, Instruction, Label, Loc, Operand, Param, Shape, SourceLine
+from .ast import (OPERAND_SETTERS, SELF_BOUND, UNBOUND, AddressOf, ControlCode, GlobalDecl, Instruction, Label, Loc,
+                  Operand, Param, Shape, SourceLine, bind_to_itself, names_nothing, shape_part)
 from .control import control_from_notes, format_notes, read_control
 from .errors import SassError
 from .operands import MAX_REGISTER, Atom, canonical_operand, parse_number, parse_register
@@ -264,7 +265,8 @@ def _register_operand_table(prefix: str, kind: str, flags: frozenset) -> dict[st
     key = (prefix, kind, flags)
     table = _register_operands.get(key)
     if table is None:
-        table = _register_operands[key] = {d: Operand(kind, (n,), flags) for d, n in _REGISTER_NUMBERS[prefix].items()}
+        table = _register_operands[key] = {d: bind_to_itself(Operand(kind, (n,), flags))
+                                           for d, n in _REGISTER_NUMBERS[prefix].items()}
     return table
 
 
@@ -405,6 +407,7 @@ def _compile_build(plan: StatementPlan):
     for name, setter in zip(("kind", "values", "flags", "symbol", "binding"), OPERAND_SETTERS):
         names["op_" + name] = setter
     names["not_bound"] = UNBOUND
+    names["self_bound"] = SELF_BOUND
 
     def const(value) -> str:
         name = f"c{len(names)}"
@@ -417,7 +420,8 @@ def _compile_build(plan: StatementPlan):
         var = f"op{k}"
         operands.append(var)
         if not fills:
-            operands[-1] = const(Operand(kind, values, flags, symbol))
+            op = Operand(kind, values, flags, symbol)
+            operands[-1] = const(bind_to_itself(op) if names_nothing(op) else op)
             continue
         if len(values) == 1 and fills[0][2] == _FROM_NAME_SYMBOL and symbol == values[0]:
             # The operand is a name alone (`acc12`): one Operand for every instruction that names it.
@@ -462,13 +466,17 @@ def _compile_build(plan: StatementPlan):
         # `0x4`), as for a register or a name alone, so that it is bound once. (Not for the
         # instructions without names: looking each one up costs more than making it.)
         table = const(_value_operands.setdefault((kind, flags, symbol), {}))
+        # (one that names nothing, `0x10` or `[R2+0x10]`, bound to itself: SELF_BOUND)
+        self_bound = (symbol is None and all(how not in (_FROM_NAME, _FROM_NAME_SYMBOL) for _, _, how, _ in fills)
+                      and names_nothing(Operand(kind, values, flags)))
         body.append(f"key = ({''.join(item + ', ' for item in items)}{symbol_item},)")
         body.append(f"{var} = {table}.get(key)")
         body.append(f"if {var} is None:")
         body.append(f"    if len({table}) >= {_MAX_VALUE_OPERANDS}: {table}.clear()")
         body.append(f"    {var} = {table}[key] = new(Operand); op_kind({var}, {const(kind)}); "
-                    f"op_values({var}, key[:-1]); op_flags({var}, {const(flags)}); op_symbol({var}, key[-1]); "
-                    f"op_binding({var}, not_bound)")
+                    f"op_values({var}, key[:-1]); op_flags({var}, {const(flags)}); op_symbol({var}, key[-1]); " +
+                    (f"op_binding({var}, (self_bound, {var}, {const(shape_part(kind, flags, False))}))"
+                     if self_bound else f"op_binding({var}, not_bound)"))
     predicate = const(plan.predicate)
     control = const(plan.control)
     if plan.control_words is not None:

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Optional
 
 from .arch import Arch
-from .ast import CodeRelocation, Instruction, Kernel, Label, Operand, SymbolRef, set_binding
+from .ast import SELF_BOUND, CodeRelocation, Instruction, Kernel, Label, Operand, SymbolRef, set_binding
 from .errors import SassError
 from .isa import get_isa
 from .isa.forms import form_key
@@ -72,7 +72,8 @@ def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Ope
     resolved: dict[tuple, Operand] = {}
     # This pass's mark on the operands it has resolved (Operand._binding: (mark, resolved
     # operand, None)): the parser and the front end share one Operand among the instructions
-    # that write the same operand, and each of them reads what it resolved to from its slot.
+    # that write the same operand, and each of them reads what it resolved to from its slot
+    # (an operand that names nothing, SELF_BOUND, resolves to itself).
     mark = object()
     # The shape of an instruction with its operands resolved, by its shape before and its
     # operands' objects (most are resolved's: shared), with those operands (held, so that no
@@ -84,7 +85,7 @@ def resolve_kernel(kernel: Kernel, arch: Arch, registers: Optional[dict[str, Ope
             operands = []
             for i, op in enumerate(inst.operands):
                 entry = op._binding
-                if entry[0] is mark:
+                if entry[0] is mark or entry[0] is SELF_BOUND:
                     operands.append(entry[1])
                     continue
                 try:
