@@ -12,7 +12,8 @@
           error against float64; JSON (--json) and a plot (--plot). With --ablation: the SASS
           switches, each turned back alone (F(2x2,3x3)'s; --algo f4tc f4fused: F(4x4,3x3)'s).
   report  re-render a bench JSON (here, no GPU): table, cuDNN anchors (data/, measured on an H200), plot.
-  mma-peak  the tensor pipe's rate for mma.sync m16n8k8 TF32 (what bounds the f4tc GEMM).
+  mma-peak  the tensor pipe's rate for mma.sync m16n8k8 TF32 (what bounds the f4tc GEMM), and for
+            wgmma m64n256k8 TF32 (HGMMA: what would bound a 3xTF32 GEMM on it).
   sass    print the generated SASS of one shape.
   sim     run the generated SASS in the CPU simulator on one shape and compare with NumPy.
   train-bench  training-step time (forward + both gradients) of ResNet-18/34's 3x3 layers:
@@ -151,7 +152,8 @@ def main(argv=None) -> int:
     q.add_argument("--parts", type=int, default=0, help="only this split of the channels (0: 1 to f4.MAX_PARTS)")
     q.add_argument("--json")
     q.set_defaults(func=cmd_gemm)
-    q = sub.add_parser("mma-peak", help="mma.sync m16n8k8 TF32's rate (what bounds the 3xTF32 GEMM, algo f4tc)")
+    q = sub.add_parser("mma-peak", help="mma.sync m16n8k8 TF32's rate (what bounds the 3xTF32 GEMM, algo f4tc) "
+                                        "and wgmma m64n256k8 TF32's (HGMMA, sm_90)")
     q.add_argument("--json")
     q.set_defaults(func=cmd_mma_peak)
     q = sub.add_parser("loop", help="the F(4x4,3x3) GEMM's main-loop FFMA issue rate in cycles (needs ncu)")

@@ -425,9 +425,50 @@ extern "C" __global__ void tf32_mma_peak(float *out, int n) {
 """
 
 
+def wgmma_peak_source(k_steps: int = 8) -> str:
+    """A warpgroup's wgmma m64n256k8 TF32 (HGMMA.64x256x8.F32.TF32), both operands from shared
+    memory through constant descriptors (the values do not change the rate), `k_steps` of them
+    into one accumulator tile a group, then wait: sm_90a only."""
+    registers = ", ".join(f"%{i}" for i in range(128))
+    accumulators = ", ".join(f'"+f"(d[{i}])' for i in range(128))
+    mma = (f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %130, 0;\\n'
+           f'wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {{{registers}}}, %128, %129, p, 1, 1;\\n}}\\n"'
+           f' : {accumulators} : "l"(da), "l"(db), "r"(1));')
+    return r"""
+extern "C" __global__ void __launch_bounds__(128) tf32_wgmma_peak(float *out, int n) {
+    __shared__ __align__(1024) float tiles[10240];
+    for (int i = threadIdx.x; i < 10240; i += blockDim.x) tiles[i] = 0.f;
+    __syncthreads();
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    unsigned base = (unsigned)__cvta_generic_to_shared(tiles);
+    // (descriptors: start address, leading and stride byte offsets, all >> 4; no swizzle)
+    unsigned long long da = ((base >> 4) & 0x3FFF) | (8ull << 16) | (16ull << 32);
+    unsigned long long db = (((base + 8192) >> 4) & 0x3FFF) | (8ull << 16) | (16ull << 32);
+    float d[128];
+#pragma unroll
+    for (int j = 0; j < 128; j++) d[j] = 0.f;
+    for (int i = 0; i < n; i++) {
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+        for (int k = 0; k < K_STEPS; k++) {
+            MMA
+        }
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    }
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < 128; j++) s += d[j];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+""".replace("MMA", mma).replace("K_STEPS", str(k_steps))
+
+
 def cmd_mma_peak(args) -> int:
     """The tensor pipe's rate for HMMA.1688.F32.TF32 (mma.sync m16n8k8 TF32) at 4 to 32 warps an
-    SM: what bounds tcgemm's 3xTF32 loop (three HMMAs a product tile)."""
+    SM: what bounds tcgemm's 3xTF32 loop (three HMMAs a product tile); then, on sm_90, the rate
+    of wgmma m64n256k8 TF32 (HGMMA, a warpgroup's) at 1 to 3 warpgroups an SM: what a 3xTF32
+    loop on HGMMA would be bound by."""
     import numpy as np
     import sassas
     import torch
@@ -451,7 +492,24 @@ def cmd_mma_peak(args) -> int:
         rows.append(row)
         print(f"warps/SM {row['warps_per_sm']:>3}  {ms:8.4f} ms  {row['tf32_tflops']:6.1f} TF32 TFLOPS  "
               f"{row['cycles_per_hmma']:5.2f} cycles/HMMA/scheduler", flush=True)
+    wgmma_rows = []
+    if arch() == "sm_90":
+        kernel = sassas.load(compile_source(wgmma_peak_source(), "sm_90a", "tf32_wgmma_peak.cu"))["tf32_wgmma_peak"]
+        n = 1024
+        print(f"# wgmma m64n256k8 TF32 (HGMMA.64x256x8.F32.TF32), 8 a group into one accumulator tile; cycles a "
+              f"HGMMA an SM at {clk / 1e6:.0f} MHz; 3xTF32 (three products a tile) at a third of the rate")
+        for blocks in (1, 2, 3):
+            def fn(_):
+                kernel((sms * blocks, 1, 1), 128, pointer(out), np.int32(n))
+            ms, _ = timeit(fn, 1, reps=5, rounds=3, graph=False)
+            hgmma = sms * blocks * n * 8
+            row = {"warpgroups_per_sm": blocks, "ms": ms, "tf32_tflops": hgmma * 2 * 64 * 256 * 8 / ms / 1e9,
+                   "cycles_per_hgmma_per_sm": ms * 1e-3 * clk / (hgmma / sms)}
+            wgmma_rows.append(row)
+            print(f"warpgroups/SM {blocks}  {ms:8.4f} ms  {row['tf32_tflops']:6.1f} TF32 TFLOPS  "
+                  f"{row['cycles_per_hgmma_per_sm']:6.1f} cycles/HGMMA/SM  3xTF32 bound "
+                  f"{row['tf32_tflops'] / 3:6.1f} TFLOPS", flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": props.name, "sms": sms, "rows": rows}, f, indent=1)
+            json.dump({"device": props.name, "sms": sms, "rows": rows, "wgmma_rows": wgmma_rows}, f, indent=1)
     return 0

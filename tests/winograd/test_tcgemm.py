@@ -36,6 +36,7 @@ def _sim_gemm(g: GemmShape, rng, o: tcgemm.TcOptions = tcgemm.OPTIONS):
                          ids=str)
 def test_assembles_without_hazards(g):
     import sassas
+    from sassas.disasm import disassemble
     from sassas.elf import read_cubin
     text = tcgemm.generate(g)
     cubin = sassas.assemble(text, "sm_90", filename="tcgemm.sass")
@@ -178,3 +179,25 @@ def test_f4tc_conv2d_on_the_gpu(shape):
     want = ref.direct_conv2d(x, w)
     assert not np.isnan(got).any()
     assert np.linalg.norm(got - want) / np.linalg.norm(want) <= 1e-5
+
+
+def test_the_wgmma_peak_kernel_is_hgmma_tf32_and_sassas_rebuilds_it():
+    """mma-peak's wgmma kernel (sm_90a, NVRTC): its loop is HGMMA.64x256x8.F32.TF32, 8 to a
+    wait, and `sassas disasm` -> `sassas asm` gives its cubin's code back byte for byte."""
+    from kernels_sass.winograd import cuda
+    from kernels_sass.winograd.bench import wgmma_peak_source
+    import sassas
+    from sassas.disasm import disassemble
+    from sassas.elf import read_cubin
+    ok, why = cuda.nvrtc_available()
+    if not ok:
+        pytest.skip(why)
+    try:
+        data = cuda._nvrtc_compile(wgmma_peak_source(), "sm_90a", cuda.OPTIONS, "tf32_wgmma_peak.cu")
+    except cuda.CompilerMissing as e:
+        pytest.skip(str(e))
+    text = disassemble(data)
+    assert text.count("HGMMA.64x256x8.F32.TF32") == 40 and text.count("WARPGROUP.DEPBAR.LE gsb0, 0x0") == 5
+    again = sassas.assemble(text, "sm_90a", "tf32_wgmma_peak.sass")
+    code = lambda cubin: {k.name: k.code for k in read_cubin(cubin).kernels}
+    assert code(again.data) == code(data)
