@@ -256,8 +256,8 @@ class _SelfBound:
 
 
 # The mark of an operand that every pass binds to itself (Operand._binding: (SELF_BOUND, the
-# operand, its shape part)): one without a name in it, as the parser marks the ones it shares
-# (a pass that finds an operand unbound binds it alone; a TuringAs file writes thousands of
+# operand, its shape part)): one without a name in it, as the parser marks those it shares (a
+# pass binds each operand without its mark on its own, and a TuringAs file writes thousands of
 # distinct immediates and offsets).
 SELF_BOUND = _SelfBound()
 # Numbers for what an instruction's shape sees of an operand (its kind, flags, and whether it

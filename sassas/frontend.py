@@ -191,7 +191,8 @@ def finish_kernel(kernel: Kernel, diags: Diagnostics, auto_reuse: bool = False, 
     # bound operand, its shape part (ast.shape_part: what a shape sees of it).
     bound_shapes: dict[tuple, Shape] = {}
     # What the dialect and the checks need of a shape that the dialect leaves as it is (most):
-    # (its checks, its uniform registers' slots where the arch has fewer than sassas names).
+    # (its checks, the function that passes what they let pass, its uniform registers' slots
+    # where the arch has fewer than sassas names).
     plain: dict[Shape, tuple] = {}
     for inst in instructions:
         shape = inst.shape
