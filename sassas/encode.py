@@ -116,6 +116,7 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
     arch_name = arch.name
     encode = isa.encode
     top = [-1]              # the highest R register so far (the counting encoders raise it)
+    tallies = []            # (problems, [count]): by_control's entries that count their instructions only
     looked_at = []          # instructions whose highest R register _highest_register finds
     # What is found per instruction shape, once a shape (a file repeats a few shapes thousands
     # of times): its compiled encoder (Isa.shape_encoder; where the registers are counted, one
@@ -123,7 +124,8 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
     # register (semantics.register_top_function) for an instruction that encoder leaves to
     # Isa.encode, and by control code (word >> 105) what the validity rules find:
     # (control_problems, or () where may_break_rules says they find nothing; whether the
-    # zero-register rules may refuse it).
+    # zero-register rules may refuse it; None, or the count of the instructions with these
+    # warnings past their first ones).
     of_shape: dict = {}
     for index in range(start, stop):
         inst = instructions[index]
@@ -162,9 +164,11 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
             if checks is None:
                 checks = by_control[c] = (control_problems(inst, c, arch_name)
                                           if may_break_rules(c, inst.opcode, arch_name) else (),
-                                          may_refuse_zero_register(inst.opcode, arch_name))
-            problems, zero = checks
-            if problems:
+                                          may_refuse_zero_register(inst.opcode, arch_name), None)
+            problems, zero, tally = checks
+            if tally is not None:
+                tally[0] += 1
+            elif problems:
                 for order, (severity, message) in enumerate(problems):
                     if severity == "error":
                         errors.append(SassError(f"{inst.mnemonic}: {message}", inst.loc))
@@ -174,6 +178,14 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
                     if n < WARNINGS_PER_MESSAGE:
                         warnings.setdefault(message, []).append((index_base + index, order,
                                                                  f"{inst.mnemonic}: {message}", inst.loc))
+                if all(severity != "error" and counts[message] >= WARNINGS_PER_MESSAGE
+                       for severity, message in problems):
+                    # Each of these warnings has its first ones: the next instructions of this
+                    # shape and control code are counted only (a dense file writes the
+                    # yield-reuse spelling on most of its FFMAs).
+                    tally = [0]
+                    tallies.append((problems, tally))
+                    by_control[c] = (problems, zero, tally)
             if zero:
                 errors.extend(SassError(f"{inst.mnemonic}: {message}", inst.loc)
                               for message in zero_register_problems(inst, arch_name))
@@ -186,6 +198,9 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
             else:
                 looked_at.append(index)
     top = top[0]
+    for problems, tally in tallies:
+        for _severity, message in problems:
+            counts[message] += tally[0]
     if find_top and not errors:
         for index in looked_at:
             top = max(top, _highest_register(instructions, index, index + 1))

@@ -70,6 +70,18 @@ def test_reuse_on_a_yielding_instruction_warns():
                         warnings_as_errors=True)
 
 
+def test_a_warning_at_many_instructions_is_given_at_its_first_ones_then_counted():
+    """The first WARNINGS_PER_MESSAGE instructions with a warning, in order, then one line with
+    how many more: every instruction counted, in two control codes and two shapes of it."""
+    lines = [f"--:-:-:Y:{4 + k % 2}  FFMA R{2 + k % 3}, R1.reuse, R3, R{k % 7};" if k % 5 else
+             "--:-:-:Y:4  FMUL R2, R1.reuse, R3;" for k in range(70)]
+    cubin = sassas.assemble("\n".join(lines + ["--:-:-:Y:5  EXIT;"]), "sm_90", "k.sass")
+    first = [w for w in cubin.warnings if w.loc is not None]
+    assert [w.loc.line for w in first] == list(range(1, 21))
+    assert [w.message for w in cubin.warnings if w.loc is None] == [
+        "50 more instructions of kernel 'k' with: " + first[0].message.split(": ", 1)[1]]
+
+
 def test_failed_assembly_leaves_an_existing_output_alone(tmp_path, capsys):
     src, out = tmp_path / "k.sass", tmp_path / "k.cubin"
     out.write_bytes(b"old")
