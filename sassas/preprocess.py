@@ -127,7 +127,7 @@ def preprocess(text: str, filename: str = "<input>", include_dirs: tuple[str, ..
     lines = text.split("\n")
     if is_listing(text):
         # NVIDIA's text, taken as it stands: no includes, blocks or inline Python run in it.
-        lines = listing_statements(lines, filename)
+        lines = listing_statements(lines, filename, text)
         _emit_as_written(ctx, lines, range(1, len(lines) + 1), filename, None)
         ctx.out.listing = True
     else:
@@ -161,13 +161,13 @@ def _emit_as_written(ctx: _Context, lines: list[str], numbers: Sequence[int], fi
 _SPECIAL_MARKS = ("<", "{", "}", "include")
 
 
-def _special_lines(lines: list[str], text: Optional[str] = None) -> list[int]:
-    """The indices of the lines that hold `<`, `{`, `}` or `include`: each found by str.find
-    in the lines joined (`text`, where the caller has it; a few lines hold one, and looking
-    into each line took longer)."""
+def _special_lines(lines: list[str], text: Optional[str] = None, marks: tuple = _SPECIAL_MARKS) -> list[int]:
+    """The indices of the lines that hold one of `marks` (`<`, `{`, `}` or `include`): each
+    found by str.find in the lines joined (`text`, where the caller has it; a few lines hold
+    one, and looking into each line took longer)."""
     text = "\n".join(lines) if text is None else text
     found = []
-    for mark in _SPECIAL_MARKS:
+    for mark in marks:
         pos = text.find(mark)
         while pos >= 0:
             found.append(pos)
@@ -517,14 +517,33 @@ def is_listing(text: str) -> bool:
             and _LISTING_MARK.search(text) is not None)
 
 
-def listing_statements(lines: list[str], filename: str) -> list[str]:
+# The words of the listing lines that listing_statements reads one by one (a function's start,
+# a section, an entry); the lines between are instructions, labels or what is dropped.
+_LISTING_MARKS = ("Function", ".section", ".other")
+
+
+def listing_statements(lines: list[str], filename: str, text: Optional[str] = None) -> list[str]:
+    """The listing's lines as the parser takes them: a function's directive, its code's
+    instructions (with their hex words) and labels as they stand; every other line blank, so
+    that line numbers stay the listing's. `text`: the lines joined, where the caller has it."""
     out: list[str] = []
     in_code = False          # inside a function's code
     function: Optional[str] = None
     start = 0                # where the function's directive went in `out`
-    for line in lines:
-        keep = ""
-        # (each regex only where the word it needs stands: most lines are instructions)
+    instruction, text_label = _INSTRUCTION_LINE.match, _TEXT_LABEL.match
+    i = 0
+    for at in _special_lines(lines, text, _LISTING_MARKS) + [len(lines)]:
+        # The lines before the next marked one, in one pass (most of a listing)
+        run = lines[i:at]
+        if in_code:
+            out.extend([(_ANNOTATION.sub(_blank, line) if "(*" in line else line) if instruction(line) else
+                        line if line.strip().endswith(":") and not text_label(line) else "" for line in run])
+        else:
+            out.extend([""] * len(run))
+        if at == len(lines):
+            break
+        line, keep, i = lines[at], "", at + 1
+        # (each regex only where the word it needs stands)
         m = _CUOBJDUMP_FUNCTION.match(line) if "Function" in line else None
         s = _SECTION.match(line) if ".section" in line else None
         if m:
@@ -540,9 +559,13 @@ def listing_statements(lines: list[str], filename: str) -> list[str]:
         elif in_code and ".other" in line and _ENTRY.match(line):
             out[start] = f".kernel {function}"
         elif in_code:
-            if _INSTRUCTION_LINE.match(line):
-                keep = _ANNOTATION.sub(lambda a: " " * len(a.group()), line) if "(*" in line else line
-            elif line.strip().endswith(":") and not _TEXT_LABEL.match(line):
+            if instruction(line):
+                keep = _ANNOTATION.sub(_blank, line) if "(*" in line else line
+            elif line.strip().endswith(":") and not text_label(line):
                 keep = line          # a branch target (.L_x_3:) or a function's entry
         out.append(keep)
     return out
+
+
+def _blank(annotation: re.Match) -> str:
+    return " " * len(annotation.group())
