@@ -120,9 +120,9 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
     looked_at = []          # instructions whose highest R register _highest_register finds
     # What is found per instruction shape, once a shape (a file repeats a few shapes thousands
     # of times): its compiled encoder (Isa.shape_encoder; where the registers are counted, one
-    # that counts them where its shape's are known: then True), the function of its highest R
-    # register (semantics.register_top_function) for an instruction that encoder leaves to
-    # Isa.encode, and by control code (word >> 105) what the validity rules find:
+    # that counts them where its shape's are known: then True), else the function of its
+    # highest R register (semantics.register_top_function), and by control code (word >> 105)
+    # what the validity rules find:
     # (control_problems, or () where may_break_rules says they find nothing; whether the
     # zero-register rules may refuse it; None, or the count of the instructions with these
     # warnings past their first ones).
@@ -209,17 +209,20 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
 
 
 def _shape_encoding(inst: Instruction, isa, find_top: bool) -> tuple:
-    """_encode_range's entry for the instruction's shape (see there), but the control codes'."""
-    top_of = slots = None
-    if find_top:
-        try:
-            top_of, slots = register_top_function(inst), register_slots(inst)
-        except Exception:
-            pass            # (_highest_register looks at each such instruction: its error, if any)
-    if slots:
-        counting = isa.shape_encoder(inst, slots)
-        if counting is not None:
-            return counting, True, top_of, {}
+    """_encode_range's entry for the instruction's shape (see there), but the control codes'.
+    (An instruction the counting encoder leaves to Isa.encode has its registers counted by
+    _highest_register, as one of a shape without a top function.)"""
+    if not find_top:
+        return isa.shape_encoder(inst), False, None, {}
+    try:
+        slots = register_slots(inst)
+        if slots:
+            counting = isa.shape_encoder(inst, slots)
+            if counting is not None:
+                return counting, True, None, {}
+        top_of = register_top_function(inst)
+    except Exception:
+        top_of = None       # (_highest_register looks at each such instruction: its error, if any)
     return isa.shape_encoder(inst), False, top_of, {}
 
 

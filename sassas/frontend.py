@@ -455,6 +455,9 @@ def _bind(op: Operand, registers, consts, smem, labels, params, known, arch: Opt
 _PROBES = (tuple(0x5A5A0000 + 0x100 * i for i in range(8)), tuple(0x3C3C0000 + 0x1300 * i for i in range(8)))
 
 
+_SEEN_ONCE = object()
+
+
 class _LayoutBinder:
     """_bind for the operands of one kernel, learnt once per layout: the operand's kind, flags
     and symbol, and the names among its values. Where binding keeps the operand's numbers as
@@ -474,6 +477,10 @@ class _LayoutBinder:
         layout = (op.kind, op.flags, op.symbol, tuple([v if v.__class__ is str else None for v in values]))
         recipe = self.layouts.get(layout)
         if recipe is None:
+            # (learnt at its second operand: most layouts of a small file have one)
+            self.layouts[layout] = _SEEN_ONCE
+            return _bind(op, *self.args)
+        if recipe is _SEEN_ONCE:
             recipe = self.layouts[layout] = self._learn(op) or False
         if recipe is False:
             return _bind(op, *self.args)
@@ -600,12 +607,19 @@ def _passes_function(checks: tuple):
         if branch:
             body.append(f"    if control is not None and control.read_barrier != {NO_BARRIER}: return False")
     body.append("    return True")
-    scope: dict = {}
-    exec("\n".join(body), scope)
-    return scope["passes"]
+    source = "\n".join(body)
+    passes = _passes_by_source.get(source)
+    if passes is None:
+        scope: dict = {}
+        exec(source, scope)
+        passes = _passes_by_source[source] = scope["passes"]
+    return passes
 
 
 _passes_of: dict[Shape, object] = {}
+# (the function of a layout of checks: many shapes share one, and compiling each cost a small
+# file's assembly a few per cent)
+_passes_by_source: dict[str, object] = {}
 
 
 def _check(inst: Instruction, checks: tuple, diags: Diagnostics) -> None:

@@ -508,23 +508,24 @@ _PROBE_STRIDE = 16
 def highest_register(inst: Instruction) -> int:
     """The highest R register number `inst` reads or writes as effects() counts them (each
     operand with its width), -1 for none."""
-    known = _register_slots_of_shape(inst)
-    if known is None:
+    top = register_top_function(inst)
+    if top is None:
         return max([-1] + [n for file, n in effects(inst).reads + effects(inst).writes if file == "R"])
-    return known[1](inst.operands)
+    return top(inst.operands)
 
 
 _r_slots: dict[Shape, Optional[tuple]] = {}
 
 
-def _register_slots_of_shape(inst: Instruction) -> Optional[tuple]:
-    """(the R register slots of the instruction's shape, their _top_function), or None where
-    the probe cannot find them (effects() must look at the instruction itself)."""
+def _register_slots_of_shape(inst: Instruction) -> Optional[list]:
+    """[the R register slots of the instruction's shape, their _top_function or None until
+    asked for], or None where the probe cannot find them (effects() must look at the
+    instruction itself)."""
     shape = inst.shape
     known = _r_slots.get(shape, False)
     if known is False:
         slots = _r_register_slots(inst)
-        known = _r_slots[shape] = None if slots is None else (slots, _top_function(slots))
+        known = _r_slots[shape] = None if slots is None else [slots, None]
     return known
 
 
@@ -542,7 +543,11 @@ def register_top_function(inst: Instruction):
     shape with these operands. None where highest_register must look at each instruction.
     Raises what highest_register raises for an opcode the table does not know."""
     known = _register_slots_of_shape(inst)
-    return None if known is None else known[1]
+    if known is None:
+        return None
+    if known[1] is None:
+        known[1] = _top_function(known[0])
+    return known[1]
 
 
 def _top_function(slots: tuple[tuple[int, int, int], ...]):
