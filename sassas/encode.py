@@ -129,7 +129,13 @@ def _encode_range(instructions: list[Instruction], start: int, stop: int, arch: 
     of_shape: dict = {}
     for index in range(start, stop):
         inst = instructions[index]
-        shape = inst.shape
+        # (Instruction.shape, inline: the property's call cost as much as its tests)
+        seen = inst._shape
+        if (seen is not None and seen[1] is inst.operands and seen[2] is inst.predicate
+                and seen[3] is inst.modifiers and seen[4] is inst.opcode):
+            shape = seen[0]
+        else:
+            shape = inst.shape
         known = of_shape.get(shape)
         if known is None:
             known = of_shape[shape] = _shape_encoding(inst, isa, find_top)
