@@ -23,7 +23,7 @@ from typing import Optional
 
 from .arch import CONSTANT_SLOTS, constant_slot, get_arch
 from .ast import (DEFAULT_LATENCY, NO_BARRIER, Declarations, Instruction, Kernel, Label, Operand, Program, Shape, SymbolRef,
-                  SELF_BOUND, new_operand, set_binding, shape_part)
+                  SELF_BOUND, names_nothing, new_operand, set_binding, shape_part)
 from .dialect import apply_dialect, leaves_shape
 from .errors import Diagnostics, SassError
 from .isa import get_isa
@@ -390,7 +390,7 @@ def _bind(op: Operand, registers, consts, smem, labels, params, known, arch: Opt
     the caller gives them the operand's.)"""
     if isinstance(op.symbol, SymbolRef):
         return op                  # `32@lo(name)`: resolve makes it a relocation
-    if op.symbol is None and "N" not in op.kind and "L" not in op.kind:
+    if names_nothing(op):
         return op                  # no name in it (`RZ`, `0x10` beside a name in the instruction)
     if op.kind == "C[I][I]" and op.symbol in LAUNCH_NAMES:
         return op                  # `blockDim.x`: resolve adds the arch's base (0x360 on Blackwell)
@@ -455,6 +455,7 @@ def _bind(op: Operand, registers, consts, smem, labels, params, known, arch: Opt
 _PROBES = (tuple(0x5A5A0000 + 0x100 * i for i in range(8)), tuple(0x3C3C0000 + 0x1300 * i for i in range(8)))
 
 
+# (_LayoutBinder's entry for a layout seen once and not learnt yet)
 _SEEN_ONCE = object()
 
 
