@@ -14,6 +14,7 @@
   report  re-render a bench JSON (here, no GPU): table, cuDNN anchors (data/, measured on an H200), plot.
   mma-peak  the tensor pipe's rate for mma.sync m16n8k8 TF32 (what bounds the f4tc GEMM), and for
             wgmma m64n256k8 TF32 (HGMMA: what would bound a 3xTF32 GEMM on it).
+  wgmma-gemm  the GEMM in 3xTF32 on HGMMA (wgmma, CUDA-C: wggemm.py) against tcgemm's kernels.
   sass    print the generated SASS of one shape.
   sim     run the generated SASS in the CPU simulator on one shape and compare with NumPy.
   train-bench  training-step time (forward + both gradients) of ResNet-18/34's 3x3 layers:
@@ -26,7 +27,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import ablation4
+from . import ablation4, wggemm
 from .bench import cmd_bench, cmd_gemm, cmd_mma_peak
 from .check import cmd_check, cmd_sim, cmd_smoke
 from .ncu import cmd_loop, cmd_profile
@@ -156,6 +157,12 @@ def main(argv=None) -> int:
                                         "and wgmma m64n256k8 TF32's (HGMMA, sm_90)")
     q.add_argument("--json")
     q.set_defaults(func=cmd_mma_peak)
+    q = sub.add_parser("wgmma-gemm", help="F(4x4,3x3)'s GEMM in 3xTF32 on HGMMA (wgmma, sm_90a, CUDA-C) against "
+                                          "tcgemm's 3xTF32 and FP16-split kernels")
+    q.add_argument("--configs", nargs="*", help=f"layers (default {' '.join(wggemm.CONFIGS)})")
+    q.add_argument("--reps", type=int, default=20)
+    q.add_argument("--json")
+    q.set_defaults(func=wggemm.cmd_wgmma_gemm)
     q = sub.add_parser("loop", help="the F(4x4,3x3) GEMM's main-loop FFMA issue rate in cycles (needs ncu)")
     q.add_argument("--options", nargs="*", default=["", EIGHT_BY_EIGHT, "skip=copies", "skip=lds"],
                    help="GEMM variants (gemm --options); skip=... are measurement-only variants")

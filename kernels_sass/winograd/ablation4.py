@@ -96,7 +96,7 @@ def ablation_f4tc(name, s, variants, reps: int) -> list[dict]:
         p = f4.Plan(s, parts, v.gemm)
         row = {"config": name, "algo": "f4tc", "variant": v.tag, "what": v.what, "parts": parts}
         try:
-            f4.module(v.gemm).Generator(p.gemm, v.gemm)       # a GEMM variant the shape cannot take: Unsupported
+            f4.generator(p.gemm, v.gemm)       # a GEMM variant the shape cannot take: Unsupported
             wss = [api.Workspace(xc=torch.empty((s.C, s.H, s.W, s.N), device="cuda"),
                                  yk=torch.empty((s.K, s.H, s.W, s.N), device="cuda")) if v.transposes
                    else api.Workspace() for _ in range(sets)]

@@ -72,6 +72,7 @@ class Workspace:
     u4: Any = None      # F(4x4,3x3): transformed filters, inputs, products (f4.Plan.buffers)
     v4: Any = None
     m4: Any = None
+    scales: Any = None  # F(4x4,3x3) with the FP16 halves: max |w| and max |V| (f4.Plan.buffers)
     u4f: Any = None     # F(4x4,3x3) fused: transformed filters (f4fused.Fused.u_rows x Kp)
 
 

@@ -335,6 +335,22 @@ def bench_ablation(args, configs, info) -> int:
     return 0
 
 
+def f16_operands(u, v):
+    """U's rows (FP32, torch) as tcgemm's FP16 split takes them (f4_filter_transform_f16's
+    layout: per channel pair a row of hi words, then of lo words, a word the half2 of the pair),
+    scaled by U's split scale; and the scales word pair [max |u|, max |v|] (float bits)."""
+    import torch
+    from .tcgemm import split_scale
+    bits = lambda t: int(t.abs().max().float().view(torch.int32))
+    scales = torch.tensor([bits(u), bits(v)], dtype=torch.int32, device=u.device).view(torch.float32)
+    x = u * 2.0 ** (split_scale(bits(u)) - 127)
+    hi = x.half()
+    lo = (x - hi.float()).half()
+    pairs = lambda h: torch.stack([h[0::2], h[1::2]], dim=-1).view(torch.int32).squeeze(-1)    # [rows/2][K]
+    words = torch.stack([pairs(hi), pairs(lo)], dim=1).reshape(u.shape).view(torch.float32)
+    return words, scales
+
+
 def cmd_gemm(args) -> int:
     """The F(4x4,3x3) batched GEMM alone (gemmgen's SASS kernel, or with the variant "tc"
     tcgemm's 3xTF32 one) for each split of its channel loop, against cuBLAS (torch.bmm, FP32
@@ -361,17 +377,19 @@ def cmd_gemm(args) -> int:
             p = f4.Plan(s, parts, o)
             g = p.gemm
             try:
-                f4.module(o).Generator(g, o)
+                f4.generator(g, o)
             except gemmgen.Unsupported:
                 continue
             times = []
             for gg in (g, gemmgen.GemmShape(2 * g.C, g.K, g.T, parts)):
-                u = torch.randn((gg.operand_rows, gg.K), device=dev)
-                v = torch.randn((gg.operand_rows, gg.T), device=dev)
+                pad = f4.Plan(s, parts, o).buffers()["u4"][0] - g.operand_rows
+                u = torch.randn((gg.operand_rows + pad, gg.K), device=dev)
+                v = torch.randn((gg.operand_rows + pad, gg.T), device=dev)
                 m = torch.full((parts * gemmgen.E, gg.K, gg.T), float("nan"), device=dev)
+                words, scales = f16_operands(u, v) if getattr(o, "split", "") == "f16" else (u, None)
 
-                def fn(i, gg=gg, u=u, v=v, m=m, o=o):
-                    f4.launch_sass_gemm(gg, u, v, m, o, torch.cuda.current_stream().cuda_stream)
+                def fn(i, gg=gg, words=words, v=v, m=m, o=o, scales=scales):
+                    f4.launch_sass_gemm(gg, words, v, m, o, torch.cuda.current_stream().cuda_stream, scales)
                 fn(0)
                 torch.cuda.synchronize()
                 if gg is g:
@@ -415,6 +433,20 @@ extern "C" __global__ void tf32_mma_peak(float *out, int n) {
 #pragma unroll
         for (int j = 0; j < 8; j++)
             asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                         "{%0,%1,%2,%3};" : "+f"(c[j][0]), "+f"(c[j][1]), "+f"(c[j][2]), "+f"(c[j][3])
+                         : "r"(a), "r"(b), "r"(a ^ 1u), "r"(b ^ 1u), "r"(a ^ 2u), "r"(b ^ 2u));
+    }
+    float s = 0.f;
+    for (int j = 0; j < 8; j++) s += c[j][0] + c[j][1] + c[j][2] + c[j][3];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+extern "C" __global__ void f16_mma_peak(float *out, int n) {
+    float c[8][4] = {};
+    unsigned a = threadIdx.x, b = 3u * a;
+    for (int i = 0; i < n; i++) {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                          "{%0,%1,%2,%3};" : "+f"(c[j][0]), "+f"(c[j][1]), "+f"(c[j][2]), "+f"(c[j][3])
                          : "r"(a), "r"(b), "r"(a ^ 1u), "r"(b ^ 1u), "r"(a ^ 2u), "r"(b ^ 2u));
     }
@@ -476,22 +508,26 @@ def cmd_mma_peak(args) -> int:
     from .device import arch, pointer
     props = torch.cuda.get_device_properties(torch.device("cuda"))
     sms, clk = props.multi_processor_count, 1980e6
-    kernel = sassas.load(compile_source(MMA_PEAK_SRC, arch(), "tf32_mma_peak.cu"))["tf32_mma_peak"]
+    module = sassas.load(compile_source(MMA_PEAK_SRC, arch(), "mma_peak.cu"))
     out = torch.zeros(sms * 4 * 1024, device="cuda")
     n = 4096
     rows = []
-    print(f"# {props.name}: mma.sync m16n8k8 TF32, 8 independent accumulators a warp; cycles a HMMA a scheduler "
-          f"at {clk / 1e6:.0f} MHz")
-    for threads, blocks in ((128, 1), (128, 2), (128, 3), (256, 2), (512, 2), (1024, 1)):
-        def fn(_):
-            kernel((sms * blocks, 1, 1), threads, pointer(out), np.int32(n))
-        ms, _ = timeit(fn, 1, reps=5, rounds=3, graph=False)
-        hmma = sms * blocks * threads // 32 * n * 8
-        row = {"warps_per_sm": threads // 32 * blocks, "ms": ms, "tf32_tflops": hmma * 2048 / ms / 1e9,
-               "cycles_per_hmma": ms * 1e-3 * clk / (hmma / (sms * 4))}
-        rows.append(row)
-        print(f"warps/SM {row['warps_per_sm']:>3}  {ms:8.4f} ms  {row['tf32_tflops']:6.1f} TF32 TFLOPS  "
-              f"{row['cycles_per_hmma']:5.2f} cycles/HMMA/scheduler", flush=True)
+    # (type, kernel, multiply-adds an HMMA): TF32 m16n8k8 (tcgemm's), FP16 m16n8k16 (what a split into
+    # FP16 halves would run on)
+    for kind, name, macs in (("tf32", "tf32_mma_peak", 16 * 8 * 8), ("f16", "f16_mma_peak", 16 * 8 * 16)):
+        kernel = module[name]
+        print(f"# {props.name}: mma.sync m16n8k{macs // 128} {kind.upper()}, 8 independent accumulators a warp; "
+              f"cycles a HMMA a scheduler at {clk / 1e6:.0f} MHz")
+        for threads, blocks in ((128, 1), (128, 2), (128, 3), (256, 2), (512, 2), (1024, 1)):
+            def fn(_):
+                kernel((sms * blocks, 1, 1), threads, pointer(out), np.int32(n))
+            ms, _ = timeit(fn, 1, reps=5, rounds=3, graph=False)
+            hmma = sms * blocks * threads // 32 * n * 8
+            row = {"type": kind, "warps_per_sm": threads // 32 * blocks, "ms": ms,
+                   "tflops": hmma * 2 * macs / ms / 1e9, "cycles_per_hmma": ms * 1e-3 * clk / (hmma / (sms * 4))}
+            rows.append(row)
+            print(f"warps/SM {row['warps_per_sm']:>3}  {ms:8.4f} ms  {row['tflops']:6.1f} {kind.upper()} TFLOPS  "
+                  f"{row['cycles_per_hmma']:5.2f} cycles/HMMA/scheduler", flush=True)
     wgmma_rows = []
     if arch() == "sm_90":
         kernel = sassas.load(compile_source(wgmma_peak_source(), "sm_90a", "tf32_wgmma_peak.cu"))["tf32_wgmma_peak"]

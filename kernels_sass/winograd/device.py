@@ -145,6 +145,12 @@ def join(stream) -> None:
     _call("cuStreamWaitEvent", _stream_handle(stream), side_stream()[2], 0)
 
 
+def zero32(t: Any, count: int, stream) -> None:
+    """The first `count` 32-bit words of device array t set to zero, in `stream`'s order."""
+    from sassas.load import _call, _stream_handle
+    _call("cuMemsetD32Async", pointer(t), 0, count, _stream_handle(stream))
+
+
 def cuda_module():
     from . import cuda
     return cuda.module(arch())

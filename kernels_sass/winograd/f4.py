@@ -29,7 +29,7 @@ import numpy as np
 
 from . import gemmgen, tcgemm
 from .gemmgen import BM, BN, GemmShape
-from .device import arch, beside, cuda_module, filter_strides, join, pointer
+from .device import arch, beside, cuda_module, filter_strides, join, pointer, zero32
 from .plan import Shape
 from .target import ARCHS, target
 
@@ -85,14 +85,26 @@ class Plan:
         return self.TH * self.TW * self.s.N
 
     @property
+    def f16(self) -> bool:
+        """The GEMM takes U and V in FP16 halves (tcgemm's F16Generator): U from
+        f4_filter_transform_f16, the scales in the workspace's `scales`."""
+        return isinstance(self.options, tcgemm.TcOptions) and self.options.split == "f16"
+
+    @property
     def gemm(self) -> GemmShape:
-        return GemmShape(_up(self.s.C, self.options.unroll * gemmgen.BC * self.parts), _up(self.s.K, BM),
+        channels = self.options.channels if isinstance(self.options, tcgemm.TcOptions) else gemmgen.BC
+        return GemmShape(_up(self.s.C, self.options.unroll * channels * self.parts), _up(self.s.K, BM),
                          _up(self.T, BN), self.parts)
 
     def buffers(self) -> dict[str, tuple[int, ...]]:
-        """Shapes of the intermediate buffers (float32)."""
+        """Shapes of the intermediate buffers (float32; scales: two float bits words)."""
         g = self.gemm
-        return {"u4": (g.operand_rows, g.K), "v4": (g.operand_rows, g.T), "m4": (g.parts * gemmgen.E, g.K, g.T)}
+        # the rows the last iterations' prefetches read past the last position's
+        rows = g.operand_rows + (tcgemm.f16_pad_rows(self.options) if self.f16 else 0)
+        out = {"u4": (rows, g.K), "v4": (rows, g.T), "m4": (g.parts * gemmgen.E, g.K, g.T)}
+        if self.f16:
+            out["scales"] = (2,)
+        return out
 
 
 def modelled(p: Plan, sms: int) -> float:
@@ -108,8 +120,14 @@ def modelled(p: Plan, sms: int) -> float:
 
 
 def module(o: gemmgen.GemmOptions | tcgemm.TcOptions):
-    """The generator of a GEMM variant: gemmgen (FFMA) or tcgemm (3xTF32 on the tensor cores)."""
+    """The generator of a GEMM variant: gemmgen (FFMA) or tcgemm (3xTF32 or FP16 halves on the
+    tensor cores)."""
     return tcgemm if isinstance(o, tcgemm.TcOptions) else gemmgen
+
+
+def generator(g: GemmShape, o: gemmgen.GemmOptions | tcgemm.TcOptions):
+    """The variant's generator for g (raises gemmgen.Unsupported where it does not take g)."""
+    return tcgemm.generator(g, o) if isinstance(o, tcgemm.TcOptions) else gemmgen.Generator(g, o)
 
 
 def launch_grid(g: GemmShape, o: gemmgen.GemmOptions | tcgemm.TcOptions) -> tuple[int, int, int]:
@@ -129,7 +147,7 @@ def plan(s: Shape, sms: int, parts: int = 0, tc: bool = False) -> Plan:
         for n in [parts] if parts else range(1, MAX_PARTS + 1):
             p = Plan(s, n, o)
             try:
-                module(o).Generator(p.gemm, o)
+                generator(p.gemm, o)
             except gemmgen.Unsupported:
                 continue
             if not parts and n > 1 and p.gemm.C != Plan(s, 1, o).gemm.C:
@@ -137,7 +155,7 @@ def plan(s: Shape, sms: int, parts: int = 0, tc: bool = False) -> Plan:
             cands.append((modelled(p, sms), len(cands), p))
     if not cands:
         o = (TC_VARIANTS if tc else VARIANTS)[0][0]
-        module(o).Generator(Plan(s, parts or 1, o).gemm, o)     # raises with the reason
+        generator(Plan(s, parts or 1, o).gemm, o)     # raises with the reason
     return min(cands)[2]
 
 
@@ -153,33 +171,44 @@ def sass_gemm(g: GemmShape, o: gemmgen.GemmOptions | tcgemm.TcOptions = gemmgen.
     return sassas.load(gen.build(g, o, arch=gpu))[gen.kernel_name(g, o)]
 
 
-def filter_transform(w, u4, p: Plan, layout: str, stream=0) -> None:
+def filter_transform(w, u4, p: Plan, layout: str, stream=0, scales=None) -> None:
+    """U (u4) from w; for the FP16 halves (p.f16) first max |w| into scales[0] (zeroed by the
+    caller), then U scaled and split."""
     s, g = p.s, p.gemm
-    cuda_module()["f4_filter_transform"]((g.K // 128, g.C), 128, pointer(w), pointer(u4), np.int32(s.K),
-                                         np.int32(s.C), np.int32(g.K), np.int32(g.C), *filter_strides(s, layout),
-                                         stream=stream)
+    args = (pointer(w), pointer(u4), np.int32(s.K), np.int32(s.C), np.int32(g.K), np.int32(g.C),
+            *filter_strides(s, layout))
+    if p.f16:
+        n = s.K * s.C * 9
+        cuda_module()["f4_absmax"]((min(-(-n // 128), 1024),), 128, pointer(w), np.int64(n), pointer(scales),
+                                   stream=stream)
+        cuda_module()["f4_filter_transform_f16"]((g.K // 128, g.C // 2), 128, *args, pointer(scales), stream=stream)
+    else:
+        cuda_module()["f4_filter_transform"]((g.K // 128, g.C), 128, *args, stream=stream)
 
 
-def input_transform(x, v4, p: Plan, stream=0, layout: str = "CHWN") -> None:
-    """V (v4) from x in `layout` (CHWN, or NCHW with the columns image by image)."""
+def input_transform(x, v4, p: Plan, stream=0, layout: str = "CHWN", scales=None) -> None:
+    """V (v4) from x in `layout` (CHWN, or NCHW with the columns image by image); where scales
+    is given, max |V| into scales[1] (zeroed by the caller)."""
     s, g = p.s, p.gemm
     name = "f4_input_transform_nchw" if layout == "NCHW" else "f4_input_transform"
     cuda_module()[name]((g.T // 128, g.C), 128, pointer(x), pointer(v4), np.int32(s.N), np.int32(s.C),
                         np.int32(s.H), np.int32(s.W), np.int32(p.TW), np.int32(p.T), np.int32(g.C),
-                        np.int32(g.T), stream=stream)
+                        np.int32(g.T), np.uint64(0 if scales is None else pointer(scales) + 4), stream=stream)
 
 
 def launch_sass_gemm(g: GemmShape, u4, v4, m4, o: gemmgen.GemmOptions | tcgemm.TcOptions = gemmgen.OPTIONS,
-                     stream=0) -> None:
-    """M (m4) from U (u4) and V (v4) by the SASS GEMM of shape g, variant o."""
-    sass_gemm(g, o)(launch_grid(g, o), o.threads, pointer(u4), pointer(v4), pointer(m4), shared=smem_bytes(o),
-                    stream=stream)
+                     stream=0, scales=None) -> None:
+    """M (m4) from U (u4) and V (v4) by the SASS GEMM of shape g, variant o (the FP16 halves'
+    also reads `scales`)."""
+    extra = (pointer(scales),) if isinstance(o, tcgemm.TcOptions) and o.split == "f16" else ()
+    sass_gemm(g, o)(launch_grid(g, o), o.threads, pointer(u4), pointer(v4), pointer(m4), *extra,
+                    shared=smem_bytes(o), stream=stream)
 
 
-def gemm(impl: str, u4, v4, m4, p: Plan, stream=0) -> None:
+def gemm(impl: str, u4, v4, m4, p: Plan, stream=0, scales=None) -> None:
     g = p.gemm
     if impl == "sass":
-        launch_sass_gemm(g, u4, v4, m4, p.options, stream=stream)
+        launch_sass_gemm(g, u4, v4, m4, p.options, stream=stream, scales=scales)
     elif impl == "cuda":
         if g.parts != 1:
             raise ValueError("the CUDA-C GEMM has no split")
@@ -207,15 +236,18 @@ def conv(impl: str, x, w, y, p: Plan, layout: str, ws: Any, lib: Any, stream=0, 
     for name, shape in p.buffers().items():
         if getattr(ws, name) is None:
             setattr(ws, name, lib.empty(shape))
+    scales = ws.scales if p.f16 else None
+    if scales is not None:
+        zero32(scales, 2, stream)
     # The filter and input transforms run side by side: each alone leaves the GPU part idle
     # (a launch's start and tail, a small grid) and Conv5's filter transform (512 x 512 filters
     # into 36 x 1 MB of U) lasts as long as its input transform.
     if SIDE_STREAM:
-        beside(stream, lambda side: filter_transform(w, ws.u4, p, w_layout or layout, side))
+        beside(stream, lambda side: filter_transform(w, ws.u4, p, w_layout or layout, side, scales))
     else:
-        filter_transform(w, ws.u4, p, w_layout or layout, stream)
-    input_transform(x, ws.v4, p, stream, layout)
+        filter_transform(w, ws.u4, p, w_layout or layout, stream, scales)
+    input_transform(x, ws.v4, p, stream, layout, scales)
     if SIDE_STREAM:
         join(stream)
-    gemm(impl, ws.u4, ws.v4, ws.m4, p, stream)
+    gemm(impl, ws.u4, ws.v4, ws.m4, p, stream, scales)
     output_transform(ws.m4, y, p, stream, layout)

@@ -22,7 +22,7 @@ def cmd_profile(args) -> int:
         from . import f4, gemmgen
         g, o = gemmgen.GemmShape(*args.gemm), gemm_options(args.gemm_options)
         try:
-            f4.module(o).Generator(g, o)
+            f4.generator(g, o)
         except (gemmgen.Unsupported, ValueError) as e:
             raise SystemExit(f"profile --gemm {' '.join(map(str, args.gemm))}: {e}") from None
         u = torch.randn((g.operand_rows, g.K), device=dev)

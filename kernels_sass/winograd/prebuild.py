@@ -56,7 +56,7 @@ def cmd_prebuild(args) -> int:
                 g = f4.Plan(s, parts, o).gemm
                 for gg in (g, gemmgen.GemmShape(2 * g.C, g.K, g.T, parts)):
                     try:
-                        f4.module(o).Generator(gg, o)
+                        f4.generator(gg, o)
                     except gemmgen.Unsupported:
                         continue
                     gemms.add((gg, o))
@@ -104,7 +104,7 @@ def ablation4_jobs(sms: int) -> tuple[list, list]:
         for v in f4tc_ablation_variants() if n in ABLATION4_CONFIGS else ():
             g = f4.Plan(s, f4.plan(s, sms, tc=True).parts, v.gemm).gemm
             try:
-                f4.module(v.gemm).Generator(g, v.gemm)
+                f4.generator(g, v.gemm)
             except gemmgen.Unsupported:
                 continue
             gemms.add((g, v.gemm))

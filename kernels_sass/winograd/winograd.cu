@@ -348,6 +348,92 @@ extern "C" __global__ void f4_filter_transform(const float* __restrict__ w, floa
     }
 }
 
+// ---- the FP16 split of the tensor-core GEMM (tcgemm, split "f16"): a value x of U or V is
+// scaled by a power of two s (f4_split_scale: the largest |x s| below 2^15, in FP16's range)
+// and split into hi = fp16(x s) and lo = fp16(x s - hi); three HMMA.16816 a tile (hi*hi, lo*hi,
+// hi*lo), the products' sum scaled back by 1 / (s_u s_v). U's bound is max |w| (the rows of G
+// sum to at most 1 in absolute value), V's the input transform's running max (f4_block_max).
+
+// The block's largest |value| into *vmax (float bits: unsigned order is float order for
+// non-negative values; NaN above everything), where vmax is given: the FP16 split's scale
+// (f4_split_scale). 128 threads.
+__device__ __forceinline__ void f4_block_max(float m, unsigned* vmax)
+{
+    __shared__ unsigned warp_max[4];
+    unsigned b = __float_as_uint(fabsf(m));
+    for (int d = 16; d > 0; d >>= 1) b = max(b, __shfl_xor_sync(0xffffffffu, b, d));
+    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = b;
+    __syncthreads();
+    if (threadIdx.x == 0) atomicMax(vmax, max(max(warp_max[0], warp_max[1]), max(warp_max[2], warp_max[3])));
+}
+
+// grid-stride; the largest |w[i]| into *out (float bits), 128 threads a block
+extern "C" __global__ void f4_absmax(const float* __restrict__ w, i64 n, unsigned* out)
+{
+    float m = 0.0f;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
+        m = fmaxf(m, fabsf(w[i]));
+    f4_block_max(m, out);
+}
+
+// s = 2^(14 - e), e the exponent of the largest |x| (bits `max`): |x s| < 2^15; clamped to
+// normal floats (tcgemm's prologue computes the same from the same bits)
+__device__ __forceinline__ float f4_split_scale(unsigned bits)
+{
+    return __uint_as_float((unsigned)min(max(268 - (int)(bits >> 23), 1), 254) << 23);
+}
+
+__device__ __forceinline__ unsigned f4_f16x2(float lo_half, float hi_half)
+{
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi_half), "f"(lo_half));
+    return r;
+}
+
+__device__ __forceinline__ float f4_f16_to_f32(unsigned short h)
+{
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+// grid (Kp / 128, Cp / 2), 128 threads; zero for k >= K or c >= C. U in FP16 halves: rows
+// (e*Cp/2 + p)*2 + {0: hi, 1: lo} of Kp words, a word the half2 of channels 2p (low half) and
+// 2p + 1 of filter k (the A fragments of HMMA.16816: channel pairs of one filter). scales[0]:
+// max |w| (f4_absmax).
+extern "C" __global__ void f4_filter_transform_f16(const float* __restrict__ w, unsigned* __restrict__ u,
+                                                   int K, int C, int Kp, int Cp,
+                                                   i64 sk, i64 sc, i64 sr, i64 ss, const unsigned* scales)
+{
+    const int k = blockIdx.x * blockDim.x + threadIdx.x, p = blockIdx.y;
+    if (k >= Kp) return;
+    const float scale = f4_split_scale(scales[0]);
+    float uv[2][36];
+    for (int h = 0; h < 2; ++h) {
+        const int c = 2 * p + h;
+        const bool ok = k < K && c < C;
+        float t[6][3];
+        for (int s = 0; s < 3; ++s) {
+            float col[3], o[6];
+            for (int r = 0; r < 3; ++r) col[r] = ok ? w[k * sk + c * sc + r * sr + s * ss] : 0.0f;
+            f4_g(col, o);
+            for (int i = 0; i < 6; ++i) t[i][s] = o[i];
+        }
+        for (int i = 0; i < 6; ++i) {
+            float o[6];
+            f4_g(t[i], o);
+            for (int j = 0; j < 6; ++j) uv[h][6 * i + j] = o[j] * scale;
+        }
+    }
+    for (int e = 0; e < 36; ++e) {
+        const unsigned hi = f4_f16x2(uv[0][e], uv[1][e]);
+        const float h0 = f4_f16_to_f32((unsigned short)(hi & 0xffff)), h1 = f4_f16_to_f32((unsigned short)(hi >> 16));
+        const i64 row = ((i64)e * (Cp / 2) + p) * 2;
+        u[row * Kp + k] = hi;
+        u[(row + 1) * Kp + k] = f4_f16x2(uv[0][e] - h0, uv[1][e] - h1);
+    }
+}
+
 // B^T d for one column of 6 (B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0;
 // 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1])
 __device__ __forceinline__ void f4_bt(const float d[6], float o[6])
@@ -366,10 +452,13 @@ __device__ __forceinline__ void f4_bt(const float d[6], float o[6])
 // read through L1), no layout transposes around the path.
 template <bool NCHW>
 __device__ __forceinline__ void f4_input_transform_body(const float* __restrict__ x, float* __restrict__ v,
-                                                        int N, int C, int H, int W, int TW, int T, int Cp, int Tp)
+                                                        int N, int C, int H, int W, int TW, int T, int Cp, int Tp,
+                                                        unsigned* vmax)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x, c = blockIdx.y;
-    if (t >= Tp) return;
+    if (t >= Tp) {                 // (Tp a multiple of 128: whole blocks return)
+        return;
+    }
     const bool ok = t < T && c < C;
     const int tiles = T / N;
     const int n = !ok ? 0 : NCHW ? t / tiles : t % N, tile = !ok ? 0 : NCHW ? t % tiles : t / N;
@@ -387,23 +476,31 @@ __device__ __forceinline__ void f4_input_transform_body(const float* __restrict_
         f4_bt(col, o);
         for (int i = 0; i < 6; ++i) s[i][j] = o[i];
     }
+    float m = 0.0f;
     for (int i = 0; i < 6; ++i) {
         float o[6];
         f4_bt(s[i], o);
-        for (int j = 0; j < 6; ++j) v[((i64)(6 * i + j) * Cp + c) * Tp + t] = o[j];
+        for (int j = 0; j < 6; ++j) {
+            v[((i64)(6 * i + j) * Cp + c) * Tp + t] = o[j];
+            m = fmaxf(m, fabsf(o[j]));
+        }
     }
+    if (vmax) f4_block_max(m, vmax);
 }
 
+// vmax: null, or where the largest |V| goes (f4_block_max)
 extern "C" __global__ void f4_input_transform(const float* __restrict__ x, float* __restrict__ v,
-                                              int N, int C, int H, int W, int TW, int T, int Cp, int Tp)
+                                              int N, int C, int H, int W, int TW, int T, int Cp, int Tp,
+                                              unsigned* vmax)
 {
-    f4_input_transform_body<false>(x, v, N, C, H, W, TW, T, Cp, Tp);
+    f4_input_transform_body<false>(x, v, N, C, H, W, TW, T, Cp, Tp, vmax);
 }
 
 extern "C" __global__ void f4_input_transform_nchw(const float* __restrict__ x, float* __restrict__ v,
-                                                   int N, int C, int H, int W, int TW, int T, int Cp, int Tp)
+                                                   int N, int C, int H, int W, int TW, int T, int Cp, int Tp,
+                                                   unsigned* vmax)
 {
-    f4_input_transform_body<true>(x, v, N, C, H, W, TW, T, Cp, Tp);
+    f4_input_transform_body<true>(x, v, N, C, H, W, TW, T, Cp, Tp, vmax);
 }
 
 // A^T m for one column of 6 (A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1])

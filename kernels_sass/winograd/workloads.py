@@ -77,6 +77,8 @@ def f4tc_ablation_variants() -> list[F4tcSwitch]:
                        replace(o, reuse_across=False)),
             *(F4tcSwitch(f"hmma_gap_{gap}", f"GEMM: HMMAs {gap} cycles apart, not {o.hmma_gap}",
                          replace(o, hmma_gap=gap)) for gap in (o.hmma_gap - 1, o.hmma_gap + 2)),
+            F4tcSwitch("f16_halves", "GEMM: FP16 halves (scaled, three HMMA.16816), not 3xTF32",
+                       replace(o, split="f16")),
             F4tcSwitch("filter_sequential", "the filter transform before the input transform, one stream",
                        constants={"SIDE_STREAM": False}),
             F4tcSwitch("transposes", "NCHW through CHWN: x and y transposed, the CHWN transforms"

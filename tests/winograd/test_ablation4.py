@@ -25,7 +25,7 @@ CONV5 = Shape(128, 512, 7, 7, 512)
 def test_variants_are_the_default_then_one_switch_each():
     tc = f4tc_ablation_variants()
     tags = [v.tag for v in tc]
-    assert len(set(tags)) == len(tags) == 8
+    assert len(set(tags)) == len(tags) == 9
     assert tc[0].tag == "default" and tc[0].gemm == tcgemm.OPTIONS and not tc[0].constants and not tc[0].transposes
     for v in tc[1:]:
         changed = (v.gemm != tcgemm.OPTIONS) + bool(v.constants) + v.transposes
@@ -81,8 +81,8 @@ def test_tc_switches_change_the_gemm_and_the_default_is_the_planned_one():
             texts[v.tag] = tcgemm.generate(f4.Plan(s, p.parts, v.gemm).gemm, v.gemm)
         assert texts["default"] == normal
         gemm_tags = [v.tag for v in f4tc_ablation_variants() if v.gemm != tcgemm.OPTIONS]
-        assert len(gemm_tags) == 4
-        assert len({texts[t] for t in gemm_tags} | {normal}) == 5      # each its own GEMM
+        assert len(gemm_tags) == 5
+        assert len({texts[t] for t in gemm_tags} | {normal}) == 6      # each its own GEMM
         for v in f4tc_ablation_variants():             # launch switches: the GEMM as it is
             if v.gemm == tcgemm.OPTIONS:
                 assert texts[v.tag] == normal
@@ -90,7 +90,7 @@ def test_tc_switches_change_the_gemm_and_the_default_is_the_planned_one():
 
 def test_prebuild_jobs_cover_every_layer_and_variant():
     gemms, fused = ablation4_jobs(132)
-    assert len(gemms) == len(ABLATION4_CONFIGS) * 5          # the default GEMM and 4 variants a layer
+    assert len(gemms) == len(ABLATION4_CONFIGS) * 6          # the default GEMM and 5 variants a layer
     assert {o for _, o in gemms} == {v.gemm for v in f4tc_ablation_variants()}
     assert len(fused) == len(ABLATION4_FUSED_CONFIGS) * len(f4fused_ablation_variants())
     assert all(n in dict(resnet_configs()) for n in ABLATION4_CONFIGS)

@@ -158,6 +158,99 @@ def test_auto_picks_f4tc_on_sm90_where_f4_or_the_f2_of_512_columns_ran():
     assert api.choose_algo(Shape(1, 256, 7, 7, 256), "CHWN", "sm_90") == "f4tc"     # small images
 
 
+# ---- the FP16 split (TcOptions.split "f16") -----------------------------------------------------
+@pytest.mark.parametrize("g", [GemmShape(64, 128, 128), GemmShape(512, 512, 512), GemmShape(256, 256, 512, 2)],
+                         ids=str)
+def test_f16_assembles_without_hazards(g):
+    import sassas
+    from sassas.elf import read_cubin
+    o = tcgemm.F16
+    text = tcgemm.generate(g, o)
+    cubin = sassas.assemble(text, "sm_90", filename="tcgemm_f16.sass")
+    assert cubins.hazards(cubin.program) == []
+    info = read_cubin(cubin.data).kernel(tcgemm.kernel_name(g, o))
+    assert info.registers == o.registers() == 187 and o.blocks_per_sm() == 2
+    # the loop body: 4 iterations of 48 HMMA.16816, the next iteration's A fragments (hi and lo,
+    # 16 LDS.64) and V values (16 LDS), their conversion (8 pairs: 2 FMUL, 2 F2FP, 2 HADD2.F32,
+    # 2 FADD each), 6 copies
+    loop = text[text.index("LOOP:"):text.index("BRA LOOP")]
+    for pattern, n in ((r"HMMA\.16816\.F32 ", 192), (r"LDS\.64", 64), (r"LDS R", 64), (r"\bFMUL\b", 64),
+                       (r"F2FP\.F16\.F32\.PACK_AB", 64), (r"HADD2\.F32", 64), (r"\bFADD\b", 64), (r"LDGSTS", 24)):
+        assert len(re.findall(pattern, loop)) == n, pattern
+
+
+def test_f16_conversion_results_wait_two_hmma_gaps():
+    """Measured: a conversion stage one HMMA gap (6 cycles) after the one it reads gave NaN; each
+    stage reads what the stage before wrote CONVERT_SPACING gaps earlier, 12 cycles or more."""
+    gen = tcgemm.generator(GemmShape(64, 128, 128), tcgemm.F16)
+    written, cycle = {}, 0
+    converting = ("FMUL", "F2FP", "HADD2", "FADD")
+    for op in gen.loop_body():
+        name, regs = op.text.split()[0], re.findall(r"R(\d+)", op.text)
+        if name.split(".")[0] in converting:
+            for r in regs[1:]:
+                if r in written:
+                    assert cycle - written[r] >= 12, op.text
+            written[regs[0]] = cycle
+        cycle += max(op.stall, 1)
+
+
+def test_f16_nvdisasm_reads_the_kernel_as_written():
+    from sassas.learn import oracle
+    why = oracle.missing_tools("sm_90", ("nvdisasm",))
+    if why:
+        pytest.skip(why)
+    for g in (GemmShape(64, 128, 128), GemmShape(512, 512, 384, 2)):
+        text = tcgemm.generate(g, tcgemm.F16)
+        assert cubins.disasm_mismatches(text, tcgemm.build(g, tcgemm.F16, cache=False)) == []
+
+
+def test_f16_refuses_what_it_is_not_generated_for():
+    with pytest.raises(Unsupported):          # 16 channels an iteration, 4 a loop body
+        tcgemm.generator(GemmShape(32, 128, 128), tcgemm.F16)
+    with pytest.raises(ValueError):
+        tcgemm.generator(GemmShape(64, 128, 128), tcgemm.TcOptions(split="f16", cols=128))
+    with pytest.raises(ValueError):
+        tcgemm.generator(GemmShape(64, 128, 128), tcgemm.TcOptions(split="bf16"))
+    assert f4.Plan(Shape(8, 20, 7, 7, 64), 1, tcgemm.F16).gemm.C == 64
+    assert f4.Plan(Shape(8, 20, 7, 7, 64), 1, tcgemm.F16).buffers()["scales"] == (2,)
+
+
+def test_split_scale_keeps_values_in_fp16_range():
+    """s = 2^(a - 127): the largest |x| times s below 2^15 and at least 2^14 for maxima from
+    2^-113 to FP32's largest; below, s stops at 2^127; zero, subnormal, inf and NaN maxima give
+    normal scales."""
+    rng = _rng("scale")
+    for x in np.concatenate([rng.standard_normal(200) * 10.0 ** rng.integers(-30, 30, 200), [2.0 ** -113, 3e38]]):
+        bits = int(np.float32(abs(x)).view(np.uint32))
+        s = 2.0 ** (tcgemm.split_scale(bits) - 127)
+        assert 2.0 ** 14 <= abs(np.float32(x)) * s < 2.0 ** 15
+    assert tcgemm.split_scale(int(np.float32(1e-38).view(np.uint32))) == 254
+    for bits in (0, 1, 0x7F800000, 0x7FC00000):
+        assert 1 <= tcgemm.split_scale(bits) <= 254
+
+
+def test_f16_split_is_fp32_accurate_at_any_scale_and_hi_alone_is_not():
+    """x s = hi + lo in FP16 halves (22 significant bits), three products a term: as accurate as
+    an FP32 sum at a ResNet channel count, whatever the operands' magnitude; hi*hi alone is not."""
+    rng = _rng("f16 split")
+    a, b = rng.standard_normal((2, 512, 4096)).astype(np.float32)
+    exact = (a.astype(np.float64) * b).sum(0)
+    rel = lambda y: np.linalg.norm(y - exact) / np.linalg.norm(exact)
+    for k in (1.0, 1e4, 1e-4):
+        sa, sb = (2.0 ** (tcgemm.split_scale(int(np.float32(np.abs(t * k).max()).view(np.uint32))) - 127) for t in (a, b))
+        parts = []
+        for t, sc in ((a * np.float32(k), sa), (b * np.float32(k), sb)):
+            x = (t * np.float32(sc)).astype(np.float32)
+            hi = x.astype(np.float16).astype(np.float64)
+            parts.append((hi, (x - hi).astype(np.float16).astype(np.float64), sc))
+        (ha, la, sa), (hb, lb, sb) = parts
+        three = (ha * hb + la * hb + ha * lb).sum(0) / (sa * sb * k * k)
+        assert rel(three) < 1e-6, k
+    one = (a.astype(np.float16).astype(np.float64) * b.astype(np.float16)).sum(0)
+    assert rel(one) > 1e-4
+
+
 # ---- on the GPU -----------------------------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [Shape(33, 20, 9, 11, 70), Shape(64, 512, 7, 7, 512), Shape(1, 3, 1, 2, 5),
@@ -177,6 +270,33 @@ def test_f4tc_conv2d_on_the_gpu(shape):
     conv2d(DeviceBuffer.from_numpy(x), DeviceBuffer.from_numpy(w), "sass", out=out, algo="f4tc")
     got = out.to_numpy()
     want = ref.direct_conv2d(x, w)
+    assert not np.isnan(got).any()
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) <= 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,scale", [(Shape(33, 20, 9, 11, 70), 1.0), (Shape(64, 512, 7, 7, 512), 1e4),
+                                         (Shape(32, 256, 14, 14, 256), 1e-4)], ids=str)
+def test_f4tc_in_fp16_halves_on_the_gpu(shape, scale):
+    """f4tc's path with the FP16 split (the scales from max |w| and max |V|): FP32 accuracy
+    at any magnitude, NaN-poisoned output."""
+    from sassas.load import DeviceBuffer, gpu_available
+    ok, why = gpu_available()
+    if not ok:
+        pytest.skip(f"no GPU: {why}")
+    from kernels_sass.winograd import api
+    from kernels_sass.winograd.device import Lib
+    if api.arch() != "sm_90":
+        pytest.skip(f"the tensor-core GEMM is generated for sm_90; this GPU is {api.arch()}")
+    rng = _rng(f"gpu f16 {shape}")
+    x = (rng.standard_normal((shape.N, shape.C, shape.H, shape.W)) * scale).astype(np.float32)
+    w = (rng.standard_normal((shape.K, shape.C, 3, 3)) * scale).astype(np.float32)
+    xd, wd = DeviceBuffer.from_numpy(x), DeviceBuffer.from_numpy(w)
+    out = DeviceBuffer.from_numpy(np.full((shape.N, shape.K, shape.H, shape.W), np.nan, np.float32))
+    p = f4.Plan(shape, f4.plan(shape, api.sm_count(), tc=True).parts, tcgemm.F16)
+    f4.conv("sass", xd, wd, out, p, "NCHW", api.Workspace(), Lib(xd))
+    got = out.to_numpy()
+    want = ref.direct_conv2d(x.astype(np.float64), w.astype(np.float64))
     assert not np.isnan(got).any()
     assert np.linalg.norm(got - want) / np.linalg.norm(want) <= 1e-5
 
@@ -201,3 +321,22 @@ def test_the_wgmma_peak_kernel_is_hgmma_tf32_and_sassas_rebuilds_it():
     again = sassas.assemble(text, "sm_90a", "tf32_wgmma_peak.sass")
     code = lambda cubin: {k.name: k.code for k in read_cubin(cubin).kernels}
     assert code(again.data) == code(data)
+
+
+def test_the_wgmma_gemm_variants_compile_to_unserialized_hgmma():
+    """wgmma-gemm's kernels (sm_90a, NVRTC): 3 HGMMA.64x128x8.F32.TF32 a k-step, wgmma's A from
+    registers, and ptxas keeps them in flight (a wait a group, not one an HGMMA: it serializes
+    them where the registers do not fit, as with two fragment sets under 128 registers)."""
+    from kernels_sass.winograd import cuda, wggemm
+    from sassas.disasm import disassemble
+    ok, why = cuda.nvrtc_available()
+    if not ok:
+        pytest.skip(why)
+    for tag, c in wggemm.VARIANTS.items():
+        try:
+            text = disassemble(cuda._nvrtc_compile(wggemm.source(c), "sm_90a", cuda.OPTIONS, "wggemm.cu"))
+        except cuda.CompilerMissing as e:
+            pytest.skip(str(e))
+        hgmma = len(re.findall(r"HGMMA\.64x128x8\.F32\.TF32 R\d+, R\d+, gdesc", text))
+        waits = text.count("WARPGROUP.DEPBAR")
+        assert hgmma and hgmma % 6 == 0 and waits <= hgmma // 3, (tag, hgmma, waits)
