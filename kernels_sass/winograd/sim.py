@@ -157,6 +157,14 @@ class Machine:
             return np.full(self.n, v & 0xFFFFFFFF, np.uint32)
         raise SimError(f"operand kind {k} not supported")
 
+    @staticmethod
+    def _upred(op, st) -> bool:
+        """A uniform predicate operand (UPT true), negated where written !UP."""
+        v = True if op.values[0] == 7 else st.UP.get(op.values[0])
+        if v is None:
+            raise SimError(f"UP{op.values[0]} read before it is written")
+        return v != ("!" in op.flags)
+
     def _usrc(self, op, st) -> int:
         return self._ur(st, op.values[0])
 
@@ -313,9 +321,11 @@ class Machine:
         return self._cache
 
     def _hmma(self, mods, ops, st, g, text):
-        """HMMA.1688.F32.TF32 D, A, B, C of every warp (all lanes active)."""
-        if tuple(mods) != ("1688", "F32", "TF32") or not g.all():
-            raise SimError(f"{text}: only an unpredicated HMMA.1688.F32.TF32 is modelled")
+        """HMMA.1688.F32.TF32 or HMMA.16816.F32 (FP16 operands) D, A, B, C of every warp (all
+        lanes active)."""
+        mma = {("1688", "F32", "TF32"): _mma_1688_tf32, ("16816", "F32"): _mma_16816_f16}.get(tuple(mods))
+        if mma is None or not g.all():
+            raise SimError(f"{text}: only an unpredicated HMMA.1688.F32.TF32 or HMMA.16816.F32 is modelled")
         d, a, b, c = (o.values[0] for o in ops[:4])
         for n in (a, a + 1, a + 2, a + 3, b, b + 1, c, c + 1, c + 2, c + 3):
             if not st.defined[n].all():
@@ -323,8 +333,8 @@ class Machine:
         out = np.zeros((4, self.n), np.uint32)
         for w in range(0, self.n, 32):
             lanes = slice(w, w + 32)
-            res = _mma_1688_tf32([st.R[a + k][lanes] for k in range(4)], [st.R[b + k][lanes] for k in range(2)],
-                                 [st.R[c + k][lanes] for k in range(4)])
+            res = mma([st.R[a + k][lanes] for k in range(4)], [st.R[b + k][lanes] for k in range(2)],
+                      [st.R[c + k][lanes] for k in range(4)])
             for k in range(4):
                 out[k, lanes] = res[k]
         for k in range(4):
@@ -357,11 +367,18 @@ class Machine:
                 vals = [int(_lop3(*(np.array([v], np.uint32) for v in vals), ops[4].values[0])[0])]
             st.UR[ops[0].values[0]] = vals[0]
         elif op == "UIADD3":
-            srcs = [x for x in ops[1:] if x.kind != "UP"]      # (Blackwell: the carry-outs, UPT)
-            if len(srcs) != 3 or any(x.values[0] != 7 for x in ops[1:] if x.kind == "UP"):
-                raise SimError(f"{text}: carries not modelled")
-            a, b, c = (self._usrc(x, st) for x in srcs)
-            st.UR[ops[0].values[0]] = (a + b + c) & 0xFFFFFFFF
+            # carries: without .X the first UP operand is the carry-out (Blackwell writes a second,
+            # UPT); with .X the UP operands are carries in (a 64-bit add's high word)
+            srcs = [x for x in ops[1:] if x.kind != "UP"]
+            ups = [x for x in ops[1:] if x.kind == "UP"]
+            if len(srcs) != 3:
+                raise SimError(f"{text}: not modelled")
+            v = sum(x.values[0] & 0xFFFFFFFF if x.kind == "I" else self._usrc(x, st) for x in srcs)
+            if "X" in mods:
+                v += sum(int(self._upred(x, st)) for x in ups)
+            elif ups and ups[0].values[0] != 7:
+                st.UP[ups[0].values[0]] = bool(v >> 32 & 1)
+            st.UR[ops[0].values[0]] = v & 0xFFFFFFFF
         elif op in ("ULDC", "LDCU", "NOP", "BAR"):
             if op == "BAR":
                 if not g.all():
@@ -469,6 +486,29 @@ class Machine:
         elif op == "FADD":
             v = self._fsrc(ops[1], st) + self._fsrc(ops[2], st)
             self._write(st, ops[0].values[0], _u(v), g)
+        elif op == "FMUL":
+            v = self._fsrc(ops[1], st) * self._fsrc(ops[2], st)
+            self._write(st, ops[0].values[0], _u(v), g)
+        elif op == "F2FP":
+            # F2FP.F16.F32.PACK_AB d, b, a: a to the low half, b to the high, each rounded to FP16
+            # (to nearest even)
+            if mods != ("F16", "F32", "PACK_AB"):
+                raise SimError(f"F2FP.{'.'.join(mods)} not modelled")
+            half = lambda x: self._fsrc(x, st).astype(np.float16).view(np.uint16).astype(np.uint32)
+            self._write(st, ops[0].values[0], half(ops[2]) | (half(ops[1]) << np.uint32(16)), g)
+        elif op == "HADD2":
+            # HADD2.F32 d, -RZ, r.H0_H0 (or .H1_H1): one FP16 half of r as FP32
+            src = ops[2]
+            if mods != ("F32",) or ops[1].values[0] != 255 or not src.flags & {".H0_H0", ".H1_H1"}:
+                raise SimError(f"{text}: only HADD2.F32 of -RZ and one half is modelled")
+            shift = np.uint32(16 if ".H1_H1" in src.flags else 0)
+            h = ((self._src(src, st) >> shift) & np.uint32(0xFFFF)).astype(np.uint16).view(np.float16)
+            self._write(st, ops[0].values[0], _u(h.astype(np.float32)), g)
+        elif op == "VIMNMX":
+            # signed 32-bit min (PT) or max (!PT)
+            a, b = self._src(ops[1], st).view(np.int32), self._src(ops[2], st).view(np.int32)
+            pick_min = self._pred(ops[3], st)
+            self._write(st, ops[0].values[0], np.where(pick_min, np.minimum(a, b), np.maximum(a, b)).view(np.uint32), g)
         elif op == "FFMA":
             a = self._fsrc(ops[1], st).astype(np.float64)
             b = self._fsrc(ops[2], st).astype(np.float64)
@@ -575,6 +615,27 @@ def _mma_1688_tf32(a, b, c):
     return [D[r, col].view(np.uint32) for r, col in ((g, 2 * q), (g, 2 * q + 1), (g + 8, 2 * q), (g + 8, 2 * q + 1))]
 
 
+def _mma_16816_f16(a, b, c):
+    """One warp's mma.sync m16n8k16 FP16 -> FP32: a [4][32] (half2 words: A rows g, g + 8 at
+    columns 2q and 2q + 1, then 2q + 8 and 2q + 9), b [2][32] (B rows 2q, 2q + 1 at column g,
+    then 2q + 8, 2q + 9), c [4][32] as m16n8k8's. FP16 products are exact in float64; the sum is
+    rounded to FP32 once."""
+    halves = lambda w: [(w & np.uint32(0xFFFF)).astype(np.uint16).view(np.float16).astype(np.float64),
+                        (w >> np.uint32(16)).astype(np.uint16).view(np.float16).astype(np.float64)]
+    g, q = np.arange(32) // 4, np.arange(32) % 4
+    A, B, C = np.zeros((16, 16)), np.zeros((16, 8)), np.zeros((16, 8))
+    for k, (r, col) in enumerate(((g, 2 * q), (g + 8, 2 * q), (g, 2 * q + 8), (g + 8, 2 * q + 8))):
+        lo, hi = halves(a[k])
+        A[r, col], A[r, col + 1] = lo, hi
+    for k, r in enumerate((2 * q, 2 * q + 8)):
+        lo, hi = halves(b[k])
+        B[r, g], B[r + 1, g] = lo, hi
+    for k, (r, col) in enumerate(((g, 2 * q), (g, 2 * q + 1), (g + 8, 2 * q), (g + 8, 2 * q + 1))):
+        C[r, col] = c[k].view(np.float32)
+    D = (A @ B + C).astype(np.float32)
+    return [D[r, col].view(np.uint32) for r, col in ((g, 2 * q), (g, 2 * q + 1), (g + 8, 2 * q), (g + 8, 2 * q + 1))]
+
+
 class _State:
     def __init__(self, shared_bytes, threads: int = THREADS):
         self.R = np.zeros((256, threads), np.uint32)
@@ -590,6 +651,7 @@ class _State:
         self.epoch = 0
         self.ctaid = (0, 0, 0)
         self.UR: dict[int, int] = {}
+        self.UP: dict[int, bool] = {}
         self.undef = set()
 
 

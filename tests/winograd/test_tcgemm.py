@@ -216,6 +216,38 @@ def test_f16_refuses_what_it_is_not_generated_for():
     assert f4.Plan(Shape(8, 20, 7, 7, 64), 1, tcgemm.F16).buffers()["scales"] == (2,)
 
 
+def _f16_rows(u: np.ndarray) -> tuple[np.ndarray, int]:
+    """U's FP32 rows as f4_filter_transform_f16 writes them (a channel pair's row of hi words,
+    then its lo row; a word the half2 of the pair, the even channel low), with its scale's bits."""
+    bits = int(np.abs(u).max().view(np.uint32))
+    x = u * np.float32(2.0 ** (tcgemm.split_scale(bits) - 127))
+    hi = x.astype(np.float16)
+    lo = (x - hi.astype(np.float32)).astype(np.float16)
+    word = lambda h: np.stack([h[0::2], h[1::2]], axis=-1).view(np.uint32)[..., 0]
+    return np.stack([word(hi), word(lo)], axis=1).reshape(u.shape), bits
+
+
+@pytest.mark.parametrize("g", [GemmShape(64, 128, 128), GemmShape(128, 128, 128, 2)], ids=str)
+def test_f16_kernel_in_the_simulator_matches_float64(g):
+    """The FP16 split's fragments (A from U's pair words, B converted from V's FP32 values in the
+    gaps), its scales (V's from max |V|, undone in the epilogue) and copies, simulated."""
+    rng = _rng(f"f16 {g}")
+    o = tcgemm.F16
+    rows = g.operand_rows + tcgemm.f16_pad_rows(o)
+    u = (rng.standard_normal((rows, g.K)) * 3.0).astype(np.float32)
+    v = (rng.standard_normal((rows, g.T)) * 1e-3).astype(np.float32)
+    words, u_bits = _f16_rows(u)
+    scales = np.array([u_bits, int(np.abs(v).max().view(np.uint32))], np.uint32)
+    m = np.full((g.parts * gemmgen.E, g.K, g.T), np.nan, np.float32)
+    out, mach = sim.simulate(tcgemm.generate(g, o), tcgemm.grid(g, o), {"u": words, "v": v, "m": m, "scales": scales},
+                             list(tcgemm.PARAMS_F16), o.smem_bytes(), o.threads)
+    got = out["m"].view(np.float32).reshape(g.parts, gemmgen.E, g.K, g.T)
+    want = ref.f4_gemm(u, v, g.C, g.parts)
+    assert not np.isnan(got).any()
+    assert np.abs(got - want).max() / np.abs(want).max() < 2e-6
+    assert mach.race_log == [] and mach.undefined_log == []
+
+
 def test_split_scale_keeps_values_in_fp16_range():
     """s = 2^(a - 127): the largest |x| times s below 2^15 and at least 2^14 for maxima from
     2^-113 to FP32's largest; below, s stops at 2^127; zero, subnormal, inf and NaN maxima give
