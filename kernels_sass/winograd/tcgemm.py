@@ -266,19 +266,25 @@ class Generator:
         address(q, r.LDB, ((qq, l.row_b), (wn, 2 * cols), (gg, 4)), self.t.smem_base + l.b_off, r.CNT)
         q.op(f"MOV R{r.CNT}, {g.iterations // UNROLL - 1:#x}")
         q.op("NOP", wait=q.wait_all(), y=True, stall=2)
-        out = q.lines()
-        for it in range(STAGES - 1):
-            out += [Op(c, rb=ADDR_SB, y=True, stall=COPY_GAP).line() for c in self.copy_ops(it * l.stage)]
+        out = q.lines() + self.prefetch(STAGES)
+        loads = self.frag_loads(0, 0)
+        out += [Op(t, wb=FRAG_SB[0], y=True, stall=2 if n == len(loads) - 1 else 1).line() for n, t in enumerate(loads)]
+        return out
+
+    def prefetch(self, stages: int) -> list[str]:
+        """The copies of the first stages - 1 iterations, the accumulators zeroed, the wait for
+        the first stage and the BAR that publishes it."""
+        out = []
+        for it in range(stages - 1):
+            out += [Op(c, rb=ADDR_SB, y=True, stall=COPY_GAP).line() for c in self.copy_ops(it * self.l.stage)]
             out.append(Op("LDGDEPBAR", wb=ASYNC_SB, y=True, stall=COPY_GAP).line())
             adv = self.advance_ops()
             out.append(Op(adv[0], wait=1 << ADDR_SB, y=True, stall=1).line())
             out.append(Op(adv[1], y=True, stall=MIN_DIST).line())
-        out += [Op(f"CS2R R{a}, SRZ", y=True, stall=1).line() for a in range(0, r.acc_regs, 2)]
-        out.append(Op(f"DEPBAR.LE SB{ASYNC_SB}, 0x{STAGES - 2:x}", y=True, stall=DEPBAR_STALL).line())
+        out += [Op(f"CS2R R{a}, SRZ", y=True, stall=1).line() for a in range(0, self.r.acc_regs, 2)]
+        out.append(Op(f"DEPBAR.LE SB{ASYNC_SB}, 0x{stages - 2:x}", y=True, stall=DEPBAR_STALL).line())
         out.append(Op("NOP", y=True, stall=8).line())
         out.append(Op("BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6).line())
-        loads = self.frag_loads(0, 0)
-        out += [Op(t, wb=FRAG_SB[0], y=True, stall=2 if n == len(loads) - 1 else 1).line() for n, t in enumerate(loads)]
         return out
 
     # ---- the loop body --------------------------------------------------------------
@@ -344,35 +350,49 @@ class Generator:
                     at(self.bar_at + 1 + m, t, wb=FRAG_SB[1 - buf])
             if it == UNROLL - 1:
                 at(self.count_at, f"IADD3 R{r.CNT}, P6, R{r.CNT}, -0x1, RZ")
-            hmmas = self.hmma_list(buf)
-            for n, (text, a_reg) in enumerate(hmmas):
-                h = Op(text, wait=(1 << FRAG_SB[buf]) if n == 0 else 0)
-                extra = gaps.get(n, [])
-                # cycles to the next HMMA: at least hmma_gap, and what the gap's ops ask for
-                h.stall = 1 if extra else self.o.hmma_gap
-                used = h.stall
-                for k, op in enumerate(extra):
-                    if k == len(extra) - 1:
-                        op.stall = max(op.stall, self.o.hmma_gap - used)
-                    used += op.stall
-                nxt = hmmas[n + 1][1] if n + 1 < len(hmmas) else None
-                if (self.o.reuse_across or not extra) and nxt == a_reg:
-                    h.text = h.text.replace(f"R{a_reg},", f"R{a_reg}.reuse,", 1)
-                body.append(h)
-                body += extra
-            for n in gaps:
-                if n >= len(hmmas):
-                    raise AssertionError(f"gap {n} past the iteration's {len(hmmas)} HMMAs")
+            body += self.interleave(self.hmma_list(buf), gaps, buf)
         body.append(Op("@P6 BRA LOOP", y=True, stall=5))
         return body
 
+    def interleave(self, hmmas: list[tuple[str, int]], gaps: dict[int, list[Op]], buf: int) -> list[Op]:
+        """An iteration: its HMMAs (the first waiting for the fragments of set buf), each followed
+        by its gap's other instructions; a gap at least hmma_gap cycles; A's .reuse where the
+        next HMMA has the same A (across the gap's instructions with reuse_across)."""
+        out = []
+        for n, (text, a_reg) in enumerate(hmmas):
+            h = Op(text, wait=(1 << FRAG_SB[buf]) if n == 0 else 0)
+            extra = gaps.get(n, [])
+            # cycles to the next HMMA: at least hmma_gap, and what the gap's ops ask for
+            h.stall = 1 if extra else self.o.hmma_gap
+            used = h.stall
+            for k, op in enumerate(extra):
+                if k == len(extra) - 1:
+                    op.stall = max(op.stall, self.o.hmma_gap - used)
+                used += op.stall
+            nxt = hmmas[n + 1][1] if n + 1 < len(hmmas) else None
+            if (self.o.reuse_across or not extra) and nxt == a_reg:
+                h.text = h.text.replace(f"R{a_reg},", f"R{a_reg}.reuse,", 1)
+            out.append(h)
+            out += extra
+        for n in gaps:
+            if n >= len(hmmas):
+                raise AssertionError(f"gap {n} past the iteration's {len(hmmas)} HMMAs")
+        return out
+
     # ---- epilogue: M, STG.E.64 of accumulator pairs -----------------------------------
     def epilogue(self) -> Seq:
-        g, r, cols = self.g, self.r, self.o.cols
+        r = self.r
         q = self.seq()
         q.op(f"DEPBAR.LE SB{ASYNC_SB}, 0x0", wait=0x3f)
-        # 4 * ((z*K + 128 cy + 64 wm + 2 g) * T + cols cx + cols / 2 wn + 2 q)
-        tid, cx, cy, z, off, *rest = range(r.FRAG, r.FRAG + 12)
+        self.store_m(q, range(r.FRAG, r.FRAG + 12), (r.LDA, r.LO))
+        return q
+
+    def store_m(self, q: Seq, scratch, pairs: tuple[int, int]) -> None:
+        """The accumulators to M, STG.E.64 of pairs, then EXIT: the thread's offset
+        4 ((z K + 128 cy + 64 wm + 2 g) T + cols cx + cols / 2 wn + 2 q) in registers from
+        `scratch`; pairs: two even register pairs free now (M's address, the parameter)."""
+        g, r, cols = self.g, self.r, self.o.cols
+        tid, cx, cy, z, off, *rest = scratch
         block_ids(q, tid, cx, cy, z)
         gg, qq, wm, wn = self.place(q, tid, rest)
         mad(q, off, z, g.K, None, r.CNT)
@@ -384,7 +404,7 @@ class Generator:
         mad(q, off, wn, cols // 2, off, r.CNT)
         mad(q, off, qq, 2, off, r.CNT)
         q.op(f"SHF.L.U32 R{off}, R{off}, 0x2, RZ")
-        mp, tmp = r.LDA, r.LO               # even pairs, free now
+        mp, tmp = pairs
         q.op(f"LDC.64 R{tmp}, {self.t.param(P_M)}")
         q.op(f"IADD3 R{mp}, P0, R{off}, R{tmp}, RZ")
         q.op(f"IADD3.X R{mp + 1}, RZ, R{tmp + 1}, RZ, P0, !PT")
@@ -394,7 +414,6 @@ class Generator:
                     o = (16 * i + h) * g.T * 4 + 32 * j
                     q.op(f"STG.E.64{self.t.scope} {self.t.global_address(mp, o)}, R{r.acc(i, j) + 2 * h}")
         q.op("EXIT")
-        return q
 
     def text(self, name: Optional[str] = None) -> str:
         g = self.g
@@ -634,16 +653,7 @@ class F16Generator(Generator):
         su, sv = r.A + 4, r.A + 5
         out.append(Op(f"LDG.E.64{self.t.scope} R{su}, {self.t.global_address(sp, 0)}", wb=SCALE_SB, y=True,
                       stall=1).line())
-        for it in range(self.o.stages - 1):
-            out += [Op(c, rb=ADDR_SB, y=True, stall=COPY_GAP).line() for c in self.copy_ops(it * l.stage)]
-            out.append(Op("LDGDEPBAR", wb=ASYNC_SB, y=True, stall=COPY_GAP).line())
-            adv = self.advance_ops()
-            out.append(Op(adv[0], wait=1 << ADDR_SB, y=True, stall=1).line())
-            out.append(Op(adv[1], y=True, stall=MIN_DIST).line())
-        out += [Op(f"CS2R R{a}, SRZ", y=True, stall=1).line() for a in range(0, r.acc_regs, 2)]
-        out.append(Op(f"DEPBAR.LE SB{ASYNC_SB}, 0x{self.o.stages - 2:x}", y=True, stall=DEPBAR_STALL).line())
-        out.append(Op("NOP", y=True, stall=8).line())
-        out.append(Op("BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6).line())
+        out += self.prefetch(self.o.stages)
         out += [op.line() for op in self.scale_ops(su, sv)]
         loads = self.raw_loads(0) + self.a_loads(0, 0)
         out += [Op(t, wb=RAW_SB if n < 4 * self.tiles_n else FRAG_SB[0], y=True, stall=1).line()
@@ -701,56 +711,18 @@ class F16Generator(Generator):
                         at(self.convert_at + n, text, wait=(1 << RAW_SB) if n == 0 and k == 0 else 0)
             if it == self.o.unroll - 1:
                 at(self.count_at, f"IADD3 R{r.CNT}, P6, R{r.CNT}, -0x1, RZ")
-            hmmas = self.hmma_list(buf)
-            for n, (text, a_reg) in enumerate(hmmas):
-                h = Op(text, wait=(1 << FRAG_SB[buf]) if n == 0 else 0)
-                extra = gaps.get(n, [])
-                h.stall = 1 if extra else self.o.hmma_gap
-                used = h.stall
-                for k, op in enumerate(extra):
-                    if k == len(extra) - 1:
-                        op.stall = max(op.stall, self.o.hmma_gap - used)
-                    used += op.stall
-                nxt_a = hmmas[n + 1][1] if n + 1 < len(hmmas) else None
-                if (self.o.reuse_across or not extra) and nxt_a == a_reg:
-                    h.text = h.text.replace(f"R{a_reg},", f"R{a_reg}.reuse,", 1)
-                body.append(h)
-                body += extra
-            for n in gaps:
-                if n >= len(hmmas):
-                    raise AssertionError(f"gap {n} past the iteration's {len(hmmas)} HMMAs")
+            body += self.interleave(self.hmma_list(buf), gaps, buf)
         body.append(Op("@P6 BRA LOOP", y=True, stall=5))
         return body
 
     # ---- epilogue: the scales back, M by STG.E.64 of accumulator pairs ----------------------
     def epilogue(self) -> Seq:
-        g, r, cols = self.g, self.r, self.o.cols
+        r = self.r
         q = self.seq()
         q.op(f"DEPBAR.LE SB{ASYNC_SB}, 0x0", wait=0x3f)
-        tid, cx, cy, z, off, *rest = range(r.A, r.A + 16)
         for a in range(r.acc_regs):
             q.op(f"FMUL R{a}, R{a}, R{r.INV}")
-        block_ids(q, tid, cx, cy, z)
-        gg, qq, wm, wn = self.place(q, tid, rest)
-        mad(q, off, z, g.K, None, r.CNT)
-        mad(q, off, cy, BM, off, r.CNT)
-        mad(q, off, wm, 64, off, r.CNT)
-        mad(q, off, gg, 2, off, r.CNT)
-        mad(q, off, off, g.T, None, r.CNT)
-        mad(q, off, cx, cols, off, r.CNT)
-        mad(q, off, wn, cols // 2, off, r.CNT)
-        mad(q, off, qq, 2, off, r.CNT)
-        q.op(f"SHF.L.U32 R{off}, R{off}, 0x2, RZ")
-        mp, tmp = r.RAW, r.RAW + 2          # even pairs, free now
-        q.op(f"LDC.64 R{tmp}, {self.t.param(P_M)}")
-        q.op(f"IADD3 R{mp}, P0, R{off}, R{tmp}, RZ")
-        q.op(f"IADD3.X R{mp + 1}, RZ, R{tmp + 1}, RZ, P0, !PT")
-        for i in range(TILES_M):
-            for h in range(2):
-                for j in range(self.tiles_n):
-                    o = (16 * i + h) * g.T * 4 + 32 * j
-                    q.op(f"STG.E.64{self.t.scope} {self.t.global_address(mp, o)}, R{r.acc(i, j) + 2 * h}")
-        q.op("EXIT")
+        self.store_m(q, range(r.A, r.A + 16), (r.RAW, r.RAW + 2))
         return q
 
     def text(self, name: Optional[str] = None) -> str:
