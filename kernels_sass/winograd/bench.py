@@ -423,16 +423,17 @@ def cmd_gemm(args) -> int:
     return 0
 
 
-# A warp's 8 independent accumulators, 8 mma.sync m16n8k8 TF32 an iteration (ptxas: HMMAs 6 cycles
-# apart, A and B reused): the tensor pipe's rate with enough warps
-MMA_PEAK_SRC = r"""
-extern "C" __global__ void tf32_mma_peak(float *out, int n) {
+# A warp's 8 independent accumulators, 8 mma.sync an iteration (m16n8k8 TF32, or m16n8k16 FP16;
+# ptxas: HMMAs 6 cycles apart, A and B reused): the tensor pipe's rate with enough warps
+def _mma_peak_kernel(name: str, mma: str) -> str:
+    return r"""
+extern "C" __global__ void NAME(float *out, int n) {
     float c[8][4] = {};
     unsigned a = threadIdx.x, b = 3u * a;
     for (int i = 0; i < n; i++) {
 #pragma unroll
         for (int j = 0; j < 8; j++)
-            asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            asm volatile("MMA {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                          "{%0,%1,%2,%3};" : "+f"(c[j][0]), "+f"(c[j][1]), "+f"(c[j][2]), "+f"(c[j][3])
                          : "r"(a), "r"(b), "r"(a ^ 1u), "r"(b ^ 1u), "r"(a ^ 2u), "r"(b ^ 2u));
     }
@@ -440,21 +441,11 @@ extern "C" __global__ void tf32_mma_peak(float *out, int n) {
     for (int j = 0; j < 8; j++) s += c[j][0] + c[j][1] + c[j][2] + c[j][3];
     out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
-extern "C" __global__ void f16_mma_peak(float *out, int n) {
-    float c[8][4] = {};
-    unsigned a = threadIdx.x, b = 3u * a;
-    for (int i = 0; i < n; i++) {
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                         "{%0,%1,%2,%3};" : "+f"(c[j][0]), "+f"(c[j][1]), "+f"(c[j][2]), "+f"(c[j][3])
-                         : "r"(a), "r"(b), "r"(a ^ 1u), "r"(b ^ 1u), "r"(a ^ 2u), "r"(b ^ 2u));
-    }
-    float s = 0.f;
-    for (int j = 0; j < 8; j++) s += c[j][0] + c[j][1] + c[j][2] + c[j][3];
-    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
-}
-"""
+""".replace("NAME", name).replace("MMA", mma)
+
+
+MMA_PEAK_SRC = (_mma_peak_kernel("tf32_mma_peak", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")
+                + _mma_peak_kernel("f16_mma_peak", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"))
 
 
 def wgmma_peak_source(k_steps: int = 8) -> str:

@@ -327,13 +327,10 @@ __device__ __forceinline__ void f4_g(const float g[3], float out[6])
 }
 
 // grid (Kp / 128, Cp), 128 threads; zero for k >= K or c >= C
-extern "C" __global__ void f4_filter_transform(const float* __restrict__ w, float* __restrict__ u,
-                                               int K, int C, int Kp, int Cp,
-                                               i64 sk, i64 sc, i64 sr, i64 ss)
+// U = G g G^T of filter k, channel c (zero where ok is false), position 6i + j at u[6i + j]
+__device__ __forceinline__ void f4_filter_tile(const float* __restrict__ w, int k, int c, bool ok,
+                                               i64 sk, i64 sc, i64 sr, i64 ss, float u[36])
 {
-    const int k = blockIdx.x * blockDim.x + threadIdx.x, c = blockIdx.y;
-    if (k >= Kp) return;
-    const bool ok = k < K && c < C;
     float t[6][3];                 // G g, column by column
     for (int s = 0; s < 3; ++s) {
         float col[3], o[6];
@@ -341,11 +338,18 @@ extern "C" __global__ void f4_filter_transform(const float* __restrict__ w, floa
         f4_g(col, o);
         for (int i = 0; i < 6; ++i) t[i][s] = o[i];
     }
-    for (int i = 0; i < 6; ++i) {
-        float o[6];
-        f4_g(t[i], o);
-        for (int j = 0; j < 6; ++j) u[((i64)(6 * i + j) * Cp + c) * Kp + k] = o[j];
-    }
+    for (int i = 0; i < 6; ++i) f4_g(t[i], u + 6 * i);
+}
+
+extern "C" __global__ void f4_filter_transform(const float* __restrict__ w, float* __restrict__ u,
+                                               int K, int C, int Kp, int Cp,
+                                               i64 sk, i64 sc, i64 sr, i64 ss)
+{
+    const int k = blockIdx.x * blockDim.x + threadIdx.x, c = blockIdx.y;
+    if (k >= Kp) return;
+    float tile[36];
+    f4_filter_tile(w, k, c, k < K && c < C, sk, sc, sr, ss, tile);
+    for (int e = 0; e < 36; ++e) u[((i64)e * Cp + c) * Kp + k] = tile[e];
 }
 
 // ---- the FP16 split of the tensor-core GEMM (tcgemm, split "f16"): a value x of U or V is
@@ -411,19 +415,8 @@ extern "C" __global__ void f4_filter_transform_f16(const float* __restrict__ w, 
     float uv[2][36];
     for (int h = 0; h < 2; ++h) {
         const int c = 2 * p + h;
-        const bool ok = k < K && c < C;
-        float t[6][3];
-        for (int s = 0; s < 3; ++s) {
-            float col[3], o[6];
-            for (int r = 0; r < 3; ++r) col[r] = ok ? w[k * sk + c * sc + r * sr + s * ss] : 0.0f;
-            f4_g(col, o);
-            for (int i = 0; i < 6; ++i) t[i][s] = o[i];
-        }
-        for (int i = 0; i < 6; ++i) {
-            float o[6];
-            f4_g(t[i], o);
-            for (int j = 0; j < 6; ++j) uv[h][6 * i + j] = o[j] * scale;
-        }
+        f4_filter_tile(w, k, c, k < K && c < C, sk, sc, sr, ss, uv[h]);
+        for (int e = 0; e < 36; ++e) uv[h][e] *= scale;
     }
     for (int e = 0; e < 36; ++e) {
         const unsigned hi = f4_f16x2(uv[0][e], uv[1][e]);
