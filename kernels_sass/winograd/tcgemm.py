@@ -35,6 +35,11 @@ Design (sm_90, our own; TcOptions' defaults):
   and the counter: 145 (152 allocated), three blocks an SM (12 warps; `cols=128`: 232, two).
 - Measured (H100, `gemm --options tc...`, the 128 x 128 design): the loop is bound by the
   tensor pipe; without the split, the loads and the copies (`skip=all`) it is 3.5% faster.
+
+`TcOptions(split="f16")` (F16, F16Generator, below): the same tile, warps and pipeline with the
+values in FP16 halves (three HMMA.16816 a tile, twice the multiply-adds an HMMA): FP32-accurate
+at any magnitude through a power-of-two scale, but bound by its operands' traffic, 0.79-0.90x of
+this kernel's time on Conv4/Conv5 at best (NOTES.md section 20): a switch of f4tc's ablation.
 """
 from __future__ import annotations
 
