@@ -90,6 +90,8 @@ def main(argv=None) -> int:
                         "in and out (f4fused, SASS only), F(4x4,3x3) non-fused with the 3xTF32 tensor-core GEMM "
                         "(f4tc, SASS only, sm_90); default all four")
     q.add_argument("--seed", type=int)
+    q.add_argument("--tc-split", choices=["tf32", "f16"], default="tf32",
+                   help="f4tc's tensor-core GEMM: 3xTF32 (default) or the FP16 halves (f4.TC_SPLIT)")
     q.add_argument("--json")
     switches(q)
     q.set_defaults(func=cmd_check)

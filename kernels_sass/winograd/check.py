@@ -17,7 +17,7 @@ from .workloads import ODD, SMOKE, TOL, log, options_from_args, resnet_configs
 # ---- check -------------------------------------------------------------------------------------
 def cmd_check(args) -> int:
     import torch
-    from . import api
+    from . import api, f4
     from .sassgen import Options
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -28,6 +28,7 @@ def cmd_check(args) -> int:
     impls = args.impl or ["sass", "cuda", "direct"]
     algos = args.algo or ["f2", "f4", "f4fused", "f4tc"]
     opts = options_from_args(args)
+    f4.TC_SPLIT = args.tc_split
     gen = torch.Generator(device=dev)
     gen.manual_seed(int(time.time()) if args.seed is None else args.seed)
     rows, failed = [], 0
@@ -38,7 +39,7 @@ def cmd_check(args) -> int:
         wn = float(torch.linalg.vector_norm(want))
         for impl, algo in [(i, a) for i in impls for a in (["-"] if i == "direct" else algos)
                            if not (i == "cuda" and a in api.SASS_ONLY)]:      # (f4fused, f4tc: SASS only)
-            label = impl if impl == "direct" else f"{impl}/{algo}"
+            label = impl if impl == "direct" else f"{impl}/{algo}" + ("-f16" if algo == "f4tc" and f4.TC_SPLIT == "f16" else "")
             for layout in (["NCHW", "CHWN"] if impl == "sass" and args.chwn else ["NCHW"]):
                 t0 = time.perf_counter()
                 kw = {} if impl == "direct" else {"algo": algo}

@@ -21,7 +21,7 @@ the GEMM's columns in that layout's order (a warp's columns adjacent tiles of an
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -50,7 +50,12 @@ VARIANTS = ((gemmgen.OPTIONS, 0.98), (gemmgen.EIGHT_BY_EIGHT, 1.0))
 # The tensor-core GEMM (algo "f4tc"): its variant, and its block's iteration (128 x 64 x 8, three blocks an
 # SM) against the 8x8 tile's (H100 gemm, results/h100_f4tc_gemm.json: 0.20 us against 0.58)
 TC_VARIANTS = ((tcgemm.OPTIONS, 0.35),)
-SPEED = dict(VARIANTS + TC_VARIANTS)
+# The split of the tensor-core GEMM algo "f4tc" runs: "tf32" (3xTF32), or "f16" (FP16 halves:
+# 0.79-1.09x of the 3xTF32 GEMM's time, a switch measured in NOTES.md section 20; `check
+# --tc-split f16` runs conv2d with it), its iteration modelled at 0.85 of 3xTF32's
+TC_SPLIT = "tf32"
+TC_F16_SPEED = 0.85
+SPEED = dict(VARIANTS + TC_VARIANTS + tuple((replace(o, split="f16"), v * TC_F16_SPEED) for o, v in TC_VARIANTS))
 # Another part's M, per MB of M, read back by the output transform (an iteration is about 0.6
 # us on Conv5): 0.3 us a MB on Conv5/N128 (1 -> 2 parts), 0.46 us on Conv5/N32 (2 -> 4 parts:
 # 65536 threads, each adding its parts one after the other). An output transform that loads one
@@ -138,12 +143,21 @@ def smem_bytes(o: gemmgen.GemmOptions | tcgemm.TcOptions) -> int:
     return o.smem_bytes() if isinstance(o, tcgemm.TcOptions) else gemmgen.SMEM_BYTES
 
 
-@lru_cache(maxsize=None)
 def plan(s: Shape, sms: int, parts: int = 0, tc: bool = False) -> Plan:
-    """(Cached: every call of conv2d asks, and each candidate builds a GEMM generator.) The plan for s on a GPU of `sms` multiprocessors: the GEMM variant (VARIANTS, or
-    with `tc` TC_VARIANTS) and the split (`parts` given, > 0, or 1..MAX_PARTS) of the smallest modelled time."""
+    """The plan for s on a GPU of `sms` multiprocessors: the GEMM variant (VARIANTS, or with
+    `tc` TC_VARIANTS in TC_SPLIT's split) and the split (`parts` given, > 0, or 1..MAX_PARTS) of
+    the smallest modelled time."""
+    return _plan(s, sms, parts, TC_SPLIT if tc else "")
+
+
+@lru_cache(maxsize=None)
+def _plan(s: Shape, sms: int, parts: int, split: str) -> Plan:
+    """(Cached: every call of conv2d asks, and each candidate builds a GEMM generator.) plan()
+    with the tensor-core split ("" for the FFMA GEMM)."""
+    tc = bool(split)
     cands = []
     for o, _ in TC_VARIANTS if tc else VARIANTS:
+        o = replace(o, split=split) if tc else o
         for n in [parts] if parts else range(1, MAX_PARTS + 1):
             p = Plan(s, n, o)
             try:
@@ -154,7 +168,7 @@ def plan(s: Shape, sms: int, parts: int = 0, tc: bool = False) -> Plan:
                 continue                        # no channel padding for a split
             cands.append((modelled(p, sms), len(cands), p))
     if not cands:
-        o = (TC_VARIANTS if tc else VARIANTS)[0][0]
+        o = replace(TC_VARIANTS[0][0], split=split) if tc else VARIANTS[0][0]
         generator(Plan(s, parts or 1, o).gemm, o)     # raises with the reason
     return min(cands)[2]
 

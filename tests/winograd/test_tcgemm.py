@@ -248,6 +248,21 @@ def test_f16_kernel_in_the_simulator_matches_float64(g):
     assert mach.race_log == [] and mach.undefined_log == []
 
 
+def test_tc_split_switch_plans_the_fp16_halves():
+    """f4.TC_SPLIT "f16" (check --tc-split f16): conv2d's f4tc plans the FP16 split, with its
+    channel padding and buffers; the default plan is 3xTF32's again after."""
+    s = Shape(32, 256, 14, 14, 256)
+    assert f4.plan(s, 132, tc=True).options == tcgemm.OPTIONS
+    try:
+        f4.TC_SPLIT = "f16"
+        p = f4.plan(s, 132, tc=True)
+        assert p.options == tcgemm.F16 and p.f16 and p.gemm.C == 256 and "scales" in p.buffers()
+        assert f4.plan(s, 132).options != tcgemm.F16          # the FFMA GEMM's plan: not a tensor-core one
+    finally:
+        f4.TC_SPLIT = "tf32"
+    assert f4.plan(s, 132, tc=True).options == tcgemm.OPTIONS
+
+
 def test_split_scale_keeps_values_in_fp16_range():
     """s = 2^(a - 127): the largest |x| times s below 2^15 and at least 2^14 for maxima from
     2^-113 to FP32's largest; below, s stops at 2^127; zero, subnormal, inf and NaN maxima give
