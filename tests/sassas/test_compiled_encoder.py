@@ -67,8 +67,11 @@ def test_compiled_encoder_gives_the_general_word(arch):
     encodings = [e for e in isa.encodings if e.example]
     for enc, inst in _instructions(rng, rng.sample(encodings, min(len(encodings), 500))):
         general = _encode(isa, inst, False)
+        # (False: a shape only the register-counting encoders have met, its own encoder not
+        # compiled yet; it stays so where encode refuses the instruction before compiling it,
+        # as a uniform register past the arch's own)
         fast = isa._shape_cache.get(inst.shape, (None,) * 4)[3]
-        compiled += fast is not None and fast(inst) is not None
+        compiled += callable(fast) and fast(inst) is not None
         assert _encode(isa, inst, True) == general, (enc.example, inst, replay())
         tried += 1
     assert tried > 300 and compiled > 100, (tried, compiled)
@@ -122,3 +125,25 @@ def test_the_counting_encoder_gives_the_word_and_the_highest_register(arch):
         assert top[0] == expected, (inst, top[0], expected, replay())
         counted += 1
     assert counted > 100, counted
+
+
+def test_a_shape_met_only_by_the_counting_encoder_is_compiled_when_encode_asks():
+    """shape_encoder(inst, registers) leaves the shape's own encoder uncompiled (False in the
+    cache); encode compiles it when it first needs it, and refusing an instruction of that
+    shape (a uniform register past sm_90's own) leaves the entry uncompiled, not broken."""
+    from sassas import semantics
+    isa = get_isa("sm_90")
+    inst = parse_instruction("UIADD3 UR10, UP0, UR6, 0x1000, URZ ;")
+    inst = replace(inst, operands=(inst.operands[0], inst.operands[1], inst.operands[2].with_values(17),
+                                   *inst.operands[3:]))
+    isa._shape_cache.pop(inst.shape, None)
+    assert isa.shape_encoder(inst, semantics.register_slots(inst) or ((0, 0, 1),)) is not None
+    assert isa._shape_cache[inst.shape][3] is False
+    bad = replace(inst, operands=(inst.operands[0], inst.operands[1], inst.operands[2].with_values(70),
+                                  *inst.operands[3:]))
+    with pytest.raises(SassError):
+        isa.encode(bad)
+    assert isa._shape_cache[inst.shape][3] is False
+    word = isa.encode(inst)
+    fast = isa._shape_cache[isa._with_field_uniform_registers(inst).shape][3]
+    assert callable(fast) and fast(isa._with_field_uniform_registers(inst)) in (None, word)
