@@ -189,21 +189,27 @@ def check_tc_gemm(g: GemmShape, o: TcOptions = OPTIONS) -> None:
 class Generator:
     WHAT = "3xTF32 GEMM"            # the kernel's first comment line
     PARAMS = PARAMS
+    SKIPS = ("", "split", "lds", "copies", "all")     # TcOptions.skip's measurement variants
+    REGS, LAYOUT = Regs, Layout                         # the registers' and shared memory's plans
 
     def __init__(self, g: GemmShape, o: TcOptions = OPTIONS, arch: str = DEFAULT_ARCH):
         check_tc_gemm(g, o)
-        if not 5 <= o.hmma_gap <= 15 or o.skip not in ("", "split", "lds", "copies", "all"):
-            raise ValueError(f"hmma_gap {o.hmma_gap}, skip {o.skip!r}: 5..15, '' 'split' 'lds' 'copies' or 'all'")
+        if not 5 <= o.hmma_gap <= 15 or o.skip not in self.SKIPS:
+            raise ValueError(f"hmma_gap {o.hmma_gap}, skip {o.skip!r}: 5..15, "
+                             f"{' '.join(map(repr, self.SKIPS[:-1]))} or {self.SKIPS[-1]!r}")
         self.t = target(arch)
         fit(o, self.t)
         self.g, self.o = g, o
-        self.r, self.l = Regs(o.cols), Layout(o.cols)
-        self.tiles_n = o.cols // 16
+        self.r, self.l = self.REGS(o.cols), self.LAYOUT(o.cols)
+        self.tiles_n = self.r.tiles_n
         self.tiles = TILES_M * self.tiles_n            # mma tiles of a warp: HMMAs of a pass
+        self.place_gaps()
+
+    def place_gaps(self) -> None:
         # the gaps (after HMMA n of an iteration) of the other instructions: the split (values
         # per gap so that A's lo are in before pass 1, B's before pass 2), then the copies
         # of iteration i + 3, the offsets' moves, the DEPBAR, the BAR, the next fragments
-        self.per_gap = BN // o.cols
+        self.per_gap = BN // self.o.cols
         self.split_gaps = -(-(16 + 2 * self.tiles_n) // self.per_gap) + 1
         self.copy_at = self.split_gaps + 1
         self.advance_at = self.split_gaps + 7
@@ -528,18 +534,14 @@ class F16Generator(Generator):
     pipeline; 16 channels an iteration."""
     WHAT = "GEMM in FP16 halves (3 HMMA.16816 a tile)"
     PARAMS = PARAMS_F16
+    SKIPS = ("", "convert", "lds", "copies", "all")
+    REGS, LAYOUT = Regs16, Layout16
 
     def __init__(self, g: GemmShape, o: TcOptions = F16, arch: str = DEFAULT_ARCH):
-        check_tc_gemm(g, o)
-        if not 5 <= o.hmma_gap <= 15 or o.skip not in ("", "convert", "lds", "copies", "all"):
-            raise ValueError(f"hmma_gap {o.hmma_gap}, skip {o.skip!r}: 5..15, '' 'convert' 'lds' 'copies' or 'all'")
-        self.t = target(arch)
-        fit(o, self.t)
-        self.g, self.o = g, o
-        self.r, self.l = Regs16(o.cols), Layout16(o.cols)
-        self.tiles_n = self.r.tiles_n
-        self.tiles = TILES_M * self.tiles_n
+        super().__init__(g, o, arch)
         self.iterations = g.C // g.parts // F16_CH
+
+    def place_gaps(self) -> None:
         # the gaps: copies of iteration i + 3, the offsets' moves, DEPBAR, BAR, V's values of
         # i + 1 (4 loads a gap), A's fragments of i + 1 (2 a gap); V's conversion from a gap
         # after its loads, a pair every other gap

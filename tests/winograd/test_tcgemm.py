@@ -299,17 +299,24 @@ def test_f16_split_is_fp32_accurate_at_any_scale_and_hi_alone_is_not():
 
 
 # ---- on the GPU -----------------------------------------------------------------------------------
+def _skip_unless_sm90():
+    """Skips the test unless an sm_90 GPU is here (the tensor-core GEMMs are generated for it)."""
+    from sassas.load import gpu_available
+    ok, why = gpu_available()
+    if not ok:
+        pytest.skip(f"no GPU: {why}")
+    from kernels_sass.winograd import api
+    if api.arch() != "sm_90":
+        pytest.skip(f"the tensor-core GEMM is generated for sm_90; this GPU is {api.arch()}")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [Shape(33, 20, 9, 11, 70), Shape(64, 512, 7, 7, 512), Shape(1, 3, 1, 2, 5),
                                    Shape(32, 256, 14, 14, 256)], ids=str)
 def test_f4tc_conv2d_on_the_gpu(shape):
-    from sassas.load import DeviceBuffer, gpu_available
-    ok, why = gpu_available()
-    if not ok:
-        pytest.skip(f"no GPU: {why}")
-    from kernels_sass.winograd import api, conv2d
-    if api.arch() != "sm_90":
-        pytest.skip(f"the tensor-core GEMM is generated for sm_90; this GPU is {api.arch()}")
+    _skip_unless_sm90()
+    from sassas.load import DeviceBuffer
+    from kernels_sass.winograd import conv2d
     rng = _rng(f"gpu{shape}")
     x = rng.standard_normal((shape.N, shape.C, shape.H, shape.W)).astype(np.float32)
     w = rng.standard_normal((shape.K, shape.C, 3, 3)).astype(np.float32)
@@ -327,14 +334,10 @@ def test_f4tc_conv2d_on_the_gpu(shape):
 def test_f4tc_in_fp16_halves_on_the_gpu(shape, scale):
     """f4tc's path with the FP16 split (the scales from max |w| and max |V|): FP32 accuracy
     at any magnitude, NaN-poisoned output."""
-    from sassas.load import DeviceBuffer, gpu_available
-    ok, why = gpu_available()
-    if not ok:
-        pytest.skip(f"no GPU: {why}")
+    _skip_unless_sm90()
+    from sassas.load import DeviceBuffer
     from kernels_sass.winograd import api
     from kernels_sass.winograd.device import Lib
-    if api.arch() != "sm_90":
-        pytest.skip(f"the tensor-core GEMM is generated for sm_90; this GPU is {api.arch()}")
     rng = _rng(f"gpu f16 {shape}")
     x = (rng.standard_normal((shape.N, shape.C, shape.H, shape.W)) * scale).astype(np.float32)
     w = (rng.standard_normal((shape.K, shape.C, 3, 3)) * scale).astype(np.float32)
