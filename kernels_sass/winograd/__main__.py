@@ -15,6 +15,8 @@
   mma-peak  the tensor pipe's rate for mma.sync m16n8k8 TF32 (what bounds the f4tc GEMM), and for
             wgmma m64n256k8 TF32 (HGMMA: what would bound a 3xTF32 GEMM on it).
   wgmma-gemm  the GEMM in 3xTF32 on HGMMA (wgmma, CUDA-C: wggemm.py) against tcgemm's kernels.
+  fused-tc  the fused F(4x4,3x3) kernel with its products on mma.sync in 3xTF32 (CUDA-C:
+            fusedtc.py) against PyTorch's TF32 default and f4fused, and where its time goes.
   sass    print the generated SASS of one shape.
   sim     run the generated SASS in the CPU simulator on one shape and compare with NumPy.
   train-bench  training-step time (forward + both gradients) of ResNet-18/34's 3x3 layers:
@@ -27,7 +29,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import ablation4, wggemm
+from . import ablation4, fusedtc, wggemm
 from .bench import cmd_bench, cmd_gemm, cmd_mma_peak
 from .check import cmd_check, cmd_sim, cmd_smoke
 from .ncu import cmd_loop, cmd_profile
@@ -165,6 +167,15 @@ def main(argv=None) -> int:
     q.add_argument("--reps", type=int, default=20)
     q.add_argument("--json")
     q.set_defaults(func=wggemm.cmd_wgmma_gemm)
+    q = sub.add_parser("fused-tc", help="the fused F(4x4,3x3) kernel with its products on mma.sync in 3xTF32 "
+                                        "(CUDA-C) against PyTorch's TF32 default and f4fused")
+    q.add_argument("--configs", nargs="*", help="layers (default: the 16)")
+    q.add_argument("--variant-configs", nargs="*",
+                   help=f"layers of the variants (default {' '.join(fusedtc.BREAKDOWN_CONFIGS)})")
+    q.add_argument("--seed", type=int, help="the random data's seed (default: a fresh one, printed)")
+    q.add_argument("--reps", type=int, default=20)
+    q.add_argument("--json")
+    q.set_defaults(func=fusedtc.cmd_fused_tc)
     q = sub.add_parser("loop", help="the F(4x4,3x3) GEMM's main-loop FFMA issue rate in cycles (needs ncu)")
     q.add_argument("--options", nargs="*", default=["", EIGHT_BY_EIGHT, "skip=copies", "skip=lds"],
                    help="GEMM variants (gemm --options); skip=... are measurement-only variants")
