@@ -3,12 +3,14 @@ measurement of what the fused kernel's design gains from the tensor pipe, in CUD
 ptxas's schedule; `python -m kernels_sass.winograd fused-tc`, NOTES.md section 21).
 
     fusedtc.filter_transform(w, u, s)              # U[e][c][k]: u_shape(s) floats
-    fusedtc.launch(x, u, y, s, parts)              # y (NCHW) from x (NCHW); parts > 1 adds into y
+    fusedtc.launch(x, u, y, s, parts, v=v)         # y (NCHW) from x (NCHW); parts > 1 adds into y
 
-The kernel is f4fused's block (32 filters x 32 tiles x 36 positions, 8 channels an iteration,
+The kernels are f4fused's block (32 filters x 32 tiles x 36 positions, 8 channels an iteration,
 the input transform in the loop, the output transform in the epilogue) with the 36 products on
-mma.sync. It is correct at FP32 accuracy and slower than f4fused's FFMA kernel: the variants of
-VARIANTS (each a part of the loop left out, wrong results) show why.
+mma.sync: every warp in every phase (DEFAULT), or warp-specialized (a producer warpgroup beside
+two consumer ones, sm_90a). Both are correct at FP32 accuracy and slower than f4fused's FFMA
+kernel on most layers; the bound variants of VARIANTS (each a part of the loop left out, wrong
+results) show why.
 """
 from __future__ import annotations
 
@@ -20,27 +22,37 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "fusedtc.cu")
-THREADS = 256
 BK = BT = 32                       # a block's filters and tiles
 BC = 8                             # channels an iteration
-SMEM_BYTES = (2 * 2 * 36 * BC * 32 + 6 * 256 * 8) * 4     # fusedtc.cu's FT_SMEM_FLOATS
+STAGE_FLOATS = 2 * 2 * 36 * BC * 32          # fusedtc.cu's FT_STAGES
+RAW_FLOATS = 6 * 256 * 4 + 6 * 2 * 256       # FT_RAW_FLOATS
 MAX_PARTS = 2
 
 
 @dataclass(frozen=True)
 class Variant:
+    ws: bool = False               # warp-specialized (sm_90a): a producer warpgroup beside two consumer ones
     skip: int = 0                  # FT_SKIP: 1 the products, 2 the windows' loads, 4 U's copies, 8 the transform
-    interleave: bool = False       # the next chunk's copies between this chunk's positions
+    interleave: bool = False       # the next chunk's copies between this chunk's positions (not ws)
 
     @property
     def bound(self) -> bool:       # a measurement only: its results are wrong
         return self.skip != 0
 
+    @property
+    def threads(self) -> int:
+        return 384 if self.ws else 256
+
+    @property
+    def smem_bytes(self) -> int:   # the ws kernel's two raw buffers: the windows one chunk ahead
+        return 4 * (STAGE_FLOATS + (2 if self.ws else 1) * RAW_FLOATS)
+
 
 DEFAULT = Variant()
-VARIANTS = {"default": DEFAULT, "copies interleaved": Variant(interleave=True),
+VARIANTS = {"default": DEFAULT, "copies interleaved": Variant(interleave=True), "warp-specialized": Variant(ws=True),
             "no window loads": Variant(skip=2), "no products": Variant(skip=1),
             "products only": Variant(skip=2 | 4 | 8), "epilogue only": Variant(skip=15)}
+KERNELS = ("default", "warp-specialized")      # the ones that compute the convolution
 BREAKDOWN_CONFIGS = ("Conv2/N128", "Conv3/N128", "Conv4/N128", "Conv5/N128")
 
 
@@ -57,7 +69,10 @@ def module(v: Variant = DEFAULT, arch: str = ""):
     import sassas
     from .cuda import compile_source
     from .device import arch as gpu_arch
-    return sassas.load(compile_source(source(v), arch or gpu_arch(), "fusedtc.cu"))
+    arch = arch or gpu_arch()
+    if v.ws and arch != "sm_90":
+        raise ValueError(f"the warp-specialized kernel needs sm_90 (setmaxnreg); this GPU is {arch}")
+    return sassas.load(compile_source(source(v), "sm_90a" if arch == "sm_90" else arch, "fusedtc.cu"))
 
 
 def _up(v: int, m: int) -> int:
@@ -75,9 +90,9 @@ def u_shape(s) -> tuple[int, int]:
     return 36 * cp, kp
 
 
-def kernel_name(s, aligned: bool) -> str:
+def kernel_name(s, aligned: bool, v: Variant = DEFAULT) -> str:
     """The kernel of 16-byte window rows and float4 stores where W % 4 == 0 and x, y are aligned."""
-    return "f4_fused_tc_vec" if aligned and s.W % 4 == 0 else "f4_fused_tc"
+    return "f4_fused_tc" + ("_ws" if v.ws else "") + ("_vec" if aligned and s.W % 4 == 0 else "")
 
 
 def filter_transform(w, u, s, stream=0) -> None:
@@ -99,9 +114,9 @@ def launch(x, u, y, s, parts: int = 1, stream=0, v: Variant = DEFAULT) -> None:
     z = -(-chunks // per_part)
     if z > 1:
         fill(y, 0.0, stream)
-    k = module(v)[kernel_name(s, pointer(x) % 16 == 0 and pointer(y) % 16 == 0)]
-    k((-(-t // BT), kp // BK, z), THREADS, pointer(x), pointer(u), pointer(y),
-      *[np.int32(a) for a in (s.N, s.C, s.H, s.W, s.K, th, tw, cp, kp, per_part)], shared=SMEM_BYTES, stream=stream)
+    k = module(v)[kernel_name(s, pointer(x) % 16 == 0 and pointer(y) % 16 == 0, v)]
+    k((-(-t // BT), kp // BK, z), v.threads, pointer(x), pointer(u), pointer(y),
+      *[np.int32(a) for a in (s.N, s.C, s.H, s.W, s.K, th, tw, cp, kp, per_part)], shared=v.smem_bytes, stream=stream)
 
 
 def cmd_fused_tc(args) -> int:
@@ -119,9 +134,10 @@ def cmd_fused_tc(args) -> int:
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     torch.manual_seed(seed)
     print(f"# {props.name}: F(4x4,3x3) fused, products on mma.sync in 3xTF32 (CUDA-C), NCHW, ms "
-          f"(filter transform included); relative error against float64 (data seed {seed})")
-    print(f"{'layer':<11} {'fused-tc':>9} {'parts':>5} {'rel err':>8} {'f4fused':>8} {'TF32 def':>8} "
-          f"{'TF32/ftc':>8} {'f4f/ftc':>8}")
+          f"(filter transform included; the best split of the channels); relative error against float64 "
+          f"(data seed {seed})")
+    print(f"{'layer':<11} " + " ".join(f"{t:>22}" for t in KERNELS) + f" {'rel err':>8} {'f4fused':>8} {'TF32 def':>8} "
+          f"{'TF32/best':>9} {'f4f/best':>8}")
     rows = []
     for name, s in resnet_configs():
         if args.configs and name not in args.configs:
@@ -131,15 +147,21 @@ def cmd_fused_tc(args) -> int:
         want = torch.nn.functional.conv2d(x.double(), w.double(), padding=1)
         y = torch.empty(s.N, s.K, s.H, s.W, device="cuda")
         u = torch.empty(*u_shape(s), device="cuda")
-        row = {"config": name, "parts": {}}
-        for parts in range(1, MAX_PARTS + 1):
-            run = lambda _, parts=parts: (filter_transform(w, u, s, stream()), launch(x, u, y, s, parts, stream()))
-            y.fill_(float("nan"))
-            run(0)
-            torch.cuda.synchronize()
-            row["parts"][parts] = {"ms": timeit(run, 1, reps=args.reps)[0], "rel_err": rel_err(y, want)}
-        best = min(row["parts"], key=lambda p: row["parts"][p]["ms"])
-        row.update(best_parts=best, ms=row["parts"][best]["ms"], rel_err=max(v["rel_err"] for v in row["parts"].values()))
+        row = {"config": name}
+        for tag in KERNELS:
+            v, runs = VARIANTS[tag], {}
+            for parts in range(1, MAX_PARTS + 1):
+                run = lambda _, parts=parts, v=v: (filter_transform(w, u, s, stream()),
+                                                   launch(x, u, y, s, parts, stream(), v))
+                y.fill_(float("nan"))
+                run(0)
+                torch.cuda.synchronize()
+                runs[parts] = {"ms": timeit(run, 1, reps=args.reps)[0], "rel_err": rel_err(y, want)}
+            best = min(runs, key=lambda p: runs[p]["ms"])
+            row[tag] = {"parts": runs, "best_parts": best, "ms": runs[best]["ms"],
+                        "rel_err": max(r["rel_err"] for r in runs.values())}
+        row["ms"] = min(row[tag]["ms"] for tag in KERNELS)
+        row["rel_err"] = max(row[tag]["rel_err"] for tag in KERNELS)
         row["tf32_default_ms"] = in_fresh_thread(lambda: timeit(lambda _: torch_conv(x, w, False, True), 1,
                                                                 reps=args.reps)[0])
         fp = api.f4fused_parts(s)
@@ -147,10 +169,10 @@ def cmd_fused_tc(args) -> int:
         row["f4fused_ms"] = timeit(lambda _: (api.f4fused_filter_transform(w, u4f, s, fp, "NCHW", stream()),
                                               api.f4fused_main(x, u4f, y, s, fp, "NCHW", stream())), 1, reps=args.reps)[0]
         rows.append(row)
-        print(f"{name:<11} {row['ms']:9.4f} {best:5d} {row['rel_err']:8.1e} {row['f4fused_ms']:8.4f} "
-              f"{row['tf32_default_ms']:8.4f} {row['tf32_default_ms'] / row['ms']:8.2f} "
-              f"{row['f4fused_ms'] / row['ms']:8.2f}", flush=True)
-    print("# the variants (main kernel alone, parts 1; all but the first two compute wrong results), ms")
+        print(f"{name:<11} " + " ".join(f"{row[t]['ms']:18.4f} ({row[t]['best_parts']})" for t in KERNELS) +
+              f" {row['rel_err']:8.1e} {row['f4fused_ms']:8.4f} {row['tf32_default_ms']:8.4f} "
+              f"{row['tf32_default_ms'] / row['ms']:9.2f} {row['f4fused_ms'] / row['ms']:8.2f}", flush=True)
+    print("# the variants (main kernel alone, parts 1; those past the first three compute wrong results), ms")
     print(f"{'layer':<11} " + " ".join(f"{t:>18}" for t in VARIANTS))
     breakdown = []
     for name, s in resnet_configs():
