@@ -4,18 +4,19 @@
 //
 // x NCHW -> y NCHW, no transformed tensor in global memory but U (f4_filter_transform: rows
 // e*Cp + c of Kp floats). The products in 3xTF32 on mma.sync m16n8k8 (hi = x's top 19 bits,
-// lo = x - hi; lo*hi + hi*lo + hi*hi a tile). A block: 256 threads, 32 filters x 32 tiles x the
-// 36 positions, 8 channels an iteration. Warp w: positions w, w + 8, w + 16, w + 24 (32 x 32
-// each: 2 x 4 mma tiles) and rows 16 (w % 2) of position 32 + w / 2; 144 accumulators a thread.
+// lo = x - hi; lo*hi + hi*lo + hi*hi a tile). A block: 32 filters x 32 tiles x the 36
+// positions, 8 channels an iteration. Its 8 multiplying warps: warp w positions w, w + 8,
+// w + 16, w + 24 (32 x 32 each: 2 x 4 mma tiles) and rows 16 (w % 2) of position 32 + w / 2;
+// 144 accumulators a thread.
 // Shared memory: two stages of U[e][c][k] and V[e][c][t] (rows of 32 floats, column x at
 // x ^ 8 (c % 4): a fragment's 32 loads in 32 banks), the raw 6x6 windows of a chunk (cp.async,
 // zero-filled outside the image; VEC: a window row's columns 1-4 by one 16-byte copy), and in
 // the epilogue M[e][k][t] (rows FT_MROW apart) over both. grid (ceil(T / 32), Kp / 32, parts):
 // part p sums chunks [p ipp, (p + 1) ipp) into y by atomicAdd where parts > 1 (y zeroed first).
 //
-// f4_fused_tc: every warp copies, transforms and multiplies; the next chunk's copies are issued
+// f4_fused_tc (256 threads, 180 KB): every warp copies, transforms and multiplies; the next chunk's copies are issued
 // before this chunk's products (FT_INTERLEAVE: between its positions), its transform after them,
-// one barrier a chunk. f4_fused_tc_ws (sm_90a): warp-specialized, two consumer warpgroups (the
+// one barrier a chunk. f4_fused_tc_ws (sm_90a, 384 threads, 216 KB): warp-specialized, two consumer warpgroups (the
 // products, setmaxnreg to FT_CONSUMER_REGS) and a producer warpgroup (U's copies, the windows
 // one chunk ahead into two raw buffers, the transform; FT_PRODUCER_REGS). A stage is full at a
 // named barrier (the producer arrives, the consumers wait), empty at the block's barrier (all
@@ -23,8 +24,6 @@
 #define FT_OPER (36 * 8 * 32)              // floats of one operand's stage
 #define FT_STAGES (2 * 2 * FT_OPER)        // floats of both stages of U and V
 #define FT_RAW_FLOATS (6 * 256 * 4 + 6 * 2 * 256)   // a raw buffer: columns 1-4 [6][256][4], 0 and 5 [6][2][256]
-#define FT_SMEM_FLOATS (FT_STAGES + FT_RAW_FLOATS)
-#define FT_WS_SMEM_FLOATS (FT_STAGES + 2 * FT_RAW_FLOATS)
 #define FT_MROW 40                         // the epilogue's M rows: a warp's float2 stores in 32 banks
 #define FT_MEW (32 * FT_MROW)
 #define FT_CONSUMER_REGS 200               // 2 x 128 x 200 + 128 x 104 = 384 x 168, the block's registers at
@@ -232,8 +231,8 @@ __device__ __forceinline__ void ft_zero(FtAcc& acc)
         for (int r = 0; r < 4; ++r) acc.b[0][ni][r] = 0.0f;
 }
 
-// the products of the stage at us (U, then V), positions from `first` on (FT_INTERLEAVE: between
-// them, between(p) before position p and between(4) before the half position)
+// the products of the stage at us (U, then V): between(p) before position p, between(4) before
+// the half position (FT_INTERLEAVE's copies)
 template <typename Between>
 __device__ __forceinline__ void ft_products(const float* us, int warp, int g, int q, FtAcc& acc, Between between)
 {
