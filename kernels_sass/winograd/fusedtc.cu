@@ -1,6 +1,6 @@
 // Winograd F(4x4,3x3), fused, on the tensor cores: a CUDA-C measurement (fusedtc.py, `python -m
 // kernels_sass.winograd fused-tc`, NOTES.md section 21) of what the fused kernel gains with its
-// products on mma.sync in 3xTF32. Compiled after winograd.cu (f4_bt, f4_at) by NVRTC, sm_80 up.
+// products on mma.sync in 3xTF32. Compiled after winograd.cu (f4_bt, f4_at_tile) by NVRTC, sm_80 up.
 //
 // x NCHW -> y NCHW, no transformed tensor in global memory but U (f4_filter_transform: rows
 // e*Cp + c of Kp floats). The products in 3xTF32 on mma.sync m16n8k8 (hi = x's top 19 bits,
@@ -274,18 +274,8 @@ __device__ __forceinline__ void ft_epilogue(const FtAcc& acc, float* ms, const F
         float mv[36];
 #pragma unroll
         for (int e = 0; e < 36; ++e) mv[e] = ms[e * FT_MEW + k * FT_MROW + lane];
-        float s[4][6], out[4][4];
-#pragma unroll
-        for (int j = 0; j < 6; ++j) {
-            float col[6], o[4];
-#pragma unroll
-            for (int i = 0; i < 6; ++i) col[i] = mv[6 * i + j];
-            f4_at(col, o);
-#pragma unroll
-            for (int i = 0; i < 4; ++i) s[i][j] = o[i];
-        }
-#pragma unroll
-        for (int i = 0; i < 4; ++i) f4_at(s[i], out[i]);
+        float out[4][4];
+        f4_at_tile(mv, out);
         float* yk = y + ((i64)f.n * K + k0 + k) * H * W + (i64)oh * W + ow;
 #pragma unroll
         for (int i = 0; i < 4; ++i) {

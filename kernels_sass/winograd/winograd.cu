@@ -506,6 +506,23 @@ __device__ __forceinline__ void f4_at(const float m[6], float o[4])
     o[3] = b + 8.0f * d + m[5];
 }
 
+// A^T m A: the 4x4 outputs of a tile's 36 products (m[6i + j])
+__device__ __forceinline__ void f4_at_tile(const float m[36], float out[4][4])
+{
+    float s[4][6];                 // A^T m, column by column
+#pragma unroll
+    for (int j = 0; j < 6; ++j) {
+        float col[6], o[4];
+#pragma unroll
+        for (int i = 0; i < 6; ++i) col[i] = m[6 * i + j];
+        f4_at(col, o);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) s[i][j] = o[i];
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f4_at(s[i], out[i]);
+}
+
 // The 4x4 outputs of column t, filter k: A^T (sum over the parts of M) A. A part's 36 loads are
 // issued before any is used (all in flight at once): one load at a time, as a loop over the parts
 // inside each position compiled, ran at ~1.2 TB/s on the H200, latency-bound.
@@ -524,18 +541,7 @@ __device__ __forceinline__ void f4_output_tile(const float* __restrict__ m, int 
 #pragma unroll
         for (int e = 0; e < 36; ++e) mv[e] += part[e];
     }
-    float s[4][6];                 // A^T M, column by column
-#pragma unroll
-    for (int j = 0; j < 6; ++j) {
-        float col[6], o[4];
-#pragma unroll
-        for (int i = 0; i < 6; ++i) col[i] = mv[6 * i + j];
-        f4_at(col, o);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) s[i][j] = o[i];
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) f4_at(s[i], out[i]);
+    f4_at_tile(mv, out);
 }
 
 #define F4_OUT_THREADS 128
