@@ -70,6 +70,8 @@ def module(v: Variant = DEFAULT, arch: str = ""):
     from .cuda import compile_source
     from .device import arch as gpu_arch
     arch = arch or gpu_arch()
+    if int(arch.split("_")[1].rstrip("a")) < 80:       # (the kernels compile to empty bodies there)
+        raise ValueError(f"the fused tensor-core kernels need sm_80 or later (mma.sync TF32); this GPU is {arch}")
     if v.ws and arch != "sm_90":
         raise ValueError(f"the warp-specialized kernel needs sm_90 (setmaxnreg); this GPU is {arch}")
     return sassas.load(compile_source(source(v), "sm_90a" if arch == "sm_90" else arch, "fusedtc.cu"))
@@ -165,7 +167,8 @@ def cmd_fused_tc(args) -> int:
         row["tf32_default_ms"] = in_fresh_thread(lambda: timeit(lambda _: torch_conv(x, w, False, True), 1,
                                                                 reps=args.reps)[0])
         fp = api.f4fused_parts(s)
-        u4f = torch.empty(f4fused.Fused(s, fp).u_rows, f4fused.Fused(s, fp).Kp, device="cuda")
+        fused = f4fused.Fused(s, fp)
+        u4f = torch.empty(fused.u_rows, fused.Kp, device="cuda")
         row["f4fused_ms"] = timeit(lambda _: (api.f4fused_filter_transform(w, u4f, s, fp, "NCHW", stream()),
                                               api.f4fused_main(x, u4f, y, s, fp, "NCHW", stream())), 1, reps=args.reps)[0]
         rows.append(row)

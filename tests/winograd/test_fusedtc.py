@@ -47,6 +47,15 @@ def test_the_kernels_have_the_loops_108_hmma_and_reassemble_byte_for_byte(v):
     assert code(again.data) == code(data)
 
 
+def test_gpus_before_sm80_are_refused_not_given_empty_kernels():
+    """Below sm_80 (no mma.sync TF32) the kernels compile to empty bodies: module refuses the
+    arch before compiling; the warp-specialized kernel wants sm_90."""
+    with pytest.raises(ValueError, match="sm_80 or later"):
+        fusedtc.module(fusedtc.DEFAULT, "sm_75")
+    with pytest.raises(ValueError, match="needs sm_90"):
+        fusedtc.module(fusedtc.VARIANTS["warp-specialized"], "sm_86")
+
+
 def test_the_variants_leave_out_what_they_say():
     """The measurement variants: without products no HMMA, the products-only one no copies."""
     from sassas.disasm import disassemble
