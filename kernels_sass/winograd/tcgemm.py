@@ -112,12 +112,14 @@ class Layout:
     rows of 8 mod 32 floats a warp's fragment loads have no bank conflict (LDS.64: a half-warp's
     16 lanes at 8-byte slots 4 q + g mod 16; LDS.32: 32 lanes at banks 8 q + g)."""
 
+    ROWS, PAD = BC, ROW_PAD             # rows of A and of B a stage, floats past a row's values
+
     def __init__(self, cols: int):
         self.cols = cols
-        self.row_a = (BM + ROW_PAD) * 4
-        self.row_b = (cols + ROW_PAD) * 4
-        self.b_off = BC * self.row_a
-        self.stage = BC * (self.row_a + self.row_b)
+        self.row_a = (BM + self.PAD) * 4
+        self.row_b = (cols + self.PAD) * 4
+        self.b_off = self.ROWS * self.row_a
+        self.stage = self.ROWS * (self.row_a + self.row_b)
 
 
 class Regs:
@@ -477,16 +479,10 @@ def f16_pad_rows(o: "TcOptions") -> int:
     return (o.stages - 1) * F16_CH - PAD_ROWS
 
 
-class Layout16:
+class Layout16(Layout):
     """A stage: A [16][128 + F16_PAD] words (row 2p + h: channel pair p's hi (h 0) or lo (h 1)
     half2 of each filter), then B [16][cols + F16_PAD] floats (channel rows)."""
-
-    def __init__(self, cols: int):
-        self.cols = cols
-        self.row_a = (BM + F16_PAD) * 4
-        self.row_b = (cols + F16_PAD) * 4
-        self.b_off = F16_CH * self.row_a
-        self.stage = F16_CH * (self.row_a + self.row_b)
+    ROWS, PAD = F16_CH, F16_PAD
 
 
 class Regs16:
