@@ -30,7 +30,7 @@ import numpy as np
 from . import gemmgen, tcgemm
 from .gemmgen import BM, BN, GemmShape
 from .device import arch, beside, cuda_module, filter_strides, join, pointer, zero32
-from .plan import Shape
+from .plan import Shape, round_up
 from .target import ARCHS, target
 
 MAX_PARTS = 4
@@ -67,9 +67,6 @@ SIDE_STREAM = True         # the filter transform on a second stream beside the 
 FLOAT4_ROWS = True         # NCHW output, W % 4 == 0: a tile's rows of y as float4 (else through shared memory)
 
 
-def _up(v: int, m: int) -> int:
-    return -(-v // m) * m
-
 
 @dataclass(frozen=True)
 class Plan:
@@ -98,8 +95,8 @@ class Plan:
     @property
     def gemm(self) -> GemmShape:
         channels = self.options.channels if isinstance(self.options, tcgemm.TcOptions) else gemmgen.BC
-        return GemmShape(_up(self.s.C, self.options.unroll * channels * self.parts), _up(self.s.K, BM),
-                         _up(self.T, BN), self.parts)
+        return GemmShape(round_up(self.s.C, self.options.unroll * channels * self.parts), round_up(self.s.K, BM),
+                         round_up(self.T, BN), self.parts)
 
     def buffers(self) -> dict[str, tuple[int, ...]]:
         """Shapes of the intermediate buffers (float32; scales: two float bits words)."""

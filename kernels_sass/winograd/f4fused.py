@@ -40,7 +40,7 @@ from typing import Optional
 
 from .cubins import build_text
 from .pieces import address, f43_at_ops, f43_bt_ops, kernel_head, kernel_text, mad, signed_hex
-from .plan import Shape, Unsupported
+from .plan import Shape, Unsupported, round_up
 from .sched import PRED_LATENCY, Op, Seq, mark_reuse
 from .target import DEFAULT_ARCH, target
 
@@ -175,9 +175,6 @@ def signed_offset(v: int) -> str:
     return f" + {v:#x}" if v >= 0 else f" - {-v:#x}"
 
 
-def _up(v: int, m: int) -> int:
-    return -(-v // m) * m
-
 
 @dataclass(frozen=True)
 class Fused:
@@ -213,11 +210,11 @@ class Fused:
 
     @property
     def Cp(self) -> int:
-        return _up(self.s.C, BC * self.parts)
+        return round_up(self.s.C, BC * self.parts)
 
     @property
     def Kp(self) -> int:
-        return _up(self.s.K, BK)
+        return round_up(self.s.K, BK)
 
     @property
     def iterations(self) -> int:

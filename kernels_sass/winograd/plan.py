@@ -9,6 +9,11 @@ from functools import lru_cache
 BK, BN, BC = 64, 32, 8     # a block's filters, tile columns (images) and channels an iteration
 
 
+def round_up(v: int, m: int) -> int:
+    """v rounded up to a multiple of m."""
+    return -(-v // m) * m
+
+
 @dataclass(frozen=True)
 class Shape:
     N: int

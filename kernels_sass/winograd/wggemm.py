@@ -237,8 +237,8 @@ def cmd_wgmma_gemm(args) -> int:
     from .bench import f16_operands, timeit
     from .cuda import compile_source
     from .device import pointer, sm_count
+    from .plan import round_up
     from .workloads import log, resnet_configs
-    up = lambda v, m: -(-v // m) * m
     stream = lambda: torch.cuda.current_stream().cuda_stream
     kernels = {n: sassas.load(compile_source(source(c), "sm_90a", "wggemm.cu"))[KERNEL] for n, c in VARIANTS.items()}
     props = torch.cuda.get_device_properties(torch.device("cuda"))
@@ -248,7 +248,7 @@ def cmd_wgmma_gemm(args) -> int:
         if name not in (args.configs or CONFIGS):
             continue
         T = s.N * s.TH4 * s.TW4
-        Tp, Kp, Cp = up(T, TB), up(s.K, 128), up(s.C, 32)
+        Tp, Kp, Cp = round_up(T, TB), round_up(s.K, 128), round_up(s.C, 32)
         U = torch.randn(36, Kp, Cp, device="cuda")
         V = torch.randn(36, Cp, Tp, device="cuda")
         Ulo = U - (U.view(torch.int32) & -8192).view(torch.float32)
