@@ -17,6 +17,8 @@
   wgmma-gemm  the GEMM in 3xTF32 on HGMMA (wgmma, CUDA-C: wggemm.py) against tcgemm's kernels.
   fused-tc  the fused F(4x4,3x3) kernel with its products on mma.sync in 3xTF32 (CUDA-C:
             fusedtc.py) against PyTorch's TF32 default and f4fused, and where its time goes.
+  f4tc-chunks  f4tc in chunks of images, V and M reused so they can stay in L2, against f4tc
+            whole and PyTorch's TF32 default; each launch's time an image by batch size (chunks.py).
   sass    print the generated SASS of one shape.
   sim     run the generated SASS in the CPU simulator on one shape and compare with NumPy.
   train-bench  training-step time (forward + both gradients) of ResNet-18/34's 3x3 layers:
@@ -29,7 +31,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import ablation4, fusedtc, wggemm
+from . import ablation4, chunks, fusedtc, wggemm
 from .bench import cmd_bench, cmd_gemm, cmd_mma_peak
 from .check import cmd_check, cmd_sim, cmd_smoke
 from .ncu import cmd_loop, cmd_profile
@@ -176,6 +178,17 @@ def main(argv=None) -> int:
     q.add_argument("--reps", type=int, default=20)
     q.add_argument("--json")
     q.set_defaults(func=fusedtc.cmd_fused_tc)
+    q = sub.add_parser("f4tc-chunks", help="f4tc in chunks of images with V and M reused (L2-resident) against "
+                                           "f4tc whole and PyTorch's TF32 default; each launch by batch size")
+    q.add_argument("--configs", nargs="*", help=f"layers (default {' '.join(chunks.CONFIGS)})")
+    q.add_argument("--chunks", nargs="*", type=int, default=list(chunks.CHUNKS), help="images a chunk")
+    q.add_argument("--streams", nargs="*", type=int, default=list(chunks.STREAMS), help="streams the chunks go to")
+    q.add_argument("--batches", nargs="*", type=int, default=list(chunks.LAUNCH_BATCHES),
+                   help="batch sizes of the launches alone")
+    q.add_argument("--seed", type=int, help="the random data's seed (default: a fresh one, printed)")
+    q.add_argument("--reps", type=int, default=20)
+    q.add_argument("--json")
+    q.set_defaults(func=chunks.cmd_f4tc_chunks)
     q = sub.add_parser("loop", help="the F(4x4,3x3) GEMM's main-loop FFMA issue rate in cycles (needs ncu)")
     q.add_argument("--options", nargs="*", default=["", EIGHT_BY_EIGHT, "skip=copies", "skip=lds"],
                    help="GEMM variants (gemm --options); skip=... are measurement-only variants")
