@@ -29,7 +29,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import cubins, f4, f4fused, plan, sassgen
+from . import cubins, f4, f4fused, f4fused_layout, plan, sassgen
 from .device import Lib, arch, cuda_module, dtype_of, filter_strides, pointer, shape_of, sm_count
 from .plan import Options, Shape
 from .target import ARCHS, target
@@ -73,7 +73,7 @@ class Workspace:
     v4: Any = None
     m4: Any = None
     scales: Any = None  # F(4x4,3x3) with the FP16 halves: max |w| and max |V| (f4.Plan.buffers)
-    u4f: Any = None     # F(4x4,3x3) fused: transformed filters (f4fused.Fused.u_rows x Kp)
+    u4f: Any = None     # F(4x4,3x3) fused: transformed filters (f4fused_layout.Fused.u_rows x Kp)
 
 
 def transpose(src, dst, rows: int, cols: int, stream=0) -> None:
@@ -134,14 +134,14 @@ def f4fused_kernel(s: Shape, parts: int = 1, layout: str = "NCHW", aligned: bool
 
 
 def f4fused_parts(s: Shape, parts: int = 0) -> int:
-    """parts, or (0) the split of the least modelled time on this GPU (f4fused.choose_parts)."""
-    return parts or f4fused.choose_parts(s, sm_count())
+    """parts, or (0) the split of the least modelled time on this GPU (f4fused_layout.choose_parts)."""
+    return parts or f4fused_layout.choose_parts(s, sm_count())
 
 
 def f4fused_filter_transform(w, u4f, s: Shape, parts: int, layout: str, stream=0) -> None:
-    """U[e][c][k] (f4fused.Fused(s, parts).u_rows rows of Kp; the last PAD_ROWS, read by the
+    """U[e][c][k] (f4fused_layout.Fused(s, parts).u_rows rows of Kp; the last PAD_ROWS, read by the
     kernel's last prefetch into a buffer nobody reads, are left as they are) from w, KCRS or CRSK."""
-    f = f4fused.Fused(s, parts)
+    f = f4fused_layout.Fused(s, parts)
     cuda_module()["f4_filter_transform"]((-(-f.Kp // 128), f.Cp), 128, pointer(w), pointer(u4f), np.int32(s.K),
                                          np.int32(s.C), np.int32(f.Kp), np.int32(f.Cp), *filter_strides(s, layout),
                                          stream=stream)
@@ -154,14 +154,14 @@ def f4fused_main(x, u4f, y, s: Shape, parts: int, layout: str = "NCHW", stream=0
         fill(y, 0.0, stream)
     # (x or y a view at an offset not a multiple of 16 bytes: the kernel of 4-byte loads and stores)
     k = f4fused_kernel(s, parts, layout, pointer(x) % 16 == 0 and pointer(y) % 16 == 0)
-    k(f4fused.Fused(s, parts, layout).grid(), f4fused.THREADS, pointer(x), pointer(u4f), pointer(y),
-      shared=f4fused.SMEM_BYTES, stream=stream)
+    k(f4fused_layout.Fused(s, parts, layout).grid(), f4fused_layout.THREADS, pointer(x), pointer(u4f), pointer(y),
+      shared=f4fused_layout.SMEM_BYTES, stream=stream)
 
 
 def f4fused_conv(x, w, y, s: Shape, parts: int, layout: str, ws: Workspace, lib: Any, stream=0) -> None:
     """y from x by the fused F(4x4,3x3) path: the filter transform, the kernel."""
     if ws.u4f is None:
-        f = f4fused.Fused(s, parts)
+        f = f4fused_layout.Fused(s, parts)
         ws.u4f = lib.empty((f.u_rows, f.Kp))
     f4fused_filter_transform(w, ws.u4f, s, parts, layout, stream)
     f4fused_main(x, ws.u4f, y, s, parts, layout, stream)
@@ -246,12 +246,12 @@ def _f4tc_runs(s: Shape, gpu_arch: str, sms: int) -> bool:
 
 def _f4fused_runs(s: Shape, layout: str, gpu_arch: str, sms: int) -> bool:
     if not (layout == "NCHW" and gpu_arch in F4FUSED_ARCHS and s.W % F4FUSED_ROW_FLOATS == 0
-            and f4fused.choose_parts(s, sms) == 1):
+            and f4fused_layout.choose_parts(s, sms) == 1):
         return False
     try:
-        f4fused.check(s, 1, layout)
+        f4fused_layout.check(s, 1, layout)
         return True
-    except f4fused.Unsupported:
+    except plan.Unsupported:
         return False
 
 
@@ -273,7 +273,7 @@ def f4_plan(s: Shape, parts: int = 0, tc: bool = False):
 def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Options = Options(),
            workspace: Optional[Workspace] = None, algo: str = "auto", parts: int = 0):
     """3x3 convolution, padding 1, stride 1, FP32. See the module docstring. parts: F(4x4,3x3)'s
-    split of the channel loop (0: the modelled best, f4.plan or f4fused.choose_parts)."""
+    split of the channel loop (0: the modelled best, f4.plan or f4fused_layout.choose_parts)."""
     if impl not in IMPLS:
         raise ValueError(f"impl {impl!r}: one of {IMPLS}")
     if algo not in ALGOS:
@@ -288,7 +288,7 @@ def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Op
         raise ValueError(f'algo "{algo}" is SASS only (impl "sass"); its CUDA-C counterpart is algo "f4"')
     if algo == "f4fused" and impl == "sass":
         parts = f4fused_parts(s, parts)
-        f4fused.check(s, parts, layout)
+        f4fused_layout.check(s, parts, layout)
         lib = Lib(x)
         ws = workspace or Workspace()
         y = out if out is not None else lib.empty((s.N, s.K, s.H, s.W) if layout == "NCHW" else (s.K, s.H, s.W, s.N))

@@ -7,7 +7,7 @@ import math
 import statistics
 import time
 
-from . import baselines
+from . import baselines, f4fused_layout
 from .plan import Options, Shape
 from .report import render, render_ablation
 from .workloads import ablation_variants, flops, gemm_options, log, options_from_args, resnet_configs
@@ -185,7 +185,7 @@ def cmd_bench(args) -> int:
         if "sass" in args.impl and "f4fused" in args.algo:
             # the fused F(4x4,3x3) kernel alone (U transformed once here) and with its filter transform
             pf = api.f4fused_parts(s, args.parts)
-            fz = api.f4fused.Fused(s, pf)
+            fz = f4fused_layout.Fused(s, pf)
             row["f4fused_parts"] = pf
             row["f4fused_warp_ffma"] = fz.grid()[0] * fz.grid()[1] * 36 * 32 * 32 * fz.Cp // 32
             wsf = [api.Workspace() for _ in range(sets)]

@@ -141,8 +141,8 @@ def f4fused_simulated_error(s: Shape, rng, arch: str = "sm_90", parts: int = 1, 
     """(relative error against float64 with NaN as 1e30, the simulator's machine) of the fused
     F(4x4,3x3) kernel of s (channels split in `parts`, x and y in `layout`) on fresh random x
     and w from rng; y poisoned with NaN first (zeroed, as conv2d does, where parts add into it)."""
-    from . import f4fused, sim
-    f = f4fused.Fused(s, parts, layout)
+    from . import f4fused, f4fused_layout, sim
+    f = f4fused_layout.Fused(s, parts, layout)
     x = rng.standard_normal((s.N, s.C, s.H, s.W)).astype(np.float32)
     w = rng.standard_normal((s.K, s.C, 3, 3)).astype(np.float32)
     u = np.zeros((f.u_rows, f.Kp), np.float32)          # f4_filter_transform's layout
@@ -151,7 +151,7 @@ def f4fused_simulated_error(s: Shape, rng, arch: str = "sm_90", parts: int = 1, 
                 np.float32)
     xl = x if layout == "NCHW" else ref.to_chwn(x)
     out, m = sim.simulate(f4fused.generate(s, arch, parts, layout), f.grid(), {"x": xl, "u": u, "y": y},
-                          list(f4fused.PARAMS), f4fused.SMEM_BYTES, threads=f4fused.THREADS, arch=arch)
+                          list(f4fused.PARAMS), f4fused_layout.SMEM_BYTES, threads=f4fused_layout.THREADS, arch=arch)
     got = out["y"].view(np.float32).reshape(y.shape)
     got = got if layout == "NCHW" else ref.from_khwn(got)
     want = ref.direct_conv2d(x, w)

@@ -4,7 +4,7 @@ winograd.cu's f4_filter_transform, U[e][c][k], 36 x Cp rows of Kp floats and PAD
 that the last prefetch reads).
 
     text = generate(Shape(N, C, H, W, K), parts=1, layout="NCHW", aligned=True)   # kernel_name(...)
-    Fused(s, parts, layout).grid(), THREADS, SMEM_BYTES              # the launch: params x, u, y
+    f4fused_layout.Fused(s, parts, layout).grid(), THREADS, SMEM_BYTES   # the launch: params x, u, y
 
 Design (NOTES.md sections 15 and 16):
 - 256 threads, a block tile of 32 filters x 32 output tiles (4x4 pixels each) x the 36
@@ -35,39 +35,16 @@ fast. Every kernel is checked with sassas.hazards when built.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
 
 from .cubins import build_text
+from .f4fused_layout import (BC, BK, BT, COPY_SOURCES, E, M_E, M_EW, OTHER, ROW, SMEM_BYTES, THREADS, U_E, V_E, V_OFF,
+                             check, exact_magic, m_skew)
 from .pieces import address, f43_at_ops, f43_bt_ops, kernel_head, kernel_text, mad, signed_hex
-from .plan import Shape, Unsupported, round_up
+from .plan import Shape
 from .sched import PRED_LATENCY, Op, Seq, mark_reuse
 from .target import DEFAULT_ARCH, target
 
-THREADS = 256
-BK = BT = 32               # a block's filters and output tiles
-BC = 8                     # channels an iteration
-E = 36                     # positions of the 6x6 transformed tiles
-ROW = 4 * BK               # bytes of a shared row (32 floats)
-U_E = BC * ROW + 16        # U rows of position e: [e][c][k]; +16: a warp's 4 positions in other bank quads
-V_E = BC * ROW + 16        # V rows [e][c][t]
-V_OFF = E * U_E
-BUF_BYTES = V_OFF + E * V_E
-OTHER = 0x20000            # the second buffer, by XOR (every first-buffer address is below it)
-SMEM_BYTES = OTHER + BUF_BYTES
-# The epilogue's M[e][k][t] at word e M_EW + 32 k + skew(k) + t, skew(k) = 4 (k / 16 % 2) + k / 4
-# % 4 and M_EW = 1 (mod 32): a warp's 32 STS of one accumulator hit 32 banks (the 16 x 8 tiles'
-# 4 positions by M_EW, their 2 row halves by 4 (k / 16), their 4 column octets by 8; the 4 x 4
-# tiles' 4 row quads by k / 4 % 4 and 8 column quads by 4); k and t plain, the banks repeated
-# every 32 words, 8-way (4-way) conflicts
-M_EW = 1057
-M_E = 4 * M_EW
-
-
-def m_skew(k: int) -> int:
-    return 4 * (k // 16 % 2) + k // 4 % 4
-PAD_ROWS = BC              # rows of U past 36 x Cp that the last iteration's prefetch reads
-COPY_LO, COPY_HI = 0x800, 0x7ff   # an LDGSTS's 12-bit signed global offset: -0x800..0x7ff
 COPY_GAP = 12              # the loop's FFMA slots from an LDGSTS to the next and to its LDGDEPBAR (4,
                            # as ptxas and gemmgen: 3-5% slower, 8: 1-2%; NOTES.md section 16)
 PROLOGUE_COPY_GAP = 4      # cycles between the prologue's copies (as ptxas)
@@ -101,8 +78,6 @@ RS = 220                   # 4 spares: the window's effective masks
 RT = 239                   # 12 spares of the input transform (3 six-point transforms at a time)
 XP, MLO, MHI, CH, UOFF, USTS, VSTS, LDA, LDB, LDA2, LDB2, UOFF2, USTS2, CNT = (
     224, 226, 227, 228, 229, 230, 231, 232, 233, 234, 235, 236, 237, 238)
-COPY_SOURCES = 4           # registers of the copies' source offsets (rows 12 bits of immediate
-                           # apart): UOFF and 3 that the window leaves free (Generator.copy_src)
 EPILOGUE_PIPELINE = True   # the epilogue's next (k, t) pair's 36 LDS before this pair's transforms and stores
 WIDE_LOADS = True          # NCHW, W % 4 == 0 (W % 2 == 0): a window row's columns 1-4 by one LDG.128
                            # (two LDG.64), the window in WIN_WIDE
@@ -176,114 +151,6 @@ def signed_offset(v: int) -> str:
 
 
 
-@dataclass(frozen=True)
-class Fused:
-    """The geometry of the fused kernel for a problem shape, its channels split in `parts`
-    (split-C: grid z; each part adds its sums into y with REDG, y zeroed before), x and y in
-    `layout`: NCHW (y NKHW; tile t = (n TH + th) TW + tw) or CHWN (y KHWN; t = (th TW + tw) N + n,
-    so that a warp's 32 tiles are 32 images: coalesced loads and stores)."""
-    s: Shape
-    parts: int = 1
-    layout: str = "NCHW"
-
-    @property
-    def px(self) -> int:
-        """Elements from a pixel to the next in a row, in x and y."""
-        return 1 if self.layout == "NCHW" else self.s.N
-
-    @property
-    def plane(self) -> int:
-        """Elements from a channel of x to the next (a filter of y to the next)."""
-        return self.s.H * self.s.W * self.px
-
-    @property
-    def TH(self) -> int:
-        return self.s.TH4
-
-    @property
-    def TW(self) -> int:
-        return self.s.TW4
-
-    @property
-    def tiles(self) -> int:
-        return self.s.N * self.TH * self.TW
-
-    @property
-    def Cp(self) -> int:
-        return round_up(self.s.C, BC * self.parts)
-
-    @property
-    def Kp(self) -> int:
-        return round_up(self.s.K, BK)
-
-    @property
-    def iterations(self) -> int:
-        """Of one block (one part)."""
-        return self.Cp // BC // self.parts
-
-    @property
-    def u_rows(self) -> int:
-        return E * self.Cp + PAD_ROWS
-
-    # The copies of U rows (e, c), c = 0..7, Kp * 4 bytes apart: from copy_src[b] + an immediate
-    # (12 bits, signed): ROWS_PER rows a register, the register at row ROWS_PER b + CENTER
-    @property
-    def rows_per_source(self) -> int:
-        r = self.Kp * 4
-        return min(BC, COPY_LO // r + COPY_HI // r + 1)
-
-    @property
-    def copy_center(self) -> int:
-        r = self.Kp * 4
-        return max(0, self.rows_per_source - 1 - COPY_HI // r)
-
-    @property
-    def copy_sources(self) -> int:
-        return -(-BC // self.rows_per_source)
-
-    def copy_source_row(self, b: int) -> int:
-        return self.rows_per_source * b + self.copy_center
-
-    def copy_source(self, j: int) -> tuple[int, int]:
-        """(index in Generator.copy_src, byte immediate) of the copy of row (e, j)."""
-        b = j // self.rows_per_source
-        return b, (j - self.copy_source_row(b)) * self.Kp * 4
-
-    def grid(self) -> tuple[int, int, int]:
-        return (-(-self.tiles // BT), self.Kp // BK, self.parts)
-
-
-# The split model (split-C for grids of about a wave or less), in loop iterations: an SM takes
-# its blocks in turn (one at a time: 205 KiB of shared memory), so the kernel lasts about the
-# busiest SM's blocks x (iterations + FIXED_ITERS), the prologue, epilogue and a part's REDG.
-FIXED_ITERS = 3.0
-MAX_PARTS = 4
-
-
-def _blocks(f: Fused) -> int:
-    grid = f.grid()
-    return grid[0] * grid[1] * f.parts
-
-
-def choose_parts(s: Shape, sms: int) -> int:
-    """The split of s's channel loop of the least modelled time on a GPU of `sms` SMs."""
-    def cost(p):
-        f = Fused(s, p)
-        return -(-_blocks(f) // sms) * (f.iterations + FIXED_ITERS) + (p > 1) * FIXED_ITERS / 2
-    return min(range(1, MAX_PARTS + 1), key=lambda p: (cost(p), p))
-
-
-def exact_magic(d: int, n_max: int) -> Optional[int]:
-    """m with floor(n * m / 2^32) == n // d for 0 <= n <= n_max (None for d == 1): m =
-    floor(2^32 / d) + 1 is exact while n_max * (m d - 2^32) < 2^32."""
-    if d == 1:
-        return None
-    m = (1 << 32) // d + 1
-    if n_max * (m * d - (1 << 32)) >= 1 << 32:
-        raise Unsupported(f"tile index {n_max} / {d}: no exact 32-bit magic division")
-    return m
-
-
 def wide_loads(s: Shape, layout: str) -> int:
     """Columns a window load reads (1, 2 or 4): NCHW rows of W % 4 == 0 (% 2) floats keep the
     window's columns 1-4 in aligned groups (of x 16-byte aligned: Generator's `aligned`; W % 4 == 0
@@ -291,35 +158,6 @@ def wide_loads(s: Shape, layout: str) -> int:
     if not WIDE_LOADS or layout != "NCHW":
         return 1
     return 4 if s.W % 4 == 0 else 2 if s.W % 2 == 0 else 1
-
-
-def check(s: Shape, parts: int = 1, layout: str = "NCHW") -> Fused:
-    if layout not in ("NCHW", "CHWN"):
-        raise ValueError(f"layout {layout!r}: NCHW or CHWN")
-    if min(s.N, s.C, s.H, s.W, s.K) < 1:
-        raise Unsupported(f"empty problem {s}")
-    if not 1 <= parts < 1 << 16:
-        raise Unsupported(f"{parts} parts")
-    f = Fused(s, parts, layout)
-    lim = 1 << 31
-    # offsets (signed 32-bit) of the windows and output tiles, with the prefetch past the last
-    # channel and the tiles past the last image
-    if (s.N + 2) * (f.Cp + 2 * BC) * s.H * s.W * 4 >= lim or (s.N + 2) * (f.Kp + BK) * s.H * s.W * 4 >= lim:
-        raise Unsupported("tensors of 2 GiB or more need 64-bit offsets")
-    if f.copy_sources > COPY_SOURCES:
-        raise Unsupported(f"K={s.K}: U rows of {f.Kp} filters, more than {COPY_SOURCES} registers of "
-                          f"copy sources (12-bit offsets: at most 512 filters)")
-    if f.u_rows * f.Kp * 4 >= lim:
-        raise Unsupported("transformed filters of 2 GiB or more")
-    if 4 * (5 * s.W + 5) * f.px >= 1 << 23:
-        raise Unsupported("load offsets beyond the 24-bit immediate")
-    if f.grid()[0] >= 1 << 31 or f.grid()[1] >= 1 << 16:
-        raise Unsupported("grid too large")
-    n_max = f.grid()[0] * BT
-    first, second = (f.TW, f.TH) if layout == "NCHW" else (s.N, f.TW)
-    exact_magic(first, n_max)
-    exact_magic(second, n_max // first + 1)
-    return f
 
 
 class Generator:

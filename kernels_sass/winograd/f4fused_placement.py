@@ -13,7 +13,7 @@ import json
 import sys
 from contextlib import contextmanager
 
-from . import f4fused
+from . import f4fused, f4fused_layout
 from .plan import Shape
 from .workloads import log
 
@@ -57,7 +57,7 @@ def setup(s: Shape):
     import torch
     from . import api
     parts = api.f4fused_parts(s)
-    f = f4fused.Fused(s, parts)
+    f = f4fused_layout.Fused(s, parts)
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn((s.N, s.C, s.H, s.W), device="cuda", generator=g)
     w = torch.randn((s.K, s.C, 3, 3), device="cuda", generator=g) / (3 * s.C ** 0.5)
@@ -76,7 +76,7 @@ def launcher(s, parts, f, x, u, y, k):
         stream = torch.cuda.current_stream().cuda_stream      # (inside a graph capture: its stream)
         if parts > 1:
             api.fill(y, 0.0, stream)
-        k(f.grid(), f4fused.THREADS, pointer(x), pointer(u), pointer(y), shared=f4fused.SMEM_BYTES, stream=stream)
+        k(f.grid(), f4fused_layout.THREADS, pointer(x), pointer(u), pointer(y), shared=f4fused_layout.SMEM_BYTES, stream=stream)
     return run
 
 

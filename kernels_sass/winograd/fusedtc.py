@@ -126,7 +126,7 @@ def cmd_fused_tc(args) -> int:
     import json
 
     import torch
-    from . import api, f4fused
+    from . import api, f4fused_layout
     from .baselines import in_fresh_thread, rel_err, torch_conv
     from .bench import timeit
     from .workloads import log, resnet_configs
@@ -166,7 +166,7 @@ def cmd_fused_tc(args) -> int:
         row["tf32_default_ms"] = in_fresh_thread(lambda: timeit(lambda _: torch_conv(x, w, False, True), 1,
                                                                 reps=args.reps)[0])
         fp = api.f4fused_parts(s)
-        fused = f4fused.Fused(s, fp)
+        fused = f4fused_layout.Fused(s, fp)
         u4f = torch.empty(fused.u_rows, fused.Kp, device="cuda")
         f4fused_run = lambda _: (api.f4fused_filter_transform(w, u4f, s, fp, "NCHW", stream()),
                                  api.f4fused_main(x, u4f, y, s, fp, "NCHW", stream()))

@@ -36,7 +36,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from . import api, plan, wgrad
+from . import api, f4fused_layout, plan, wgrad
 from .plan import Shape
 from .target import ARCHS
 
@@ -72,7 +72,7 @@ def _shape_error(s: Shape, algo: str) -> Optional[str]:
         if which in ("f4", "f4tc"):
             api.f4_plan(s, tc=which == "f4tc")
         elif which == "f4fused":
-            api.f4fused.check(s)
+            f4fused_layout.check(s)
         else:
             plan.check_shape(s)
     except plan.Unsupported as e:

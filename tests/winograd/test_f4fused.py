@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pytest
 
-from kernels_sass.winograd import cubins, f4fused, pieces
+from kernels_sass.winograd import cubins, f4fused, f4fused_layout, pieces
 from kernels_sass.winograd import reference as ref
 from kernels_sass.winograd.check import f4fused_simulated_error
 from kernels_sass.winograd.plan import Shape, Unsupported
@@ -53,7 +53,7 @@ def test_split_channels_add_up_in_the_simulator(s, parts):
 def test_split_model_picks_parts_for_grids_under_a_wave():
     """On 132 SMs: Conv5/N32 (64 blocks) and N96 (192) split in 2, Conv3/N32 (196) too; the
     others keep their channels whole."""
-    picks = {(c, n): f4fused.choose_parts(Shape(n, c, hw, hw, k), 132)
+    picks = {(c, n): f4fused_layout.choose_parts(Shape(n, c, hw, hw, k), 132)
              for c, hw, k in ((64, 56, 64), (128, 28, 128), (256, 14, 256), (512, 7, 512)) for n in (32, 64, 96, 128)}
     assert {key for key, p in picks.items() if p > 1} == {(512, 32), (512, 96), (128, 32)}
     assert picks[(512, 32)] == 2
@@ -63,7 +63,7 @@ def test_split_model_picks_parts_for_grids_under_a_wave():
 def test_copies_from_several_source_registers(s):
     """U rows of 320 and 512 filters: the 8 copies' sources 1280 and 2048 bytes apart, beyond one
     register's 12-bit offsets, from 3 and 4 registers."""
-    assert f4fused.Fused(s).copy_sources == (3 if s.K == 300 else 4)
+    assert f4fused_layout.Fused(s).copy_sources == (3 if s.K == 300 else 4)
     err, m = f4fused_simulated_error(s, _rng(str(s)))
     print(f"{s}: relative error {err:.2e} (seed {SEED})")
     assert err <= 1e-5
@@ -90,7 +90,7 @@ def test_kernel_assembles_without_hazards(s):
     assert cubins.hazards(cubin.program) == []
     info = read_cubin(cubin.data).kernel(f4fused.kernel_name(s))
     assert info.registers <= 255                     # x 256 threads <= 64K, R252 the highest
-    assert f4fused.SMEM_BYTES <= 227 << 10
+    assert f4fused_layout.SMEM_BYTES <= 227 << 10
     assert [p.size for p in info.params] == [8, 8, 8]
     # the loop: 8 channels of 128 + 16 FFMA (6 + 2 LDS.128 each), 9 copies, 36 loads (18 or 24
     # where a load reads 4 or 2 columns), 36 stores
@@ -204,13 +204,13 @@ def test_toom_cook_matrices_give_the_kernels_f43():
 
 def test_unsupported_shapes_are_refused():
     with pytest.raises(Unsupported):
-        f4fused.check(Shape(0, 3, 5, 5, 4))
+        f4fused_layout.check(Shape(0, 3, 5, 5, 4))
     with pytest.raises(Unsupported):
-        f4fused.check(Shape(4096, 512, 56, 56, 64))          # x past 2 GiB
+        f4fused_layout.check(Shape(4096, 512, 56, 56, 64))          # x past 2 GiB
     with pytest.raises(Unsupported, match="at most 512 filters"):
-        f4fused.check(Shape(1, 8, 4, 4, 513))                # the copies' sources: 8 registers
-    assert f4fused.Fused(Shape(128, 512, 7, 7, 512)).grid() == (16, 16, 1)
-    assert f4fused.Fused(Shape(32, 20, 7, 7, 512), 3).Cp == 24 and f4fused.Fused(Shape(32, 20, 7, 7, 512), 3).grid()[2] == 3
+        f4fused_layout.check(Shape(1, 8, 4, 4, 513))                # the copies' sources: 8 registers
+    assert f4fused_layout.Fused(Shape(128, 512, 7, 7, 512)).grid() == (16, 16, 1)
+    assert f4fused_layout.Fused(Shape(32, 20, 7, 7, 512), 3).Cp == 24 and f4fused_layout.Fused(Shape(32, 20, 7, 7, 512), 3).grid()[2] == 3
 
 
 # ---- on the GPU -----------------------------------------------------------------------------------
