@@ -5,6 +5,11 @@ checked bit for bit against the default's (the placement moves instructions, not
 
     python3 -m kernels_sass.winograd.f4fused_placement [--json FILE]
     python3 -m kernels_sass.winograd.f4fused_placement --profile N C H W K   # 3 launches, for ncu
+    python3 -m kernels_sass.winograd.f4fused_placement --fixed [--json FILE]  # a block's fixed cost
+
+--fixed times the main kernel (one part) on the layers' N, H, W and K with 8 to 256 channels
+and fits time = a x iterations + b: b / a is what a block's prologue, epilogue and start cost in
+loop iterations (the same block count, 8 channels an iteration).
 """
 from __future__ import annotations
 
@@ -80,12 +85,51 @@ def launcher(s, parts, f, x, u, y, k):
     return run
 
 
+FIXED_LAYERS = {"Conv2/N128": Shape(128, 64, 56, 56, 64), "Conv3/N128": Shape(128, 128, 28, 28, 128),
+                "Conv2/N32": Shape(32, 64, 56, 56, 64)}
+FIXED_CHANNELS = (8, 16, 32, 64, 128, 256)
+
+
+def fixed_cost(json_path=None) -> int:
+    """The main kernel's time against its channel loop's length on FIXED_LAYERS' other
+    dimensions: the fit's fixed part in iterations."""
+    import numpy as np
+    import torch
+    from .bench import timeit
+    rows = []
+    print("# f4fused main kernel (1 part) by channels: ms; fit ms = a x iterations + b")
+    for name, layer in FIXED_LAYERS.items():
+        points = []
+        for c in FIXED_CHANNELS:
+            s = Shape(layer.N, c, layer.H, layer.W, layer.K)
+            f = f4fused_layout.Fused(s, 1)
+            g = torch.Generator(device="cuda").manual_seed(0)
+            x = torch.randn((s.N, s.C, s.H, s.W), device="cuda", generator=g)
+            u = torch.randn((f.u_rows, f.Kp), device="cuda", generator=g)
+            y = torch.empty((s.N, s.K, s.H, s.W), device="cuda")
+            ms, _ = timeit(launcher(s, 1, f, x, u, y, kernel(s, 1)), 1)
+            points.append((f.iterations, ms))
+        a, b = np.polyfit(*np.array(points).T, 1)
+        rows.append({"config": name, "blocks": f.grid()[0] * f.grid()[1], "points": points,
+                     "ms_per_iteration": a, "fixed_ms": b, "fixed_iterations": b / a})
+        print(f"{name:<11} " + " ".join(f"C{c}: {ms:.4f}" for (_, ms), c in zip(points, FIXED_CHANNELS)) +
+              f" | a {a:.5f} b {b:.5f}: fixed = {b / a:.2f} iterations, "
+              f"{b / (a * (layer.C // 8) + b):.0%} of C={layer.C}", flush=True)
+    if json_path:
+        with open(json_path, "w") as fh:
+            json.dump(rows, fh, indent=1)
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python3 -m kernels_sass.winograd.f4fused_placement")
     p.add_argument("--json")
     p.add_argument("--profile", nargs=5, type=int, metavar="DIM")
     p.add_argument("--variants", nargs="*", default=list(VARIANTS))
+    p.add_argument("--fixed", action="store_true", help="a block's fixed cost in loop iterations")
     args = p.parse_args(argv)
+    if args.fixed:
+        return fixed_cost(args.json)
     import torch
     from .bench import timeit
     if args.profile:
