@@ -11,7 +11,8 @@ in sm_89's 256-bit `LDG`). Which ones is a fact of each arch, so it is data:
 `sassas/isa/data/control.toml`, learned by `python -m sassas.learn.control_rules`. A rule lists
 an opcode where every encoding that nvdisasm reads refuses it, a form (`BMOV B, I`) where every
 encoding of that form does, else the form with the modifiers that only the refused encodings'
-examples carry (`HADD2.F32 R, R, C[I][I]`). A reuse rule (`reuse_BC`) names the least
+examples carry (`HADD2.F32 R, R, C[I][I]`), or the form without the modifiers that only its
+accepted encodings carry (`CCTL.!C.!I`). A reuse rule (`reuse_BC`) names the least
 combination refused: every combination that holds it is refused too.
 
 Used by :mod:`sassas.validity` (the encoder's check of every word); never needs the oracle.
@@ -61,15 +62,16 @@ class Names:
     disagree."""
     opcodes: frozenset = frozenset()
     forms: frozenset = frozenset()
-    forms_with: tuple = ()               # (form, frozenset of modifiers)
+    forms_with: tuple = ()               # (form, modifiers it carries, modifiers it does not carry)
 
     def matches(self, opcode: str, form: str, modifiers) -> bool:
         if opcode in self.opcodes or form in self.forms:
             return True
-        return any(f == form and needed <= set(modifiers) for f, needed in self.forms_with)
+        return any(f == form and needed <= set(modifiers) and not excluded & set(modifiers)
+                   for f, needed, excluded in self.forms_with)
 
     def named_opcodes(self) -> set:
-        return set(self.opcodes) | {f.split()[0] for f in self.forms} | {f.split()[0] for f, _m in self.forms_with}
+        return set(self.opcodes) | {f.split()[0] for f in self.forms} | {f.split()[0] for f, *_m in self.forms_with}
 
 
 @dataclass(frozen=True)
@@ -141,13 +143,17 @@ class FormControlRules:
 
 
 def _names(entries) -> Names:
+    """An entry is an opcode (`CCTL`), a form (`CCTL [R+I]`) or a form with modifiers it carries
+    and, marked `!`, modifiers it does not (`HADD2.F32 R, R, C[I][I]`; `CCTL.!C.!I`: the form
+    without operands, neither .C nor .I)."""
     opcodes, forms, forms_with = set(), set(), []
     for n in entries:
         head, _, kinds = n.partition(" ")
         opcode, *modifiers = head.split(".")
         form = f"{opcode} {kinds}" if kinds else opcode
         if modifiers:
-            forms_with.append((form, frozenset(modifiers)))
+            forms_with.append((form, frozenset(m for m in modifiers if not m.startswith("!")),
+                               frozenset(m[1:] for m in modifiers if m.startswith("!"))))
         elif kinds:
             forms.add(n)
         else:

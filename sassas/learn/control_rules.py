@@ -18,7 +18,11 @@ about all of them in a few batched calls. A reuse combination that every form re
 rule of every arch, sassas.control.CONTROL_RULES: the learner names it and lists nothing. A
 rule lists an opcode where every encoding that nvdisasm reads refuses it, a form
 (`BMOV B, I`) where every encoding of that form does, else the form with the modifiers
-that only the refused encodings' examples carry (`HADD2.F32 R, R, C[I][I]`). A reuse rule
+that only the refused encodings' examples carry (`HADD2.F32 R, R, C[I][I]`), or, where every
+modifier of a refused one is one an accepted one carries, the form without the modifiers that
+only accepted ones carry (`CCTL.!C.!I`). Where a form's examples disagree on a control field, it
+samples each example's modifier groups at every value (an example shows one value a group, and
+the verdict can hang on another). A reuse rule
 (`reuse_BC`) names the least combination refused: every combination that holds it is
 refused too (the learner says where that is not so).
 
@@ -35,6 +39,8 @@ nvdisasm.
 from __future__ import annotations
 
 import tomllib
+import itertools
+import math
 from typing import Optional
 
 from ..isa.control_rules import DATA_FILE, FIELDS, ZERO_REGISTERS, reuse_rule_name, zero_register_rule_name
@@ -43,6 +49,8 @@ from ..isa.description import DATA_DIR
 # Reuse classes: (yield flag, stall 0) -> the stalls tried; a combination refused at any of them
 # is refused (they agree wherever measured).
 _REUSE_CLASSES = {(False, False): (1, 5), (True, False): (1, 5), (True, True): (0,)}
+# An example's modifier groups take at most this many combinations of values to be sampled
+MAX_MODIFIER_SAMPLES = 256
 
 
 def learn(arch: str) -> dict[str, list[str]]:
@@ -58,23 +66,25 @@ def learn(arch: str) -> dict[str, list[str]]:
     isa = get_isa(arch)
     control_mask = ((1 << 23) - 1) << CONTROL_SHIFT
     neutral = ControlCode(stall=1).bits
-    examples = []
+    examples = []              # (encoding, instruction with the neutral control code, word without it)
     for e in isa.encodings:
         if not e.example:
             continue
         try:
-            word = isa.encode(replace(parse_instruction(e.example), control=ControlCode(stall=1)))
+            inst = replace(parse_instruction(e.example), control=ControlCode(stall=1))
+            word = isa.encode(inst)
         except Exception:      # an example whose text does not encode alone (a branch target)
             continue
-        examples.append((e, word & ~control_mask))
-    variants = {"neutral": neutral}
-    for field, (shift, mask, none) in FIELDS.items():
-        variants[field] = neutral & ~(mask << shift) | (1 if none != 1 else 0) << shift
+        examples.append((e, inst, word & ~control_mask))
+    fields = {field: neutral & ~(mask << shift) | (1 if none != 1 else 0) << shift
+              for field, (shift, mask, none) in FIELDS.items()}
+    examples += _modifier_samples(isa, examples, neutral, fields, arch)
+    variants = {"neutral": neutral, **fields}
     for (yield_, stall0), stalls in _REUSE_CLASSES.items():
         for stall in stalls:
             for mask in range(1, 16):
                 variants[(yield_, stall0, stall, mask)] = ControlCode(stall=stall, yield_=yield_, reuse=mask).bits
-    words = {name: [w | c << CONTROL_SHIFT for _e, w in examples] for name, c in variants.items()}
+    words = {name: [w | c << CONTROL_SHIFT for _e, _inst, w in examples] for name, c in variants.items()}
     zeroed = _zero_register_words(isa, examples, neutral)
     seen = oracle.disassemble([w for ws in words.values() for w in ws]
                               + [w for by_place in zeroed for w in by_place.values()], arch)
@@ -163,6 +173,53 @@ def _first_breaking(rule: str, name: str, words) -> Optional[str]:
     return None
 
 
+def _modifier_samples(isa, examples, neutral: int, fields: dict[str, int], arch: str) -> list:
+    """More samples of the forms whose examples disagree on a control field (nvdisasm refuses it
+    in some, takes it in others): each such example's word with every combination of values of
+    its modifier groups (up to MAX_MODIFIER_SAMPLES a word), decoded, where it stays of the form
+    with modifiers no sample of the form has. An example shows one value of each group, and the
+    verdict can hang on another: sm_100's CCTL without operands takes a read barrier with .I or
+    .C and refuses it without, whatever its operation (IVALL, IVALLP, WBALL, WBALLP)."""
+    from dataclasses import replace
+
+    from ..ast import ControlCode
+    from ..errors import SassError
+    from ..isa.forms import CONTROL_SHIFT, form_key, form_name
+    from . import oracle
+
+    controls = (neutral, *fields.values())
+    seen = oracle.disassemble([w | c << CONTROL_SHIFT for _e, _inst, w in examples for c in controls], arch)
+    verdicts: dict[tuple[str, str], set] = {}
+    for e, _inst, w in examples:
+        if seen[w | neutral << CONTROL_SHIFT] is not None:
+            for field, c in fields.items():
+                verdicts.setdefault((e.name, field), set()).add(seen[w | c << CONTROL_SHIFT] is None)
+    mixed = {form for (form, _field), v in verdicts.items() if len(v) == 2}
+    have = {(e.name, frozenset(inst.modifiers)) for e, inst, _w in examples}
+    out = []
+    for e, _inst, w in examples:
+        if e.name not in mixed:
+            continue
+        groups = [g for g in e.groups if not any(t.startswith("@") for ts in g.values.values() for t in ts)]
+        values = [sorted(g.values) for g in groups]
+        if math.prod(len(v) for v in values) > MAX_MODIFIER_SAMPLES:
+            continue
+        base = w & ~sum(g.mask for g in groups)
+        for combo in itertools.product(*values):
+            word = base | sum(combo)
+            try:
+                inst = isa.decode(word | neutral << CONTROL_SHIFT)
+            except SassError:
+                continue
+            if inst is None or form_name(*form_key(inst)) != e.name:
+                continue
+            key = (e.name, frozenset(inst.modifiers))
+            if key not in have:
+                have.add(key)
+                out.append((e, replace(inst, control=ControlCode.from_bits(neutral)), word))
+    return out
+
+
 def _zero_register_words(isa, examples, control: int) -> list[dict[tuple[int, int], int]]:
     """Per example, (operand, register piece) -> its word with that register the zero register,
     for each register piece that is not already zero and whose word encodes."""
@@ -170,12 +227,11 @@ def _zero_register_words(isa, examples, control: int) -> list[dict[tuple[int, in
 
     from ..ast import ControlCode
     from ..kinds import value_pieces
-    from ..parse import parse_instruction
     from ..isa.forms import CONTROL_SHIFT
 
     out = []
-    for e, _w in examples:
-        inst = replace(parse_instruction(e.example), control=ControlCode.from_bits(control))
+    for _e, inst, _w in examples:
+        inst = replace(inst, control=ControlCode.from_bits(control))
         by_place = {}
         for i, op in enumerate(inst.operands):
             for j, (piece, value) in enumerate(zip(value_pieces(op.kind), op.values)):
@@ -197,31 +253,59 @@ def _zero_register_words(isa, examples, control: int) -> list[dict[tuple[int, in
 
 def _aggregate(examples, readable, refused, left_out: list) -> list[str]:
     """Opcodes all of whose encodings are refused, else forms, else forms with the modifiers of
-    a refused encoding's example that no accepted example of the form carries, fewer where the
-    opcode's accepted examples leave some (left out where there are none, their examples added
-    to `left_out`: the encodings differ otherwise)."""
+    a refused sample that no accepted sample of the form carries, fewer where the opcode's
+    accepted samples leave some; where every modifier of a refused sample is one an accepted
+    sample carries, the form without the modifiers that only accepted samples carry, as few as
+    keep the accepted ones out (`CCTL.!C.!I`); left out where none does (an accepted sample
+    with the same modifiers: the encodings differ otherwise; its text added to `left_out`)."""
+    from ..isa.control_rules import _names
     by_opcode: dict[str, set] = {}
     by_form: dict[str, set] = {}
     accepted_modifiers: dict[str, set] = {}
-    for (e, _w), ok, r in zip(examples, readable, refused):
+    accepted_sets: dict[str, list] = {}
+    for (e, inst, _w), ok, r in zip(examples, readable, refused):
         if ok:                  # else not a word nvdisasm reads at all
             by_opcode.setdefault(e.opcode, set()).add(r)
             by_form.setdefault(e.name, set()).add(r)
             if not r:
                 for key in (e.opcode, e.name):
-                    accepted_modifiers.setdefault(key, set()).update(_modifiers(e.example))
+                    accepted_modifiers.setdefault(key, set()).update(inst.modifiers)
+                accepted_sets.setdefault(e.name, []).append(frozenset(inst.modifiers))
     names = {op for op, r in by_opcode.items() if r == {True}}
     names |= {f for f, r in by_form.items() if r == {True} and f.split()[0] not in names}
-    for (e, _w), ok, r in zip(examples, readable, refused):
+    for (e, inst, _w), ok, r in zip(examples, readable, refused):
         if ok and r and by_form[e.name] != {True} and e.opcode not in names:
-            own = [m for m in _modifiers(e.example) if m not in accepted_modifiers[e.name]]
+            own = [m for m in inst.modifiers if m not in accepted_modifiers[e.name]]
             own = [m for m in own if m not in accepted_modifiers[e.opcode]] or own
+            opcode, _, kinds = e.name.partition(" ")
+            if not own:
+                if _names(sorted(names)).matches(e.opcode, e.name, inst.modifiers):
+                    continue        # (an entry with excluded modifiers holds it already)
+                own = _excluding(frozenset(inst.modifiers), accepted_sets[e.name])
             if own:
-                opcode, _, kinds = e.name.partition(" ")
                 names.add(".".join([opcode, *own]) + (f" {kinds}" if kinds else ""))
             else:
-                left_out.append(e.example)
+                left_out.append(".".join([e.opcode, *inst.modifiers]))
     return sorted(names)
+
+
+def _excluding(modifiers: frozenset, accepted: list) -> list[str]:
+    """The modifiers (`X`) and excluded modifiers (`!Y`) of an entry that holds an instruction
+    with `modifiers` and none with a set in `accepted`: from all of `modifiers` and every other
+    modifier of `accepted` excluded, each dropped in turn where the accepted stay out; [] where
+    even the first does not keep them out."""
+    def keeps_out(needed, excluded):
+        return not any(needed <= a and not excluded & a for a in accepted)
+    needed, excluded = set(modifiers), set().union(*accepted) - modifiers
+    if not keeps_out(needed, excluded):
+        return []
+    for m in sorted(excluded):
+        if keeps_out(needed, excluded - {m}):
+            excluded.discard(m)
+    for m in sorted(needed):
+        if keeps_out(needed - {m}, excluded):
+            needed.discard(m)
+    return sorted(needed) + [f"!{m}" for m in sorted(excluded)]
 
 
 def _modifiers(example: str) -> tuple[str, ...]:

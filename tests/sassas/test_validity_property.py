@@ -175,7 +175,7 @@ def test_form_rules_name_forms_of_the_isa(arch):
     assert rules.reuse and all(r.mask for r in rules.reuse)
     for names in every:
         assert names.opcodes <= opcodes and names.forms <= forms
-        assert {f for f, _modifiers in names.forms_with} <= forms
+        assert {f for f, *_modifiers in names.forms_with} <= forms
 
 
 @pytest.mark.oracle
@@ -218,3 +218,43 @@ def test_zero_register_where_the_form_refuses_it(register, refused):
     with pytest.raises(SassError) as e:
         sassas.assemble(source, "sm_89", "z.sass", allow_exec=False)
     assert e.value.loc.line == 2 and "takes no RZ in operand 3 on sm_89" in str(e.value)
+
+
+CCTL_ALL = [f"CCTL{level}.{op}" for level in ("", ".U", ".I", ".C") for op in ("IVALL", "IVALLP", "WBALL", "WBALLP")]
+
+
+@pytest.mark.parametrize("arch", ["sm_100", "sm_120"])
+@pytest.mark.parametrize("field, code", [("read barrier", "--:1:-:Y:1"), ("write barrier", "--:-:2:Y:1")])
+def test_a_rule_can_hang_on_a_modifier_an_example_does_not_show(arch, field, code):
+    """sm_100 and sm_120's CCTL without operands takes a barrier with .I or .C and refuses one
+    without, whatever its operation: the learner samples every value of the modifier groups of
+    such a form (control.toml: `CCTL.!C.!I`), not its examples' only (`CCTL.IVALL` let
+    `CCTL.IVALLP` through with a read barrier)."""
+    for text in CCTL_ALL:
+        source = f".kernel k\n{code}  {text};\n--:-:-:Y:5  EXIT;\n"
+        if ".I." in text or ".C." in text:
+            assert sassas.assemble(source, arch, "c.sass", allow_exec=False).data
+            continue
+        with pytest.raises(SassError) as e:
+            sassas.assemble(source, arch, "c.sass", allow_exec=False)
+        assert e.value.loc.line == 2 and f"CCTL takes no {field} on {arch}" in str(e.value)
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("arch", ["sm_100", "sm_120"])
+def test_nvdisasm_takes_cctl_barriers_where_the_assembler_does(arch):
+    """The same verdicts from nvdisasm, on the words with the barrier set in their control bits."""
+    from dataclasses import replace
+    oracle = pytest.importorskip("sassas.learn.oracle")
+    why = oracle.missing_tools(arch, ("nvdisasm",))
+    if why:
+        pytest.skip(why)
+    isa = get_isa(arch)
+    words = {}
+    for text in CCTL_ALL:
+        for code in (ControlCode(stall=1, read_barrier=1), ControlCode(stall=1, write_barrier=2)):
+            plain = isa.encode(replace(parse_instruction(text), control=ControlCode(stall=1))) & ~CONTROL_MASK
+            words[text, code.read_barrier] = plain | code.bits << CONTROL_SHIFT
+    seen = oracle.disassemble(list(words.values()), arch)
+    for (text, _read), word in words.items():
+        assert (seen[word] is not None) == (".I." in text or ".C." in text), text
