@@ -142,7 +142,7 @@ class FormControlRules:
         return tuple(r for r in self.reuse if r.names.matches(opcode, form, modifiers))
 
 
-def _names(entries) -> Names:
+def parse_names(entries) -> Names:
     """An entry is an opcode (`CCTL`), a form (`CCTL [R+I]`) or a form with modifiers it carries
     and, marked `!`, modifiers it does not (`HADD2.F32 R, R, C[I][I]`; `CCTL.!C.!I`: the form
     without operands, neither .C nor .I)."""
@@ -165,8 +165,8 @@ def _names(entries) -> Names:
 def form_control_rules(arch: str) -> FormControlRules:
     data = load_toml((Path(__file__).parent / "data" / DATA_FILE).read_bytes(), "control")
     entry = data.get(arch) or data.get(ARCHS[arch].isa_from if arch in ARCHS else "", {})
-    fields = {field: _names(entry.get(field, [])) for field in FIELDS}
-    rules = [_rule(name, _names(entries)) for name, entries in entry.items() if entries]
+    fields = {field: parse_names(entry.get(field, [])) for field in FIELDS}
+    rules = [_rule(name, parse_names(entries)) for name, entries in entry.items() if entries]
     return FormControlRules(fields, tuple(r for r in rules if isinstance(r, ReuseRule)),
                             tuple(r for r in rules if isinstance(r, ZeroRegisterRule)))
 
@@ -184,7 +184,7 @@ def _rule(name: str, names: Names):
 def rule_refuses(rule: str, name: str, inst, form: str, c: int) -> bool:
     """Whether one entry `name` of the rule `rule` refuses the instruction `inst` of form `form`
     with control code `c` (the learner checks its rules against ptxas' words with it)."""
-    names = _names([name])
+    names = parse_names([name])
     if not names.matches(inst.opcode, form, inst.modifiers):
         return False
     if rule in FIELDS:

@@ -38,9 +38,9 @@ nvdisasm.
 """
 from __future__ import annotations
 
-import tomllib
 import itertools
 import math
+import tomllib
 from typing import Optional
 
 from ..isa.control_rules import DATA_FILE, FIELDS, ZERO_REGISTERS, reuse_rule_name, zero_register_rule_name
@@ -258,7 +258,7 @@ def _aggregate(examples, readable, refused, left_out: list) -> list[str]:
     sample carries, the form without the modifiers that only accepted samples carry, as few as
     keep the accepted ones out (`CCTL.!C.!I`); left out where none does (an accepted sample
     with the same modifiers: the encodings differ otherwise; its text added to `left_out`)."""
-    from ..isa.control_rules import _names
+    from ..isa.control_rules import parse_names
     by_opcode: dict[str, set] = {}
     by_form: dict[str, set] = {}
     accepted_modifiers: dict[str, set] = {}
@@ -279,7 +279,7 @@ def _aggregate(examples, readable, refused, left_out: list) -> list[str]:
             own = [m for m in own if m not in accepted_modifiers[e.opcode]] or own
             opcode, _, kinds = e.name.partition(" ")
             if not own:
-                if _names(sorted(names)).matches(e.opcode, e.name, inst.modifiers):
+                if parse_names(sorted(names)).matches(e.opcode, e.name, inst.modifiers):
                     continue        # (an entry with excluded modifiers holds it already)
                 own = _excluding(frozenset(inst.modifiers), accepted_sets[e.name])
             if own:
