@@ -308,8 +308,11 @@ def classify(line: str, word: int, arch: int, read: Optional[str]) -> Optional[d
           and not any((written.opcode, t) in WRONG_IMPLIED for t in added) and order is not None)
     mine = sassas_word(text.rstrip(" ;") + ";") if ok else None
     if mine is None:
-        # (the same mnemonic: what differs is the operands, which the forms show)
-        wrong = (f"read by nvdisasm as {name}" if name != spelled else
+        # (the same mnemonic: what differs is the operands, which the forms show). The mnemonic
+        # as nvdisasm prints it: the decoder's modifier order can hang on the encoding a word's
+        # operands pick (sm_80's STG.E.64.MMIO.GPU), and the table must not hang on them.
+        read_name = next((t for t in read.split() if not t.startswith("@")), name) if read else name
+        wrong = (f"read by nvdisasm as {read_name}" if name != spelled else
                  f"read by nvdisasm as {name}{form_name(*form_key(canon))[len(canon.opcode):]} (written "
                  f"{spelled}{form_name(*form_key(written))[len(written.opcode):]})")
         if as_written is not None:
