@@ -67,8 +67,8 @@ class Names:
     def matches(self, opcode: str, form: str, modifiers) -> bool:
         if opcode in self.opcodes or form in self.forms:
             return True
-        return any(f == form and needed <= set(modifiers) and not excluded & set(modifiers)
-                   for f, needed, excluded in self.forms_with)
+        carried = set(modifiers)
+        return any(f == form and needed <= carried and not excluded & carried for f, needed, excluded in self.forms_with)
 
     def named_opcodes(self) -> set:
         return set(self.opcodes) | {f.split()[0] for f in self.forms} | {f.split()[0] for f, *_m in self.forms_with}

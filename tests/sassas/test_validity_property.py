@@ -252,8 +252,8 @@ def test_nvdisasm_takes_cctl_barriers_where_the_assembler_does(arch):
     isa = get_isa(arch)
     words = {}
     for text in CCTL_ALL:
+        plain = isa.encode(replace(parse_instruction(text), control=ControlCode(stall=1))) & ~CONTROL_MASK
         for code in (ControlCode(stall=1, read_barrier=1), ControlCode(stall=1, write_barrier=2)):
-            plain = isa.encode(replace(parse_instruction(text), control=ControlCode(stall=1))) & ~CONTROL_MASK
             words[text, code.read_barrier] = plain | code.bits << CONTROL_SHIFT
     seen = oracle.disassemble(list(words.values()), arch)
     for (text, _read), word in words.items():
