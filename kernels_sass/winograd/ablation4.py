@@ -122,7 +122,7 @@ def ablation_f4tc(name, s, variants, reps: int) -> list[dict]:
 
 def ablation_f4fused(name, s, variants: dict, reps: int) -> list[dict]:
     import torch
-    parts, f, x, u, y = f4fused_placement.setup(s)
+    parts, _, x, u, y = f4fused_placement.setup(s)
     rows, ref = [], None
     for tag, values in variants.items():
         row = {"config": name, "algo": "f4fused", "variant": tag,
@@ -130,8 +130,8 @@ def ablation_f4fused(name, s, variants: dict, reps: int) -> list[dict]:
                "parts": parts}
         try:
             with f4fused_placement.constants(values):
-                k = f4fused_placement.kernel(s, parts)
-            run = f4fused_placement.launcher(s, parts, f, x, u, y, k)
+                k, f = f4fused_placement.kernel(s, parts)
+            run = f4fused_placement.launcher(f, x, u, y, k)
             y.fill_(float("nan"))
             run()
             torch.cuda.synchronize()

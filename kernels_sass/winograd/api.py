@@ -154,8 +154,9 @@ def f4fused_main(x, u4f, y, s: Shape, parts: int, layout: str = "NCHW", stream=0
         fill(y, 0.0, stream)
     # (x or y a view at an offset not a multiple of 16 bytes: the kernel of 4-byte loads and stores)
     k = f4fused_kernel(s, parts, layout, pointer(x) % 16 == 0 and pointer(y) % 16 == 0)
-    k(f4fused_layout.Fused(s, parts, layout).grid(), f4fused_layout.THREADS, pointer(x), pointer(u4f), pointer(y),
-      shared=f4fused_layout.SMEM_BYTES, stream=stream)
+    f = f4fused.fused(s, parts, layout, sass_arch())
+    k(f.launch_grid(sm_count()), f4fused_layout.THREADS, pointer(x), pointer(u4f), pointer(y), shared=f.smem_bytes,
+      stream=stream)
 
 
 def f4fused_conv(x, w, y, s: Shape, parts: int, layout: str, ws: Workspace, lib: Any, stream=0) -> None:
@@ -249,7 +250,7 @@ def _f4fused_runs(s: Shape, layout: str, gpu_arch: str, sms: int) -> bool:
             and f4fused_layout.choose_parts(s, sms) == 1):
         return False
     try:
-        f4fused_layout.check(s, 1, layout)
+        f4fused.fused(s, 1, layout, gpu_arch)
         return True
     except plan.Unsupported:
         return False
@@ -288,7 +289,7 @@ def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Op
         raise ValueError(f'algo "{algo}" is SASS only (impl "sass"); its CUDA-C counterpart is algo "f4"')
     if algo == "f4fused" and impl == "sass":
         parts = f4fused_parts(s, parts)
-        f4fused_layout.check(s, parts, layout)
+        f4fused.fused(s, parts, layout, sass_arch())
         lib = Lib(x)
         ws = workspace or Workspace()
         y = out if out is not None else lib.empty((s.N, s.K, s.H, s.W) if layout == "NCHW" else (s.K, s.H, s.W, s.N))

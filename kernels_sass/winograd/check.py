@@ -137,12 +137,17 @@ def sim_f4fused(s: Shape, seed: int, arch: str = "sm_90") -> int:
     return 0 if err <= TOL and not m.race_log and not m.undefined_log else 1
 
 
-def f4fused_simulated_error(s: Shape, rng, arch: str = "sm_90", parts: int = 1, layout: str = "NCHW"):
+SIM_SMS = 3       # the simulated GPU's SMs (persistent blocks: most take several tiles)
+
+
+def f4fused_simulated_error(s: Shape, rng, arch: str = "sm_90", parts: int = 1, layout: str = "NCHW",
+                            sms: int = SIM_SMS):
     """(relative error against float64 with NaN as 1e30, the simulator's machine) of the fused
-    F(4x4,3x3) kernel of s (channels split in `parts`, x and y in `layout`) on fresh random x
-    and w from rng; y poisoned with NaN first (zeroed, as conv2d does, where parts add into it)."""
+    F(4x4,3x3) kernel of s (channels split in `parts`, x and y in `layout`; launched as on a GPU of
+    `sms` SMs) on fresh random x and w from rng; y poisoned with NaN first (zeroed, as conv2d does,
+    where parts add into it)."""
     from . import f4fused, f4fused_layout, sim
-    f = f4fused_layout.Fused(s, parts, layout)
+    f = f4fused.fused(s, parts, layout, arch)
     x = rng.standard_normal((s.N, s.C, s.H, s.W)).astype(np.float32)
     w = rng.standard_normal((s.K, s.C, 3, 3)).astype(np.float32)
     u = np.zeros((f.u_rows, f.Kp), np.float32)          # f4_filter_transform's layout
@@ -150,8 +155,8 @@ def f4fused_simulated_error(s: Shape, rng, arch: str = "sm_90", parts: int = 1, 
     y = np.full((s.N, s.K, s.H, s.W) if layout == "NCHW" else (s.K, s.H, s.W, s.N), np.nan if parts == 1 else 0.0,
                 np.float32)
     xl = x if layout == "NCHW" else ref.to_chwn(x)
-    out, m = sim.simulate(f4fused.generate(s, arch, parts, layout), f.grid(), {"x": xl, "u": u, "y": y},
-                          list(f4fused.PARAMS), f4fused_layout.SMEM_BYTES, threads=f4fused_layout.THREADS, arch=arch)
+    out, m = sim.simulate(f4fused.generate(s, arch, parts, layout), f.launch_grid(sms), {"x": xl, "u": u, "y": y},
+                          list(f4fused.PARAMS), f.smem_bytes, threads=f4fused_layout.THREADS, arch=arch)
     got = out["y"].view(np.float32).reshape(y.shape)
     got = got if layout == "NCHW" else ref.from_khwn(got)
     want = ref.direct_conv2d(x, w)

@@ -4,7 +4,7 @@ winograd.cu's f4_filter_transform, U[e][c][k], 36 x Cp rows of Kp floats and PAD
 that the last prefetch reads).
 
     text = generate(Shape(N, C, H, W, K), parts=1, layout="NCHW", aligned=True)   # kernel_name(...)
-    f4fused_layout.Fused(s, parts, layout).grid(), THREADS, SMEM_BYTES   # the launch: params x, u, y
+    f = fused(s, parts, layout); f.launch_grid(sms), THREADS, f.smem_bytes   # the launch: params x, u, y
 
 Design (NOTES.md sections 15 and 16):
 - 256 threads, a block tile of 32 filters x 32 output tiles (4x4 pixels each) x the 36
@@ -27,6 +27,10 @@ Design (NOTES.md sections 15 and 16):
 - Epilogue: the accumulators as M[e][k][t] in shared memory, then thread tid takes the 4
   (k, t) pairs k = tid / 32 + 8r, t = tid % 32: 36 LDS, A^T m A, 16 predicated STG (or REDG, split;
   W % 4 == 0, y 16-byte aligned: 4 STG.128; W % 2 == 0: 8 STG.64).
+- Persistent blocks (PERSISTENT; NOTES.md section 24): one block an SM takes the block tiles b,
+  b + grid, ...; its next tile's set-up, copies and window loads go before this tile's staging, the
+  next window's transform and stores among this tile's output transforms (the buffers at LOW and
+  LOW ^ OTHER, the one written then past M), so that only the loop's first chunk waits.
 
 The control codes come from sched.Seq (conservative latencies, scoreboards assigned) and the
 operand reuse flags from sched.mark_reuse; the instructions are placed at FFMA slots of the
@@ -35,11 +39,12 @@ fast. Every kernel is checked with sassas.hazards when built.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 from .cubins import build_text
-from .f4fused_layout import (BC, BK, BT, COPY_SOURCES, E, M_E, M_EW, OTHER, ROW, SMEM_BYTES, THREADS, U_E, V_E, V_OFF,
-                             check, exact_magic, m_skew)
+from .f4fused_layout import (BC, BK, BT, COPY_SOURCES, E, LOW, Fused, M_E, M_EW, OTHER, ROW, SMEM_BYTES_PERSISTENT, THREADS,
+                             U_E, V_E, V_OFF, check, exact_magic, m_skew)
 from .pieces import address, f43_at_ops, f43_bt_ops, kernel_head, kernel_text, mad, signed_hex
 from .plan import Shape
 from .sched import PRED_LATENCY, Op, Seq, mark_reuse
@@ -81,9 +86,14 @@ XP, MLO, MHI, CH, UOFF, USTS, VSTS, LDA, LDB, LDA2, LDB2, UOFF2, USTS2, CNT = (
 EPILOGUE_PIPELINE = True   # the epilogue's next (k, t) pair's 36 LDS before this pair's transforms and stores
 WIDE_LOADS = True          # NCHW, W % 4 == 0 (W % 2 == 0): a window row's columns 1-4 by one LDG.128
                            # (two LDG.64), the window in WIN_WIDE
+PERSISTENT = True          # blocks that take the tiles in turns, one an SM, the next tile's copies, window
+                           # loads and transform inside this tile's epilogue (off: a block a tile)
 TOP = 252                  # the highest register: 255 counted (256 threads: up to 255; R253 is an
                            # illegal instruction on the H100, NOTES.md section 7)
 
+
+SETUP = list(range(RA, RX))   # the tile set-up's scratch (the loop's operands: free outside the loop)
+UR_CUR, UR_NEXT, UR_STRIDE = 8, 9, 10   # persistent: this tile's number, the next one's, the grid size
 
 WINDOW_POOL = list(range(RX, RX + 36)) + [RS + 2, RS + 3, TOP - 1, TOP]
 
@@ -133,6 +143,49 @@ def _pairs() -> list[list[int]]:
 PAIRS = _pairs()
 
 
+@dataclass(frozen=True)
+class OutputRegs:
+    """The epilogue's registers after the accumulators' staging: indices, masks, output pointers
+    (yps: 4 pairs), the transform's spares, 4 aligned quads from `quads` (the wide stores), and
+    the pairs' m (pair pr in pairs[pr % len(pairs)])."""
+    tid: int
+    bx: int
+    by: int
+    kr: int
+    tile: tuple                 # tile_of's 7
+    ids: tuple                  # block_ids' 3 (persistent)
+    rm: int
+    cm: int
+    om: int
+    h0: int
+    w0: int
+    bound: tuple
+    k0: int
+    ro: int
+    off: int
+    ldc: int
+    tmp: int
+    masks: tuple
+    yps: tuple
+    spares: tuple
+    quads: int
+    pairs: tuple
+
+
+# A block a tile: the accumulators' pairs, the window's registers (the loop is over) and RS on
+OUTPUT = OutputRegs(tid=RA, bx=RA + 1, by=RA + 2, kr=RA + 3, tile=tuple(range(RA + 4, RA + 11)), ids=(),
+                    rm=RA + 11, cm=RA + 12, om=RA + 13, h0=RA + 14, w0=RA + 15, bound=(RS, RS + 1), k0=RS + 2,
+                    ro=RS + 3, off=RS + 4, ldc=RS + 8, tmp=RS + 10, masks=tuple(range(RS + 11, RS + 15)),
+                    yps=(RS + 6, RX + 12, RX + 14, RX + 16), spares=tuple(range(RX, RX + 12)), quads=RX + 20,
+                    pairs=tuple(map(tuple, PAIRS)))
+# Persistent: the next tile's window, masks, pointers and addresses (R184 on) live through the
+# epilogue, so everything in R0..R183, with two pairs' m in flight (pr % 2)
+OUTPUT_PERSISTENT = OutputRegs(tid=144, bx=145, by=146, kr=147, tile=tuple(range(148, 155)), ids=(167, 182, 183),
+                               rm=155, cm=156, om=157, h0=158, w0=159, bound=(180, 181), k0=160, ro=161, off=168,
+                               ldc=172, tmp=162, masks=(163, 164, 165, 166), yps=(170, 174, 176, 178),
+                               spares=tuple(range(96, 108)), quads=112, pairs=tuple(map(tuple, PAIRS[:2])))
+
+
 def ACC(i: int, j: int) -> int:
     """Accumulator of row i (0..15), column j (0..7): columns swapped in pairs so that an
     accumulator and the B operand it meets sit in different register banks (as gemmgen)."""
@@ -160,15 +213,29 @@ def wide_loads(s: Shape, layout: str) -> int:
     return 4 if s.W % 4 == 0 else 2 if s.W % 2 == 0 else 1
 
 
+def persistent(arch: str = DEFAULT_ARCH) -> bool:
+    """Whether the kernel for arch has persistent blocks (PERSISTENT, where shared memory fits)."""
+    return PERSISTENT and SMEM_BYTES_PERSISTENT <= target(arch).max_smem
+
+
+def fused(s: Shape, parts: int = 1, layout: str = "NCHW", arch: str = DEFAULT_ARCH) -> Fused:
+    """The geometry of the kernel generate() makes now (its launch: grid, shared memory);
+    Unsupported where the kernel does not take s."""
+    return check(s, parts, layout, persistent(arch))
+
+
 class Generator:
     def __init__(self, s: Shape, arch: str = DEFAULT_ARCH, parts: int = 1, layout: str = "NCHW", aligned: bool = True):
-        self.f = check(s, parts, layout)
+        self.persistent = persistent(arch)
+        self.f = check(s, parts, layout, self.persistent)
         self.s = s
         self.t = target(arch)
         if not self.t.async_copy:
             raise ValueError(f"{self.t.arch} has no LDGSTS: the fused F(4x4,3x3) kernel copies U by LDGSTS")
-        if SMEM_BYTES > self.t.max_smem:
-            raise ValueError(f"{self.t.arch}: {SMEM_BYTES} bytes of shared memory a block, {self.t.max_smem} given")
+        if self.f.smem_bytes > self.t.max_smem:
+            raise ValueError(f"{self.t.arch}: {self.f.smem_bytes} bytes of shared memory a block, {self.t.max_smem} given")
+        # the buffer the prologue's copies write (the read one: first ^ OTHER)
+        self.first = LOW ^ OTHER if self.persistent else 0
         self.wide = wide_loads(s, layout) if aligned else 1
         self.win = WIN_WIDE if self.wide > 1 else WIN
         used = {r for row in self.win for r in row}
@@ -343,14 +410,11 @@ class Generator:
                 for reg in self.copy_src[:self.f.copy_sources] + (UOFF2,)]
 
     # ---- prologue -----------------------------------------------------------------------
-    def prologue(self) -> list[str]:
-        s, f = self.s, self.f
-        q = self.seq()
-        tid, bx, by, e, sub, kq, tq, cc = range(8)
-        r = list(range(8, 40))
+    def thread_setup(self, q: Seq) -> None:
+        """What a thread keeps for every tile: the shared addresses of its loads (the buffer the
+        first chunk is read from), copies and stores (the buffer it is written to), U's base."""
+        tid, e, sub, kq, tq, cc, e2, kq2, t, tmp = range(10)
         q.op(f"S2R R{tid}, SR_TID.X")
-        q.op(f"S2R R{bx}, SR_CTAID.X")
-        q.op(f"S2R R{by}, SR_CTAID.Y")
         for text in self.t.desc_load():
             q.op(text)
         q.op(f"ULDC.64 UR{U_UR}, {self.t.param(P_U)}")
@@ -359,17 +423,55 @@ class Generator:
         q.op(f"SHF.R.U32.HI R{kq}, RZ, 0x2, R{sub}")
         q.op(f"LOP3.LUT R{tq}, R{sub}, 0x3, RZ, 0xc0, !PT")
         q.op(f"SHF.R.U32.HI R{cc}, RZ, 0x5, R{tid}")
-        tmp = r[-1]
-        base = self.t.smem_base
-        # reads (buffer 1 until the first swap): A at e*U_E + 64 kq, B at V_OFF + e*V_E + 32 tq
-        address(q, LDA, ((e, U_E), (kq, 64)), base + OTHER, tmp)
-        address(q, LDB, ((e, V_E), (tq, 32)), base + OTHER + V_OFF, tmp)
-        # copies: chunk sub of U rows (e, 0..7) of the block's 32 filters; V stores at (cc, t)
-        address(q, USTS, ((e, U_E), (sub, 16)), base, tmp)
-        c0 = 41
+        write = self.t.smem_base + self.first
+        read = self.t.smem_base + (self.first ^ OTHER)
+        # reads: A at e*U_E + 64 kq, B at V_OFF + e*V_E + 32 tq; copies: chunk sub of U rows
+        # (e, 0..7); V stores at (cc, t)
+        address(q, LDA, ((e, U_E), (kq, 64)), read, tmp)
+        address(q, LDB, ((e, V_E), (tq, 32)), read + V_OFF, tmp)
+        address(q, USTS, ((e, U_E), (sub, 16)), write, tmp)
+        # the small positions: e2 = 32 + tid / 64; kq2 = tid / 8 % 8 (also the channel of the
+        # row this thread copies a chunk of), tq2 = sub (also the chunk)
+        q.op(f"SHF.R.U32.HI R{e2}, RZ, 0x6, R{tid}")
+        q.op(f"IADD3 R{e2}, R{e2}, {BIG:#x}, RZ")
+        q.op(f"LOP3.LUT R{kq2}, R{e}, 0x7, RZ, 0xc0, !PT")
+        address(q, LDA2, ((e2, U_E), (kq2, 16)), read, tmp)
+        address(q, LDB2, ((e2, V_E), (sub, 16)), read + V_OFF, tmp)
+        address(q, USTS2, ((e2, U_E), (kq2, ROW), (sub, 16)), write, tmp)
+        q.op(f"LOP3.LUT R{t}, R{tid}, 0x1f, RZ, 0xc0, !PT")
+        address(q, VSTS, ((cc, ROW), (t, 4)), write + V_OFF, tmp)
+
+    def block_ids(self, q: Seq, bx: int, by: int, bz: Optional[int], r: list[int], block_ur: Optional[int]) -> None:
+        """R<bx>, R<by> (and R<bz>) of the block tile: the CTA's ids, or of the persistent
+        block's tile number in UR<block_ur> (x first, then y, then z). Uses r[0..2]."""
+        if block_ur is None:
+            q.op(f"S2R R{bx}, SR_CTAID.X")
+            q.op(f"S2R R{by}, SR_CTAID.Y")
+            if bz is not None:
+                q.op(f"S2R R{bz}, SR_CTAID.Z")
+            return
+        num, rest, tmp = r[:3]
+        gx, gy, _ = self.f.grid()
+        q.op(f"MOV R{num}, UR{block_ur}")
+        self.divide(q, rest, bx, num, gx, self.f.blocks, tmp)
+        if bz is None:
+            bz = num
+        self.divide(q, bz, by, rest, gy, self.f.blocks // gx + 1, tmp)
+
+    def tile_setup(self, q: Seq, block_ur: Optional[int]) -> None:
+        """The block tile's U sources (UOFF, the other copy sources, UOFF2), window pointer (XP),
+        channel (CH), window masks (MLO, MHI) and loop count (CNT); the tile from the CTA's ids or
+        (persistent) from UR<block_ur>. Its scratch registers are the loop's operands (SETUP)."""
+        s, f = self.s, self.f
+        tid, e, sub, cc, e2, kq2, bx, by, bz, c0, tmp = SETUP[:11]
+        r = SETUP[11:]
+        q.op(f"S2R R{tid}, SR_TID.X")
+        self.block_ids(q, bx, by, bz if f.parts > 1 else None, r, block_ur)
+        q.op(f"SHF.R.U32.HI R{e}, RZ, 0x3, R{tid}")
+        q.op(f"LOP3.LUT R{sub}, R{tid}, 0x7, RZ, 0xc0, !PT")
+        q.op(f"SHF.R.U32.HI R{cc}, RZ, 0x5, R{tid}")
         if f.parts > 1:                 # part z: channels from z Cp / parts
-            q.op(f"S2R R40, SR_CTAID.Z")
-            mad(q, c0, 40, f.Cp // f.parts, None, tmp)
+            mad(q, c0, bz, f.Cp // f.parts, None, tmp)
         else:
             q.op(f"MOV R{c0}, RZ")
         mad(q, UOFF, e, f.Cp, c0, tmp)
@@ -380,15 +482,9 @@ class Generator:
         for b in reversed(range(f.copy_sources)):      # (copy_src[0] is UOFF: last)
             if f.copy_source_row(b):
                 q.op(f"IADD3 R{self.copy_src[b]}, R{UOFF}, {f.copy_source_row(b) * f.Kp * 4:#x}, RZ")
-        # the small positions: e2 = 32 + tid / 64; kq2 = tid / 8 % 8 (also the channel of the
-        # row this thread copies a chunk of), tq2 = sub (also the chunk)
-        e2, kq2 = r[20:22]
         q.op(f"SHF.R.U32.HI R{e2}, RZ, 0x6, R{tid}")
         q.op(f"IADD3 R{e2}, R{e2}, {BIG:#x}, RZ")
         q.op(f"LOP3.LUT R{kq2}, R{e}, 0x7, RZ, 0xc0, !PT")
-        address(q, LDA2, ((e2, U_E), (kq2, 16)), base + OTHER, tmp)
-        address(q, LDB2, ((e2, V_E), (sub, 16)), base + OTHER + V_OFF, tmp)
-        address(q, USTS2, ((e2, U_E), (kq2, ROW), (sub, 16)), base, tmp)
         mad(q, UOFF2, e2, f.Cp, kq2, tmp)
         q.op(f"IADD3 R{UOFF2}, R{UOFF2}, R{c0}, RZ")
         mad(q, UOFF2, UOFF2, f.Kp, None, tmp)
@@ -396,34 +492,49 @@ class Generator:
         mad(q, UOFF2, sub, 4, UOFF2, tmp)
         q.op(f"SHF.L.U32 R{UOFF2}, R{UOFF2}, 0x2, RZ")
         t, n, th, tw = self.tile_of(q, tid, bx, r)
-        address(q, VSTS, ((cc, ROW), (t, 4)), base + V_OFF, tmp)
         q.op(f"IADD3 R{CH}, R{cc}, R{c0}, RZ")
         # the window at (4 th - 1, 4 tw - 1): its rows and columns inside the image
-        h0, w0, cm, lo, hi = r[6:11]
-        off = 34                     # an even pair and the pair after it
+        h0, w0, cm, lo, hi, t1, t2, t3, t4 = r[7:16]
+        off = r[17]                     # an even pair and the pair after it
         mad(q, h0, th, 4, None, tmp)
         q.op(f"IADD3 R{h0}, R{h0}, -0x1, RZ")
         mad(q, w0, tw, 4, None, tmp)
         q.op(f"IADD3 R{w0}, R{w0}, -0x1, RZ")
-        self.bound_mask(q, cm, w0, 6, s.W, 1, r[12:])
+        self.bound_mask(q, cm, w0, 6, s.W, 1, [t1, t2])
         q.op(f"SEL R{cm}, R{cm}, RZ, P0")
-        self.bound_mask(q, lo, h0, 4, s.H, 8, r[12:])
-        q.op(f"IADD3 R{r[14]}, R{h0}, 0x4, RZ")
-        self.bound_mask(q, hi, r[14], 2, s.H, 8, r[15:])
+        self.bound_mask(q, lo, h0, 4, s.H, 8, [t1, t2])
+        q.op(f"IADD3 R{t3}, R{h0}, 0x4, RZ")
+        self.bound_mask(q, hi, t3, 2, s.H, 8, [t1, t2])
         q.op(f"IMAD R{MLO}, R{cm}, R{lo}, RZ")
         q.op(f"IMAD R{MHI}, R{cm}, R{hi}, RZ")
         self.offset(q, off, n, CH, s.C, h0, w0, tmp)
         self.pointer(q, XP, off, P_X, off + 2)
         q.op(f"MOV R{CNT}, {f.iterations:#x}")
-        # block 0: its copies and window, then the accumulators while the loads fly
+
+    def tile_start(self, q: Seq) -> None:
+        """The tile's first chunk in flight: its copies, the window's zeros and loads."""
         self.copies(q)
         for text in self.window_setup():
             q.op(text)
         for i in range(6):
             for text in self.window_row(i):
                 q.op(text, barriers=LDG_SB)
-        for a in range(128 + 16):
-            q.op(f"MOV R{a}, RZ")
+
+    def zero_accumulators(self, q: Seq) -> None:
+        for a in range(0, 128 + 16, 2):
+            q.op(f"CS2R R{a}, SRZ")
+
+    def prologue(self) -> list[str]:
+        """The thread's addresses; the first tile's set-up, copies and window; the accumulators
+        while the loads fly; the window's transform and stores (stage_end)."""
+        q = self.seq()
+        if self.persistent:             # block b takes the tiles b, b + grid, b + 2 grid, ...
+            q.op(f"S2UR UR{UR_CUR}, SR_CTAID.X")
+            q.op(f"ULDC UR{UR_STRIDE}, c[0x0][{self.t.grid_dim_x:#x}]")      # gridDim.x
+        self.thread_setup(q)
+        self.tile_setup(q, UR_CUR if self.persistent else None)
+        self.tile_start(q)
+        self.zero_accumulators(q)
         self.stage_end(q)
         q.op("NOP", wait=q.wait_all())
         return q.lines()
@@ -537,11 +648,9 @@ class Generator:
         return body
 
     # ---- epilogue ---------------------------------------------------------------------
-    def epilogue(self) -> list[str]:
-        s, f = self.s, self.f
-        q = self.seq()
-        # the accumulators as M[e][k][t] (every warp is past the loop's last BAR, and nothing
-        # reads the buffers after it)
+    def stage_accumulators(self, q: Seq) -> None:
+        """The accumulators as M[e][k][t] (every warp is past the loop's last BAR, and nothing
+        reads the buffers after it), then BAR."""
         tid, e, sub, kq, tq, mb, tmp = range(RA, RA + 7)
         q.op(f"S2R R{tid}, SR_TID.X")
         q.op(f"SHF.R.U32.HI R{e}, RZ, 0x3, R{tid}")
@@ -574,86 +683,88 @@ class Generator:
             for j in range(4):
                 q.op(f"STS [R{mb}+{(i * BT + j) * 4:#x}], R{ACC2(i, j)}", barriers=MISC_SB)
         q.op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=q.wait_all())
-        # thread tid: pairs (k, t) = (32 by + tid / 32 + 8 r, tid % 32), r < 4; indices in the A
-        # registers and past the window, the 4 pairs' m in the accumulators and operands (PAIRS),
-        # spares in the window
-        bx, by, kr = RA + 1, RA + 2, RA + 3
-        rm, cm, om, h0, w0 = range(RA + 11, RA + 16)
-        k0, ro, off, yp, ldc, tmp = RS + 2, RS + 3, RS + 4, RS + 6, RS + 8, RS + 10
-        masks = range(RS + 11, RS + 15)
-        q.op(f"S2R R{tid}, SR_TID.X")
-        q.op(f"S2R R{bx}, SR_CTAID.X")
-        q.op(f"S2R R{by}, SR_CTAID.Y")
-        q.op(f"SHF.R.U32.HI R{kr}, RZ, 0x5, R{tid}")
-        t, n, th, tw = self.tile_of(q, tid, bx, list(range(RA + 4, RA + 11)))
-        mad(q, h0, th, 4, None, tmp)
-        mad(q, w0, tw, 4, None, tmp)
-        self.bound_mask(q, cm, w0, 4, s.W, 1, [RS, RS + 1])
-        q.op(f"SEL R{cm}, R{cm}, RZ, P0")
-        self.bound_mask(q, rm, h0, 4, s.H, 8, [RS, RS + 1])
-        q.op(f"IMAD R{om}, R{cm}, R{rm}, RZ")
-        mad(q, k0, by, BK, kr, tmp)
+
+    def output_setup(self, q: Seq, g: "OutputRegs", block_ur: Optional[int]) -> None:
+        """Thread tid's pairs (k, t) = (32 by + tid / 32 + 8 r, tid % 32), r < 4: the M read
+        address, the 4 pairs' store masks and output pointers."""
+        s, f = self.s, self.f
+        tmp = g.tmp
+        q.op(f"S2R R{g.tid}, SR_TID.X")
+        self.block_ids(q, g.bx, g.by, None, list(g.ids), block_ur)
+        q.op(f"SHF.R.U32.HI R{g.kr}, RZ, 0x5, R{g.tid}")
+        t, n, th, tw = self.tile_of(q, g.tid, g.bx, list(g.tile))
+        mad(q, g.h0, th, 4, None, tmp)
+        mad(q, g.w0, tw, 4, None, tmp)
+        self.bound_mask(q, g.cm, g.w0, 4, s.W, 1, list(g.bound))
+        q.op(f"SEL R{g.cm}, R{g.cm}, RZ, P0")
+        self.bound_mask(q, g.rm, g.h0, 4, s.H, 8, list(g.bound))
+        q.op(f"IMAD R{g.om}, R{g.cm}, R{g.rm}, RZ")
+        mad(q, g.k0, g.by, BK, g.kr, tmp)
         # M reads at word 32 k + skew(k) + t, k = kr + 8 pr: skew = kr / 4 + 2 (pr % 2) + 4 (pr / 2)
         # (kr < 8: no carries), the pr part in the immediates; y + 4 (((n K + k0) H + 4 th) W + 4 tw)
-        mad(q, ro, kr, BT, t, tmp)
-        q.op(f"SHF.R.U32.HI R{tmp}, RZ, 0x2, R{kr}")
-        q.op(f"IADD3 R{ro}, R{ro}, R{tmp}, RZ")
-        q.op(f"SHF.L.U32 R{ro}, R{ro}, 0x2, RZ")
-        q.op(f"IADD3 R{ro}, R{ro}, {self.t.smem_base:#x}, RZ")
-        self.offset(q, off, n, k0, s.K, h0, w0, tmp)
-        self.pointer(q, yp, off, P_Y, ldc)
+        mad(q, g.ro, g.kr, BT, t, tmp)
+        q.op(f"SHF.R.U32.HI R{tmp}, RZ, 0x2, R{g.kr}")
+        q.op(f"IADD3 R{g.ro}, R{g.ro}, R{tmp}, RZ")
+        q.op(f"SHF.L.U32 R{g.ro}, R{g.ro}, 0x2, RZ")
+        q.op(f"IADD3 R{g.ro}, R{g.ro}, {self.t.smem_base:#x}, RZ")
+        self.offset(q, g.off, n, g.k0, s.K, g.h0, g.w0, tmp)
+        self.pointer(q, g.yps[0], g.off, P_Y, g.ldc)
         # the 4 pairs' output pointers (8 filters apart) up front: an IADD3 moving one pointer
         # after a pair's stores waited (long scoreboard) for the STG to read it
-        yps = [yp] + [RX + 12 + 2 * n for n in range(3)]
-        for a, b in zip(yps, yps[1:]):
+        for a, b in zip(g.yps, g.yps[1:]):
             q.op(f"IADD3 R{b}, P1, R{a}, {BC * f.plane * 4:#x}, RZ")
             q.op(f"IADD3.X R{b + 1}, RZ, R{a + 1}, RZ, P1, !PT")
+        for pr in range(4):
+            q.op(f"ISETP.LT.AND P1, PT, R{g.k0}, {signed_hex(s.K - 8 * pr)}, PT")
+            q.op(f"SEL R{g.masks[pr]}, R{g.om}, RZ, P1")
+
+    def output_ops(self, g: "OutputRegs") -> list[tuple[str, Optional[tuple]]]:
+        """The 4 pairs' M loads, A^T m A and stores, as (text, barriers): the next pair's loads
+        before this pair's transforms and stores (EPILOGUE_PIPELINE; their registers differ: pair pr's
+        m in g.pairs[pr % len(g.pairs)]), else one pair after another."""
+        s, f = self.s, self.f
         store = f"{self.t.reduce}.E.ADD.F32.FTZ.RN.STRONG.GPU" if f.parts > 1 else f"STG.E{self.t.scope}"
-        spares = list(range(RX, RX + 12))
+        spares = g.spares
         # NCHW, W % 4 == 0 (W % 2 == 0), x and y 16-byte aligned, no split: a tile row of y by one
         # STG.128 (two STG.64; the columns of one store inside the image together: the mask's first)
         wide_out = self.wide > 1 and f.parts == 1
-        for pr in range(4):
-            q.op(f"ISETP.LT.AND P1, PT, R{k0}, {signed_hex(s.K - 8 * pr)}, PT")
-            q.op(f"SEL R{masks[pr]}, R{om}, RZ, P1")
+        out: list[tuple[str, Optional[tuple]]] = []
+
+        def m_of(pr: int) -> tuple:
+            return g.pairs[pr % len(g.pairs)]
 
         def load(pr: int) -> None:      # pair pr's 36 m, on a scoreboard of its own (pr % 2)
             for ee in range(E):
-                q.op(f"LDS R{PAIRS[pr][ee]}, [R{ro}+{ee * M_E + pr * 8 * ROW + 4 * m_skew(8 * pr):#x}]",
-                     barriers=(LDS_SB[pr % 2],))
+                out.append((f"LDS R{m_of(pr)[ee]}, [R{g.ro}+{ee * M_E + pr * 8 * ROW + 4 * m_skew(8 * pr):#x}]",
+                            (LDS_SB[pr % 2],)))
 
         def finish(pr: int) -> None:    # A^T m A and the stores of pair pr
-            m = PAIRS[pr]
+            m = m_of(pr)
             # columns (6 -> 4 rows), then rows (6 -> 4)
             outs, group = {}, []
             for j in range(6):
                 o, w = f43_at_ops([m[6 * i + j] for i in range(6)], spares[2 * j:2 * j + 2])
                 group.append(o)
                 outs[j] = w
-            for text in self.interleave(group):
-                q.op(text)
+            out.extend((text, None) for text in self.interleave(group))
             res, group = {}, []
             for a in range(4):
                 o, w = f43_at_ops([outs[j][a] for j in range(6)], spares[2 * a:2 * a + 2])
                 group.append(o)
                 res[a] = w
-            for text in self.interleave(group):
-                q.op(text)
+            out.extend((text, None) for text in self.interleave(group))
             for a in range(4):
-                q.op(f"R2P PR, R{masks[pr]}{'.B%d' % a if a else ''}, 0xf")
+                out.append((f"R2P PR, R{g.masks[pr]}{'.B%d' % a if a else ''}, 0xf", None))
                 if wide_out:            # the row's 4 outputs into an aligned quad (one a row), STG.128 or 2 STG.64
-                    quad = RX + 20 + 4 * a
-                    for b in range(4):
-                        q.op(f"MOV R{quad + b}, R{res[a][b]}")
-                    for b in range(0, 4, self.wide):
-                        q.op(f"@P{b} STG.E.{32 * self.wide}{self.t.scope} "
-                             f"{self.t.global_address(yps[pr], 4 * (a * s.W + b))}, R{quad + b}")
+                    quad = g.quads + 4 * a
+                    out.extend((f"MOV R{quad + b}, R{res[a][b]}", None) for b in range(4))
+                    out.extend((f"@P{b} STG.E.{32 * self.wide}{self.t.scope} "
+                                f"{self.t.global_address(g.yps[pr], 4 * (a * s.W + b))}, R{quad + b}", None)
+                               for b in range(0, 4, self.wide))
                     continue
-                for b in range(4):
-                    q.op(f"@P{b} {store} {self.t.global_address(yps[pr], 4 * (a * s.W + b) * f.px)}, R{res[a][b]}")
+                out.extend((f"@P{b} {store} {self.t.global_address(g.yps[pr], 4 * (a * s.W + b) * f.px)}, "
+                            f"R{res[a][b]}", None) for b in range(4))
 
-        # pairs in flight two at a time (EPILOGUE_PIPELINE): the next pair's loads before this
-        # pair's transforms and stores (their registers differ: PAIRS), else one after another
         if EPILOGUE_PIPELINE:
             load(0)
             for pr in range(4):
@@ -664,20 +775,75 @@ class Generator:
             for pr in range(4):
                 load(pr)
                 finish(pr)
+        return out
+
+    def epilogue(self) -> list[str]:
+        """The block tile's outputs (M through shared memory, A^T m A, the stores), then EXIT."""
+        q = self.seq()
+        self.stage_accumulators(q)
+        g = OUTPUT_PERSISTENT if self.persistent else OUTPUT
+        self.output_setup(q, g, UR_CUR if self.persistent else None)
+        for text, bars in self.output_ops(g):
+            q.op(text, barriers=bars)
         q.op("EXIT")
         return q.lines()
+
+    def next_tile(self) -> list[str]:
+        """Persistent blocks, after the loop: to LAST (this tile's epilogue, EXIT) if this was the
+        block's last tile; else the next tile's set-up, copies and window loads, this tile's
+        epilogue with the next window's transform and stores among its output transforms, the
+        next tile's accumulators zeroed, BAR, and back to the loop."""
+        f = self.f
+        q = self.seq()
+        q.op(f"UIADD3 UR{UR_NEXT}, UR{UR_CUR}, UR{UR_STRIDE}, URZ")
+        q.op(f"MOV R{SETUP[0]}, UR{UR_NEXT}")
+        q.op(f"ISETP.GE.AND P0, PT, R{SETUP[0]}, {f.blocks:#x}, PT")
+        q.ops[-1].stall = max(q.ops[-1].stall, PRED_LATENCY)
+        out = q.lines() + [Op("@P0 BRA LAST", wait=q.wait_all(), y=True, stall=5).line()]
+        q = self.seq()
+        if f.iterations % 2 == 0:       # the first chunk into the high buffer (past M), as the prologue's
+            for reg in (LDA, LDB, LDA2, LDB2, USTS, USTS2, VSTS):
+                q.op(f"LOP3.LUT R{reg}, R{reg}, {OTHER:#x}, RZ, 0x3c, !PT")
+        self.tile_setup(q, UR_NEXT)
+        self.tile_start(q)
+        self.stage_accumulators(q)
+        g = OUTPUT_PERSISTENT
+        self.output_setup(q, g, UR_CUR)
+        outputs = self.output_ops(g)
+        # the next window's transform among the pairs after the first (its loads flew during the
+        # staging and pair 0)
+        first = next(n for n, (text, _) in enumerate(outputs) if "STG" in text or "RED" in text)
+        work = self.transform_and_store()
+        span = len(outputs) - first
+        slots: dict[int, list[str]] = {}
+        for n, text in enumerate(work):
+            slots.setdefault(first + n * span // len(work), []).append(text)
+        for n, (text, bars) in enumerate(outputs):
+            for w in slots.get(n, []):
+                q.op(w, barriers=MISC_SB if w.startswith("STS") else None)
+            q.op(text, barriers=bars)
+        for text in self.window_advance():
+            q.op(text)
+        self.zero_accumulators(q)
+        q.op(self.depbar(), y=True, stall=4)
+        q.op("NOP", stall=DEPBAR_LEAD)
+        self.stage_end(q, inline=True)
+        q.op(f"UMOV UR{UR_CUR}, UR{UR_NEXT}")
+        out += q.lines() + [Op("BRA LOOP", wait=q.wait_all(), y=True, stall=5).line()]
+        return out + ["LAST:"] + self.epilogue()
 
     def text(self, name: Optional[str] = None) -> str:
         s, f = self.s, self.f
         name = name or kernel_name(s)
         out = kernel_head(name, [
             f"# Winograd F(4x4,3x3) fused, NCHW, for {self.t.arch}, generated by kernels_sass/winograd/f4fused.py",
-            f"# N={s.N} C={s.C} H={s.H} W={s.W} K={s.K}; grid {f.grid()}, {THREADS} threads, "
-            f"{SMEM_BYTES} bytes of dynamic shared memory"], PARAMS)
+            f"# N={s.N} C={s.C} H={s.H} W={s.W} K={s.K}; grid "
+            f"{f'(min({f.blocks}, SMs), 1, 1): persistent over {f.blocks} block tiles' if f.persistent else f.grid()}, "
+            f"{THREADS} threads, {f.smem_bytes} bytes of dynamic shared memory"], PARAMS)
         out += self.prologue()
         out.append("LOOP:")
         out += [op.line() for op in self.loop_body()]
-        out += self.epilogue()
+        out += self.next_tile() if self.persistent else self.epilogue()
         return kernel_text(self.t, out)
 
 

@@ -31,6 +31,15 @@ M_E = 4 * M_EW
 
 def m_skew(k: int) -> int:
     return 4 * (k // 16 % 2) + k // 4 % 4
+
+
+# Persistent blocks (one an SM, taking the tiles in turns) write the next tile's first chunk while
+# this tile's epilogue reads M: the buffers sit at LOW and LOW ^ OTHER, the high one past M
+LOW = 0x5400
+SMEM_BYTES_PERSISTENT = LOW + OTHER + BUF_BYTES
+assert E * M_E <= LOW + OTHER and LOW + BUF_BYTES <= OTHER
+
+
 PAD_ROWS = BC              # rows of U past 36 x Cp that the last iteration's prefetch reads
 COPY_LO, COPY_HI = 0x800, 0x7ff   # an LDGSTS's 12-bit signed global offset: -0x800..0x7ff
 COPY_SOURCES = 4           # registers of the copies' source offsets (rows 12 bits of immediate
@@ -46,6 +55,7 @@ class Fused:
     s: Shape
     parts: int = 1
     layout: str = "NCHW"
+    persistent: bool = False    # blocks that take the tiles in turns (grid: min(blocks, SMs))
 
     @property
     def px(self) -> int:
@@ -111,7 +121,23 @@ class Fused:
         return b, (j - self.copy_source_row(b)) * self.Kp * 4
 
     def grid(self) -> tuple[int, int, int]:
+        """The tiles as blocks: (output tiles, filters, parts)."""
         return (-(-self.tiles // BT), self.Kp // BK, self.parts)
+
+    @property
+    def blocks(self) -> int:
+        """Block tiles of the problem (a persistent block's turn takes one: number L is
+        (L % gx, L / gx % gy, L / (gx gy)) of grid())."""
+        x, y, z = self.grid()
+        return x * y * z
+
+    def launch_grid(self, sms: int) -> tuple[int, int, int]:
+        """The grid to launch with on a GPU of `sms` SMs."""
+        return (min(self.blocks, sms), 1, 1) if self.persistent else self.grid()
+
+    @property
+    def smem_bytes(self) -> int:
+        return SMEM_BYTES_PERSISTENT if self.persistent else SMEM_BYTES
 
 
 # The split model (split-C for grids of about a wave or less), in loop iterations: an SM takes
@@ -121,16 +147,11 @@ FIXED_ITERS = 3.0
 MAX_PARTS = 4
 
 
-def _blocks(f: Fused) -> int:
-    grid = f.grid()
-    return grid[0] * grid[1] * f.parts
-
-
 def choose_parts(s: Shape, sms: int) -> int:
     """The split of s's channel loop of the least modelled time on a GPU of `sms` SMs."""
     def cost(p):
         f = Fused(s, p)
-        return -(-_blocks(f) // sms) * (f.iterations + FIXED_ITERS) + (p > 1) * FIXED_ITERS / 2
+        return -(-f.blocks // sms) * (f.iterations + FIXED_ITERS) + (p > 1) * FIXED_ITERS / 2
     return min(range(1, MAX_PARTS + 1), key=lambda p: (cost(p), p))
 
 
@@ -145,14 +166,14 @@ def exact_magic(d: int, n_max: int) -> Optional[int]:
     return m
 
 
-def check(s: Shape, parts: int = 1, layout: str = "NCHW") -> Fused:
+def check(s: Shape, parts: int = 1, layout: str = "NCHW", persistent: bool = False) -> Fused:
     if layout not in ("NCHW", "CHWN"):
         raise ValueError(f"layout {layout!r}: NCHW or CHWN")
     if min(s.N, s.C, s.H, s.W, s.K) < 1:
         raise Unsupported(f"empty problem {s}")
     if not 1 <= parts < 1 << 16:
         raise Unsupported(f"{parts} parts")
-    f = Fused(s, parts, layout)
+    f = Fused(s, parts, layout, persistent)
     lim = 1 << 31
     # offsets (signed 32-bit) of the windows and output tiles, with the prefetch past the last
     # channel and the tiles past the last image
@@ -171,4 +192,8 @@ def check(s: Shape, parts: int = 1, layout: str = "NCHW") -> Fused:
     first, second = (f.TW, f.TH) if layout == "NCHW" else (s.N, f.TW)
     exact_magic(first, n_max)
     exact_magic(second, n_max // first + 1)
+    if persistent:              # the block numbers' division into (x, y, z)
+        gx, gy, _ = f.grid()
+        exact_magic(gx, f.blocks)
+        exact_magic(gy, f.blocks // gx + 1)
     return f

@@ -8,8 +8,9 @@ checked bit for bit against the default's (the placement moves instructions, not
     python3 -m kernels_sass.winograd.f4fused_placement --fixed [--json FILE]  # a block's fixed cost
 
 --fixed times the main kernel (one part) on the layers' N, H, W and K with 8 to 256 channels
-and fits time = a x iterations + b: b / a is what a block's prologue, epilogue and start cost in
-loop iterations (the same block count, 8 channels an iteration).
+and fits time = a x iterations + b: b / a is what a block tile's prologue, epilogue and start cost
+in loop iterations (the same block count, 8 channels an iteration), with persistent blocks
+(default) and a block a tile (block_per_tile).
 """
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ VARIANTS = {
     "copy_gap_16": {"COPY_GAP": 16},
     "window_rows_48": {"WINDOW_ROW_GAP": 48},
     "scalar_loads_stores": {"WIDE_LOADS": False},
+    "block_per_tile": {"PERSISTENT": False},
 }
+FIXED_VARIANTS = ("default", "block_per_tile")
 LAYERS = {"Conv2/N128": Shape(128, 64, 56, 56, 64), "Conv3/N128": Shape(128, 128, 28, 28, 128),
           "Conv4/N128": Shape(128, 256, 14, 14, 256), "Conv5/N128": Shape(128, 512, 7, 7, 512)}
 
@@ -52,10 +55,12 @@ def constants(values: dict, module=f4fused):
 
 
 def kernel(s: Shape, parts: int):
-    """The kernel as f4fused's constants now say (the cubin cache is keyed by the text)."""
+    """The kernel as f4fused's constants now say (the cubin cache is keyed by the text), and its
+    geometry (f4fused_layout.Fused: its launch)."""
     import sassas
     from .api import sass_arch
-    return sassas.load(f4fused.build(s, parts, arch=sass_arch()))[f4fused.kernel_name(s, parts)]
+    k = sassas.load(f4fused.build(s, parts, arch=sass_arch()))[f4fused.kernel_name(s, parts)]
+    return k, f4fused.fused(s, parts, arch=sass_arch())
 
 
 def setup(s: Shape):
@@ -72,16 +77,18 @@ def setup(s: Shape):
     return parts, f, x, u, y
 
 
-def launcher(s, parts, f, x, u, y, k):
+def launcher(f, x, u, y, k):
+    """A call of kernel k of geometry f (kernel()'s pair) on x, u, y, on torch's current stream."""
     from . import api
-    from .device import pointer
+    from .device import pointer, sm_count
+    grid = f.launch_grid(sm_count())
 
     def run(_=0):
         import torch
         stream = torch.cuda.current_stream().cuda_stream      # (inside a graph capture: its stream)
-        if parts > 1:
+        if f.parts > 1:
             api.fill(y, 0.0, stream)
-        k(f.grid(), f4fused_layout.THREADS, pointer(x), pointer(u), pointer(y), shared=f4fused_layout.SMEM_BYTES, stream=stream)
+        k(grid, f4fused_layout.THREADS, pointer(x), pointer(u), pointer(y), shared=f.smem_bytes, stream=stream)
     return run
 
 
@@ -90,29 +97,30 @@ FIXED_LAYERS = {"Conv2/N128": Shape(128, 64, 56, 56, 64), "Conv3/N128": Shape(12
 FIXED_CHANNELS = (8, 16, 32, 64, 128, 256)
 
 
-def fixed_cost(json_path=None) -> int:
+def fixed_cost(json_path=None, variants=FIXED_VARIANTS) -> int:
     """The main kernel's time against its channel loop's length on FIXED_LAYERS' other
-    dimensions: the fit's fixed part in iterations."""
+    dimensions, for each variant: the fit's fixed part in iterations."""
     import numpy as np
     import torch
     from .bench import timeit
     rows = []
     print("# f4fused main kernel (1 part) by channels: ms; fit ms = a x iterations + b")
-    for name, layer in FIXED_LAYERS.items():
+    for (name, layer), v in ((item, v) for item in FIXED_LAYERS.items() for v in variants):
         points = []
         for c in FIXED_CHANNELS:
             s = Shape(layer.N, c, layer.H, layer.W, layer.K)
-            f = f4fused_layout.Fused(s, 1)
+            with constants(VARIANTS[v]):
+                k, f = kernel(s, 1)
             g = torch.Generator(device="cuda").manual_seed(0)
             x = torch.randn((s.N, s.C, s.H, s.W), device="cuda", generator=g)
             u = torch.randn((f.u_rows, f.Kp), device="cuda", generator=g)
             y = torch.empty((s.N, s.K, s.H, s.W), device="cuda")
-            ms, _ = timeit(launcher(s, 1, f, x, u, y, kernel(s, 1)), 1)
+            ms, _ = timeit(launcher(f, x, u, y, k), 1)
             points.append((f.iterations, ms))
         a, b = np.polyfit(*np.array(points).T, 1)
-        rows.append({"config": name, "blocks": f.grid()[0] * f.grid()[1], "points": points,
+        rows.append({"config": name, "variant": v, "blocks": f.blocks, "persistent": f.persistent, "points": points,
                      "ms_per_iteration": a, "fixed_ms": b, "fixed_iterations": b / a})
-        print(f"{name:<11} " + " ".join(f"C{c}: {ms:.4f}" for (_, ms), c in zip(points, FIXED_CHANNELS)) +
+        print(f"{name:<11} {v:<15} " + " ".join(f"C{c}: {ms:.4f}" for (_, ms), c in zip(points, FIXED_CHANNELS)) +
               f" | a {a:.5f} b {b:.5f}: fixed = {b / a:.2f} iterations, "
               f"{b / (a * (layer.C // 8) + b):.0%} of C={layer.C}", flush=True)
     if json_path:
@@ -125,17 +133,19 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python3 -m kernels_sass.winograd.f4fused_placement")
     p.add_argument("--json")
     p.add_argument("--profile", nargs=5, type=int, metavar="DIM")
-    p.add_argument("--variants", nargs="*", default=list(VARIANTS))
+    p.add_argument("--variants", nargs="*", choices=list(VARIANTS),
+                   help=f"default: all; with --fixed: {' '.join(FIXED_VARIANTS)}")
     p.add_argument("--fixed", action="store_true", help="a block's fixed cost in loop iterations")
     args = p.parse_args(argv)
     if args.fixed:
-        return fixed_cost(args.json)
+        return fixed_cost(args.json, args.variants or FIXED_VARIANTS)
     import torch
     from .bench import timeit
     if args.profile:
         s = Shape(*args.profile)
-        parts, f, x, u, y = setup(s)
-        run = launcher(s, parts, f, x, u, y, kernel(s, parts))
+        parts, _, x, u, y = setup(s)
+        k, f = kernel(s, parts)
+        run = launcher(f, x, u, y, k)
         for _ in range(3):
             run()
         torch.cuda.synchronize()
@@ -145,10 +155,10 @@ def main(argv=None) -> int:
     for name, s in LAYERS.items():
         parts, f, x, u, y = setup(s)
         ref = None
-        for v in args.variants:
+        for v in args.variants or VARIANTS:
             with constants(VARIANTS[v]):
-                k = kernel(s, parts)
-            run = launcher(s, parts, f, x, u, y, k)
+                k, f = kernel(s, parts)
+            run = launcher(f, x, u, y, k)
             run()
             torch.cuda.synchronize()
             if ref is None:

@@ -50,6 +50,34 @@ def test_split_channels_add_up_in_the_simulator(s, parts):
     assert m.race_log == [] and m.undefined_log == []
 
 
+@pytest.mark.parametrize("s,parts,layout,sms", [(Shape(4, 16, 24, 24, 40), 1, "NCHW", 3), (Shape(3, 24, 20, 20, 33), 1, "CHWN", 3),
+                                                 (Shape(2, 8, 30, 30, 70), 1, "NCHW", 5), (Shape(3, 40, 16, 16, 40), 2, "NCHW", 3),
+                                                 (Shape(2, 17, 17, 19, 40), 1, "NCHW", 1)], ids=str)
+def test_persistent_blocks_take_the_tiles_in_turns(s, parts, layout, sms):
+    """Persistent blocks on a GPU of `sms` SMs, each taking several block tiles (6 to 12 of them,
+    channel loops of even and odd length, the parts of split-C among them; one SM: every tile in
+    one block): the next tile's first chunk is written while this tile's M is read."""
+    f = f4fused.fused(s, parts, layout)
+    assert f.persistent and f.launch_grid(sms) == (sms, 1, 1) and f.blocks >= 2 * sms
+    err, m = f4fused_simulated_error(s, _rng(f"{s}{sms}"), parts=parts, layout=layout, sms=sms)
+    print(f"{s} {layout} in {parts} parts on {sms} SMs: relative error {err:.2e} (seed {SEED})")
+    assert err <= 1e-5
+    assert m.race_log == [] and m.undefined_log == []
+
+
+def test_block_per_tile_kernel_is_the_switch_off():
+    """PERSISTENT off: a block a tile, the grid of the tiles, no branch back from the epilogue."""
+    from kernels_sass.winograd.f4fused_placement import constants
+    s = Shape(4, 16, 24, 24, 40)
+    with constants({"PERSISTENT": False}):
+        f = f4fused.fused(s)
+        assert not f.persistent and f.launch_grid(3) == f.grid() == (5, 2, 1)
+        assert "LAST:" not in f4fused.generate(s)
+        err, m = f4fused_simulated_error(s, _rng("per tile"))
+    assert err <= 1e-5
+    assert m.race_log == [] and m.undefined_log == []
+
+
 def test_split_model_picks_parts_for_grids_under_a_wave():
     """On 132 SMs: Conv5/N32 (64 blocks) and N96 (192) split in 2, Conv3/N32 (196) too; the
     others keep their channels whole."""
@@ -90,7 +118,7 @@ def test_kernel_assembles_without_hazards(s):
     assert cubins.hazards(cubin.program) == []
     info = read_cubin(cubin.data).kernel(f4fused.kernel_name(s))
     assert info.registers <= 255                     # x 256 threads <= 64K, R252 the highest
-    assert f4fused_layout.SMEM_BYTES <= 227 << 10
+    assert f4fused.fused(s).smem_bytes <= 227 << 10
     assert [p.size for p in info.params] == [8, 8, 8]
     # the loop: 8 channels of 128 + 16 FFMA (6 + 2 LDS.128 each), 9 copies, 36 loads (18 or 24
     # where a load reads 4 or 2 columns), 36 stores
@@ -119,7 +147,7 @@ def test_wide_window_loads_where_rows_allow():
     aligned (the "_unaligned" kernel): 36 LDG.E."""
     def loads(s, layout="NCHW", aligned=True):
         text = f4fused.generate(s, layout=layout, aligned=aligned)
-        return re.findall(r"LDG\.E(?:\.(\d+))? ", text.split("LOOP:")[1].split("EXIT")[0])
+        return re.findall(r"LDG\.E(?:\.(\d+))? ", text.split("LOOP:")[1].split("@P6 BRA LOOP")[0])
     assert sorted(loads(Shape(2, 9, 5, 12, 36))) == [""] * 12 + ["128"] * 6
     assert sorted(loads(Shape(2, 9, 5, 10, 36))) == [""] * 12 + ["64"] * 12
     for args in ((Shape(2, 9, 5, 11, 36),), (Shape(2, 9, 5, 12, 36), "CHWN"), (Shape(2, 9, 5, 12, 36), "NCHW", False)):
@@ -129,7 +157,7 @@ def test_wide_window_loads_where_rows_allow():
     for args, kw, want in (((Shape(2, 9, 5, 12, 36),), {}, ["128"] * 16), ((Shape(2, 9, 5, 12, 36),), {"parts": 2}, [""] * 64),
                            ((Shape(2, 9, 5, 10, 36),), {}, ["64"] * 32), ((Shape(2, 9, 5, 12, 36),), {"aligned": False}, [""] * 64),
                            ((Shape(2, 9, 5, 11, 36),), {}, [""] * 64)):
-        epilogue = f4fused.generate(*args, **kw).split("BRA LOOP")[1]
+        epilogue = f4fused.generate(*args, **kw).split("LAST:")[1]     # (the last tile's)
         assert re.findall(r"\b(?:STG|REDG)\.E(?:\.(\d+))?\b", epilogue) == want
     ops = f4fused.Generator(Shape(2, 9, 5, 12, 36)).transform_and_store()
     pairs = [[int(r) for r in re.findall(r"R(\d+)", t.split(",", 1)[1])] for t in ops if t.startswith(("FADD", "FFMA"))]
