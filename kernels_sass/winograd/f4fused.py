@@ -50,8 +50,9 @@ from .plan import Shape
 from .sched import PRED_LATENCY, Op, Seq, mark_reuse
 from .target import DEFAULT_ARCH, target
 
-COPY_GAP = 12              # the loop's FFMA slots from an LDGSTS to the next and to its LDGDEPBAR (4,
-                           # as ptxas and gemmgen: 3-5% slower, 8: 1-2%; NOTES.md section 16)
+COPY_GAP = 96              # the loop's FFMA slots from an LDGSTS to the next and to its LDGDEPBAR: the 9
+                           # copies spread over 6 channels, not bunched among the LDS.128 (12: 4-9%
+                           # slower on the N128 layers, 24: 1-4%, 96 to 124 alike; NOTES.md section 24)
 PROLOGUE_COPY_GAP = 4      # cycles between the prologue's copies (as ptxas)
 DEPBAR_LEAD = 8            # cycles from the DEPBAR to the BAR
 ASYNC_SB = 3               # the copy groups' scoreboard (not in the Seq pools)
@@ -88,6 +89,8 @@ WIDE_LOADS = True          # NCHW, W % 4 == 0 (W % 2 == 0): a window row's colum
                            # (two LDG.64), the window in WIN_WIDE
 PERSISTENT = True          # blocks that take the tiles in turns, one an SM, the next tile's copies, window
                            # loads and transform inside this tile's epilogue (off: a block a tile)
+FILTER_BLOCKS_FIRST = True  # persistent: the tile numbers run through the filter blocks first (the blocks
+                           # that read the same windows at once: the second read from L2), then the tiles
 TOP = 252                  # the highest register: 255 counted (256 threads: up to 255; R253 is an
                            # illegal instruction on the H100, NOTES.md section 7)
 
@@ -443,7 +446,8 @@ class Generator:
 
     def block_ids(self, q: Seq, bx: int, by: int, bz: Optional[int], r: list[int], block_ur: Optional[int]) -> None:
         """R<bx>, R<by> (and R<bz>) of the block tile: the CTA's ids, or of the persistent
-        block's tile number in UR<block_ur> (x first, then y, then z). Uses r[0..2]."""
+        block's tile number in UR<block_ur> (y first where FILTER_BLOCKS_FIRST, else x; z last).
+        Uses r[0..2]."""
         if block_ur is None:
             q.op(f"S2R R{bx}, SR_CTAID.X")
             q.op(f"S2R R{by}, SR_CTAID.Y")
@@ -452,11 +456,12 @@ class Generator:
             return
         num, rest, tmp = r[:3]
         gx, gy, _ = self.f.grid()
+        (first, d1), (second, d2) = ((by, gy), (bx, gx)) if FILTER_BLOCKS_FIRST else ((bx, gx), (by, gy))
         q.op(f"MOV R{num}, UR{block_ur}")
-        self.divide(q, rest, bx, num, gx, self.f.blocks, tmp)
+        self.divide(q, rest, first, num, d1, self.f.blocks, tmp)
         if bz is None:
             bz = num
-        self.divide(q, bz, by, rest, gy, self.f.blocks // gx + 1, tmp)
+        self.divide(q, bz, second, rest, d2, self.f.blocks, tmp)
 
     def tile_setup(self, q: Seq, block_ur: Optional[int]) -> None:
         """The block tile's U sources (UOFF, the other copy sources, UOFF2), window pointer (XP),

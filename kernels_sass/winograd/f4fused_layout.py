@@ -192,8 +192,8 @@ def check(s: Shape, parts: int = 1, layout: str = "NCHW", persistent: bool = Fal
     first, second = (f.TW, f.TH) if layout == "NCHW" else (s.N, f.TW)
     exact_magic(first, n_max)
     exact_magic(second, n_max // first + 1)
-    if persistent:              # the block numbers' division into (x, y, z)
+    if persistent:              # the block numbers' division into (x, y, z), either first
         gx, gy, _ = f.grid()
         exact_magic(gx, f.blocks)
-        exact_magic(gy, f.blocks // gx + 1)
+        exact_magic(gy, f.blocks)
     return f

@@ -27,11 +27,15 @@ from .workloads import log
 VARIANTS = {
     "default": {},
     "transform_from_6": {"TRANSFORM_FROM": 6},
-    "copy_gap_8": {"COPY_GAP": 8},
-    "copy_gap_16": {"COPY_GAP": 16},
+    "copy_gap_12": {"COPY_GAP": 12},
+    "copy_gap_24": {"COPY_GAP": 24},
+    "copy_gap_48": {"COPY_GAP": 48},
+    "copy_gap_124": {"COPY_GAP": 124},
     "window_rows_48": {"WINDOW_ROW_GAP": 48},
+    "window_rows_96": {"WINDOW_ROW_GAP": 96},
     "scalar_loads_stores": {"WIDE_LOADS": False},
     "block_per_tile": {"PERSISTENT": False},
+    "tiles_first": {"FILTER_BLOCKS_FIRST": False},
 }
 FIXED_VARIANTS = ("default", "block_per_tile")
 LAYERS = {"Conv2/N128": Shape(128, 64, 56, 56, 64), "Conv3/N128": Shape(128, 128, 28, 28, 128),

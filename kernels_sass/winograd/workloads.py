@@ -91,10 +91,10 @@ def f4fused_ablation_variants() -> dict[str, dict]:
     """tag -> f4fused's constants: the default first, then one switch turned back a variant
     (f4fused_placement.constants sets them)."""
     return {"default": {},
-            "copy_gap_8": {"COPY_GAP": 8}, "copy_gap_4": {"COPY_GAP": 4},
+            "copy_gap_24": {"COPY_GAP": 24}, "copy_gap_12": {"COPY_GAP": 12},
             "transform_from_6": {"TRANSFORM_FROM": 6}, "transform_from_5": {"TRANSFORM_FROM": 5},
             "scalar_loads_stores": {"WIDE_LOADS": False}, "epilogue_serial": {"EPILOGUE_PIPELINE": False},
-            "block_per_tile": {"PERSISTENT": False}}
+            "block_per_tile": {"PERSISTENT": False}, "tiles_first": {"FILTER_BLOCKS_FIRST": False}}
 
 
 EIGHT_BY_EIGHT = "tile_rows=8,a_sets=2,unroll=2"     # the 8x8-tile GEMM, beside the default

@@ -34,12 +34,13 @@ def test_variants_are_the_default_then_one_switch_each():
             assert getattr(f4, k) != value
     fz = f4fused_ablation_variants()
     assert list(fz)[0] == "default" and fz["default"] == {}
-    assert len(fz) == 7
+    assert len(fz) == 9
     for tag, values in list(fz.items())[1:]:
         assert len(values) == 1, tag
         (k, value), = values.items()
         assert getattr(f4fused, k) != value, tag
-    assert {k for v in fz.values() for k in v} == {"COPY_GAP", "TRANSFORM_FROM", "WIDE_LOADS", "EPILOGUE_PIPELINE"}
+    assert {k for v in fz.values() for k in v} == {"COPY_GAP", "TRANSFORM_FROM", "WIDE_LOADS", "EPILOGUE_PIPELINE",
+                                                   "PERSISTENT", "FILTER_BLOCKS_FIRST"}
 
 
 def test_f4_switches_default_on_and_constants_restore_them():
@@ -52,7 +53,7 @@ def test_f4_switches_default_on_and_constants_restore_them():
             pass
     with constants({"COPY_GAP": 4}):            # f4fused by default
         assert f4fused.COPY_GAP == 4
-    assert f4fused.COPY_GAP == 12
+    assert f4fused.COPY_GAP == 96
 
 
 def test_fused_switches_change_the_sass_and_the_default_is_the_kernel():
