@@ -47,7 +47,7 @@ from .f4fused_layout import (BC, BK, BT, COPY_SOURCES, E, LOW, Fused, M_E, M_EW,
                              U_E, V_E, V_OFF, check, exact_magic, m_skew)
 from .pieces import address, f43_at_ops, f43_bt_ops, kernel_head, kernel_text, mad, signed_hex
 from .plan import Shape
-from .sched import PRED_LATENCY, Op, Seq, mark_reuse
+from .sched import PRED_LATENCY, Op, Recorder, Seq, mark_reuse, replay, spread
 from .target import DEFAULT_ARCH, target
 
 COPY_GAP = 96              # the loop's FFMA slots from an LDGSTS to the next and to its LDGDEPBAR: the 9
@@ -57,6 +57,7 @@ PROLOGUE_COPY_GAP = 4      # cycles between the prologue's copies (as ptxas)
 DEPBAR_LEAD = 8            # cycles from the DEPBAR to the BAR
 ASYNC_SB = 3               # the copy groups' scoreboard (not in the Seq pools)
 LDS_SB, LDG_SB, MISC_SB = (0, 1, 2), (5,), (4,)
+COPY_SB = (2,)             # persistent: the next tile's copies' sources (off the epilogue's LDS, 0 and 1)
 SLOTS = 128 + 16           # FFMAs a channel: the 16 x 8 tile's, then the 4 x 4 tile's
 TRANSFORM_FROM = 7         # the loop's channel where the transform of the next block starts: its
                            # loads issued by slot ~184, ~830 FFMA slots of latency (5 and 6 measured
@@ -89,6 +90,8 @@ WIDE_LOADS = True          # NCHW, W % 4 == 0 (W % 2 == 0): a window row's colum
                            # (two LDG.64), the window in WIN_WIDE
 PERSISTENT = True          # blocks that take the tiles in turns, one an SM, the next tile's copies, window
                            # loads and transform inside this tile's epilogue (off: a block a tile)
+INTERLEAVE_SETUP = True    # persistent: the next tile's set-up and start among this tile's staging, the
+                           # store masks among the first M loads (off: one after the other)
 FILTER_BLOCKS_FIRST = True  # persistent: the tile numbers run through the filter blocks first (the blocks
                            # that read the same windows at once: the second read from L2), then the tiles
 TOP = 252                  # the highest register: 255 counted (256 threads: up to 255; R253 is an
@@ -391,12 +394,16 @@ class Generator:
         for reg in (LDA, LDB, LDA2, LDB2, USTS, USTS2, VSTS):
             q.op(f"LOP3.LUT R{reg}, R{reg}, {OTHER:#x}, RZ, 0x3c, !PT")
 
-    def copies(self, q: Seq) -> None:
+    def copies(self, q: Seq, sources=MISC_SB, advance: bool = True, read_only: bool = False) -> None:
+        """The first chunk's copies, their sources' reads on a barrier of `sources`; then (advance)
+        the sources on to the next chunk (that move waits until the copies have read them).
+        read_only: as Seq.op's (U is not written while the kernel runs)."""
         for c in self.copy_ops():
-            q.op(c, barriers=MISC_SB, stall=PROLOGUE_COPY_GAP)
+            q.op(c, barriers=sources, stall=PROLOGUE_COPY_GAP, read_only=read_only)
         q.op("LDGDEPBAR", y=True, stall=PROLOGUE_COPY_GAP).wb = ASYNC_SB
-        for text in self.copy_advance():
-            q.op(text)
+        if advance:
+            for text in self.copy_advance():
+                q.op(text)
 
     def window_advance(self) -> list[str]:
         """The window pointer and channel to the next 8 channels (64-bit: the carry, then the
@@ -516,14 +523,16 @@ class Generator:
         self.pointer(q, XP, off, P_X, off + 2)
         q.op(f"MOV R{CNT}, {f.iterations:#x}")
 
-    def tile_start(self, q: Seq) -> None:
-        """The tile's first chunk in flight: its copies, the window's zeros and loads."""
-        self.copies(q)
+    def tile_start(self, q: Seq, sources=MISC_SB, advance: bool = True, read_only: bool = False) -> None:
+        """The tile's first chunk in flight: its copies (as `copies`), the window's zeros and loads
+        (read_only: as Seq.op's, x and U are not written while the kernel runs, so that later
+        barriers and stores need not wait for these loads)."""
+        self.copies(q, sources, advance, read_only)
         for text in self.window_setup():
             q.op(text)
         for i in range(6):
             for text in self.window_row(i):
-                q.op(text, barriers=LDG_SB)
+                q.op(text, barriers=LDG_SB, read_only=read_only)
 
     def zero_accumulators(self, q: Seq) -> None:
         for a in range(0, 128 + 16, 2):
@@ -653,10 +662,11 @@ class Generator:
         return body
 
     # ---- epilogue ---------------------------------------------------------------------
-    def stage_accumulators(self, q: Seq) -> None:
+    def stage_accumulators(self, q, temps=range(RA, RA + 7)) -> None:
         """The accumulators as M[e][k][t] (every warp is past the loop's last BAR, and nothing
-        reads the buffers after it), then BAR."""
-        tid, e, sub, kq, tq, mb, tmp = range(RA, RA + 7)
+        reads the buffers after it); the BAR that publishes them is the caller's. 7 scratch
+        registers `temps`."""
+        tid, e, sub, kq, tq, mb, tmp = temps
         q.op(f"S2R R{tid}, SR_TID.X")
         q.op(f"SHF.R.U32.HI R{e}, RZ, 0x3, R{tid}")
         q.op(f"LOP3.LUT R{sub}, R{tid}, 0x7, RZ, 0xc0, !PT")
@@ -687,16 +697,27 @@ class Generator:
         for i in range(4):
             for j in range(4):
                 q.op(f"STS [R{mb}+{(i * BT + j) * 4:#x}], R{ACC2(i, j)}", barriers=MISC_SB)
-        q.op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=q.wait_all())
 
-    def output_setup(self, q: Seq, g: "OutputRegs", block_ur: Optional[int]) -> None:
-        """Thread tid's pairs (k, t) = (32 by + tid / 32 + 8 r, tid % 32), r < 4: the M read
-        address, the 4 pairs' store masks and output pointers."""
+    def output_address(self, q, g: "OutputRegs") -> None:
+        """Thread tid's pairs (k, t) = (32 by + tid / 32 + 8 r, tid % 32), r < 4: R<g.tid>,
+        R<g.kr> = tid / 32 and the M read address R<g.ro>: at word 32 k + skew(k) + t, k = kr + 8 pr:
+        skew = kr / 4 + 2 (pr % 2) + 4 (pr / 2) (kr < 8: no carries), the pr part in the immediates."""
+        t, tmp = g.tile[0], g.tmp
+        q.op(f"S2R R{g.tid}, SR_TID.X")
+        q.op(f"SHF.R.U32.HI R{g.kr}, RZ, 0x5, R{g.tid}")
+        q.op(f"LOP3.LUT R{t}, R{g.tid}, 0x1f, RZ, 0xc0, !PT")
+        mad(q, g.ro, g.kr, BT, t, tmp)
+        q.op(f"SHF.R.U32.HI R{tmp}, RZ, 0x2, R{g.kr}")
+        q.op(f"IADD3 R{g.ro}, R{g.ro}, R{tmp}, RZ")
+        q.op(f"SHF.L.U32 R{g.ro}, R{g.ro}, 0x2, RZ")
+        q.op(f"IADD3 R{g.ro}, R{g.ro}, {self.t.smem_base:#x}, RZ")
+
+    def output_setup(self, q, g: "OutputRegs", block_ur: Optional[int]) -> None:
+        """After output_address: the 4 pairs' store masks and output pointers (of the block
+        tile in UR<block_ur>, persistent, or of the CTA)."""
         s, f = self.s, self.f
         tmp = g.tmp
-        q.op(f"S2R R{g.tid}, SR_TID.X")
         self.block_ids(q, g.bx, g.by, None, list(g.ids), block_ur)
-        q.op(f"SHF.R.U32.HI R{g.kr}, RZ, 0x5, R{g.tid}")
         t, n, th, tw = self.tile_of(q, g.tid, g.bx, list(g.tile))
         mad(q, g.h0, th, 4, None, tmp)
         mad(q, g.w0, tw, 4, None, tmp)
@@ -705,13 +726,7 @@ class Generator:
         self.bound_mask(q, g.rm, g.h0, 4, s.H, 8, list(g.bound))
         q.op(f"IMAD R{g.om}, R{g.cm}, R{g.rm}, RZ")
         mad(q, g.k0, g.by, BK, g.kr, tmp)
-        # M reads at word 32 k + skew(k) + t, k = kr + 8 pr: skew = kr / 4 + 2 (pr % 2) + 4 (pr / 2)
-        # (kr < 8: no carries), the pr part in the immediates; y + 4 (((n K + k0) H + 4 th) W + 4 tw)
-        mad(q, g.ro, g.kr, BT, t, tmp)
-        q.op(f"SHF.R.U32.HI R{tmp}, RZ, 0x2, R{g.kr}")
-        q.op(f"IADD3 R{g.ro}, R{g.ro}, R{tmp}, RZ")
-        q.op(f"SHF.L.U32 R{g.ro}, R{g.ro}, 0x2, RZ")
-        q.op(f"IADD3 R{g.ro}, R{g.ro}, {self.t.smem_base:#x}, RZ")
+        # y + 4 (((n K + k0) H + 4 th) W + 4 tw)
         self.offset(q, g.off, n, g.k0, s.K, g.h0, g.w0, tmp)
         self.pointer(q, g.yps[0], g.off, P_Y, g.ldc)
         # the 4 pairs' output pointers (8 filters apart) up front: an IADD3 moving one pointer
@@ -786,7 +801,9 @@ class Generator:
         """The block tile's outputs (M through shared memory, A^T m A, the stores), then EXIT."""
         q = self.seq()
         self.stage_accumulators(q)
+        q.op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=q.wait_all())
         g = OUTPUT_PERSISTENT if self.persistent else OUTPUT
+        self.output_address(q, g)
         self.output_setup(q, g, UR_CUR if self.persistent else None)
         for text, bars in self.output_ops(g):
             q.op(text, barriers=bars)
@@ -809,25 +826,33 @@ class Generator:
         if f.iterations % 2 == 0:       # the first chunk into the high buffer (past M), as the prologue's
             for reg in (LDA, LDB, LDA2, LDB2, USTS, USTS2, VSTS):
                 q.op(f"LOP3.LUT R{reg}, R{reg}, {OTHER:#x}, RZ, 0x3c, !PT")
-        self.tile_setup(q, UR_NEXT)
-        self.tile_start(q)
-        self.stage_accumulators(q)
+        # independent streams written apart and issued interleaved (their ALU chains in the
+        # memory instructions' shadow): the next tile's set-up, copies and window loads among this
+        # tile's staging (its scratch in RT, free until the transform)
+        start, staging = Recorder(), Recorder()
+        self.tile_setup(start, UR_NEXT)
+        self.tile_start(start, COPY_SB, advance=False, read_only=True)
+        self.stage_accumulators(staging, range(RT, RT + 7))
+        replay(q, spread(staging.items, start.items) if INTERLEAVE_SETUP else start.items + staging.items)
+        # the staging's BAR need not wait for the window loads (nothing reads them before the
+        # transform) nor for the copies to read their sources (COPY_SB: it waited ~17% of this
+        # path's stall samples on them, Conv2/N128), whose move waits until the outputs are out
+        q.op("BAR.SYNC.DEFER_BLOCKING 0x0", wait=q.wait_all() & ~(1 << LDG_SB[0]) & ~(1 << COPY_SB[0]))
         g = OUTPUT_PERSISTENT
-        self.output_setup(q, g, UR_CUR)
-        outputs = self.output_ops(g)
-        # the next window's transform among the pairs after the first (its loads flew during the
-        # staging and pair 0)
-        first = next(n for n, (text, _) in enumerate(outputs) if "STG" in text or "RED" in text)
-        work = self.transform_and_store()
-        span = len(outputs) - first
-        slots: dict[int, list[str]] = {}
-        for n, text in enumerate(work):
-            slots.setdefault(first + n * span // len(work), []).append(text)
-        for n, (text, bars) in enumerate(outputs):
-            for w in slots.get(n, []):
-                q.op(w, barriers=MISC_SB if w.startswith("STS") else None)
-            q.op(text, barriers=bars)
-        for text in self.window_advance():
+        self.output_address(q, g)
+        masks = Recorder()
+        self.output_setup(masks, g, UR_CUR)
+        outputs = [(text, {"barriers": bars}, {}) for text, bars in self.output_ops(g)]
+        # this tile's store masks and pointers among pairs 0 and 1's loads, the next window's
+        # transform and stores among the pairs from the first store on (its loads flew meanwhile)
+        first = next(n for n, (text, _, _) in enumerate(outputs) if "STG" in text or "RED" in text)
+        work = [(text, {"barriers": MISC_SB if text.startswith("STS") else None}, {}) for text in self.transform_and_store()]
+        loads = next(n for n, (text, _, _) in enumerate(outputs) if not text.startswith("LDS"))
+        if INTERLEAVE_SETUP:
+            replay(q, spread(spread(outputs, masks.items, 0, loads), work, first + len(masks.items)))
+        else:
+            replay(q, masks.items + spread(outputs, work, first))
+        for text in self.window_advance() + self.copy_advance():
             q.op(text)
         self.zero_accumulators(q)
         q.op(self.depbar(), y=True, stall=4)

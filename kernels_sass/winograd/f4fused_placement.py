@@ -36,8 +36,9 @@ VARIANTS = {
     "scalar_loads_stores": {"WIDE_LOADS": False},
     "block_per_tile": {"PERSISTENT": False},
     "tiles_first": {"FILTER_BLOCKS_FIRST": False},
+    "setup_apart": {"INTERLEAVE_SETUP": False},
 }
-FIXED_VARIANTS = ("default", "block_per_tile")
+FIXED_VARIANTS = ("default", "setup_apart", "block_per_tile")
 LAYERS = {"Conv2/N128": Shape(128, 64, 56, 56, 64), "Conv3/N128": Shape(128, 128, 28, 28, 128),
           "Conv4/N128": Shape(128, 256, 14, 14, 256), "Conv5/N128": Shape(128, 512, 7, 7, 512)}
 

@@ -176,7 +176,7 @@ class Seq:
             elif eff.reads and eff.info.async_read:
                 b = self._take_barrier(barriers or self.pool)
                 o.rb = b
-                self.pend[b].regs_r |= set(eff.reads)
+                self.pend[b].regs_r |= {r for r in eff.reads if not (read_only and r[0] == "MEM")}
                 self.pend[b].set_at = t
         else:
             for r in writes:
@@ -193,6 +193,53 @@ class Seq:
 
     def lines(self) -> list[str]:
         return [o.line() for o in self.ops]
+
+
+class Recorder:
+    """Instructions with Seq.op's arguments, kept to be issued into a Seq later (`replay`), so
+    that independent sequences written one after the other can be interleaved (`spread`): the
+    Seq then sets the stalls and barriers of the merged order. Attributes set on what `op`
+    returns (as `.wb`) are set on the Seq's Op at replay."""
+
+    def __init__(self):
+        self.items: list[tuple[str, dict, dict]] = []
+
+    def op(self, text: str, **kw) -> "_Later":
+        later: dict = {}
+        self.items.append((text, kw, later))
+        return _Later(later)
+
+
+class _Later:
+    def __init__(self, attrs: dict):
+        object.__setattr__(self, "_attrs", attrs)
+
+    def __setattr__(self, name, value) -> None:
+        self._attrs[name] = value
+
+
+def spread(base: list, extra: list, start: int = 0, end: Optional[int] = None) -> list:
+    """base with extra's items spread evenly (in their order) before base's items start..end
+    (end: len(base)); the two must not depend on each other there."""
+    end = len(base) if end is None else end
+    at: dict[int, list] = {}
+    for n, item in enumerate(extra):
+        at.setdefault(start + n * (end - start) // max(len(extra), 1), []).append(item)
+    out = []
+    for n, item in enumerate(base):
+        out += at.pop(n, [])
+        out.append(item)
+    for rest in at.values():
+        out += rest
+    return out
+
+
+def replay(q: Seq, items) -> None:
+    """Issue Recorder items into q."""
+    for text, kw, later in items:
+        o = q.op(text, **kw)
+        for name, value in later.items():
+            setattr(o, name, value)
 
 
 def mark_reuse(body: list[Op], across: bool = True) -> None:

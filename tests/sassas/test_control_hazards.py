@@ -100,6 +100,24 @@ def test_fixed_latency_read_too_early():
     assert "raw-fixed" in kinds(SAFE.replace("--:-:-:-:4  FADD", "--:-:-:-:1  FADD"))
 
 
+def test_imad_result_reaches_the_alu_pipe_a_cycle_late():
+    """sm_90: IMAD -> SHF.L.U32 at 4 cycles read the old value on an H200 (latency.toml's
+    imad -> alu: 5), while ptxas's IMAD.WIDE.U32 -> LEA at 3 cycles stays legal (imad_wide)."""
+    imad = """
+--:-:-:-:{d}  IMAD R2, R3, 0x38, R4;
+--:-:-:-:4  SHF.L.U32 R5, R2, 0x2, RZ;
+--:-:-:Y:5  EXIT;
+"""
+    assert "raw-fixed" in kinds(imad.format(d=4))
+    assert kinds(imad.format(d=5)) == []
+    wide = """
+--:-:-:-:3  IMAD.WIDE.U32 R2, R3, 0x4, R4;
+--:-:-:-:4  LEA R6, P0, R2, R8, 0x2;
+--:-:-:Y:5  EXIT;
+"""
+    assert kinds(wide) == []
+
+
 def test_wait_on_unset_barrier():
     assert "wait-unset" in kinds(SAFE.replace("01:-:-:-:4  FFMA", "03:-:-:-:4  FFMA"))
 
