@@ -1,7 +1,7 @@
 """The fused F(4x4,3x3) kernel's geometry, which its generator (f4fused) and its users share: the
 block tile and its shared memory, the grid of a problem shape (`Fused`), the channel split
-(`choose_parts`) and the shapes the kernel takes (`check`). Its registers, loop placement and
-switches are the generator's."""
+(`choose_parts`) and the shapes the kernel takes (`check`). Its registers are f4fused_regs',
+its loop placement and switches the generator's."""
 from __future__ import annotations
 
 from dataclasses import dataclass

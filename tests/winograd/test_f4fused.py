@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pytest
 
-from kernels_sass.winograd import cubins, f4fused, f4fused_layout, pieces
+from kernels_sass.winograd import cubins, f4fused, f4fused_layout, f4fused_regs, pieces
 from kernels_sass.winograd import reference as ref
 from kernels_sass.winograd.check import f4fused_simulated_error
 from kernels_sass.winograd.plan import Shape, Unsupported
@@ -128,17 +128,17 @@ def test_kernel_assembles_without_hazards(s):
     assert len(re.findall(r"\bLDGSTS\b", loop)) == 9
     assert len(re.findall(r"\bLDG\.E\b", loop)) == {1: 36, 2: 24, 4: 18}[f4fused.Generator(s).wide]
     assert len(re.findall(r"\bSTS\b", loop)) == 36
-    assert max(int(r) for r in re.findall(r"\bR(\d+)\b", text)) <= f4fused.TOP
+    assert max(int(r) for r in re.findall(r"\bR(\d+)\b", text)) <= f4fused_regs.TOP
 
 
 def test_input_transform_reads_both_register_banks():
-    """The window's registers (f4fused.WIN) put the two register sources of all but 12 of the
+    """The window's registers (f4fused_regs.WIN) put the two register sources of all but 12 of the
     transform's 144 FADD/FFMA in different banks (one per six-point transform: r1 and r5)."""
     ops = f4fused.Generator(Shape(3, 17, 9, 11, 40)).transform_and_store()
     pairs = [[int(r) for r in re.findall(r"R(\d+)", t.split(",", 1)[1])] for t in ops if t.startswith(("FADD", "FFMA"))]
     assert len(pairs) == 144
     assert sum(1 for r in pairs if r[0] % 2 == r[1] % 2) == 12
-    assert sorted(r for row in f4fused.WIN for r in row) == sorted(set(r for row in f4fused.WIN for r in row))
+    assert sorted(r for row in f4fused_regs.WIN for r in row) == sorted(set(r for row in f4fused_regs.WIN for r in row))
 
 
 def test_wide_window_loads_where_rows_allow():
@@ -162,7 +162,7 @@ def test_wide_window_loads_where_rows_allow():
     ops = f4fused.Generator(Shape(2, 9, 5, 12, 36)).transform_and_store()
     pairs = [[int(r) for r in re.findall(r"R(\d+)", t.split(",", 1)[1])] for t in ops if t.startswith(("FADD", "FFMA"))]
     assert sum(1 for r in pairs if r[0] % 2 == r[1] % 2) == 70
-    assert all(row[1] % 4 == 0 and row[1:5] == list(range(row[1], row[1] + 4)) for row in f4fused.WIN_WIDE)
+    assert all(row[1] % 4 == 0 and row[1:5] == list(range(row[1], row[1] + 4)) for row in f4fused_regs.WIN_WIDE)
 
 
 def test_nvdisasm_reads_the_kernel_as_written():
