@@ -290,3 +290,22 @@ def test_f4fused_reads_x_at_any_4_byte_offset_on_the_gpu(offset):
     got = conv2d(x, w, "sass", algo="f4fused", out=out).cpu().double().numpy()
     want = ref.direct_conv2d(x.cpu().double().numpy(), w.cpu().double().numpy())
     assert np.linalg.norm(got - want) / np.linalg.norm(want) <= 1e-5
+
+
+def test_recorded_sequences_interleave_and_keep_their_attributes():
+    """sched.spread puts one sequence's items evenly among another's (the persistent epilogue's
+    set-up among its staging); replay gives the Seq the recorded attributes; an LDGSTS of memory
+    nothing writes (read_only) holds no later barrier back through memory."""
+    from kernels_sass.winograd.sched import Recorder, Seq, replay, spread
+    assert spread(list("abcd"), list("xy"), 1, 3) == list("axbycd")
+    assert spread(list("ab"), list("xyz")) == list("xyazb")
+    r = Recorder()
+    r.op("LDGSTS.E.BYPASS.128 [R7], [R4.U32+UR6]", barriers=(2,), read_only=True)
+    r.op("LDGDEPBAR").wb = 3
+    q = Seq("sm_90", barriers=(0, 1, 2, 4, 5))
+    replay(q, r.items)
+    assert q.ops[1].wb == 3 and q.ops[0].rb == 2
+    assert q.op("BAR.SYNC.DEFER_BLOCKING 0x0").wait == 0
+    q2 = Seq("sm_90", barriers=(0, 1, 2, 4, 5))
+    q2.op("LDGSTS.E.BYPASS.128 [R7], [R4.U32+UR6]", barriers=(2,))
+    assert q2.op("BAR.SYNC.DEFER_BLOCKING 0x0").wait == 1 << 2
