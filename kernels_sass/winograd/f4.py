@@ -75,16 +75,8 @@ class Plan:
     options: gemmgen.GemmOptions | tcgemm.TcOptions = gemmgen.OPTIONS      # the SASS GEMM's variant
 
     @property
-    def TH(self) -> int:
-        return self.s.TH4
-
-    @property
-    def TW(self) -> int:
-        return self.s.TW4
-
-    @property
     def T(self) -> int:
-        return self.TH * self.TW * self.s.N
+        return self.s.TH4 * self.s.TW4 * self.s.N
 
     @property
     def f16(self) -> bool:
@@ -203,7 +195,7 @@ def input_transform(x, v4, p: Plan, stream=0, layout: str = "CHWN", scales=None)
     s, g = p.s, p.gemm
     name = "f4_input_transform_nchw" if layout == "NCHW" else "f4_input_transform"
     cuda_module()[name]((g.T // 128, g.C), 128, pointer(x), pointer(v4), np.int32(s.N), np.int32(s.C),
-                        np.int32(s.H), np.int32(s.W), np.int32(p.TW), np.int32(p.T), np.int32(g.C),
+                        np.int32(s.H), np.int32(s.W), np.int32(s.TW4), np.int32(p.T), np.int32(g.C),
                         np.int32(g.T), np.uint64(0 if scales is None else pointer(scales) + 4), stream=stream)
 
 
@@ -232,7 +224,7 @@ def gemm(impl: str, u4, v4, m4, p: Plan, stream=0, scales=None) -> None:
 def output_transform(m4, y, p: Plan, stream=0, layout: str = "CHWN") -> None:
     """y (KHWN, or NCHW: the columns of input_transform's NCHW order) from M (m4)."""
     s, g = p.s, p.gemm
-    args = [pointer(m4), pointer(y), np.int32(s.N), np.int32(s.K), np.int32(s.H), np.int32(s.W), np.int32(p.TW),
+    args = [pointer(m4), pointer(y), np.int32(s.N), np.int32(s.K), np.int32(s.H), np.int32(s.W), np.int32(s.TW4),
             np.int32(p.T), np.int32(g.K), np.int32(g.T), np.int32(g.parts)]
     if layout == "NCHW":      # a tile's rows as float4 where they are whole aligned 16 bytes
         args.append(np.int32(FLOAT4_ROWS and s.W % 4 == 0 and pointer(y) % 16 == 0))

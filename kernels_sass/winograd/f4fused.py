@@ -162,11 +162,11 @@ class Generator:
         q.op(f"SEL R{tg}, R{tg}, RZ, P0")
         n_max = f.grid()[0] * BT
         if f.layout == "NCHW":          # tg = (n TH + th) TW + tw
-            self.divide(q, q1, tw, tg, f.TW, n_max, tmp)
-            self.divide(q, n, th, q1, f.TH, n_max // f.TW + 1, tmp)
+            self.divide(q, q1, tw, tg, self.s.TW4, n_max, tmp)
+            self.divide(q, n, th, q1, self.s.TH4, n_max // self.s.TW4 + 1, tmp)
         else:                           # tg = (th TW + tw) N + n
             self.divide(q, q1, n, tg, self.s.N, n_max, tmp)
-            self.divide(q, th, tw, q1, f.TW, n_max // self.s.N + 1, tmp)
+            self.divide(q, th, tw, q1, self.s.TW4, n_max // self.s.N + 1, tmp)
         return t, n, th, tw
 
     def bound_mask(self, q: Seq, dst: int, first: int, count: int, limit: int, shift: int, tmp: list[int]) -> None:

@@ -68,16 +68,8 @@ class Fused:
         return self.s.H * self.s.W * self.px
 
     @property
-    def TH(self) -> int:
-        return self.s.TH4
-
-    @property
-    def TW(self) -> int:
-        return self.s.TW4
-
-    @property
     def tiles(self) -> int:
-        return self.s.N * self.TH * self.TW
+        return self.s.N * self.s.TH4 * self.s.TW4
 
     @property
     def Cp(self) -> int:
@@ -189,7 +181,7 @@ def check(s: Shape, parts: int = 1, layout: str = "NCHW", persistent: bool = Fal
     if f.grid()[0] >= 1 << 31 or f.grid()[1] >= 1 << 16:
         raise Unsupported("grid too large")
     n_max = f.grid()[0] * BT
-    first, second = (f.TW, f.TH) if layout == "NCHW" else (s.N, f.TW)
+    first, second = (s.TW4, s.TH4) if layout == "NCHW" else (s.N, s.TW4)
     exact_magic(first, n_max)
     exact_magic(second, n_max // first + 1)
     if persistent:              # the block numbers' division into (x, y, z), either first

@@ -242,7 +242,7 @@ def test_loop_command_parts_without_a_gpu():
 # ---- the plan and the choice of algorithm ----------------------------------------------------------
 def test_plan_pads_and_splits():
     p = f4.plan(Shape(128, 512, 7, 7, 512), 132, parts=1)
-    assert (p.TH, p.TW, p.T) == (2, 2, 512)
+    assert (p.s.TH4, p.s.TW4, p.T) == (2, 2, 512)
     assert p.gemm == GemmShape(512, 512, 512, 1)
     # the model's picks (H200 bench, 2026-11-26): Conv5/N32's 144 blocks on 132 SMs and Conv5/N64's
     # 288 in 2 parts; Conv5/N128 (576 blocks) and Conv3/N128 (3528) not split
