@@ -264,13 +264,19 @@ class Generator:
             ops += [f"STS [R{VSTS}+{e * V_E:#x}], R{where[e]}" for e in range(18 * half, 18 * half + 18)]
         return ops
 
+    @staticmethod
+    def store_barriers(text: str) -> Optional[tuple]:
+        """The scoreboards of one of transform_and_store's instructions: its STS read their
+        registers late (MISC_SB), the FADD/FFMA take none."""
+        return MISC_SB if text.startswith("STS") else None
+
     def stage_end(self, q: Seq, inline: bool = False) -> None:
         """Block i + 1: transform and store the window, move the window on to the next
         channels, wait for the copies (unless the loop did all that among its FFMAs); BAR; the
         buffers swap."""
         if not inline:
             for text in self.transform_and_store():
-                q.op(text, barriers=MISC_SB if text.startswith("STS") else None)
+                q.op(text, barriers=self.store_barriers(text))
             for text in self.window_advance():
                 q.op(text)
             q.op(self.depbar(), y=True, stall=4)
@@ -391,8 +397,8 @@ class Generator:
         t, n, th, tw = self.tile_of(q, tid, bx, r)
         q.op(f"IADD3 R{CH}, R{cc}, R{c0}, RZ")
         # the window at (4 th - 1, 4 tw - 1): its rows and columns inside the image
-        h0, w0, cm, lo, hi, t1, t2, t3, t4 = r[7:16]
-        off = r[17]                     # an even pair and the pair after it
+        h0, w0, cm, lo, hi, t1, t2, t3 = r[7:15]
+        off = r[17]                     # an even pair (R172) and the pair after it
         mad(q, h0, th, 4, None, tmp)
         q.op(f"IADD3 R{h0}, R{h0}, -0x1, RZ")
         mad(q, w0, tw, 4, None, tmp)
@@ -498,7 +504,7 @@ class Generator:
         work = self.transform_and_store()
         first, last = TRANSFORM_FROM * slots, BC * slots - 8
         for n, text in enumerate(work):
-            at(first + n * (last - first) // len(work), text, MISC_SB if text.startswith("STS") else ())
+            at(first + n * (last - first) // len(work), text, self.store_barriers(text))
         # the window moves on once its loads are in (the transform waited for them), the high
         # word PRED_LATENCY slots after the carry; the loop test in channel 6 (P6: no R2P after
         # it); the copies' wait DEPBAR_LEAD slots before the BAR that follows the last FFMA
@@ -623,8 +629,8 @@ class Generator:
             q.op(f"ISETP.LT.AND P1, PT, R{g.k0}, {signed_hex(s.K - 8 * pr)}, PT")
             q.op(f"SEL R{g.masks[pr]}, R{g.om}, RZ, P1")
 
-    def output_ops(self, g: "OutputRegs") -> list[tuple[str, Optional[tuple]]]:
-        """The 4 pairs' M loads, A^T m A and stores, as (text, barriers): the next pair's loads
+    def output_ops(self, q, g: "OutputRegs") -> None:
+        """The 4 pairs' M loads, A^T m A and stores (into q, a Seq or a Recorder): the next pair's loads
         before this pair's transforms and stores (EPILOGUE_PIPELINE; their registers differ: pair pr's
         m in g.pairs[pr % len(g.pairs)]), else one pair after another."""
         s, f = self.s, self.f
@@ -633,15 +639,13 @@ class Generator:
         # NCHW, W % 4 == 0 (W % 2 == 0), x and y 16-byte aligned, no split: a tile row of y by one
         # STG.128 (two STG.64; the columns of one store inside the image together: the mask's first)
         wide_out = self.wide > 1 and f.parts == 1
-        out: list[tuple[str, Optional[tuple]]] = []
-
         def m_of(pr: int) -> tuple:
             return g.pairs[pr % len(g.pairs)]
 
         def load(pr: int) -> None:      # pair pr's 36 m, on a scoreboard of its own (pr % 2)
             for ee in range(E):
-                out.append((f"LDS R{m_of(pr)[ee]}, [R{g.ro}+{ee * M_E + pr * 8 * ROW + 4 * m_skew(8 * pr):#x}]",
-                            (LDS_SB[pr % 2],)))
+                q.op(f"LDS R{m_of(pr)[ee]}, [R{g.ro}+{ee * M_E + pr * 8 * ROW + 4 * m_skew(8 * pr):#x}]",
+                     barriers=(LDS_SB[pr % 2],))
 
         def finish(pr: int) -> None:    # A^T m A and the stores of pair pr
             m = m_of(pr)
@@ -651,24 +655,27 @@ class Generator:
                 o, w = f43_at_ops([m[6 * i + j] for i in range(6)], spares[2 * j:2 * j + 2])
                 group.append(o)
                 outs[j] = w
-            out.extend((text, None) for text in self.interleave(group))
+            for text in self.interleave(group):
+                q.op(text)
             res, group = {}, []
             for a in range(4):
                 o, w = f43_at_ops([outs[j][a] for j in range(6)], spares[2 * a:2 * a + 2])
                 group.append(o)
                 res[a] = w
-            out.extend((text, None) for text in self.interleave(group))
+            for text in self.interleave(group):
+                q.op(text)
             for a in range(4):
-                out.append((f"R2P PR, R{g.masks[pr]}{'.B%d' % a if a else ''}, 0xf", None))
+                q.op(f"R2P PR, R{g.masks[pr]}{'.B%d' % a if a else ''}, 0xf")
                 if wide_out:            # the row's 4 outputs into an aligned quad (one a row), STG.128 or 2 STG.64
                     quad = g.quads + 4 * a
-                    out.extend((f"MOV R{quad + b}, R{res[a][b]}", None) for b in range(4))
-                    out.extend((f"@P{b} STG.E.{32 * self.wide}{self.t.scope} "
-                                f"{self.t.global_address(g.yps[pr], 4 * (a * s.W + b))}, R{quad + b}", None)
-                               for b in range(0, 4, self.wide))
+                    for b in range(4):
+                        q.op(f"MOV R{quad + b}, R{res[a][b]}")
+                    for b in range(0, 4, self.wide):
+                        q.op(f"@P{b} STG.E.{32 * self.wide}{self.t.scope} "
+                             f"{self.t.global_address(g.yps[pr], 4 * (a * s.W + b))}, R{quad + b}")
                     continue
-                out.extend((f"@P{b} {store} {self.t.global_address(g.yps[pr], 4 * (a * s.W + b) * f.px)}, "
-                            f"R{res[a][b]}", None) for b in range(4))
+                for b in range(4):
+                    q.op(f"@P{b} {store} {self.t.global_address(g.yps[pr], 4 * (a * s.W + b) * f.px)}, R{res[a][b]}")
 
         if EPILOGUE_PIPELINE:
             load(0)
@@ -680,7 +687,6 @@ class Generator:
             for pr in range(4):
                 load(pr)
                 finish(pr)
-        return out
 
     def epilogue(self) -> list[str]:
         """The block tile's outputs (M through shared memory, A^T m A, the stores), then EXIT."""
@@ -690,8 +696,7 @@ class Generator:
         g = OUTPUT_PERSISTENT if self.persistent else OUTPUT
         self.output_address(q, g)
         self.output_setup(q, g, UR_CUR if self.persistent else None)
-        for text, bars in self.output_ops(g):
-            q.op(text, barriers=bars)
+        self.output_ops(q, g)
         q.op("EXIT")
         return q.lines()
 
@@ -727,11 +732,13 @@ class Generator:
         self.output_address(q, g)
         masks = Recorder()
         self.output_setup(masks, g, UR_CUR)
-        outputs = [(text, {"barriers": bars}, {}) for text, bars in self.output_ops(g)]
+        recorded = Recorder()
+        self.output_ops(recorded, g)
+        outputs = recorded.items
         # this tile's store masks and pointers among pairs 0 and 1's loads, the next window's
         # transform and stores among the pairs from the first store on (its loads flew meanwhile)
         first = next(n for n, (text, _, _) in enumerate(outputs) if "STG" in text or "RED" in text)
-        work = [(text, {"barriers": MISC_SB if text.startswith("STS") else None}, {}) for text in self.transform_and_store()]
+        work = [(text, {"barriers": self.store_barriers(text)}, {}) for text in self.transform_and_store()]
         loads = next(n for n, (text, _, _) in enumerate(outputs) if not text.startswith("LDS"))
         if INTERLEAVE_SETUP:
             replay(q, spread(spread(outputs, masks.items, 0, loads), work, first + len(masks.items)))
