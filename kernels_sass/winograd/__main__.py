@@ -17,6 +17,8 @@
   wgmma-gemm  the GEMM in 3xTF32 on HGMMA (wgmma, CUDA-C: wggemm.py) against tcgemm's kernels.
   fused-tc  the fused F(4x4,3x3) kernel with its products on mma.sync in 3xTF32 (CUDA-C:
             fusedtc.py) against PyTorch's TF32 default and f4fused, and where its time goes.
+  model   the cost model behind algo="auto" (cost.py) against bench runs: each algorithm's
+          predicted and measured time, auto's choice, the fastest measured; --fit refits it.
   f4tc-chunks  f4tc in chunks of images, V and M reused so they can stay in L2, against f4tc
             whole and PyTorch's TF32 default; each launch's time an image by batch size (chunks.py).
   sass    print the generated SASS of one shape.
@@ -31,7 +33,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import ablation4, chunks, fusedtc, wggemm
+from . import ablation4, chunks, cost_fit, fusedtc, wggemm
 from .bench import cmd_bench, cmd_gemm, cmd_mma_peak
 from .check import cmd_check, cmd_sim, cmd_smoke
 from .ncu import cmd_loop, cmd_profile
@@ -189,6 +191,14 @@ def main(argv=None) -> int:
     q.add_argument("--reps", type=int, default=20)
     q.add_argument("--json")
     q.set_defaults(func=chunks.cmd_f4tc_chunks)
+    q = sub.add_parser("model", help="the cost model behind algo='auto' (cost.py) against bench runs: predicted "
+                                     "and measured times, auto's choices; --fit refits it (no GPU)")
+    q.add_argument("runs", nargs="*", help="bench JSON files (default: results/h100_bench_all.json, "
+                                           "results/h200_bench_all.json)")
+    q.add_argument("--fit", action="store_true", help="refit the coefficients to the runs (else: the stored ones)")
+    q.add_argument("--fit-on", nargs="+", metavar="RUN", help="refit to these runs, check on the others")
+    q.add_argument("--write", action="store_true", help=f"store the refitted coefficients ({cost_fit.cost.MODEL_FILE.name})")
+    q.set_defaults(func=cost_fit.cmd_model)
     q = sub.add_parser("loop", help="the F(4x4,3x3) GEMM's main-loop FFMA issue rate in cycles (needs ncu)")
     q.add_argument("--options", nargs="*", default=["", EIGHT_BY_EIGHT, "skip=copies", "skip=lds"],
                    help="GEMM variants (gemm --options); skip=... are measurement-only variants")

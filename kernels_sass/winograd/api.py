@@ -17,20 +17,21 @@ GEMM of gemmgen (kernels_sass.winograd.f4; CUDA-C transforms that read and write
 layout), "f4fused" F(4x4,3x3) in one SASS kernel that reads x and writes y in the
 caller's layout, NCHW or CHWN (kernels_sass.winograd.f4fused; SASS only), "f4tc" "f4" with the
 3xTF32 tensor-core GEMM of tcgemm (FP32 accuracy; SASS only, sm_90), "auto" the fastest for
-the shape, layout and GPU (choose_algo). Shapes the SASS kernel cannot
+the shape, layout and GPU by the cost model (choose_algo, cost.py). Shapes the SASS kernel cannot
 take (offsets past 32 bits) raise plan.Unsupported; use impl="cuda" for those.
 """
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Optional
 
 import numpy as np
 
-from . import cubins, f4, f4fused, f4fused_layout, plan, sassgen
-from .device import Lib, arch, cuda_module, dtype_of, filter_strides, pointer, shape_of, sm_count
+from . import cost, cubins, f4, f4fused, f4fused_layout, plan, sassgen
+from .device import (Lib, arch, clock_mhz, cuda_module, dtype_of, filter_strides, memory_bandwidth_gbs, pointer,
+                     shape_of, sm_count)
 from .plan import Options, Shape
 from .target import ARCHS, target
 
@@ -133,9 +134,9 @@ def f4fused_kernel(s: Shape, parts: int = 1, layout: str = "NCHW", aligned: bool
         f4fused.kernel_name(s, parts, layout, aligned)]
 
 
-def f4fused_parts(s: Shape, parts: int = 0) -> int:
-    """parts, or (0) the split of the least modelled time on this GPU (f4fused_layout.choose_parts)."""
-    return parts or f4fused_layout.choose_parts(s, sm_count())
+def f4fused_parts(s: Shape, parts: int = 0, layout: str = "NCHW") -> int:
+    """parts, or (0) the split of the least predicted time on this GPU (cost.f4fused_parts)."""
+    return parts or cost.f4fused_parts(s, layout, this_gpu())
 
 
 def f4fused_filter_transform(w, u4f, s: Shape, parts: int, layout: str, stream=0) -> None:
@@ -200,71 +201,43 @@ def problem(x, w, layout: str = "NCHW") -> Shape:
     return Shape(n, c, h, wd, k)
 
 
-# F(4x4,3x3) (2.25 multiplications an output against F(2x2,3x3)'s 4) wherever its GEMM has
-# enough channels to run long loops and enough blocks to fill the GPU, or the image is small
-# enough that F(2x2,3x3) runs out of FFMA issue slots (7x7). Measured on the H200 with the
-# transforms of 2026-11-26 (README, results/h200_bench.json): Conv3 and Conv5 at every N, Conv4 from
-# N = 64 go to F(4x4,3x3) (1.04..1.21x F(2x2,3x3)'s time); Conv2 (C = 64) and Conv4/N32 (T = 512:
-# 288 GEMM blocks, 1.09 waves) stay with F(2x2,3x3), whose fused transforms save U, V and M's
-# round trips through global memory.
-F4_MIN_CHANNELS = 128
-F4_SMALL_PIXELS = 8 * 8
-F4_MIN_COLUMNS = 1024
-
-
-# The fused F(4x4,3x3) kernel (sm_90) on NCHW tensors where a window row is one 16-byte load
-# (W % 4 == 0) and the grid fills the GPU without splitting the channels, where f4tc does not run
-# (below 128 channels): Conv2, 1.81-1.89x cuDNN's best on the H100 and 1.55-1.72x on the H200
-# against F(2x2,3x3)'s 0.94-1.09 (results/h100_bench_all.json, h200_bench_all.json). Conv4
-# (W = 14: 8-byte loads) and Conv5 (W = 7, scalar loads) run it at 0.65-1.21.
+# The algorithms' own limits: the fused F(4x4,3x3) kernel and the tensor-core GEMM are written
+# for sm_90 (the others' SASS is generated for every arch of target.ARCHS).
 F4FUSED_ARCHS = ("sm_90",)
-F4FUSED_ROW_FLOATS = 4
-
-# F(4x4,3x3) with the 3xTF32 tensor-core GEMM (sm_90) where F(4x4,3x3) would run, and from 512
-# columns (Conv4/N32): its GEMM is 1.2-1.6x the FFMA one's speed, which moves the break-even with
-# F(2x2,3x3) down (H100, results/h100_bench_all.json, NCHW: Conv4/N32 1.64x cuDNN's best against
-# F(2x2,3x3)'s 1.20, Conv3/N32 1.42 against 1.01; Conv3-Conv5 1.33-1.72).
 F4TC_ARCHS = ("sm_90",)
-F4TC_MIN_COLUMNS = 512
-# Where both run (Conv3 from N = 64), f4tc is the one to take: NCHW, 2026-11-27, against cuDNN's
-# best, f4tc / the fused kernel: H100 (results/h100_bench_all.json) N64 1.45 / 1.47, N96 1.38 /
-# 1.26 (the fused kernel's last wave of one block an SM 45% full), N128 1.33 / 1.32; H200
-# (results/h200_bench_all.json: its HBM moves V and M 1.4x as fast) 1.59 / 1.40, 1.54 / 1.22,
-# 1.47 / 1.25.
 
 
-def _f4tc_runs(s: Shape, gpu_arch: str, sms: int) -> bool:
-    t = s.TH4 * s.TW4 * s.N
-    small = s.H * s.W <= F4_SMALL_PIXELS
-    if gpu_arch not in F4TC_ARCHS or s.C < F4_MIN_CHANNELS or not (small or t >= F4TC_MIN_COLUMNS):
-        return False
+def this_gpu() -> cost.Gpu:
+    """This GPU as the cost model sees it (its arch, SMs, SM clock and memory bandwidth)."""
+    return cost.Gpu(arch(), sm_count(), clock_mhz(), memory_bandwidth_gbs())
+
+
+def _runs(what) -> bool:
     try:
-        f4.plan(s, sms, tc=True)
+        what()
         return True
     except plan.Unsupported:
         return False
 
 
-def _f4fused_runs(s: Shape, layout: str, gpu_arch: str, sms: int) -> bool:
-    if not (layout == "NCHW" and gpu_arch in F4FUSED_ARCHS and s.W % F4FUSED_ROW_FLOATS == 0
-            and f4fused_layout.choose_parts(s, sms) == 1):
-        return False
-    try:
-        f4fused.fused(s, 1, layout, gpu_arch)
-        return True
-    except plan.Unsupported:
-        return False
+def candidates(s: Shape, layout: str, gpu: cost.Gpu) -> list[str]:
+    """The algorithms whose kernels take s in `layout` on `gpu` (arch "": the CUDA-C ones)."""
+    out = ["f2"] if _runs(lambda: plan.check_shape(s)) else []
+    if _runs(lambda: f4.plan(s, gpu.sms)):
+        out.append("f4")
+    if gpu.arch in F4TC_ARCHS and _runs(lambda: f4.plan(s, gpu.sms, tc=True)):
+        out.append("f4tc")
+    if gpu.arch in F4FUSED_ARCHS and _runs(lambda: f4fused.fused(s, cost.f4fused_parts(s, layout, gpu), layout,
+                                                                  gpu.arch)):
+        out.append("f4fused")
+    return out
 
 
-def choose_algo(s: Shape, layout: str = "NCHW", gpu_arch: str = "sm_90", sms: int = 132) -> str:
-    """The algorithm "auto" runs for s, given in `layout` on a GPU of `gpu_arch` with `sms` SMs."""
-    if _f4tc_runs(s, gpu_arch, sms):
-        return "f4tc"
-    if _f4fused_runs(s, layout, gpu_arch, sms):
-        return "f4fused"
-    t = s.TH4 * s.TW4 * s.N
-    small = s.H * s.W <= F4_SMALL_PIXELS
-    return "f4" if s.C >= F4_MIN_CHANNELS and (small or t >= F4_MIN_COLUMNS) else "f2"
+def choose_algo(s: Shape, layout: str = "NCHW", gpu: cost.Gpu = cost.H100) -> str:
+    """The algorithm "auto" runs for s, given in `layout`, on `gpu`: of those that take the shape,
+    the one of least time by the cost model (cost.py; fitted to and checked against bench runs:
+    `python -m kernels_sass.winograd model`). "f2" where none does (conv2d then says why)."""
+    return cost.choose(s, layout, gpu, candidates(s, layout, gpu) or ["f2"])
 
 
 def f4_plan(s: Shape, parts: int = 0, tc: bool = False):
@@ -274,7 +247,7 @@ def f4_plan(s: Shape, parts: int = 0, tc: bool = False):
 def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Options = Options(),
            workspace: Optional[Workspace] = None, algo: str = "auto", parts: int = 0):
     """3x3 convolution, padding 1, stride 1, FP32. See the module docstring. parts: F(4x4,3x3)'s
-    split of the channel loop (0: the modelled best, f4.plan or f4fused_layout.choose_parts)."""
+    split of the channel loop (0: the modelled best, f4.plan or cost.f4fused_parts)."""
     if impl not in IMPLS:
         raise ValueError(f"impl {impl!r}: one of {IMPLS}")
     if algo not in ALGOS:
@@ -284,11 +257,12 @@ def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Op
             raise TypeError(f"conv2d is FP32: got {dtype_of(t)}")
     s = problem(x, w, layout)
     if algo == "auto":
-        algo = choose_algo(s, layout, arch(), sm_count()) if impl == "sass" else choose_algo(s, layout, "")
+        gpu = this_gpu()
+        algo = choose_algo(s, layout, gpu if impl == "sass" else replace(gpu, arch=""))
     if algo in SASS_ONLY and impl == "cuda":
         raise ValueError(f'algo "{algo}" is SASS only (impl "sass"); its CUDA-C counterpart is algo "f4"')
     if algo == "f4fused" and impl == "sass":
-        parts = f4fused_parts(s, parts)
+        parts = f4fused_parts(s, parts, layout)
         f4fused.fused(s, parts, layout, sass_arch())
         lib = Lib(x)
         ws = workspace or Workspace()

@@ -111,6 +111,8 @@ def bench_info() -> dict:
     except Exception as e:
         info["max_sm_clock_mhz"] = 1980.0
         log(f"[bench] nvidia-smi: {e}; assuming 1980 MHz")
+    from .device import arch, memory_bandwidth_gbs
+    info["arch"], info["memory_bandwidth_gbs"] = arch(), memory_bandwidth_gbs()     # the cost model's GPU
     info["gpu_state_at_start"] = gpu_state()
     log(f"[bench] {info}")
     return info
@@ -184,20 +186,21 @@ def cmd_bench(args) -> int:
                 workspace=api.Workspace(u4=ws4[i].u4, v4=ws4[i].v4, m4=ws4[i].m4))
         if "sass" in args.impl and "f4fused" in args.algo:
             # the fused F(4x4,3x3) kernel alone (U transformed once here) and with its filter transform
-            pf = api.f4fused_parts(s, args.parts)
+            pf, pfc = api.f4fused_parts(s, args.parts), api.f4fused_parts(s, args.parts, "CHWN")
             fz = f4fused_layout.Fused(s, pf)
-            row["f4fused_parts"] = pf
+            row["f4fused_parts"], row["f4fused_parts_chwn"] = pf, pfc
             row["f4fused_warp_ffma"] = fz.grid()[0] * fz.grid()[1] * 36 * 32 * 32 * fz.Cp // 32
-            wsf = [api.Workspace() for _ in range(sets)]
+            wsf, wsc = [api.Workspace() for _ in range(sets)], [api.Workspace() for _ in range(sets)]
             for i in range(sets):
                 api.conv2d(xs[i], wts[i], "sass", out=ys[i], workspace=wsf[i], algo="f4fused", parts=pf)
+                api.conv2d(xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i], workspace=wsc[i], algo="f4fused", parts=pfc)
             cases["f4fused main"] = lambda i: api.f4fused_main(xs[i], wsf[i].u4f, ys[i], s, pf, "NCHW", stream())
             cases["f4fused NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "sass", out=ys[i], workspace=wsf[i],
                                                          algo="f4fused", parts=pf)
             cases["f4fused CHWN"] = lambda i: api.conv2d(xcs[i], wcs[i], "sass", layout="CHWN", out=yks[i],
-                                                         workspace=wsf[i], algo="f4fused", parts=pf)
-        row["algo_auto"] = api.choose_algo(s, "NCHW", api.arch(), api.sm_count())
-        row["algo_auto_chwn"] = api.choose_algo(s, "CHWN", api.arch(), api.sm_count())
+                                                         workspace=wsc[i], algo="f4fused", parts=pfc)
+        row["algo_auto"] = api.choose_algo(s, "NCHW", api.this_gpu())
+        row["algo_auto_chwn"] = api.choose_algo(s, "CHWN", api.this_gpu())
         if "cuda" in args.impl:
             cases["cuda main"] = lambda i: api.main_kernel("cuda", xcs[i], us[i], yks[i], s, opts, stream())
             cases["cuda NCHW"] = lambda i: api.conv2d(xs[i], wts[i], "cuda", out=ys[i], workspace=wss[i], algo="f2")

@@ -108,6 +108,20 @@ def sm_count() -> int:
     return device_attribute("MULTIPROCESSOR_COUNT")
 
 
+@lru_cache(maxsize=None)
+def clock_mhz() -> float:
+    """The SM clock's highest rate."""
+    from sassas.load import device_attribute
+    return device_attribute("CLOCK_RATE") / 1e3
+
+
+@lru_cache(maxsize=None)
+def memory_bandwidth_gbs() -> float:
+    """DRAM bandwidth, GB/s: memory clock x bus width x 2 (double data rate)."""
+    from sassas.load import device_attribute
+    return device_attribute("MEMORY_CLOCK_RATE") * device_attribute("GLOBAL_MEMORY_BUS_WIDTH") * 2 / 8 / 1e6
+
+
 # A second stream of the current context and two events without timing, made once a context:
 # work that does not depend on what the caller's stream runs before it goes there, beside it.
 _side_streams: dict[int, tuple] = {}

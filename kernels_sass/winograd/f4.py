@@ -101,16 +101,19 @@ class Plan:
         return out
 
 
-def modelled(p: Plan, sms: int) -> float:
-    """Time of the GEMM in loop iterations: the busiest SM's blocks (and a lone tail's), and
-    the extra M."""
-    g = p.gemm
+def busiest_blocks(p: Plan, sms: int) -> float:
+    """The GEMM's blocks on its busiest SM (and a lone tail's)."""
     wave = sms * p.options.blocks_per_sm()
-    n = math.prod(launch_grid(g, p.options))
-    blocks = math.ceil(n / sms) + (LONE_TAIL if wave < n <= wave + sms else 0)
+    n = math.prod(launch_grid(p.gemm, p.options))
+    return math.ceil(n / sms) + (LONE_TAIL if wave < n <= wave + sms else 0)
+
+
+def modelled(p: Plan, sms: int) -> float:
+    """Time of the GEMM in loop iterations: the busiest SM's blocks, and the extra M."""
+    g = p.gemm
     speed = SPEED.get(p.options, 1.0)
     m_mb = gemmgen.E * g.K * g.T * 4 / 1e6
-    return blocks * (g.iterations + FIXED_ITERS) * speed + (g.parts - 1) * m_mb * M_ITERS_PER_MB
+    return busiest_blocks(p, sms) * (g.iterations + FIXED_ITERS) * speed + (g.parts - 1) * m_mb * M_ITERS_PER_MB
 
 
 def module(o: gemmgen.GemmOptions | tcgemm.TcOptions):

@@ -1,7 +1,7 @@
 """The fused F(4x4,3x3) kernel's geometry, which its generator (f4fused) and its users share: the
-block tile and its shared memory, the grid of a problem shape (`Fused`), the channel split
-(`choose_parts`) and the shapes the kernel takes (`check`). Its registers are f4fused_regs',
-its loop placement and switches the generator's."""
+block tile and its shared memory, the grid of a problem shape (`Fused`) and the shapes the
+kernel takes (`check`). Its registers are f4fused_regs', its loop placement and switches the
+generator's; the channel split is the cost model's (cost.f4fused_parts)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -132,19 +132,7 @@ class Fused:
         return SMEM_BYTES_PERSISTENT if self.persistent else SMEM_BYTES
 
 
-# The split model (split-C for grids of about a wave or less), in loop iterations: an SM takes
-# its blocks in turn (one at a time: 205 KiB of shared memory), so the kernel lasts about the
-# busiest SM's blocks x (iterations + FIXED_ITERS), the prologue, epilogue and a part's REDG.
-FIXED_ITERS = 3.0
-MAX_PARTS = 4
-
-
-def choose_parts(s: Shape, sms: int) -> int:
-    """The split of s's channel loop of the least modelled time on a GPU of `sms` SMs."""
-    def cost(p):
-        f = Fused(s, p)
-        return -(-f.blocks // sms) * (f.iterations + FIXED_ITERS) + (p > 1) * FIXED_ITERS / 2
-    return min(range(1, MAX_PARTS + 1), key=lambda p: (cost(p), p))
+MAX_PARTS = 4               # the channel split's parts (split-C; cost.f4fused_parts chooses)
 
 
 def exact_magic(d: int, n_max: int) -> Optional[int]:

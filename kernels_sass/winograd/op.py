@@ -68,7 +68,7 @@ def _check_arguments(x, w, impl, algo, input_grad, weight_grad) -> None:
 def _shape_error(s: Shape, algo: str) -> Optional[str]:
     """Why the SASS kernels cannot take s (None: they can)."""
     try:
-        which = api.choose_algo(s, "NCHW", api.arch(), api.sm_count()) if algo == "auto" else algo
+        which = api.choose_algo(s, "NCHW", api.this_gpu()) if algo == "auto" else algo
         if which in ("f4", "f4tc"):
             api.f4_plan(s, tc=which == "f4tc")
         elif which == "f4fused":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import replace
 
 from .plan import Options, Shape
 from .workloads import (ABLATION4_CONFIGS, ABLATION4_FUSED_CONFIGS, ODD, SMOKE, ablation_variants, f4fused_ablation_variants,
@@ -61,9 +62,8 @@ def cmd_prebuild(args) -> int:
                         continue
                     gemms.add((gg, o))
     # F(4x4,3x3) fused: the check/bench/smoke shapes with the parts chosen for --sms
-    from . import f4fused_layout
-    fused = [((f4fused_layout.choose_parts(s, args.sms), layout), s, args.sms)
-             for s in [s for _, s in resnet_configs()] + ODD + SMOKE for layout in ("NCHW", "CHWN")]
+    fused = [((parts, layout), s, args.sms) for s in [s for _, s in resnet_configs()] + ODD + SMOKE
+             for layout in ("NCHW", "CHWN") for parts in f4fused_parts(s, layout, args.sms)]
     t = time.time()
     with ProcessPoolExecutor(max_workers=args.jobs or os.cpu_count()) as ex:
         list(ex.map(_build, [(s, o, args.sms) for s, o in jobs] + [(g, o, None) for g, o in sorted(gemms, key=str)]))
@@ -73,15 +73,23 @@ def cmd_prebuild(args) -> int:
     return 0
 
 
+def f4fused_parts(s: Shape, layout: str, sms: int) -> list[int]:
+    """The splits conv2d takes for s in `layout` on the GPUs the cost model knows, with `sms` SMs
+    (the choice can turn on the memory bandwidth)."""
+    from . import cost
+    return sorted({cost.f4fused_parts(s, layout, replace(g, sms=sms)) for g in cost.KNOWN_GPUS.values()})
+
+
 def prebuild_f4fused(args) -> int:
     """The kernels of `device_run.sh f4fused`: the fused F(4x4,3x3) kernels of the check, smoke and
-    bench shapes (NCHW and CHWN, the parts f4fused_layout.choose_parts picks for `--sms`), and what bench
+    bench shapes (NCHW and CHWN, the parts f4fused_parts picks for `--sms`), and what bench
     compares them with (the F(2x2,3x3) kernels and the chosen
     F(4x4,3x3) GEMMs of the ResNet configurations)."""
     from concurrent.futures import ProcessPoolExecutor
-    from . import f4, f4fused_layout
+    from . import f4
     configs = [s for _, s in resnet_configs()]
-    jobs = [((f4fused_layout.choose_parts(s, args.sms), layout), s) for s in configs + ODD + SMOKE for layout in ("NCHW", "CHWN")]
+    jobs = [((parts, layout), s) for s in configs + ODD + SMOKE for layout in ("NCHW", "CHWN")
+            for parts in f4fused_parts(s, layout, args.sms)]
     jobs += [(Options(), s) for s in configs]
     for s in configs:
         for tc in (False, True):
@@ -98,7 +106,7 @@ def ablation4_jobs(sms: int) -> tuple[list, list]:
     """The kernels of `bench --ablation --algo f4tc f4fused` on its default layers: each f4tc
     variant's GEMM (GemmShape, TcOptions; at the split f4.plan chooses for `sms`, where the shape
     takes it) and each f4fused variant's kernel (Shape, parts, f4fused's constants)."""
-    from . import f4, f4fused_layout, gemmgen
+    from . import f4, gemmgen
     gemms = set()
     for n, s in resnet_configs():
         for v in f4tc_ablation_variants() if n in ABLATION4_CONFIGS else ():
@@ -108,8 +116,8 @@ def ablation4_jobs(sms: int) -> tuple[list, list]:
             except gemmgen.Unsupported:
                 continue
             gemms.add((g, v.gemm))
-    fused = [(s, f4fused_layout.choose_parts(s, sms), values) for n, s in resnet_configs() if n in ABLATION4_FUSED_CONFIGS
-             for values in f4fused_ablation_variants().values()]
+    fused = [(s, parts, values) for n, s in resnet_configs() if n in ABLATION4_FUSED_CONFIGS
+             for parts in f4fused_parts(s, "NCHW", sms) for values in f4fused_ablation_variants().values()]
     return sorted(gemms, key=str), fused
 
 

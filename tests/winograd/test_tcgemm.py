@@ -145,17 +145,17 @@ def test_plan_pads_channels_to_the_loop_body():
     assert f4.module(tcgemm.OPTIONS) is tcgemm and f4.module(gemmgen.OPTIONS) is gemmgen
 
 
-def test_auto_picks_f4tc_on_sm90_where_f4_or_the_f2_of_512_columns_ran():
-    """sm_90: F(4x4,3x3) with the tensor-core GEMM on Conv3, Conv4 and Conv5 at every N, in CHWN
-    and in NCHW (where it runs, before the fused F(4x4,3x3) kernel)."""
-    from kernels_sass.winograd import api
+def test_auto_picks_f4tc_on_sm90_for_conv4_and_conv5():
+    """sm_90: F(4x4,3x3) with the tensor-core GEMM on Conv4 and Conv5 at every N, in CHWN and in
+    NCHW, on the H100 and the H200 (Conv3 turns on the memory bandwidth: test_cost.py)."""
+    from kernels_sass.winograd import api, cost
     from kernels_sass.winograd.workloads import resnet_configs
-    for layout in ("CHWN", "NCHW"):
-        picks = {name: api.choose_algo(s, layout, "sm_90", 132) for name, s in resnet_configs()}
-        want = {f"Conv{layer}/N{n}" for layer in (3, 4, 5) for n in (32, 64, 96, 128)}
-        assert {n for n, a in picks.items() if a == "f4tc"} == want
-    assert api.choose_algo(Shape(1, 256, 14, 14, 256), "CHWN", "sm_90") == "f2"     # 16 columns
-    assert api.choose_algo(Shape(1, 256, 7, 7, 256), "CHWN", "sm_90") == "f4tc"     # small images
+    for gpu in cost.KNOWN_GPUS.values():
+        for layout in ("CHWN", "NCHW"):
+            picks = {name: api.choose_algo(s, layout, gpu) for name, s in resnet_configs()}
+            assert {n for n, a in picks.items() if a == "f4tc" and not n.startswith("Conv3")} == \
+                {f"Conv{layer}/N{n}" for layer in (4, 5) for n in (32, 64, 96, 128)}
+            assert picks["Conv3/N32"] == "f4tc"
 
 
 # ---- the FP16 split (TcOptions.split "f16") -----------------------------------------------------
