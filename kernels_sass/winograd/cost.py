@@ -74,9 +74,11 @@ def f4_input(s: Shape, g: Gpu, p: f4.Plan) -> list[float]:
 
 def f4_output(s: Shape, g: Gpu, p: f4.Plan) -> list[float]:
     y = s.N * s.K * s.H * s.W
-    m = E * p.gemm.K * p.gemm.T
-    # y's rows through shared memory where a tile row is no whole float4 (NCHW, W % 4 != 0)
-    return [_bytes(4 * (m * p.parts + y), g), _sm_elements(y, g) * (s.W % 4 != 0), 1.0]
+    m = E * s.K * p.gemm.T          # the rows of M it reads (the GEMM's K is padded to its block)
+    # y's rows through shared memory where a tile row is no whole float4 (NCHW, W % 4 != 0); a
+    # split GEMM's parts of M added one after the other
+    return [_bytes(4 * (m * p.parts + y), g), _sm_elements(y, g) * (s.W % 4 != 0),
+            _sm_elements(m * (p.parts - 1), g), 1.0]
 
 
 def f4_filter(s: Shape, g: Gpu) -> list[float]:
@@ -136,13 +138,14 @@ for _layout, _suffix in (("NCHW", " NCHW"), ("CHWN", "")):
     COMPONENTS[f"f4 output {_layout}"] = Part("f4 output transform" + _suffix,
                                               lambda s, g, a, p: f4_output(s, g, _plan(s, g, a, p)), "f4")
 
-# algorithm -> layout -> (its components, the rest: its features and the measured whole)
+# algorithm -> layout -> (its components, the rest: its features and the measured whole); a rest's
+# last feature is a constant (fitted with either sign: cost_fit.fit_signed_last)
 WHOLE: dict[str, dict[str, tuple[tuple[str, ...], Part]]] = {
     "f2": {"NCHW": (("f2 main",), Part("sass NCHW", lambda s, g, a, p: [_xy_bytes(s, g), 1.0])),
            "CHWN": (("f2 main",), Part("sass CHWN", lambda s, g, a, p: [1.0]))},
     "f4fused": {"NCHW": (("f4fused main",), Part("f4fused NCHW", lambda s, g, a, p: f4_filter(s, g))),
                 # CHWN's loads and stores are a warp's 32 images, coalesced whatever W: a loop of its own
-                "CHWN": ((), Part("f4fused CHWN", lambda s, g, a, p: f4fused_main(s, g, p) + f4_filter(s, g)[:1]))},
+                "CHWN": ((), Part("f4fused CHWN", lambda s, g, a, p: f4_filter(s, g)[:1] + f4fused_main(s, g, p)))},
 }
 for _algo, _pre in (("f4", "sass4"), ("f4tc", "sass4tc")):
     WHOLE[_algo] = {lay: ((f"f4 input {lay}", f"{_algo} gemm", f"f4 output {lay}"),

@@ -62,6 +62,12 @@ def load(paths) -> list[Row]:
     return rows
 
 
+def fit_signed_last(A: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """nnls with the last coefficient (a constant) of either sign: as two columns, +1 and -1."""
+    x = nnls(np.hstack([A, -A[:, -1:]]), b)
+    return np.append(x[:-2], x[-2] - x[-1])
+
+
 def nnls(A: np.ndarray, b: np.ndarray, iters: int = 200) -> np.ndarray:
     """min ||A x - b|| with x >= 0 (Lawson and Hanson's active set method)."""
     n = A.shape[1]
@@ -106,7 +112,9 @@ def fit(rows: list[Row]) -> tuple[dict, list[tuple[str, int, float, float]]]:
         known = np.array([sum(cost.component(n, r.s, r.gpu, algo, p, coef) for n in parts) for r, p in zip(use, split)])
         A = np.array([rest.features(r.s, r.gpu, algo, p) for r, p in zip(use, split)])
         b = np.array([r.us[rest.measured] for r in use])
-        coef[f"{algo} {lay}"] = [float(v) for v in nnls(A, b - known)]
+        # the rest's constant may be negative: launched one after the other, the components'
+        # starts and tails overlap, so the whole can take less than their sum
+        coef[f"{algo} {lay}"] = [float(v) for v in fit_signed_last(A, b - known)]
         quality.append((f"{algo} {lay} (whole)", len(use), *_errors(known + A @ np.array(coef[f"{algo} {lay}"]), b)))
     return coef, quality
 
