@@ -198,6 +198,10 @@ def main(argv=None) -> int:
     q.add_argument("--fit", action="store_true", help="refit the coefficients to the runs (else: the stored ones)")
     q.add_argument("--fit-on", nargs="+", metavar="RUN", help="refit to these runs, check on the others")
     q.add_argument("--write", action="store_true", help=f"store the refitted coefficients ({cost_fit.cost.MODEL_FILE.name})")
+    q.add_argument("--shape", nargs=5, type=int, metavar=("N", "C", "H", "W", "K"),
+                   help="predict each algorithm's time for this shape instead, and say what auto takes")
+    q.add_argument("--layout", choices=("NCHW", "CHWN"), default="NCHW", help="with --shape (default NCHW)")
+    q.add_argument("--gpu", help="with --shape: H100, H200 or ARCH,SMS,MHZ,GBS (default: this GPU)")
     q.set_defaults(func=cost_fit.cmd_model)
     q = sub.add_parser("loop", help="the F(4x4,3x3) GEMM's main-loop FFMA issue rate in cycles (needs ncu)")
     q.add_argument("--options", nargs="*", default=["", EIGHT_BY_EIGHT, "skip=copies", "skip=lds"],

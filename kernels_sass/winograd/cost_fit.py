@@ -1,4 +1,5 @@
 """python -m kernels_sass.winograd model [--fit | --fit-on RUN ...] [--write] [BENCH.json ...]
+python -m kernels_sass.winograd model --shape N C H W K [--layout CHWN] [--gpu H200 | ARCH,SMS,MHZ,GBS]
 
 The cost model of cost.py against `bench` runs (default: results/h100_bench_all.json and
 results/h200_bench_all.json). Without --fit it checks the stored coefficients
@@ -7,7 +8,8 @@ time, the one algo="auto" takes, the fastest measured and what auto's choice los
 --fit refits the coefficients to the runs' timings (non-negative least squares, each launch
 measured alone first, then each whole convolution's rest) and prints how well each part fits;
 --fit-on refits to other runs than those it checks (fit on one GPU, check on the other); --write
-stores the coefficients.
+stores the coefficients. --shape prints each algorithm's predicted time for one shape and what
+auto takes, on this GPU or the one --gpu describes.
 """
 from __future__ import annotations
 
@@ -169,7 +171,49 @@ def print_check(result: list[dict]) -> None:
                   f"geometric mean +{100 * mean:.1f}%, worst +{100 * max(c['loss'] for c in sel):.1f}%")
 
 
+def parse_gpu(text: str) -> Gpu:
+    """A GPU for --gpu: a name of cost.KNOWN_GPUS ("H100", "H200": any unique part of one), or
+    ARCH,SMS,MHZ,GBS (e.g. sm_90,114,1755,2039 for an H100 PCIe)."""
+    parts = text.split(",")
+    if len(parts) == 4:
+        try:
+            return Gpu(parts[0], int(parts[1]), float(parts[2]), float(parts[3]))
+        except ValueError:
+            pass
+    else:
+        named = [g for name, g in cost.KNOWN_GPUS.items() if text.lower() in name.lower()]
+        if len(named) == 1:
+            return named[0]
+    raise SystemExit(f"model --gpu {text!r}: one of {', '.join(cost.KNOWN_GPUS)} (or a unique part of the name), "
+                     f"or ARCH,SMS,MHZ,GBS such as sm_90,114,1755,2039")
+
+
+def print_shape(s: Shape, layout: str, gpu: Gpu) -> None:
+    """Each algorithm's predicted time for s on gpu, and auto's choice."""
+    cands = candidates(s, layout, gpu)
+    print(f"{s}, {layout}, on {gpu}:")
+    for algo in BENCH_KEY:
+        if algo not in cands:
+            print(f"  {algo:8s} {'-':>9s}   (not for this shape or GPU)")
+            continue
+        split = cost.f4fused_parts(s, layout, gpu) if algo == "f4fused" else None
+        note = f", channels in {split} parts" if split and split > 1 else ""
+        print(f"  {algo:8s} {cost.predict(s, algo, layout, gpu):9.1f} us{note}")
+    print(f"auto: {cost.choose(s, layout, gpu, cands) if cands else 'none (the SASS kernels do not take this shape)'}")
+
+
 def cmd_model(args) -> int:
+    if args.shape:
+        if args.gpu:
+            gpu = parse_gpu(args.gpu)
+        else:
+            from .api import this_gpu
+            try:
+                gpu = this_gpu()
+            except Exception as e:          # no driver or no GPU: say so, as the other commands do
+                raise SystemExit(f"model --shape: no GPU to describe ({type(e).__name__}: {e}); name one with --gpu")
+        print_shape(Shape(*args.shape), args.layout, gpu)
+        return 0
     paths = args.runs or [str(p) for p in DEFAULT_RUNS]
     rows = load(paths)
     coef = None

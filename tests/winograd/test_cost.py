@@ -113,3 +113,34 @@ def test_auto_takes_the_fused_kernel_on_conv2():
         for layout in ("NCHW", "CHWN"):
             for n in (32, 64, 96, 128):
                 assert api.choose_algo(Shape(n, 64, 56, 56, 64), layout, gpu) == "f4fused", (gpu, layout, n)
+
+
+def _model(*args):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "kernels_sass.winograd", "model", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_model_cli_predicts_a_shape_on_a_named_gpu():
+    r = _model("--shape", "64", "128", "28", "28", "128", "--gpu", "H100")
+    assert r.returncode == 0, r.stderr
+    assert "auto: f4fused" in r.stdout and "f4tc" in r.stdout
+    r = _model("--shape", "64", "128", "28", "28", "128", "--gpu", "H200")
+    assert "auto: f4tc" in r.stdout
+    r = _model("--shape", "16", "512", "7", "7", "512", "--gpu", "sm_80,108,1410,1555")     # an A100's figures
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("(not for this shape or GPU)") == 2                    # f4tc and f4fused: sm_90 only
+    assert "auto: f2" in r.stdout or "auto: f4" in r.stdout
+
+
+def test_model_cli_refuses_an_unknown_gpu_without_a_traceback():
+    r = _model("--shape", "1", "8", "8", "8", "8", "--gpu", "A100")
+    assert r.returncode != 0
+    assert "model --gpu 'A100': one of" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_model_cli_checks_the_recorded_runs():
+    r = _model()
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("auto takes the fastest on") == 4
