@@ -173,7 +173,7 @@ def render(data: dict, plot: str = None) -> None:
         if f"{entry} NCHW" not in d["ms"]:
             algo, entry = "f2", "sass"
         # CHWN in: "auto"'s choice for that layout (older results: the NCHW one)
-        chwn = {"f4": "sass4", "f4tc": "sass4tc"}.get(r.get("algo_auto_chwn", algo), "sass")
+        chwn = {"f4": "sass4", "f4tc": "sass4tc", "f4fused": "f4fused"}.get(r.get("algo_auto_chwn", algo), "sass")
         if f"{chwn} CHWN" not in d["ms"]:
             chwn = "sass"
         auto = {"auto CHWN": f"{chwn} CHWN", "auto NCHW": f"{entry} NCHW"}
