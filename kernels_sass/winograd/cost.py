@@ -184,7 +184,7 @@ def predict(s: Shape, algo: str, layout: str, g: Gpu, coef: dict | None = None, 
 def f4fused_parts(s: Shape, layout: str, g: Gpu, coef: dict | None = None) -> int:
     """The fused kernel's split of the channel loop (split-C: each part adds its sums into y with
     REDG, y zeroed first) of least predicted time: more parts fill more SMs where the tiles are
-    few, at the price of the adds (NCHW's, 16 bytes apart, cost ~5x CHWN's coalesced ones)."""
+    few, at the price of the adds (NCHW's, 16 bytes apart, cost ~4x CHWN's coalesced ones)."""
     def time(p: int) -> float:
         try:
             f4fused_layout.check(s, p, layout, persistent=True)
