@@ -134,8 +134,10 @@ def f4fused_kernel(s: Shape, parts: int = 1, layout: str = "NCHW", aligned: bool
         f4fused.kernel_name(s, parts, layout, aligned)]
 
 
+@lru_cache(maxsize=None)
 def f4fused_parts(s: Shape, parts: int = 0, layout: str = "NCHW") -> int:
-    """parts, or (0) the split of the least predicted time on this GPU (cost.f4fused_parts)."""
+    """parts, or (0) the split of the least predicted time on this GPU (cost.f4fused_parts;
+    cached: conv2d asks at every call, and the model takes ~50 us to answer)."""
     return parts or cost.f4fused_parts(s, layout, this_gpu())
 
 
@@ -233,10 +235,12 @@ def candidates(s: Shape, layout: str, gpu: cost.Gpu) -> list[str]:
     return out
 
 
+@lru_cache(maxsize=None)
 def choose_algo(s: Shape, layout: str = "NCHW", gpu: cost.Gpu = cost.H100) -> str:
     """The algorithm "auto" runs for s, given in `layout`, on `gpu`: of those that take the shape,
     the one of least time by the cost model (cost.py; fitted to and checked against bench runs:
-    `python -m kernels_sass.winograd model`). "f2" where none does (conv2d then says why)."""
+    `python -m kernels_sass.winograd model`). "f2" where none does (conv2d then says why).
+    Cached: conv2d asks at every call, and the model takes ~0.2 ms a shape."""
     return cost.choose(s, layout, gpu, candidates(s, layout, gpu) or ["f2"])
 
 

@@ -12,8 +12,9 @@ few quantities that set it, plus a constant for the launches' starts and tails:
 - a transform: the bytes it moves at the memory bandwidth and the elements it computes at the
   SMs' clock (the H200 moves V and M 1.4x as fast as the H100 at the same SM clock: this is
   what sets F(4x4,3x3)'s non-fused path against the fused kernel apart on the two GPUs).
-The coefficients are fitted by least squares to the component and whole-convolution timings of
-`bench` runs and stored in data/cost_model.json; `python -m kernels_sass.winograd model` (
+The coefficients are fitted by non-negative least squares (a whole convolution's constant may be
+negative: its launches' tails overlap) to the component and whole-convolution timings of `bench`
+runs and stored in data/cost_model.json; `python -m kernels_sass.winograd model` (
 cost_fit.py) refits them and checks the choices against the measured times.
 """
 from __future__ import annotations
