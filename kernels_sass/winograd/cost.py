@@ -40,11 +40,11 @@ class Gpu:
     bandwidth_gbs: float       # DRAM: memory clock x bus width x 2 (DDR)
 
 
-# NVIDIA's figures for the two GPUs the model was fitted on (bench runs that predate recording
-# the device's own attributes are matched by name)
+# The two GPUs the model was fitted on, as their drivers describe them (for `model --gpu` and the
+# tests; bench runs that predate recording the attributes are matched by name)
 KNOWN_GPUS = {
-    "NVIDIA H100 80GB HBM3": Gpu("sm_90", 132, 1980.0, 3352.0),
-    "NVIDIA H200": Gpu("sm_90", 132, 1980.0, 4800.0),
+    "NVIDIA H100 80GB HBM3": Gpu("sm_90", 132, 1980.0, 3352.3),
+    "NVIDIA H200": Gpu("sm_90", 132, 1980.0, 4814.3),
 }
 H100 = KNOWN_GPUS["NVIDIA H100 80GB HBM3"]
 
