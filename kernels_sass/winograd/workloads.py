@@ -11,7 +11,11 @@ from .plan import Options, Shape
 
 RESNET = {"Conv2": (64, 56, 64), "Conv3": (128, 28, 128), "Conv4": (256, 14, 256), "Conv5": (512, 7, 512)}
 BATCHES = (32, 64, 96, 128)
-ODD = [Shape(1, 3, 5, 7, 5), Shape(33, 20, 9, 11, 70), Shape(7, 1, 1, 1, 1), Shape(40, 12, 6, 13, 130),
+# The 1x1 image with one channel (8 of a window's 9 rows and columns padding) has 9 filters: with
+# K = 1 the relative error of F(4x4,3x3) in float32 is unbounded where the one filter's centre tap
+# is near 0 (the other taps' products cancel only to rounding): 0.7% of draws past 1e-5, up to
+# 9e-5 (reference.f43_conv2d_fp32, 600 draws), none with K = 9
+ODD = [Shape(1, 3, 5, 7, 5), Shape(33, 20, 9, 11, 70), Shape(7, 1, 1, 1, 9), Shape(40, 12, 6, 13, 130),
        Shape(130, 9, 2, 3, 64), Shape(64, 256, 15, 15, 200), Shape(2, 64, 56, 56, 64), Shape(96, 72, 28, 28, 40)]
 SMOKE = [Shape(33, 20, 9, 11, 70), Shape(1, 3, 1, 2, 5), Shape(32, 16, 6, 6, 64)]
 TOL = 1e-5
