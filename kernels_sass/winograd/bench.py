@@ -10,7 +10,7 @@ import time
 from . import baselines, f4fused_layout
 from .plan import Options, Shape
 from .report import render, render_ablation
-from .workloads import ablation_variants, flops, gemm_options, log, options_from_args, resnet_configs
+from .workloads import BENCH_CASE, ablation_variants, flops, gemm_options, log, options_from_args, resnet_configs
 
 
 # ---- timing --------------------------------------------------------------------------------------
@@ -157,7 +157,7 @@ def cmd_bench(args) -> int:
                                                       algo="f2")
         # F(4x4,3x3) non-fused, with the FFMA GEMM (f4) or the 3xTF32 tensor-core one (f4tc)
         from . import f4
-        for algo4, pre in (("f4", "sass4"), ("f4tc", "sass4tc")):
+        for algo4, pre in (("f4", BENCH_CASE["f4"]), ("f4tc", BENCH_CASE["f4tc"])):
             if "sass" not in args.impl or algo4 not in args.algo:
                 continue
             p4 = api.f4_plan(s, args.parts, algo4 == "f4tc")

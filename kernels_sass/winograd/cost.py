@@ -28,6 +28,7 @@ from typing import Callable, Optional
 from . import f4, f4fused_layout, plan
 from .gemmgen import E
 from .plan import Shape
+from .workloads import BENCH_CASE
 
 MODEL_FILE = Path(__file__).parent / "data" / "cost_model.json"
 
@@ -148,7 +149,7 @@ WHOLE: dict[str, dict[str, tuple[tuple[str, ...], Part]]] = {
                 # CHWN's loads and stores are a warp's 32 images, coalesced whatever W: a loop of its own
                 "CHWN": ((), Part("f4fused CHWN", lambda s, g, a, p: f4_filter(s, g)[:1] + f4fused_main(s, g, p)))},
 }
-for _algo, _pre in (("f4", "sass4"), ("f4tc", "sass4tc")):
+for _algo, _pre in (("f4", BENCH_CASE["f4"]), ("f4tc", BENCH_CASE["f4tc"])):
     WHOLE[_algo] = {lay: ((f"f4 input {lay}", f"{_algo} gemm", f"f4 output {lay}"),
                           Part(f"{_pre} {lay}", lambda s, g, a, p: f4_filter(s, g)))
                     for lay in ("NCHW", "CHWN")}

@@ -24,10 +24,10 @@ from . import cost
 from .api import candidates
 from .cost import COMPONENTS, WHOLE, Gpu
 from .plan import Shape
+from .workloads import BENCH_CASE
 
 RESULTS = Path(__file__).parent / "results"
 DEFAULT_RUNS = (RESULTS / "h100_bench_all.json", RESULTS / "h200_bench_all.json")
-BENCH_KEY = {"f2": "sass", "f4": "sass4", "f4tc": "sass4tc", "f4fused": "f4fused"}
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ def fit(rows: list[Row]) -> tuple[dict, list[tuple[str, int, float, float]]]:
 
 
 def measured_algos(r: Row, layout: str) -> dict[str, float]:
-    return {a: r.us[f"{k} {layout}"] for a, k in BENCH_KEY.items() if f"{k} {layout}" in r.us}
+    return {a: r.us[f"{k} {layout}"] for a, k in BENCH_CASE.items() if f"{k} {layout}" in r.us}
 
 
 def check(rows: list[Row], coef: dict | None = None, arch: str | None = None) -> list[dict]:
@@ -148,7 +148,7 @@ def check(rows: list[Row], coef: dict | None = None, arch: str | None = None) ->
 
 
 def print_check(result: list[dict]) -> None:
-    algos = list(BENCH_KEY)
+    algos = list(BENCH_CASE)
     for run in dict.fromkeys(c["run"] for c in result):
         for layout in ("NCHW", "CHWN"):
             sel = [c for c in result if c["run"] == run and c["layout"] == layout]
@@ -192,7 +192,7 @@ def print_shape(s: Shape, layout: str, gpu: Gpu) -> None:
     """Each algorithm's predicted time for s on gpu, and auto's choice."""
     cands = candidates(s, layout, gpu)
     print(f"{s}, {layout}, on {gpu}:")
-    for algo in BENCH_KEY:
+    for algo in BENCH_CASE:
         if algo not in cands:
             print(f"  {algo:8s} {'-':>9s}   (not for this shape or GPU)")
             continue

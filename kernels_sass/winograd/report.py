@@ -11,7 +11,7 @@ import numpy as np
 
 from .baselines import CUDNN_PREFIX, cudnn_layout
 from .plan import Shape
-from .workloads import log
+from .workloads import BENCH_CASE, log
 
 ANCHORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "cudnn_fp32_nchw_h200_2026-11-22.csv")
 
@@ -169,11 +169,11 @@ def render(data: dict, plot: str = None) -> None:
     table = []
     for r, d in zip(res, der):
         algo = r.get("algo_auto", "f2")
-        entry = {"f4": "sass4", "f4fused": "f4fused", "f4tc": "sass4tc"}.get(algo, "sass")
+        entry = BENCH_CASE.get(algo, "sass")
         if f"{entry} NCHW" not in d["ms"]:
             algo, entry = "f2", "sass"
         # CHWN in: "auto"'s choice for that layout (older results: the NCHW one)
-        chwn = {"f4": "sass4", "f4tc": "sass4tc", "f4fused": "f4fused"}.get(r.get("algo_auto_chwn", algo), "sass")
+        chwn = BENCH_CASE.get(r.get("algo_auto_chwn", algo), "sass")
         if f"{chwn} CHWN" not in d["ms"]:
             chwn = "sass"
         auto = {"auto CHWN": f"{chwn} CHWN", "auto NCHW": f"{entry} NCHW"}

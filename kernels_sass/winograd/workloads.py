@@ -19,6 +19,8 @@ ODD = [Shape(1, 3, 5, 7, 5), Shape(33, 20, 9, 11, 70), Shape(7, 1, 1, 1, 9), Sha
        Shape(130, 9, 2, 3, 64), Shape(64, 256, 15, 15, 200), Shape(2, 64, 56, 56, 64), Shape(96, 72, 28, 28, 40)]
 SMOKE = [Shape(33, 20, 9, 11, 70), Shape(1, 3, 1, 2, 5), Shape(32, 16, 6, 6, 64)]
 TOL = 1e-5
+# The prefix of an algorithm's entries in a bench row's times ("sass4tc NCHW", "f4fused main", ...)
+BENCH_CASE = {"f2": "sass", "f4": "sass4", "f4tc": "sass4tc", "f4fused": "f4fused"}
 
 
 def log(*a):
