@@ -7,7 +7,8 @@
 # on Conv2-Conv5/N128 and Conv5/N32, outputs checked against the default's (f4_ablation.json), in
 # about 2 minutes (H100).
 # algos: the four algorithms (f2, f4, f4fused, f4tc) benched on the 16 layers (bench_all.json, .png),
-# the F(4x4,3x3) ones checked (check_all.json) and under memcheck and racecheck, in about 2 minutes (H100).
+# auto's cost model checked against those timings, the F(4x4,3x3) ones checked (check_all.json)
+# and under memcheck and racecheck, in about 2 minutes (H100).
 # f4fused: the fused F(4x4,3x3) kernel alone, in under 8 minutes: its check (16 ResNet layers
 # and the odd shapes, NCHW and CHWN, against float64: f4fused_check.json), bench against cuDNN
 # and the other algorithms (f4fused_bench.json, .png), smoke under memcheck and racecheck.
@@ -40,6 +41,8 @@ if [ "$MODE" = algos ]; then
   # F(4x4,3x3) ones (16 layers and odd shapes, NCHW and CHWN), the sanitizers on their smoke shapes
   step prebuild 90 $W prebuild --f4fused
   step bench_algos 300 $W bench --impl sass --algo f2 f4 f4fused f4tc --json "$OUT/bench_all.json" --plot "$OUT/bench_all.png"
+  # the cost model's choices against this run's timings (CPU only; the model is not refitted)
+  step model 60 $W model "$OUT/bench_all.json"
   step check_algos 240 $W check --impl sass --algo f4 --algo f4fused --algo f4tc --chwn --json "$OUT/check_all.json"
   for a in f4tc f4fused f4; do
     step memcheck_$a 45 compute-sanitizer --tool memcheck --error-exitcode 1 $W smoke --impl sass --algo $a
@@ -49,6 +52,7 @@ if [ "$MODE" = algos ]; then
   grep -h 'passed (relative\|FAIL' "$LOG" | head -5
   grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$LOG"
   sed -n '/^# speed ratios/,/^geometric mean of f4fused/p' "$LOG"
+  grep -h '^auto takes the fastest' "$LOG"
   exit 0
 fi
 if [ "$MODE" = ablation4 ]; then
