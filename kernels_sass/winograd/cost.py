@@ -143,15 +143,16 @@ for _layout, _suffix in (("NCHW", " NCHW"), ("CHWN", "")):
 # algorithm -> layout -> (its components, the rest: its features and the measured whole); a rest's
 # last feature is a constant (fitted with either sign: cost_fit.fit_signed_last)
 WHOLE: dict[str, dict[str, tuple[tuple[str, ...], Part]]] = {
-    "f2": {"NCHW": (("f2 main",), Part("sass NCHW", lambda s, g, a, p: [_xy_bytes(s, g), 1.0])),
-           "CHWN": (("f2 main",), Part("sass CHWN", lambda s, g, a, p: [1.0]))},
-    "f4fused": {"NCHW": (("f4fused main",), Part("f4fused NCHW", lambda s, g, a, p: f4_filter(s, g))),
+    "f2": {"NCHW": (("f2 main",), Part(BENCH_CASE["f2"] + " NCHW", lambda s, g, a, p: [_xy_bytes(s, g), 1.0])),
+           "CHWN": (("f2 main",), Part(BENCH_CASE["f2"] + " CHWN", lambda s, g, a, p: [1.0]))},
+    "f4fused": {"NCHW": (("f4fused main",), Part(BENCH_CASE["f4fused"] + " NCHW", lambda s, g, a, p: f4_filter(s, g))),
                 # CHWN's loads and stores are a warp's 32 images, coalesced whatever W: a loop of its own
-                "CHWN": ((), Part("f4fused CHWN", lambda s, g, a, p: f4_filter(s, g)[:1] + f4fused_main(s, g, p)))},
+                "CHWN": ((), Part(BENCH_CASE["f4fused"] + " CHWN",
+                                  lambda s, g, a, p: f4_filter(s, g)[:1] + f4fused_main(s, g, p)))},
 }
-for _algo, _pre in (("f4", BENCH_CASE["f4"]), ("f4tc", BENCH_CASE["f4tc"])):
+for _algo in ("f4", "f4tc"):
     WHOLE[_algo] = {lay: ((f"f4 input {lay}", f"{_algo} gemm", f"f4 output {lay}"),
-                          Part(f"{_pre} {lay}", lambda s, g, a, p: f4_filter(s, g)))
+                          Part(f"{BENCH_CASE[_algo]} {lay}", lambda s, g, a, p: f4_filter(s, g)))
                     for lay in ("NCHW", "CHWN")}
 
 
@@ -199,10 +200,7 @@ def f4fused_parts(s: Shape, layout: str, g: Gpu, coef: dict | None = None) -> in
 def choose(s: Shape, layout: str, g: Gpu, candidates) -> str:
     """The candidate of least predicted time (the first of equal ones)."""
     cands = list(candidates)
-    if len(cands) == 1:
-        return cands[0]
-    times = [predict(s, a, layout, g) for a in cands]
-    return cands[min(range(len(cands)), key=lambda i: (times[i], i))]
+    return cands[0] if len(cands) == 1 else min(cands, key=lambda a: predict(s, a, layout, g))
 
 
 def whole_names() -> list[tuple[str, str]]:

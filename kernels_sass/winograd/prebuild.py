@@ -63,7 +63,7 @@ def cmd_prebuild(args) -> int:
                     gemms.add((gg, o))
     # F(4x4,3x3) fused: the check/bench/smoke shapes with the parts chosen for --sms
     fused = [((parts, layout), s, args.sms) for s in [s for _, s in resnet_configs()] + ODD + SMOKE
-             for layout in ("NCHW", "CHWN") for parts in f4fused_parts(s, layout, args.sms)]
+             for layout in ("NCHW", "CHWN") for parts in f4fused_parts_on_known_gpus(s, layout, args.sms)]
     t = time.time()
     with ProcessPoolExecutor(max_workers=args.jobs or os.cpu_count()) as ex:
         list(ex.map(_build, [(s, o, args.sms) for s, o in jobs] + [(g, o, None) for g, o in sorted(gemms, key=str)]))
@@ -73,7 +73,7 @@ def cmd_prebuild(args) -> int:
     return 0
 
 
-def f4fused_parts(s: Shape, layout: str, sms: int) -> list[int]:
+def f4fused_parts_on_known_gpus(s: Shape, layout: str, sms: int) -> list[int]:
     """The splits conv2d takes for s in `layout` on the GPUs the cost model knows, with `sms` SMs
     (the choice can turn on the memory bandwidth)."""
     from . import cost
@@ -82,14 +82,14 @@ def f4fused_parts(s: Shape, layout: str, sms: int) -> list[int]:
 
 def prebuild_f4fused(args) -> int:
     """The kernels of `device_run.sh f4fused`: the fused F(4x4,3x3) kernels of the check, smoke and
-    bench shapes (NCHW and CHWN, the parts f4fused_parts picks for `--sms`), and what bench
+    bench shapes (NCHW and CHWN, the parts f4fused_parts_on_known_gpus picks for `--sms`), and what bench
     compares them with (the F(2x2,3x3) kernels and the chosen
     F(4x4,3x3) GEMMs of the ResNet configurations)."""
     from concurrent.futures import ProcessPoolExecutor
     from . import f4
     configs = [s for _, s in resnet_configs()]
     jobs = [((parts, layout), s) for s in configs + ODD + SMOKE for layout in ("NCHW", "CHWN")
-            for parts in f4fused_parts(s, layout, args.sms)]
+            for parts in f4fused_parts_on_known_gpus(s, layout, args.sms)]
     jobs += [(Options(), s) for s in configs]
     for s in configs:
         for tc in (False, True):
@@ -117,7 +117,7 @@ def ablation4_jobs(sms: int) -> tuple[list, list]:
                 continue
             gemms.add((g, v.gemm))
     fused = [(s, parts, values) for n, s in resnet_configs() if n in ABLATION4_FUSED_CONFIGS
-             for parts in f4fused_parts(s, "NCHW", sms) for values in f4fused_ablation_variants().values()]
+             for parts in f4fused_parts_on_known_gpus(s, "NCHW", sms) for values in f4fused_ablation_variants().values()]
     return sorted(gemms, key=str), fused
 
 
