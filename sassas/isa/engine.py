@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import itertools
 import math
+import re
 import struct
 from dataclasses import replace
 from typing import Optional
@@ -480,8 +481,17 @@ class Isa:
         return ""
 
     def _bad_token(self, enc: Encoding, token: str) -> str:
+        if token == GUARD_NEGATED:
+            return f"{enc.name} cannot take a negated guard predicate on {self.arch}"
         if token.startswith("@"):
-            return f"operand flag {token[1:]} not allowed in {enc.name} on {self.arch}"
+            index, flag = re.fullmatch(r"@(\d+)(.*)", token).groups()
+            message = f"operand {int(index) + 1} of {enc.name} cannot take {flag!r} on {self.arch}"
+            takers = sorted({e.name for e in self.encodings
+                             if e.opcode == enc.opcode and len(e.kinds) == len(enc.kinds)
+                             and token in e.token_group})
+            if takers:
+                message += "; " + ", ".join(takers[:3]) + (" takes" if len(takers) == 1 else " take") + " it"
+            return message
         elsewhere = [e for e in self.encodings if token in e.token_group or token in e.fixed_tokens]
         if elsewhere:
             return f"modifier .{token} is not valid for {enc.name} on {self.arch}"

@@ -578,3 +578,13 @@ def test_a_shared_operand_binds_per_pass_and_pickles_its_value_only():
     for other in (pickle.loads(pickle.dumps(op)), copy.copy(op), copy.deepcopy(op)):
         assert other == op and hash(other) == hash(op) and repr(other) == repr(op)
     assert pickle.dumps(op) == pickle.dumps(copy.copy(op))
+
+
+@pytest.mark.parametrize("line,message", [
+    ("LDG.E R1, [R2.64+0x10];", "operand 2 of LDG R, [R+I] cannot take '.64' on sm_90; LDG R, [R+UR+I] takes it"),
+    ("IADD3 R1, R2, R3, ~R4;", "operand 4 of IADD3 R, R, R, R cannot take '~' on sm_90"),
+])
+def test_operand_flag_errors_name_the_operand(line, message):
+    with pytest.raises(SassError) as e:
+        sassas.assemble(f"--:-:-:Y:4 {line}\n--:-:-:Y:5 EXIT;\n", arch="sm_90", filename="bad.sass")
+    assert e.value.message == message and e.value.loc.line == 1
