@@ -1,4 +1,4 @@
-"""The encoder compiled for a shape (sassas.isa.engine._compiled_encoder) gives the word the
+"""The encoder compiled for a shape (sassas.isa.compiled_encoder) gives the word the
 general path gives, or leaves the instruction to it: over every encoding's example on each
 arch, with its integer values moved to random ones (in range, out of range, misaligned,
 negative) and random control codes, for 500 encodings an arch; and the word a shape's bits
