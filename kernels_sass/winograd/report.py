@@ -116,6 +116,23 @@ def _cell(v, fmt: str) -> str:
     return f"{'':>{W}}" if v is None else f"{v:>{W}{fmt}}"
 
 
+def tf32_line(rows: list, limit: float = 1e-5) -> str:
+    """Where auto's NCHW convolution is faster than PyTorch's default (TF32, NCHW) within `limit`
+    of float64, and how far the closest others are. rows: (config, speed over the default,
+    relative error or None)."""
+    exact = [(c, x) for c, x, e in rows if e is not None and e <= limit]
+    won = [(c, x) for c, x in exact if x > 1]
+    rest = sorted((x, c) for c, x in exact if x <= 1)[::-1][:3]
+    bound = f"{limit:.0e}".replace("e-0", "e-")
+    line = (f"faster than PyTorch's default (TF32, NCHW) at <= {bound} relative error (auto, NCHW in "
+            f"and out): {len(won)} of {len(rows)} layers")
+    if won:
+        line += " (" + ", ".join(f"{c} {x:.2f}x" for c, x in won) + ")"
+    if rest:
+        line += "; closest of the others: " + ", ".join(f"{c} {x:.2f}x" for x, c in rest)
+    return line
+
+
 def render(data: dict, plot: str = None) -> None:
     res = data["results"]
     slow = [f"{when}: {', '.join(st['slowdown'])} at {st.get('temperature_c')} C"
@@ -167,6 +184,7 @@ def render(data: dict, plot: str = None) -> None:
                   "f4NCHW/TF32": ("sass4 NCHW", TF32)}
     ratios: dict = {k: [] for k in ratio_cols}
     table = []
+    against_tf32 = []      # (config, auto NCHW's speed over PyTorch's default, auto NCHW's error)
     for r, d in zip(res, der):
         algo = r.get("algo_auto", "f2")
         entry = BENCH_CASE.get(algo, "sass")
@@ -184,6 +202,8 @@ def render(data: dict, plot: str = None) -> None:
             if cells[k] is not None and cells[k] == cells[k]:
                 ratios[k].append(cells[k])
         table.append((r, {"f4fused": "f4f"}.get(algo, algo) if "algo_auto" in r else "", cells))
+        if cells["NCHW/TF32"] is not None:
+            against_tf32.append((r["config"], cells["NCHW/TF32"], d["err"].get(auto["auto NCHW"])))
     shown = [k for k in ratio_cols if any(c[k] is not None for _, _, c in table)]
     print(f"# speed ratios: best = {ref_col}{' (cuDNNnchw or cuDNNnhwc)' if ref_col == 'cudnn best' else ''}, "
           f"TF32 = defTF32; CHWN/NCHW = the auto algorithm's entry (CHWN: transforms + main kernels; NCHW: NCHW "
@@ -240,6 +260,8 @@ def render(data: dict, plot: str = None) -> None:
           f"min NCHW {min(ratios['NCHW/best'], default=float('nan')):.3f}"
           + (f"; NCHW against PyTorch's default (TF32) {gm(ratios['NCHW/TF32']):.3f}" if ratios["NCHW/TF32"] else ""),
           flush=True)
+    if against_tf32:
+        print(tf32_line(against_tf32), flush=True)
     if ratios["f4f/best"]:
         print(f"geometric mean of f4fused NCHW / cudnn: {gm(ratios['f4f/best']):.3f} over "
               f"{len(ratios['f4f/best'])} configurations, min {min(ratios['f4f/best']):.3f}"

@@ -111,3 +111,22 @@ def test_auto_nchw_is_the_fused_f4_where_auto_picks_it(capsys):
     head, cells = lines[i].split(), lines[i + 1].split()
     assert cells[1] == "f4f"
     assert cells[head.index("CHWN/best")] == "2.00" and cells[head.index("NCHW/best")] == "2.50"
+
+
+def test_tf32_line_counts_the_exact_layers_faster_than_the_default():
+    """The issue's moonshot figure: auto NCHW faster than PyTorch's default (TF32) at <= 1e-5; a
+    faster layer past the error limit, or with no error recorded, does not count."""
+    rows = [("Conv2/N32", 1.25, 2e-6), ("Conv2/N64", 1.5, 2e-5), ("Conv3/N32", 0.9, 3e-6),
+            ("Conv3/N64", 0.5, 3e-6), ("Conv4/N32", 0.7, 3e-6), ("Conv5/N32", 0.8, 3e-6), ("Conv5/N64", 2.0, None)]
+    assert report.tf32_line(rows) == (
+        "faster than PyTorch's default (TF32, NCHW) at <= 1e-5 relative error (auto, NCHW in and out): "
+        "1 of 7 layers (Conv2/N32 1.25x); closest of the others: Conv3/N32 0.90x, Conv5/N32 0.80x, "
+        "Conv4/N32 0.70x")
+
+
+def test_table_prints_the_tf32_line(capsys):
+    report.render(_results())
+    line = [l for l in capsys.readouterr().out.splitlines() if l.startswith("faster than")]
+    # Conv2/N32: auto NCHW (sass NCHW, 0.125 ms, 3e-7) at half the TF32 default's speed; Conv2/N64 has no TF32 case
+    assert line == ["faster than PyTorch's default (TF32, NCHW) at <= 1e-5 relative error (auto, NCHW in and "
+                    "out): 0 of 1 layers; closest of the others: Conv2/N32 0.50x"]
