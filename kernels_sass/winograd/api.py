@@ -30,8 +30,8 @@ from typing import Any, Optional
 import numpy as np
 
 from . import cost, cubins, f4, f4fused, f4fused_layout, plan, sassgen
-from .device import (Lib, arch, clock_mhz, cuda_module, dtype_of, filter_strides, memory_bandwidth_gbs, pointer,
-                     shape_of, sm_count)
+from .device import (Lib, arch, clock_mhz, cuda_module, dtype_of, filter_strides, host_memory, memory_bandwidth_gbs,
+                     pointer, shape_of, sm_count)
 from .plan import Options, Shape
 from .target import ARCHS, target
 
@@ -256,6 +256,12 @@ def conv2d(x, w, impl: str = "sass", *, layout: str = "NCHW", out=None, opts: Op
         raise ValueError(f"impl {impl!r}: one of {IMPLS}")
     if algo not in ALGOS:
         raise ValueError(f"algo {algo!r}: one of {ALGOS}")
+    for name, t in (("x", x), ("w", w), ("out", out)):
+        where = None if t is None else host_memory(t)
+        if where:
+            raise TypeError(f"conv2d: {name} is {where}; the kernels take GPU memory: a CUDA torch tensor, a "
+                            f"CuPy array or a sassas DeviceBuffer (the layer Conv2d runs PyTorch's "
+                            f"convolution on CPU tensors)")
     for t in (x, w):
         if dtype_of(t) != np.float32:
             raise TypeError(f"conv2d is FP32: got {dtype_of(t)}")

@@ -4,7 +4,7 @@ the CUDA-C kernels of winograd.cu (the transforms and the references) compiled f
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -83,6 +83,16 @@ def pointer(t: Any) -> int:
         return int(ai["data"][0])
     from sassas.load import _dlpack_pointer
     return _dlpack_pointer(t)
+
+
+def host_memory(t: Any) -> Optional[str]:
+    """What `t` is where it lies in host memory, which the kernels cannot read (a CPU torch
+    tensor, a NumPy array); None for GPU memory and what sassas.load takes as it."""
+    if _is_torch(t):
+        return None if t.is_cuda else f"a torch tensor on the {t.device.type.upper()}"
+    if isinstance(t, np.ndarray):
+        return "a NumPy array (host memory)"
+    return None
 
 
 def dtype_of(t: Any) -> np.dtype:

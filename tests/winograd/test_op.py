@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import warnings
 
 import pytest
@@ -96,6 +97,23 @@ def test_bad_switch_raises():
         torch.ops.sassas_winograd.conv2d3x3(x, w, "auto", "auto", "winograd", "cudnn")
     with pytest.raises(ValueError, match="impl 'ptx'"):
         torch.ops.sassas_winograd.conv2d3x3(x, w, "ptx")
+
+
+@pytest.mark.parametrize("where", ["x", "w", "out"])
+def test_low_level_conv2d_refuses_host_memory_by_name(where):
+    """kernels_sass.winograd.conv2d (no fallback) names the argument in host memory, before it
+    looks for a GPU."""
+    import numpy as np
+    from kernels_sass.winograd import conv2d
+    class GpuArray:         # what the check takes for GPU memory, on a machine without one
+        def __init__(self, *shape):
+            self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f4", "data": (0, False), "version": 3}
+    args = {"x": GpuArray(2, 3, 8, 8), "w": GpuArray(4, 3, 3, 3), "out": GpuArray(2, 4, 8, 8)}
+    shape = args[where].__cuda_array_interface__["shape"]
+    args[where] = np.zeros(shape, np.float32) if where == "w" else torch.zeros(shape)
+    kind = "a NumPy array (host memory)" if where == "w" else "a torch tensor on the CPU"
+    with pytest.raises(TypeError, match="^" + re.escape(f"conv2d: {where} is {kind}; the kernels take GPU memory")):
+        conv2d(args["x"], args["w"], out=args["out"])
 
 
 def test_forward_falls_back_to_pytorch_on_the_cpu(gen):
