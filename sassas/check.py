@@ -14,7 +14,7 @@ from .arch import get_arch
 from .assembler import parse
 from .ast import Kernel
 from .disasm import disassemble
-from .elf import read_cubin
+from .elf import is_binary, read_cubin
 from .errors import SassError, error_lines
 from .files import decode_source
 from .hazards import Hazard, calibrate, check
@@ -23,8 +23,6 @@ from .preprocess import is_listing
 from .resolve import resolve_kernel
 from .schedule import schedule_kernel
 from .semantics import arch_timing
-
-ELF_MAGIC = b"\x7fELF"
 
 
 def check_file(path: str, arch: str, text: Optional[str] = None) -> list[Hazard]:
@@ -43,7 +41,7 @@ def _checked_kernels(path: str, arch: str, text: Optional[str] = None) -> tuple[
     if text is None:
         with open(path, "rb") as f:
             data = f.read()
-        if data.startswith(ELF_MAGIC):
+        if is_binary(data):
             # A cubin: its code as sassas source (control codes and all), for its own arch.
             try:
                 arch = read_cubin(data).target

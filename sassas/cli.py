@@ -6,6 +6,7 @@ import os
 import sys
 from typing import Optional
 
+from . import __version__
 from .arch import ARCHS, get_arch
 from .errors import SassError, error_lines
 from .files import decode_source, read_source, write_atomic
@@ -47,6 +48,17 @@ def _threads(text: str) -> int:
     if n < 0:
         raise argparse.ArgumentTypeError(f"expected a number of processes (0: one a CPU core), not {text!r}")
     return n
+
+
+class _Version(argparse.Action):
+    """--version as ptxas and nvcc have it, on one line (argparse's own wraps it to the terminal)."""
+
+    def __init__(self, option_strings, dest, **kw):
+        super().__init__(option_strings, dest, nargs=0, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"sassas {__version__} (archs: {', '.join(ARCHS)})")
+        parser.exit()
 
 
 def _arch_arg(p: argparse.ArgumentParser, required: bool = True):
@@ -165,7 +177,8 @@ def _cmd_isa(args) -> int:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = _Parser(prog="sassas", description="SASS assembler for NVIDIA Volta..Hopper")
+    parser = _Parser(prog="sassas", description="SASS assembler for NVIDIA Volta..Blackwell")
+    parser.add_argument("--version", action=_Version, help="print the version and the archs, and exit")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("asm", help="assemble SASS source into a cubin")
@@ -192,7 +205,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                         "(or, where it cannot be cut, encode 10 000 of its instructions or more; the cubin and "
                         "the messages are the same, sooner only where cores are idle); 0, the default: one a "
                         "CPU core; 1: this process alone")
-    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("-v", "--verbose", action="store_true", help="print the cubin's size, arch and kernels")
     p.set_defaults(func=_cmd_asm)
 
     p = sub.add_parser("check", help="report control-code hazards (stalls, barriers, reuse)")
@@ -202,8 +215,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser("disasm", help="disassemble a cubin into editable source")
-    p.add_argument("input")
-    p.add_argument("-o", "--output")
+    p.add_argument("input", help="cubin (an ELF of one arch; a fatbin's or an executable's: extract it first, "
+                                 "cuobjdump -xelf)")
+    p.add_argument("-o", "--output", help="output source (default: standard output)")
     p.add_argument("--kernel", action="append",
                    help="only this kernel (and the device functions it calls); repeat for several")
     p.set_defaults(func=_cmd_disasm)

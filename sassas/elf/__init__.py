@@ -28,11 +28,11 @@ is :mod:`sassas.image`'s; its names are re-exported here.
 """
 from ..image import (STB, ConstantBank, GlobalObject, KernelImage, ModuleImage, ParamInfo, Relocation, RelocType,
                      code_relocation_part, code_relocation_type, find_exit_offsets, place_globals)
-from .format import (CALLGRAPH_SENTINELS, ELFCLASS64, ELFDATA2LSB, ELF_MAGIC, EM_CUDA, ET_EXEC, EV_CURRENT,
+from .format import (CALLGRAPH_SENTINELS, ELFCLASS64, ELFDATA2LSB, ELF_MAGIC, EM_CUDA, ET_EXEC, EV_CURRENT, FATBIN_MAGIC,
                      NOTE_OWNER, NOTE_VERSION, PF, PT, REL_ACTION, SHF, SHT, STO_CUDA_ENTRY, STT,
                      TEXT_BARRIERS_MASK, TEXT_BARRIERS_SHIFT, TEXT_REGCOUNT_SHIFT, CallgraphEntry, CuInfoDesc,
                      CubinFormatError, Elf64_Ehdr, Elf64_Nhdr, Elf64_Phdr, Elf64_Rel, Elf64_Rela, Elf64_Shdr,
-                     Elf64_Sym, NoteType, Record, TkInfoDesc)
+                     Elf64_Sym, NoteType, Record, TkInfoDesc, is_binary)
 from .nvinfo import (EIATTR, EIATTR_BY_CODE, EICOMPAT, EICOMPAT_BY_CODE, EIFMT, KPARAM_CBANK_DEFAULT,
                      KPARAM_FLAG_FIELDS, PAYLOADS, AttributeKind, KParamInfo, KParamInfoRecord, NvInfoAttribute,
                      NvInfoHeader, ParamCbank, ParamCbankRecord, SymbolAttr, SymbolValue, decode_nv_info,

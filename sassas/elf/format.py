@@ -12,6 +12,13 @@ from typing import Any, Sequence
 # --------------------------------------------------------------------------------------------
 
 ELF_MAGIC = b"\x7fELF"
+# A fatbin (nvcc's container of cubins and PTX, also inside host programs) starts with 0xBA55ED50.
+FATBIN_MAGIC = bytes.fromhex("50ed55ba")
+
+
+def is_binary(data: bytes) -> bool:
+    """Whether `data` starts as a cubin, a fatbin or another ELF file does (not source text)."""
+    return data[:4] in (ELF_MAGIC, FATBIN_MAGIC)
 ELFCLASS64 = 2
 ELFDATA2LSB = 1
 EV_CURRENT = 1

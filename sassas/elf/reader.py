@@ -9,9 +9,9 @@ from typing import Any, Optional, Sequence
 
 from ..arch import abi_from_header, arch_from_sm
 from ..image import STB, GlobalObject, KernelImage, ModuleImage, ParamInfo, Relocation, RelocType
-from .format import (ELF_MAGIC, ELFCLASS64, ELFDATA2LSB, EM_CUDA, SHT, STO_CUDA_ENTRY, STT, TEXT_BARRIERS_MASK,
-                     TEXT_BARRIERS_SHIFT, TEXT_REGCOUNT_SHIFT, CubinFormatError, Elf64_Ehdr, Elf64_Rel, Elf64_Rela,
-                     Elf64_Shdr, Elf64_Sym)
+from .format import (ELF_MAGIC, ELFCLASS64, ELFDATA2LSB, EM_CUDA, FATBIN_MAGIC, SHT, STO_CUDA_ENTRY, STT,
+                     TEXT_BARRIERS_MASK, TEXT_BARRIERS_SHIFT, TEXT_REGCOUNT_SHIFT, CubinFormatError, Elf64_Ehdr,
+                     Elf64_Rel, Elf64_Rela, Elf64_Shdr, Elf64_Sym)
 from .nvinfo import EICOMPAT_BY_CODE, KParamInfo, NvInfoAttribute, SymbolAttr, decode_nv_info
 
 
@@ -155,6 +155,9 @@ def read_cubin(data: bytes) -> CubinInfo:
         raise CubinFormatError(f"damaged cubin: {e}") from None
 
 
+EXTRACT_CUBINS = "`cuobjdump -xelf all FILE` writes out the cubins it holds"
+
+
 def _check_range(what: str, offset: int, size: int, total: int) -> None:
     if offset + size > total:
         raise CubinFormatError(f"damaged cubin: {what} (bytes {offset:#x}..{offset + size:#x}) runs past "
@@ -162,10 +165,15 @@ def _check_range(what: str, offset: int, size: int, total: int) -> None:
 
 
 def _read_cubin(data: bytes) -> CubinInfo:
+    if data[:4] == FATBIN_MAGIC:
+        raise CubinFormatError(f"a fatbin (nvcc's container of cubins and PTX); {EXTRACT_CUBINS}")
     if len(data) < Elf64_Ehdr.size or data[:4] != ELF_MAGIC:
         raise CubinFormatError("not an ELF file")
     hdr = Elf64_Ehdr.unpack(data)
     ident = hdr["e_ident"]
+    if ident[4] == ELFCLASS64 and ident[5] == ELFDATA2LSB and hdr["e_machine"] != EM_CUDA:
+        raise CubinFormatError(f"an ELF file for machine {hdr['e_machine']} (a host program or library?); "
+                               f"{EXTRACT_CUBINS}")
     if ident[4] != ELFCLASS64 or ident[5] != ELFDATA2LSB or hdr["e_machine"] != EM_CUDA:
         raise CubinFormatError("not a 64-bit little-endian CUDA ELF (cubin)")
     try:

@@ -20,6 +20,13 @@ def test_check_says_what_it_checked(capsys):
     assert out == f"{SAXPY}: 1 kernel, 19 instructions checked for stalls, scoreboard barriers, reuse: no hazards\n"
 
 
+def test_version_names_the_archs(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out == f"sassas {sassas.__version__} (archs: {', '.join(sassas.arch.ARCHS)})\n"
+
+
 def test_isa_legend_and_suggestion(capsys):
     assert main(["isa", "--arch", "sm_90", "LDG"]) == 0
     out = capsys.readouterr().out

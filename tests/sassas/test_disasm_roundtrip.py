@@ -75,6 +75,22 @@ def test_unknown_kernel_and_not_a_cubin_are_errors(tmp_path):
         disassemble(b"EXIT;", source_name="x.sass")
 
 
+def test_a_fatbin_or_host_program_is_named_with_the_way_to_its_cubins():
+    """What a user holding nvcc's output passes instead of a cubin: the message says what it is
+    and how to get the cubins out."""
+    import struct
+    fatbin = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 0)
+    host = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8) + struct.pack("<HHI", 2, 62, 1) + bytes(48)
+    how = "; `cuobjdump -xelf all FILE` writes out the cubins it holds"
+    with pytest.raises(sassas.SassError) as e:
+        disassemble(fatbin, source_name="a.fatbin")
+    assert e.value.message == "a.fatbin: not a cubin sassas can read: a fatbin (nvcc's container of cubins and PTX)" + how
+    with pytest.raises(sassas.SassError) as e:
+        disassemble(host, source_name="a.out")
+    assert e.value.message == ("a.out: not a cubin sassas can read: an ELF file for machine 62 (a host program or "
+                               "library?)" + how)
+
+
 def test_other_code_relocations_are_refused():
     from sassas.disasm import _refuse_what_cannot_be_carried
 
