@@ -19,7 +19,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m microbench",
                                 description="GPU microbenchmarks written in SASS (assembled by sassas), "
                                             "each beside a CUDA-C reference compiled with NVRTC.")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    # (the metavar lists the commands a user runs: _worker is the runner's own)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="{list,run,build,dump,show}")
 
     s = sub.add_parser("list", help="list the benchmarks")
     s.add_argument("-v", "--verbose", action="store_true", help="describe each, count its cases")
@@ -42,23 +43,23 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--jobs", type=int, default=0, help="build processes (default: CPU count)")
 
     s = sub.add_parser("build", help="assemble and compile every kernel (no GPU needed)")
-    s.add_argument("names", nargs="*", default=["all"])
-    s.add_argument("--arch", default="sm_90")
-    s.add_argument("--jobs", type=int, default=0)
+    s.add_argument("names", nargs="*", default=["all"], help="benchmarks or groups (default: all)")
+    s.add_argument("--arch", default="sm_90", type=_arch_name, help="the arch to build for (default sm_90)")
+    s.add_argument("--jobs", type=int, default=0, help="build processes (default: CPU count)")
     s.add_argument("--verify", action="store_true",
                    help="also check each SASS cubin against its source with nvdisasm")
 
     s = sub.add_parser("dump", help="write the kernels' SASS and CUDA-C sources into a folder")
-    s.add_argument("dir")
-    s.add_argument("names", nargs="*", default=["all"])
-    s.add_argument("--arch", default="sm_90")
+    s.add_argument("dir", help="the folder to write into (made if missing)")
+    s.add_argument("names", nargs="*", default=["all"], help="benchmarks or groups (default: all)")
+    s.add_argument("--arch", default="sm_90", type=_arch_name, help="the arch to generate for (default sm_90)")
 
     s = sub.add_parser("show", help="print the table of a results file (and plot it)")
-    s.add_argument("json")
+    s.add_argument("json", help="a results file of `run --json`")
     s.add_argument("--brief", action="store_true", help="the short table")
-    s.add_argument("--plot", metavar="DIR")
+    s.add_argument("--plot", metavar="DIR", help="write PNG figures into DIR")
 
-    s = sub.add_parser("_worker", help=argparse.SUPPRESS)
+    s = sub.add_parser("_worker")
     s.add_argument("name")
     s.add_argument("--start", type=int, default=0)
     s.add_argument("--repeat", type=int, required=True)
@@ -71,7 +72,33 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """The command line; a name, file or arch it cannot take gets one line and a non-zero exit."""
+    from .core import UnknownBenchmark
+    from .results import ResultsFileError
     args = _parser().parse_args(argv)
+    try:
+        return _command(args)
+    except UnknownBenchmark as e:
+        print(f"python -m microbench {args.cmd}: error: {e}", file=sys.stderr)
+        return 2
+    except ResultsFileError as e:
+        print(f"python -m microbench {args.cmd}: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"python -m microbench {args.cmd}: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
+
+
+def _arch_name(text: str) -> str:
+    from sassas.arch import UnknownArch, get_arch
+    try:
+        return get_arch(text).full_name
+    except UnknownArch as e:
+        raise argparse.ArgumentTypeError(e.message) from None
+
+
+def _command(args) -> int:
     if args.cmd == "list":
         return cmd_list(args)
     if args.cmd == "run":
@@ -111,8 +138,8 @@ def cmd_run(args) -> int:
         device, results = run(args.names, quick=args.quick, repeat=args.repeat, warmup=args.warmup,
                               isolate=not args.no_isolate, case_timeout=args.case_timeout,
                               jobs=args.jobs)
-    except (GpuError, KeyError) as e:
-        print(f"microbench: {e}", file=sys.stderr)
+    except GpuError as e:
+        print(f"python -m microbench run: error: {e}", file=sys.stderr)
         return 2
     if args.json:
         write_json(args.json, results, device)

@@ -326,6 +326,10 @@ def all_benchmarks() -> dict[str, Benchmark]:
     return REGISTRY
 
 
+class UnknownBenchmark(ValueError):
+    """A benchmark or group name that no benchmark has."""
+
+
 def select(names: Sequence[str]) -> list[Benchmark]:
     """Benchmarks by name; 'all' or nothing = every one; a prefix ('smem') selects a group."""
     reg = all_benchmarks()
@@ -335,7 +339,7 @@ def select(names: Sequence[str]) -> list[Benchmark]:
     for n in names:
         hits = [b for k, b in reg.items() if k == n or k.startswith(n + ".")]
         if not hits:
-            raise KeyError(f"unknown benchmark {n!r}; known: {', '.join(reg)}")
+            raise UnknownBenchmark(f"unknown benchmark {n!r}; known: {', '.join(reg)}")
         for b in hits:
             if b not in out:
                 out.append(b)

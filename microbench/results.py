@@ -153,12 +153,20 @@ def _json_default(o):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+class ResultsFileError(ValueError):
+    """A file that is not a results document of this schema (says which file and why)."""
+
+
 def read_json(path: str) -> tuple[dict, list[Result]]:
     with open(path) as f:
-        doc = json.load(f)
-    if doc.get("schema") != SCHEMA:
-        raise ValueError(f"{path}: schema {doc.get('schema')!r}, expected {SCHEMA!r}")
-    results = [Result.from_dict(d) for d in doc.get("results", [])]
+        try:
+            doc = json.load(f)
+        except ValueError as e:       # (JSONDecodeError, UnicodeDecodeError)
+            raise ResultsFileError(f"{path}: not a JSON file: {e}") from None
+    problems = validate(doc) if isinstance(doc, dict) else ["not a JSON object"]
+    if problems:
+        raise ResultsFileError(f"{path}: not a microbench results file ({SCHEMA}): {'; '.join(problems[:3])}")
+    results = [Result.from_dict(d) for d in doc["results"]]
     return {k: v for k, v in doc.items() if k != "results"}, results
 
 
@@ -170,7 +178,13 @@ def validate(doc: dict) -> list[str]:
     for key in ("device", "arch", "results"):
         if key not in doc:
             problems.append(f"missing {key!r}")
-    for i, r in enumerate(doc.get("results", [])):
+    results = doc.get("results", [])
+    if not isinstance(results, list):
+        return problems + ["'results' is not a list"]
+    for i, r in enumerate(results):
+        if not isinstance(r, dict):
+            problems.append(f"results[{i}] is not an object")
+            continue
         for key in ("name", "variant", "impl", "metric", "value", "unit", "median", "spread", "n"):
             if key not in r:
                 problems.append(f"results[{i}] lacks {key!r}")

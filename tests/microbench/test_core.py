@@ -472,6 +472,24 @@ def test_cli_run_without_gpu_says_why():
     assert p.returncode == 2 and "no GPU" in p.stderr
 
 
+@pytest.mark.parametrize("args, code, message", [
+    (("build", "nosuch"), 2, "python -m microbench build: error: unknown benchmark 'nosuch'; known: smem.bandwidth"),
+    (("build", "smem", "--arch", "sm_99"), 2, "python -m microbench build: error: argument --arch: unknown "
+                                              "architecture 'sm_99'"),
+    (("show", "{tmp}/missing.json"), 1, "python -m microbench show: error: {tmp}/missing.json: No such file"),
+    (("show", "{tmp}/text.json"), 1, "python -m microbench show: error: {tmp}/text.json: not a JSON file"),
+    (("show", "{tmp}/other.json"), 1, "python -m microbench show: error: {tmp}/other.json: not a microbench "
+                                      "results file (sassas.microbench/1): schema is None; missing 'device'"),
+])
+def test_cli_bad_names_files_and_archs_get_one_line(tmp_path, args, code, message):
+    (tmp_path / "text.json").write_text("EXIT;\n")
+    (tmp_path / "other.json").write_text('{"results": [1]}')
+    p = _cli(*(a.format(tmp=tmp_path) for a in args))
+    assert p.returncode == code
+    assert p.stderr.splitlines()[-1].startswith(message.format(tmp=tmp_path)), p.stderr
+    assert "Traceback" not in p.stderr
+
+
 def test_gemm_operand_patterns_come_from_lane_maps_that_cover_a_4x8_warp():
     """The gemm-* LDS.128 patterns (A: the ty chunk, B: the tx chunk of a lane) are built from
     lane -> (ty, tx) maps; each must give the 32 lanes the 32 tiles of a 4 x 8 warp once."""
