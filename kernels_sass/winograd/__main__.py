@@ -37,27 +37,56 @@ from . import ablation4, chunks, cost_fit, fusedtc, wggemm
 from .bench import cmd_bench, cmd_gemm, cmd_mma_peak
 from .check import cmd_check, cmd_sim, cmd_smoke
 from .ncu import cmd_loop, cmd_profile
-from .plan import Options
+from .plan import Options, Unsupported
 from .prebuild import cmd_prebuild, cmd_sass
 from .report import cmd_report
 from .train_bench import cmd_train_bench
 from .workloads import EIGHT_BY_EIGHT, TC
 
 BENCH_ALGOS = ("f2", "f4", "f4fused", "f4tc")
+# The commands that launch kernels; the others run anywhere
+GPU_COMMANDS = ("check", "bench", "profile", "smoke", "gemm", "mma-peak", "wgmma-gemm", "fused-tc", "f4tc-chunks",
+                "loop", "train-bench")
+CPU_COMMANDS = "the CPU commands are sass, sim, report, model (--gpu with --shape), prebuild"
 
 
-def bench_or_ablation(args) -> int:
-    """bench; with --ablation F(2x2,3x3)'s switches (--algo f2 or none), or F(4x4,3x3)'s
-    (--algo f4tc and/or f4fused: ablation4)."""
+def dimension(text: str) -> int:
+    """A problem's N, C, H, W or K: a positive integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: N, C, H, W and K are positive integers")
+    return value
+
+
+def arch_name(text: str) -> str:
+    """--arch: an arch the generators target (target.ARCHS), in sassas's spelling."""
+    from sassas.arch import UnknownArch, get_arch
+    from .target import ARCHS
+    try:
+        name = get_arch(text).full_name
+    except UnknownArch as e:
+        raise argparse.ArgumentTypeError(e.message) from None
+    if name not in ARCHS:
+        raise argparse.ArgumentTypeError(f"{name}: the kernels are generated for {', '.join(ARCHS)}")
+    return name
+
+
+def bench_command(args):
+    """What `bench` runs for its arguments: bench, or with --ablation F(2x2,3x3)'s switches (--algo
+    f2 or none) or F(4x4,3x3)'s (--algo f4tc and/or f4fused: ablation4). Chosen before the GPU is
+    looked for, so that a wrong combination is refused anywhere."""
     if args.ablation and args.algo:
         if set(args.algo) <= set(ablation4.ALGOS):
-            return ablation4.cmd_ablation4(args)
+            return ablation4.cmd_ablation4
         if args.algo != ["f2"]:
             raise SystemExit(f"bench --ablation --algo {' '.join(args.algo)}: expected f2 (F(2x2,3x3)'s switches) "
                              f"or {' and/or '.join(ablation4.ALGOS)} (F(4x4,3x3)'s)")
     if args.algo is None:
         args.algo = list(BENCH_ALGOS)
-    return cmd_bench(args)
+    return cmd_bench
 
 
 def main(argv=None) -> int:
@@ -119,18 +148,18 @@ def main(argv=None) -> int:
     q.add_argument("--json")
     q.add_argument("--plot")
     switches(q)
-    q.set_defaults(func=bench_or_ablation)
+    q.set_defaults(func=bench_command)
     q = sub.add_parser("report")
     q.add_argument("json")
     q.add_argument("--plot")
     q.set_defaults(func=cmd_report)
     q = sub.add_parser("sass")
-    q.add_argument("shape", nargs=5, type=int, metavar="DIM", help="the problem: N C H W K")
-    q.add_argument("--arch", default="sm_90", help="the arch to generate for (the switches fitted to it)")
+    q.add_argument("shape", nargs=5, type=dimension, metavar="DIM", help="the problem: N C H W K")
+    q.add_argument("--arch", default="sm_90", type=arch_name, help="the arch to generate for (the switches fitted to it)")
     switches(q)
     q.set_defaults(func=cmd_sass)
     q = sub.add_parser("profile", help="launch one shape's main kernel, or the F(4x4,3x3) GEMM (for ncu)")
-    q.add_argument("shape", nargs="*", type=int, metavar="DIM", help="the problem: N C H W K")
+    q.add_argument("shape", nargs="*", type=dimension, metavar="DIM", help="the problem: N C H W K")
     q.add_argument("--gemm", nargs=4, type=int, metavar=("C", "K", "T", "PARTS"),
                    help="the F(4x4,3x3) GEMM alone, of this shape")
     q.add_argument("--gemm-options", default="", help="its variant (gemm --options)")
@@ -138,9 +167,9 @@ def main(argv=None) -> int:
     switches(q)
     q.set_defaults(func=cmd_profile)
     q = sub.add_parser("sim")
-    q.add_argument("shape", nargs=5, type=int, metavar="DIM", help="the problem: N C H W K")
+    q.add_argument("shape", nargs=5, type=dimension, metavar="DIM", help="the problem: N C H W K")
     q.add_argument("--seed", type=int, default=0)
-    q.add_argument("--arch", default="sm_90", help="the arch to generate for (the switches fitted to it)")
+    q.add_argument("--arch", default="sm_90", type=arch_name, help="the arch to generate for (the switches fitted to it)")
     q.add_argument("--algo", default="f2", choices=["f2", "f4fused"],
                    help="the fused F(2x2,3x3) kernel (f2) or the fused F(4x4,3x3) one (f4fused, sm_90)")
     switches(q)
@@ -198,7 +227,7 @@ def main(argv=None) -> int:
     q.add_argument("--fit", action="store_true", help="refit the coefficients to the runs (else: the stored ones)")
     q.add_argument("--fit-on", nargs="+", metavar="RUN", help="refit to these runs, check on the others")
     q.add_argument("--write", action="store_true", help=f"store the refitted coefficients ({cost_fit.cost.MODEL_FILE.name})")
-    q.add_argument("--shape", nargs=5, type=int, metavar=("N", "C", "H", "W", "K"),
+    q.add_argument("--shape", nargs=5, type=dimension, metavar=("N", "C", "H", "W", "K"),
                    help="predict each algorithm's time for this shape instead, and say what auto takes")
     q.add_argument("--layout", choices=("NCHW", "CHWN"), default="NCHW", help="with --shape (default NCHW)")
     q.add_argument("--gpu", help="with --shape: H100, H200 or ARCH,SMS,MHZ,GBS (default: this GPU)")
@@ -229,13 +258,20 @@ def main(argv=None) -> int:
     q.add_argument("--json")
     q.set_defaults(func=cmd_train_bench)
     args = p.parse_args(argv)
+    func = args.func(args) if args.cmd == "bench" else args.func
+    if args.cmd in GPU_COMMANDS:
+        from sassas.load import gpu_available
+        ok, why = gpu_available()
+        if not ok:
+            raise SystemExit(f"{args.cmd}: needs an NVIDIA GPU ({why}); {CPU_COMMANDS}")
     try:
-        return args.func(args)
+        return func(args)
     except ModuleNotFoundError as e:
         if e.name in ("torch", "cupy"):      # the GPU commands run on a machine with PyTorch and a GPU
-            raise SystemExit(f"{args.cmd}: needs {e.name} (and an NVIDIA GPU); the CPU commands are "
-                             f"sass, sim, report, prebuild") from None
+            raise SystemExit(f"{args.cmd}: needs {e.name} (and an NVIDIA GPU); {CPU_COMMANDS}") from None
         raise
+    except Unsupported as e:                 # a shape the kernels do not take
+        raise SystemExit(f"{args.cmd}: {e}") from None
 
 
 if __name__ == "__main__":

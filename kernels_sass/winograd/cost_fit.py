@@ -24,7 +24,7 @@ from . import cost
 from .api import candidates
 from .cost import COMPONENTS, WHOLE, Gpu
 from .plan import Shape
-from .workloads import BENCH_CASE
+from .workloads import BENCH_CASE, read_run
 
 RESULTS = Path(__file__).parent / "results"
 DEFAULT_RUNS = (RESULTS / "h100_bench_all.json", RESULTS / "h200_bench_all.json")
@@ -53,7 +53,7 @@ def gpu_of(info: dict) -> Gpu:
 def load(paths) -> list[Row]:
     rows = []
     for p in paths:
-        data = json.loads(Path(p).read_text())
+        data = read_run(str(p), "model")
         g = gpu_of(data["info"])
         for r in data["results"]:
             s = Shape(r["N"], r["C"], r["H"], r["W"], r["K"])

@@ -48,7 +48,7 @@ from .f4fused_regs import (ACC, ACC2, CH, CNT, LDA, LDA2, LDB, LDB2, MHI, MLO, O
                            RB2, RS, RT, SETUP, UOFF, UOFF2, UR_CUR, UR_NEXT, UR_STRIDE, USTS, USTS2, VSTS, WIN, WIN_WIDE,
                            WINDOW_POOL, XP, OutputRegs)
 from .pieces import address, f43_at_ops, f43_bt_ops, kernel_head, kernel_text, mad, signed_hex
-from .plan import Shape
+from .plan import Shape, Unsupported
 from .sched import PRED_LATENCY, Op, Recorder, Seq, mark_reuse, replay, spread
 from .target import DEFAULT_ARCH, target
 
@@ -122,9 +122,10 @@ class Generator:
         self.s = s
         self.t = target(arch)
         if not self.t.async_copy:
-            raise ValueError(f"{self.t.arch} has no LDGSTS: the fused F(4x4,3x3) kernel copies U by LDGSTS")
+            raise Unsupported(f"{self.t.arch} has no LDGSTS: the fused F(4x4,3x3) kernel copies U by LDGSTS")
         if self.f.smem_bytes > self.t.max_smem:
-            raise ValueError(f"{self.t.arch}: {self.f.smem_bytes} bytes of shared memory a block, {self.t.max_smem} given")
+            raise Unsupported(f"{self.t.arch}: the fused F(4x4,3x3) kernel takes {self.f.smem_bytes} bytes of shared "
+                              f"memory a block, the arch {self.t.max_smem}")
         # the buffer the prologue's copies write (the read one: first ^ OTHER)
         self.first = LOW ^ OTHER if self.persistent else 0
         self.wide = wide_loads(s, layout) if aligned else 1

@@ -171,7 +171,7 @@ def split_of(s: Shape, o: Options) -> Split:
     """The split the kernel of (s, o) is generated with (none unless o names one)."""
     sp = Split(s.tiles, s.Cpad // BC, o.split, o.tail) if o.split > 1 and o.persistent else Split(s.tiles, s.Cpad // BC)
     if not sp.valid() or (sp.parts > 1 and not sp.tail):
-        raise ValueError(f"split {o.split} x {o.tail} tiles does not fit {s}")
+        raise Unsupported(f"split {o.split} x {o.tail} tiles does not fit {s}")
     return sp
 
 
@@ -214,7 +214,8 @@ def launch_grid(s: Shape, o: Options, sms: int) -> tuple[int, int, int]:
 
 
 class Unsupported(ValueError):
-    """The shape does not fit the kernel's 32-bit offsets or immediates."""
+    """What a kernel does not take: a shape past its 32-bit offsets or immediates, a split that does
+    not fit the shape, an arch without its shared memory or instructions."""
 
 
 def check_shape(s: Shape) -> None:

@@ -3,7 +3,6 @@ data/), the ablation table and the plot."""
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 
@@ -11,7 +10,7 @@ import numpy as np
 
 from .baselines import CUDNN_PREFIX, cudnn_layout
 from .plan import Shape
-from .workloads import BENCH_CASE, log
+from .workloads import BENCH_CASE, log, read_run
 
 ANCHORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "cudnn_fp32_nchw_h200_2026-11-22.csv")
 
@@ -292,8 +291,7 @@ def render(data: dict, plot: str = None) -> None:
 
 
 def cmd_report(args) -> int:
-    with open(args.json) as f:
-        data = json.load(f)
+    data = read_run(args.json, "report", ("results", "ablation", "ablation4"))
     if "ablation4" in data:
         render_ablation4(data)
     elif "ablation" in data:

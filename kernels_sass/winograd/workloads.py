@@ -2,6 +2,7 @@
 SASS switches of the ablation and the F(4x4,3x3) GEMM variants, and the options the switches name."""
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass, field, replace
 
@@ -25,6 +26,23 @@ BENCH_CASE = {"f2": "sass", "f4": "sass4", "f4tc": "sass4tc", "f4fused": "f4fuse
 
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
+
+
+def read_run(path: str, command: str, kinds=("results",)) -> dict:
+    """A run's JSON (bench's: "results"; its ablations': "ablation", "ablation4") for a command
+    that reads one: a file that is missing, not JSON or not such a run ends the command with one
+    line naming the file."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except OSError as e:
+        raise SystemExit(f"{command}: {path}: {e.strerror or e}") from None
+    except ValueError as e:         # (JSONDecodeError, UnicodeDecodeError)
+        raise SystemExit(f"{command}: {path}: not a JSON file ({e})") from None
+    if not (isinstance(data, dict) and "info" in data and any(k in data for k in kinds)):
+        raise SystemExit(f"{command}: {path}: not a run of `bench` (a JSON object with 'info' and "
+                         f"{' or '.join(repr(k) for k in kinds)})")
+    return data
 
 
 def resnet_configs():
