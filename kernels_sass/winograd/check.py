@@ -3,7 +3,6 @@ sim (the generated SASS in the CPU simulator), smoke (small shapes, NumPy refere
 from __future__ import annotations
 
 import json
-import sys
 import math
 import time
 
@@ -18,7 +17,6 @@ from .workloads import ODD, SMOKE, TOL, log, options_from_args, resnet_configs
 def cmd_check(args) -> int:
     import torch
     from . import api, f4
-    from .sassgen import Options
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = torch.device("cuda")
