@@ -62,9 +62,10 @@ def _is_torch(t: Any) -> bool:
 
 def pointer(t: Any) -> int:
     """Device address of a C-contiguous device array."""
+    where = host_memory(t)
+    if where:
+        raise TypeError(f"{where} is not GPU memory")
     if _is_torch(t):
-        if not t.is_cuda:
-            raise TypeError("a torch tensor in host memory is not a CUDA array")
         # (torch builds __cuda_array_interface__ anew at each call: several microseconds, a
         # dozen times a convolution)
         if not t.is_contiguous() and t.numel() > 1:
