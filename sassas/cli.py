@@ -102,6 +102,8 @@ def _cmd_asm(args) -> int:
     if args.verbose:
         print(f"{out}: {len(cubin.data)} bytes, {cubin.arch}, kernels: {', '.join(cubin.kernel_names)}",
               file=sys.stderr)
+        from .disasm import resource_usage
+        sys.stderr.write(resource_usage(cubin, source_name=out))
     return 0
 
 
@@ -111,8 +113,8 @@ def _cmd_check(args) -> int:
 
 
 def _cmd_disasm(args) -> int:
-    from .disasm import disassemble_file
-    text = disassemble_file(args.input, kernel=args.kernel)
+    from .disasm import disassemble_file, resource_usage_file
+    text = (resource_usage_file if args.res_usage else disassemble_file)(args.input, kernel=args.kernel)
     if args.output:
         write_atomic(args.output, text)
     else:
@@ -205,7 +207,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                         "(or, where it cannot be cut, encode 10 000 of its instructions or more; the cubin and "
                         "the messages are the same, sooner only where cores are idle); 0, the default: one a "
                         "CPU core; 1: this process alone")
-    p.add_argument("-v", "--verbose", action="store_true", help="print the cubin's size, arch and kernels")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="print the cubin's size, arch and kernels, and each kernel's resources (as ptxas -v)")
     p.set_defaults(func=_cmd_asm)
 
     p = sub.add_parser("check", help="report control-code hazards (stalls, barriers, reuse)")
@@ -220,6 +223,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("-o", "--output", help="output source (default: standard output)")
     p.add_argument("--kernel", action="append",
                    help="only this kernel (and the device functions it calls); repeat for several")
+    p.add_argument("--res-usage", action="store_true",
+                   help="only each kernel's resources (registers, shared memory, parameters, barriers, stack), "
+                        "as cuobjdump -res-usage")
     p.set_defaults(func=_cmd_disasm)
 
     p = sub.add_parser("isa", help="list the instruction forms an architecture supports")

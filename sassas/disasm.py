@@ -31,21 +31,10 @@ def disassemble(cubin: Union[bytes, "object"], kernel: Union[str, Sequence[str],
                 source_name: str = "") -> str:
     """Source text for every kernel and device function of the cubin, or only `kernel` (a
     name or several) and the device functions they call."""
-    data = cubin if isinstance(cubin, (bytes, bytearray)) else getattr(cubin, "data", cubin)
-    try:
-        info = read_cubin(bytes(data))
-    except ValueError as e:
-        raise SassError(f"{source_name or 'input'}: not a cubin sassas can read: {e}") from None
+    info = _read(cubin, source_name)
     isa = get_isa(info.arch)
     by_section = _relocations_by_section(info)
-    if kernel is None:
-        kernels = info.kernels + info.functions
-    else:
-        try:
-            chosen = [info.kernel(name) for name in ([kernel] if isinstance(kernel, str) else kernel)]
-        except KeyError as e:
-            raise SassError(f"{source_name or 'input'}: {e.args[0]}") from None
-        kernels = _with_callees(info, by_section, chosen)
+    kernels = _chosen(info, by_section, kernel, source_name)
     _refuse_what_cannot_be_carried(info, kernels)
     functions = sum(not k.entry for k in kernels)
     out = [f"# sassas disasm{' of ' + source_name if source_name else ''}: {info.target}, "
@@ -56,6 +45,41 @@ def disassemble(cubin: Union[bytes, "object"], kernel: Union[str, Sequence[str],
         out.extend(_kernel_source(k, isa, _code_relocations(by_section, k.name)))
         out.append("")
     return "\n".join(out)
+
+
+def resource_usage(cubin: Union[bytes, "object"], kernel: Union[str, Sequence[str], None] = None,
+                   source_name: str = "") -> str:
+    """A line a kernel (or device function) of what it asks of an SM, as `ptxas -v` and
+    `cuobjdump -res-usage` report it: registers, shared memory, parameter bytes, named barriers,
+    stack frame, instructions. `kernel`: as disassemble's."""
+    info = _read(cubin, source_name)
+    out = []
+    for k in _chosen(info, _relocations_by_section(info), kernel, source_name):
+        params = max((p.offset + p.size for p in k.params), default=0)
+        out.append(f"{k.name}{'' if k.entry else ' (device function)'}: {k.registers} registers, "
+                   f"{k.shared_bytes} bytes static shared memory, {params} bytes of parameters, "
+                   f"{k.barriers} barrier{'s' * (k.barriers != 1)}, {k.frame_size} bytes stack frame, "
+                   f"{len(k.code) // INSTRUCTION_BYTES} instructions\n")
+    return "".join(out)
+
+
+def _read(cubin, source_name: str):
+    data = cubin if isinstance(cubin, (bytes, bytearray)) else getattr(cubin, "data", cubin)
+    try:
+        return read_cubin(bytes(data))
+    except ValueError as e:
+        raise SassError(f"{source_name or 'input'}: not a cubin sassas can read: {e}") from None
+
+
+def _chosen(info, by_section: dict, kernel, source_name: str) -> list:
+    """Every kernel and device function, or the named kernels and the functions they call."""
+    if kernel is None:
+        return info.kernels + info.functions
+    try:
+        chosen = [info.kernel(name) for name in ([kernel] if isinstance(kernel, str) else kernel)]
+    except KeyError as e:
+        raise SassError(f"{source_name or 'input'}: {e.args[0]}") from None
+    return _with_callees(info, by_section, chosen)
 
 
 def _code_relocations(by_section: dict, function: str) -> dict[int, SymbolRef]:
@@ -96,6 +120,11 @@ def _with_callees(info, by_section: dict, kernels: list) -> list:
 def disassemble_file(path: Union[str, os.PathLike], kernel: Union[str, Sequence[str], None] = None) -> str:
     with open(path, "rb") as f:
         return disassemble(f.read(), kernel, source_name=os.path.basename(str(path)))
+
+
+def resource_usage_file(path: Union[str, os.PathLike], kernel: Union[str, Sequence[str], None] = None) -> str:
+    with open(path, "rb") as f:
+        return resource_usage(f.read(), kernel, source_name=os.path.basename(str(path)))
 
 
 def _refuse_what_cannot_be_carried(info, kernels) -> None:

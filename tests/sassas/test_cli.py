@@ -27,6 +27,16 @@ def test_version_names_the_archs(capsys):
     assert capsys.readouterr().out == f"sassas {sassas.__version__} (archs: {', '.join(sassas.arch.ARCHS)})\n"
 
 
+def test_resources_as_ptxas_v_and_cuobjdump_res_usage(capsys, tmp_path):
+    out = str(tmp_path / "saxpy.cubin")
+    assert main(["asm", SAXPY, "-o", out, "--arch", "sm_90", "-v"]) == 0
+    usage = ("saxpy: 10 registers, 0 bytes static shared memory, 28 bytes of parameters, 0 barriers, "
+             "0 bytes stack frame, 19 instructions\n")
+    assert capsys.readouterr().err.endswith(usage)
+    assert main(["disasm", out, "--res-usage"]) == 0
+    assert capsys.readouterr().out == usage
+
+
 def test_isa_legend_and_suggestion(capsys):
     assert main(["isa", "--arch", "sm_90", "LDG"]) == 0
     out = capsys.readouterr().out

@@ -91,6 +91,34 @@ def test_a_fatbin_or_host_program_is_named_with_the_way_to_its_cubins():
                                "library?)" + how)
 
 
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
+def test_resource_usage_is_cuobjdumps(arch):
+    """`sassas disasm --res-usage` (and `asm -v`) against `cuobjdump -res-usage` on NVRTC's cubin:
+    registers, static shared memory and stack of every function."""
+    import re
+    import subprocess
+    import tempfile
+    from sassas.disasm import resource_usage
+    from sassas.learn.oracle import OracleMissing, find_tool
+    try:
+        cuobjdump = find_tool("cuobjdump", arch)
+    except OracleMissing as e:
+        pytest.skip(str(e))
+    cubin = _compile(arch)
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        listing = subprocess.run([str(cuobjdump), "-res-usage", f.name], capture_output=True, text=True,
+                                 check=True).stdout
+    theirs = {m[0]: tuple(map(int, m[1:])) for m in
+              re.findall(r"Function (\S+):\n\s+REG:(\d+) STACK:(\d+) SHARED:(\d+)", listing)}
+    ours = {m[0]: (int(m[1]), int(m[4]), int(m[2])) for m in re.findall(
+        r"^(\S+?)(?: \(device function\))?: (\d+) registers, (\d+) bytes static shared memory, (\d+) bytes of "
+        r"parameters, \d+ barriers?, (\d+) bytes stack frame", resource_usage(cubin), re.M)}
+    assert len(theirs) >= 5 and ours == theirs
+
+
 def test_other_code_relocations_are_refused():
     from sassas.disasm import _refuse_what_cannot_be_carried
 
