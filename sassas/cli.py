@@ -96,7 +96,11 @@ def _cmd_asm(args) -> int:
         if any(h.severity == "error" or args.werror for h in hazards):
             return 1
     out = args.output or os.path.splitext(os.path.basename(args.input if args.input != "-" else "out"))[0] + ".cubin"
-    cubin.save(out)
+    if out == "-":
+        sys.stdout.buffer.write(cubin.data)
+        sys.stdout.flush()
+    else:
+        cubin.save(out)
     if kept is not None:
         kept.append(cubin)
     if args.verbose:
@@ -115,7 +119,7 @@ def _cmd_check(args) -> int:
 def _cmd_disasm(args) -> int:
     from .disasm import disassemble_file, resource_usage_file
     text = (resource_usage_file if args.res_usage else disassemble_file)(args.input, kernel=args.kernel)
-    if args.output:
+    if args.output and args.output != "-":
         write_atomic(args.output, text)
     else:
         sys.stdout.write(text)
@@ -185,7 +189,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     p = sub.add_parser("asm", help="assemble SASS source into a cubin")
     p.add_argument("input", help="source file (.sass), or - for standard input")
-    p.add_argument("-o", "--output", help="output cubin (default: INPUT with .cubin)")
+    p.add_argument("-o", "--output", help="output cubin (default: INPUT with .cubin; - for standard output)")
     _arch_arg(p)
     p.add_argument("-I", dest="include", action="append", default=[], help="include directory")
     p.add_argument("--kernel-name", help="name of the kernel when the file declares none")
@@ -220,7 +224,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p = sub.add_parser("disasm", help="disassemble a cubin into editable source")
     p.add_argument("input", help="cubin (an ELF of one arch; a fatbin's or an executable's: extract it first, "
                                  "cuobjdump -xelf)")
-    p.add_argument("-o", "--output", help="output source (default: standard output)")
+    p.add_argument("-o", "--output", help="output source (default, or -: standard output)")
     p.add_argument("--kernel", action="append",
                    help="only this kernel (and the device functions it calls); repeat for several")
     p.add_argument("--res-usage", action="store_true",

@@ -37,6 +37,19 @@ def test_resources_as_ptxas_v_and_cuobjdump_res_usage(capsys, tmp_path):
     assert capsys.readouterr().out == usage
 
 
+def test_dash_output_is_standard_output(capsysbinary, tmp_path, monkeypatch):
+    """`-o -` as cuobjdump and the LLVM tools take it: the cubin's bytes (or disasm's text) on
+    standard output, no file named '-'."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["asm", SAXPY, "-o", "-", "--arch", "sm_90"]) == 0
+    data = capsysbinary.readouterr().out
+    assert data == sassas.assemble_file(SAXPY, arch="sm_90").data and not os.path.exists("-")
+    (tmp_path / "k.cubin").write_bytes(data)
+    assert main(["disasm", "k.cubin", "-o", "-"]) == 0
+    assert capsysbinary.readouterr().out.startswith(b"# sassas disasm of k.cubin: sm_90, 1 kernel(s)\n")
+    assert not os.path.exists("-")
+
+
 def test_isa_legend_and_suggestion(capsys):
     assert main(["isa", "--arch", "sm_90", "LDG"]) == 0
     out = capsys.readouterr().out
