@@ -14,6 +14,8 @@ import argparse
 import os
 import sys
 
+from sassas.cli import arch_name
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m microbench",
@@ -44,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("build", help="assemble and compile every kernel (no GPU needed)")
     s.add_argument("names", nargs="*", default=["all"], help="benchmarks or groups (default: all)")
-    s.add_argument("--arch", default="sm_90", type=_arch_name, help="the arch to build for (default sm_90)")
+    s.add_argument("--arch", default="sm_90", type=arch_name, help="the arch to build for (default sm_90)")
     s.add_argument("--jobs", type=int, default=0, help="build processes (default: CPU count)")
     s.add_argument("--verify", action="store_true",
                    help="also check each SASS cubin against its source with nvdisasm")
@@ -52,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("dump", help="write the kernels' SASS and CUDA-C sources into a folder")
     s.add_argument("dir", help="the folder to write into (made if missing)")
     s.add_argument("names", nargs="*", default=["all"], help="benchmarks or groups (default: all)")
-    s.add_argument("--arch", default="sm_90", type=_arch_name, help="the arch to generate for (default sm_90)")
+    s.add_argument("--arch", default="sm_90", type=arch_name, help="the arch to generate for (default sm_90)")
 
     s = sub.add_parser("show", help="print the table of a results file (and plot it)")
     s.add_argument("json", help="a results file of `run --json`")
@@ -88,14 +90,6 @@ def main(argv=None) -> int:
         where = f"{e.filename}: " if e.filename else ""
         print(f"python -m microbench {args.cmd}: error: {where}{e.strerror or e}", file=sys.stderr)
         return 1
-
-
-def _arch_name(text: str) -> str:
-    from sassas.arch import UnknownArch, get_arch
-    try:
-        return get_arch(text).full_name
-    except UnknownArch as e:
-        raise argparse.ArgumentTypeError(e.message) from None
 
 
 def _command(args) -> int:

@@ -24,7 +24,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
-def _arch_name(text: str) -> str:
+def arch_name(text: str) -> str:
+    """An --arch value in sassas's spelling ('90', 'SM90' -> 'sm_90'); argparse's error for one
+    sassas does not target (microbench's and the Winograd kernels' command lines take it too)."""
     try:
         return get_arch(text).full_name
     except SassError as e:
@@ -62,7 +64,7 @@ class _Version(argparse.Action):
 
 
 def _arch_arg(p: argparse.ArgumentParser, required: bool = True):
-    p.add_argument("--arch", "-arch", required=required, metavar="sm_XX", type=_arch_name,
+    p.add_argument("--arch", "-arch", required=required, metavar="sm_XX", type=arch_name,
                    help=f"target architecture: {', '.join(ARCHS)}")
 
 

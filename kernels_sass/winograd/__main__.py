@@ -63,12 +63,9 @@ def dimension(text: str) -> int:
 
 def arch_name(text: str) -> str:
     """--arch: an arch the generators target (target.ARCHS), in sassas's spelling."""
-    from sassas.arch import UnknownArch, get_arch
+    from sassas.cli import arch_name as sassas_arch_name
     from .target import ARCHS
-    try:
-        name = get_arch(text).full_name
-    except UnknownArch as e:
-        raise argparse.ArgumentTypeError(e.message) from None
+    name = sassas_arch_name(text)
     if name not in ARCHS:
         raise argparse.ArgumentTypeError(f"{name}: the kernels are generated for {', '.join(ARCHS)}")
     return name
