@@ -13,8 +13,9 @@ from typing import Optional
 from .arch import get_arch
 from .assembler import parse
 from .ast import Kernel
-from .disasm import disassemble
-from .elf import is_binary, read_cubin
+from .disasm import COMPRESSED, disassemble, file_cubins
+from .elf import Elf64_Ehdr, is_binary, read_cubin
+from .elf.fatbin import is_container
 from .errors import SassError, error_lines
 from .files import decode_source
 from .hazards import Hazard, calibrate, check
@@ -34,19 +35,24 @@ def check_file(path: str, arch: str, text: Optional[str] = None) -> list[Hazard]
     return hazards
 
 
-def _checked_kernels(path: str, arch: str, text: Optional[str] = None) -> tuple[list[Kernel], list[Hazard], str]:
-    """The kernels of a source file, listing or cubin as `sassas asm` would build them, the
-    listing's lines that could not be read (as warnings), and the arch to check them for (a
-    cubin's own)."""
+def _checked_kernels(path: str, arch: str, text: Optional[str] = None,
+                     data: Optional[bytes] = None) -> tuple[list[Kernel], list[Hazard], str]:
+    """The kernels of a source file, listing or cubin (`data`, else read from `path`) as `sassas
+    asm` would build them, the listing's lines that could not be read (as warnings), and the arch
+    to check them for (a cubin's own)."""
     if text is None:
-        with open(path, "rb") as f:
-            data = f.read()
+        if data is None:
+            with open(path, "rb") as f:
+                data = f.read()
         if is_binary(data):
             # A cubin: its code as sassas source (control codes and all), for its own arch.
             try:
-                arch = read_cubin(data).target
+                info = read_cubin(data)
             except ValueError as e:
                 raise SassError(f"{path}: not a cubin sassas can read: {e}") from None
+            if not info.kernels and not info.functions:
+                return [], [], info.target      # (module data alone: the host link's stubs)
+            arch = info.target
             text = disassemble(data, source_name=path)
         else:
             text = decode_source(data, path)
@@ -70,24 +76,47 @@ def run_check(paths: list[str], arch: str, notes: bool = False, out=None) -> int
     bad = 0
     for path in paths:
         try:
-            kernels, hazards, kernel_arch = _checked_kernels(path, arch)
-            for kernel in kernels:
-                hazards += check(kernel, kernel_arch)
+            units = _units(path)
         except SassError as e:
-            for line in error_lines(e, "sassas check"):
-                print(line, file=out)
-            bad += 1
-            continue
-        shown = [h for h in hazards if h.severity != "note" or notes]
-        for h in shown:
-            print(h.render(), file=out)
-        found = sum(h.severity != "note" for h in hazards)
-        bad += found
-        if not found:
-            count = sum(len(k.instructions) for k in kernels)
-            print(f"{path}: {len(kernels)} kernel{'s' * (len(kernels) != 1)}, {count} instruction"
-                  f"{'s' * (count != 1)} checked for stalls, scoreboard barriers, reuse: no hazards", file=out)
+            units = [(path, None, e)]
+        for name, data, problem in units:
+            try:
+                if problem is not None:
+                    raise problem
+                kernels, hazards, kernel_arch = _checked_kernels(name, arch, data=data)
+                for kernel in kernels:
+                    hazards += check(kernel, kernel_arch)
+            except SassError as e:
+                for line in error_lines(e, "sassas check"):
+                    print(line, file=out)
+                bad += 1
+                continue
+            shown = [h for h in hazards if h.severity != "note" or notes]
+            for h in shown:
+                print(h.render(), file=out)
+            found = sum(h.severity != "note" for h in hazards)
+            bad += found
+            if not found:
+                count = sum(len(k.instructions) for k in kernels)
+                print(f"{name}: {len(kernels)} kernel{'s' * (len(kernels) != 1)}, {count} instruction"
+                      f"{'s' * (count != 1)} checked for stalls, scoreboard barriers, reuse: no hazards", file=out)
     return 1 if bad else 0
+
+
+def _units(path: str) -> list[tuple[str, Optional[bytes], Optional[SassError]]]:
+    """What to check of a file, as (name, bytes or None: read it, the error it gives or None): the
+    file itself; a fatbin or host program as the cubins inside, each named path:cuobjdump's name
+    (a compressed one as the error that it is not checked)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(Elf64_Ehdr.size)
+    except OSError:
+        head = b""          # (_checked_kernels says what is wrong with it)
+    if not is_container(head):
+        return [(path, None, None)]
+    return [(f"{path}:{c.name}", c.data,
+             SassError(f"{path}:{c.name}: not checked: {COMPRESSED}") if c.compressed else None)
+            for c in file_cubins(path)]
 
 
 def main(argv: Optional[list[str]] = None) -> int:

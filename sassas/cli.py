@@ -63,9 +63,9 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def _arch_arg(p: argparse.ArgumentParser, required: bool = True):
+def _arch_arg(p: argparse.ArgumentParser, required: bool = True, what: str = "target architecture"):
     p.add_argument("--arch", "-arch", required=required, metavar="sm_XX", type=arch_name,
-                   help=f"target architecture: {', '.join(ARCHS)}")
+                   help=f"{what}: {', '.join(ARCHS)}")
 
 
 # `python -m sassas` sets this to a list and ends the process without tearing it down: a
@@ -120,7 +120,8 @@ def _cmd_check(args) -> int:
 
 def _cmd_disasm(args) -> int:
     from .disasm import disassemble_file, resource_usage_file
-    text = (resource_usage_file if args.res_usage else disassemble_file)(args.input, kernel=args.kernel)
+    text = (resource_usage_file if args.res_usage else disassemble_file)(args.input, kernel=args.kernel,
+                                                                          arch=args.arch)
     if args.output and args.output != "-":
         write_atomic(args.output, text)
     else:
@@ -224,8 +225,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser("disasm", help="disassemble a cubin into editable source")
-    p.add_argument("input", help="cubin (an ELF of one arch; a fatbin's or an executable's: extract it first, "
-                                 "cuobjdump -xelf)")
+    p.add_argument("input", help="a cubin, or a fatbin or host program (nvcc's output): each cubin inside")
+    _arch_arg(p, required=False, what="only the cubins for this arch (of a fatbin or host program)")
     p.add_argument("-o", "--output", help="output source (default, or -: standard output)")
     p.add_argument("--kernel", action="append",
                    help="only this kernel (and the device functions it calls); repeat for several")

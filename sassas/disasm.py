@@ -14,6 +14,7 @@ from typing import Optional, Sequence, Union
 
 from .ast import Instruction, Label, Operand, SymbolRef
 from .elf import STB, code_relocation_part, read_cubin, read_module
+from .elf.fatbin import EmbeddedCubin, embedded_cubins, is_container
 from .errors import SassError
 from .isa import get_isa
 from .parse import parse_instruction
@@ -117,14 +118,63 @@ def _with_callees(info, by_section: dict, kernels: list) -> list:
     return chosen
 
 
-def disassemble_file(path: Union[str, os.PathLike], kernel: Union[str, Sequence[str], None] = None) -> str:
-    with open(path, "rb") as f:
-        return disassemble(f.read(), kernel, source_name=os.path.basename(str(path)))
+def disassemble_file(path: Union[str, os.PathLike], kernel: Union[str, Sequence[str], None] = None,
+                     arch: Optional[str] = None) -> str:
+    """disassemble() of a cubin file; of a fatbin or host program, of each cubin inside (of `arch`
+    only, if given), one after the other under a line naming it, as cuobjdump -xelf names it."""
+    return _each_cubin(disassemble, path, kernel, arch)
 
 
-def resource_usage_file(path: Union[str, os.PathLike], kernel: Union[str, Sequence[str], None] = None) -> str:
+def resource_usage_file(path: Union[str, os.PathLike], kernel: Union[str, Sequence[str], None] = None,
+                        arch: Optional[str] = None) -> str:
+    """resource_usage() of a cubin file, or of each cubin inside a fatbin or host program."""
+    return _each_cubin(resource_usage, path, kernel, arch)
+
+
+def file_cubins(path: Union[str, os.PathLike], arch: Optional[str] = None) -> list[EmbeddedCubin]:
+    """The cubins of a file: the file itself where it is a cubin (of `arch`, if given), else those
+    inside a fatbin or host program (of `arch`); SassError where there is none."""
+    name = os.path.basename(str(path))
     with open(path, "rb") as f:
-        return resource_usage(f.read(), kernel, source_name=os.path.basename(str(path)))
+        data = f.read()
+    try:
+        if not is_container(data):
+            own = read_cubin(data).target
+            if arch is not None and own != arch:
+                raise SassError(f"{name}: a cubin for {own}, not {arch}")
+            return [EmbeddedCubin(name, own, data, False)]
+        cubins = embedded_cubins(data, name)
+    except ValueError as e:
+        raise SassError(f"{name}: not a cubin sassas can read: {e}") from None
+    chosen = [c for c in cubins if arch is None or c.arch == arch]
+    if not chosen:
+        raise SassError(f"{name}: no cubin for {arch}; it holds {', '.join(c.name for c in cubins)}")
+    return chosen
+
+
+COMPRESSED = ("compressed (nvcc -Xfatbin -compress-all): sassas does not decompress it; "
+              "`cuobjdump -xelf all FILE` writes it out")
+
+
+def _each_cubin(show, path, kernel, arch) -> str:
+    cubins = file_cubins(path, arch)
+    if len(cubins) == 1 and cubins[0].name == os.path.basename(str(path)):
+        return show(cubins[0].data, kernel, source_name=cubins[0].name)
+    names = None if kernel is None else [kernel] if isinstance(kernel, str) else list(kernel)
+    out = []
+    for c in cubins:
+        head = f"# ==== {c.name} (in {os.path.basename(str(path))})"
+        if c.compressed:
+            out.append(f"{head}: {COMPRESSED}\n")
+        elif names is None:
+            out.append(f"{head}\n{show(c.data, None, source_name=c.name)}")
+        else:
+            mine = [n for n in names if any(k.name == n for k in read_cubin(c.data).kernels)]
+            if mine:
+                out.append(f"{head}\n{show(c.data, mine, source_name=c.name)}")
+    if names is not None and len(out) == sum(c.compressed for c in cubins):
+        raise SassError(f"{os.path.basename(str(path))}: no kernel {', '.join(map(repr, names))} in its cubins")
+    return "".join(out)
 
 
 def _refuse_what_cannot_be_carried(info, kernels) -> None:

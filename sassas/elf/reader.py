@@ -155,7 +155,7 @@ def read_cubin(data: bytes) -> CubinInfo:
         raise CubinFormatError(f"damaged cubin: {e}") from None
 
 
-EXTRACT_CUBINS = "`cuobjdump -xelf all FILE` writes out the cubins it holds"
+EXTRACT_CUBINS = "`sassas disasm FILE` shows the cubins it holds, `cuobjdump -xelf all FILE` writes them out"
 
 
 def _check_range(what: str, offset: int, size: int, total: int) -> None:

@@ -81,7 +81,7 @@ def test_a_fatbin_or_host_program_is_named_with_the_way_to_its_cubins():
     import struct
     fatbin = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 0)
     host = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8) + struct.pack("<HHI", 2, 62, 1) + bytes(48)
-    how = "; `cuobjdump -xelf all FILE` writes out the cubins it holds"
+    how = "; `sassas disasm FILE` shows the cubins it holds, `cuobjdump -xelf all FILE` writes them out"
     with pytest.raises(sassas.SassError) as e:
         disassemble(fatbin, source_name="a.fatbin")
     assert e.value.message == "a.fatbin: not a cubin sassas can read: a fatbin (nvcc's container of cubins and PTX)" + how

@@ -1,0 +1,105 @@
+"""nvcc's output as `disasm` and `check` read it: the cubins inside a fatbin and a host program
+(tests/sassas/data/fatbin, built by nvcc 13.0 from k.cu there), against cuobjdump's listing and
+extraction (`-lelf`, `-xelf all`: the oracle, run here on the CPU); compressed cubins are named,
+not decompressed."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import sassas
+from sassas.check import run_check
+from sassas.cli import main
+from sassas.disasm import disassemble_file, file_cubins
+from sassas.elf import CubinFormatError, read_cubin
+from sassas.elf.fatbin import embedded_cubins
+from sassas.learn.oracle import OracleMissing, find_tool
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "fatbin")
+FILES = ("two_archs.fatbin", "compressed.fatbin", "app")
+
+
+def _cuobjdump():
+    try:
+        return str(find_tool("cuobjdump", "sm_90"))
+    except OracleMissing as e:
+        pytest.skip(str(e))
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_the_cubins_are_cuobjdumps(name, tmp_path):
+    """Names, archs, order and (uncompressed) bytes as cuobjdump -lelf lists and -xelf all writes them."""
+    cuobjdump = _cuobjdump()
+    path = os.path.join(DATA, name)
+    listed = subprocess.run([cuobjdump, "-lelf", path], capture_output=True, text=True, check=True).stdout
+    theirs = re.findall(r"ELF file\s+\d+: (\S+)", listed)
+    with open(path, "rb") as f:
+        ours = embedded_cubins(f.read(), name)
+    assert [c.name for c in ours] == theirs and len(theirs) >= 2
+    assert [c.arch for c in ours] == [n.split(".")[-2] for n in theirs]
+    subprocess.run([cuobjdump, "-xelf", "all", path], cwd=tmp_path, capture_output=True, check=True)
+    for c in ours:
+        assert c.compressed == (name == "compressed.fatbin")
+        if not c.compressed:
+            assert c.data == (tmp_path / c.name).read_bytes()
+            assert read_cubin(c.data).target == c.arch
+
+
+def test_disasm_of_a_host_program_rebuilds_its_cubin():
+    """`sassas disasm app --arch sm_90 --kernel K`: each sm_90 cubin that has K, under a line naming
+    it; its source assembles back to the same code."""
+    text = disassemble_file(os.path.join(DATA, "app"), kernel="_Z5scalePfPKffi", arch="sm_90")
+    assert text.startswith("# ==== app.4.sm_90.cubin (in app)\n# sassas disasm of app.4.sm_90.cubin: sm_90")
+    cubin = file_cubins(os.path.join(DATA, "app"), "sm_90")[-1]
+    rebuilt = sassas.assemble(text.split("\n", 1)[1], "sm_90", "app.sass")
+    assert read_cubin(rebuilt.data).kernel("_Z5scalePfPKffi").code == read_cubin(cubin.data).kernel("_Z5scalePfPKffi").code
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["disasm", "{d}/app", "--arch", "sm_75"], "sassas: error: app: no cubin for sm_75; it holds app.1.sm_80.cubin, "
+                                               "app.2.sm_90.cubin, app.3.sm_80.cubin, app.4.sm_90.cubin"),
+    (["disasm", "{d}/app", "--kernel", "nope"], "sassas: error: app: no kernel 'nope' in its cubins"),
+    (["disasm", "{t}/cut.fatbin"], "sassas: error: cut.fatbin: not a cubin sassas can read: damaged fatbin: its "
+                                   "entries (bytes 0x10..0x3268) run past the end (0x1770 bytes)"),
+    (["disasm", "{python}"], "not a cubin sassas can read: an ELF file for machine"),
+])
+def test_what_is_not_there_is_one_line(capsys, tmp_path, argv, message):
+    with open(os.path.join(DATA, "two_archs.fatbin"), "rb") as f:
+        (tmp_path / "cut.fatbin").write_bytes(f.read()[:6000])
+    with open(sys.executable, "rb") as f:
+        if "{python}" in argv and f.read(4) != b"\x7fELF":
+            pytest.skip("the Python executable is no ELF file here")
+    assert main([a.format(d=DATA, t=tmp_path, python=sys.executable) for a in argv]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+
+
+def test_compressed_cubins_are_named_not_decompressed(capsys):
+    text = disassemble_file(os.path.join(DATA, "compressed.fatbin"))
+    assert text == "".join(f"# ==== compressed.{i}.sm_{a}.cubin (in compressed.fatbin): compressed (nvcc -Xfatbin "
+                           f"-compress-all): sassas does not decompress it; `cuobjdump -xelf all FILE` writes it out\n"
+                           for i, a in ((1, 80), (2, 90)))
+
+
+def test_check_of_a_host_program_checks_each_cubin(capsys):
+    path = os.path.join(DATA, "app")
+    assert run_check([path], "sm_90") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"{path}:app.1.sm_80.cubin: 0 kernels, 0 instructions checked for stalls, scoreboard barriers, reuse: no hazards",
+                   f"{path}:app.2.sm_90.cubin: 0 kernels, 0 instructions checked for stalls, scoreboard barriers, reuse: no hazards",
+                   f"{path}:app.3.sm_80.cubin: 2 kernels, 72 instructions checked for stalls, scoreboard barriers, reuse: no hazards",
+                   f"{path}:app.4.sm_90.cubin: 2 kernels, 88 instructions checked for stalls, scoreboard barriers, reuse: no hazards"]
+    assert run_check([os.path.join(DATA, "compressed.fatbin")], "sm_90") == 1
+    assert "compressed.fatbin:compressed.2.sm_90.cubin: not checked: compressed" in capsys.readouterr().out
+
+
+def test_a_damaged_entry_is_refused():
+    with open(os.path.join(DATA, "two_archs.fatbin"), "rb") as f:
+        data = bytearray(f.read())
+    data[16 + 8:16 + 16] = (1 << 40).to_bytes(8, "little")       # the first entry's payload size
+    with pytest.raises(CubinFormatError, match="damaged fatbin: entry at 0x10 runs past its fatbin"):
+        embedded_cubins(bytes(data), "x.fatbin")
