@@ -28,11 +28,22 @@ from .semantics import arch_timing
 
 def check_file(path: str, arch: str, text: Optional[str] = None) -> list[Hazard]:
     """Check a sassas source file, a `cuobjdump -sass` / `nvdisasm -hex` listing, or a cubin
-    (for the arch it was built for)."""
-    kernels, hazards, arch = _checked_kernels(path, arch, text)
+    (for the arch it was built for), or the cubins of a fatbin or host program."""
+    hazards = []
+    for name, data, problem in ([(path, None, None)] if text is not None else _units(path)):
+        if problem is not None:
+            raise problem
+        hazards += _checked(name, arch, text, data)[1]
+    return hazards
+
+
+def _checked(path: str, arch: str, text: Optional[str] = None,
+             data: Optional[bytes] = None) -> tuple[list[Kernel], list[Hazard]]:
+    """The kernels of one source, listing or cubin and what the checker finds in them."""
+    kernels, hazards, arch = _checked_kernels(path, arch, text, data)
     for kernel in kernels:
         hazards += check(kernel, arch)
-    return hazards
+    return kernels, hazards
 
 
 def _checked_kernels(path: str, arch: str, text: Optional[str] = None,
@@ -83,9 +94,7 @@ def run_check(paths: list[str], arch: str, notes: bool = False, out=None) -> int
             try:
                 if problem is not None:
                     raise problem
-                kernels, hazards, kernel_arch = _checked_kernels(name, arch, data=data)
-                for kernel in kernels:
-                    hazards += check(kernel, kernel_arch)
+                kernels, hazards = _checked(name, arch, data=data)
             except SassError as e:
                 for line in error_lines(e, "sassas check"):
                     print(line, file=out)

@@ -162,17 +162,17 @@ def _each_cubin(show, path, kernel, arch) -> str:
         return show(cubins[0].data, kernel, source_name=cubins[0].name)
     names = None if kernel is None else [kernel] if isinstance(kernel, str) else list(kernel)
     out = []
+    found = False           # a cubin with one of `names` (or names None)
     for c in cubins:
         head = f"# ==== {c.name} (in {os.path.basename(str(path))})"
         if c.compressed:
             out.append(f"{head}: {COMPRESSED}\n")
-        elif names is None:
-            out.append(f"{head}\n{show(c.data, None, source_name=c.name)}")
-        else:
-            mine = [n for n in names if any(k.name == n for k in read_cubin(c.data).kernels)]
-            if mine:
-                out.append(f"{head}\n{show(c.data, mine, source_name=c.name)}")
-    if names is not None and len(out) == sum(c.compressed for c in cubins):
+            continue
+        mine = names and [n for n in names if any(k.name == n for k in read_cubin(c.data).kernels)]
+        if names is None or mine:
+            found = True
+            out.append(f"{head}\n{show(c.data, mine or None, source_name=c.name)}")
+    if not found and names is not None:
         raise SassError(f"{os.path.basename(str(path))}: no kernel {', '.join(map(repr, names))} in its cubins")
     return "".join(out)
 
