@@ -13,7 +13,7 @@ from typing import Optional
 from .arch import get_arch
 from .assembler import parse
 from .ast import Kernel
-from .disasm import COMPRESSED, disassemble, file_cubins
+from .disasm import disassemble, file_cubins
 from .elf import Elf64_Ehdr, is_binary, read_cubin
 from .elf.fatbin import is_container
 from .errors import SassError, error_lines
@@ -115,7 +115,7 @@ def run_check(paths: list[str], arch: str, notes: bool = False, out=None) -> int
 def _units(path: str) -> list[tuple[str, Optional[bytes], Optional[SassError]]]:
     """What to check of a file, as (name, bytes or None: read it, the error it gives or None): the
     file itself; a fatbin or host program as the cubins inside, each named path:cuobjdump's name
-    (a compressed one as the error that it is not checked)."""
+    (one sassas cannot read, compressed, as the error that it is not checked)."""
     try:
         with open(path, "rb") as f:
             head = f.read(Elf64_Ehdr.size)
@@ -123,8 +123,7 @@ def _units(path: str) -> list[tuple[str, Optional[bytes], Optional[SassError]]]:
         head = b""          # (_checked_kernels says what is wrong with it)
     if not is_container(head):
         return [(path, None, None)]
-    return [(f"{path}:{c.name}", c.data,
-             SassError(f"{path}:{c.name}: not checked: {COMPRESSED}") if c.compressed else None)
+    return [(f"{path}:{c.name}", c.data, SassError(f"{path}:{c.name}: not checked: {c.unread}") if c.unread else None)
             for c in file_cubins(path)]
 
 

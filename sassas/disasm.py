@@ -142,7 +142,7 @@ def file_cubins(path: Union[str, os.PathLike], arch: Optional[str] = None) -> li
             own = read_cubin(data).target
             if arch is not None and own != arch:
                 raise SassError(f"{name}: a cubin for {own}, not {arch}")
-            return [EmbeddedCubin(name, own, data, False)]
+            return [EmbeddedCubin(name, own, data)]
         cubins = embedded_cubins(data, name)
     except ValueError as e:
         raise SassError(f"{name}: not a cubin sassas can read: {e}") from None
@@ -150,10 +150,6 @@ def file_cubins(path: Union[str, os.PathLike], arch: Optional[str] = None) -> li
     if not chosen:
         raise SassError(f"{name}: no cubin for {arch}; it holds {', '.join(c.name for c in cubins)}")
     return chosen
-
-
-COMPRESSED = ("compressed (nvcc -Xfatbin -compress-all): sassas does not decompress it; "
-              "`cuobjdump -xelf all FILE` writes it out")
 
 
 def _each_cubin(show, path, kernel, arch) -> str:
@@ -165,8 +161,8 @@ def _each_cubin(show, path, kernel, arch) -> str:
     found = False           # a cubin with one of `names` (or names None)
     for c in cubins:
         head = f"# ==== {c.name} (in {os.path.basename(str(path))})"
-        if c.compressed:
-            out.append(f"{head}: {COMPRESSED}\n")
+        if c.unread:
+            out.append(f"{head}: {c.unread}\n")
             continue
         mine = names and [n for n in names if any(k.name == n for k in read_cubin(c.data).kernels)]
         if names is None or mine:

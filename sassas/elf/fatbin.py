@@ -9,11 +9,12 @@ each a header of its own and a payload:
     u32 compressed size      u32 -        u16 minor  u16 major  u32 SM (90: sm_90)
     u32 name offset  u32 name size  u64 flags  u64 -  u64 decompressed size
 
-An ELF payload is the cubin; a compressed one (nvcc -Xfatbin -compress-all; CUDA 13 writes zstd
-frames) has a non-zero compressed or decompressed size and is reported, not decompressed. The
-layout was read off nvcc 13.0's output and checked against cuobjdump's extraction
-(tests/sassas/test_fatbin.py). In a host ELF the section holds several fatbins, each 8-byte
-aligned.
+An ELF payload is the cubin; a compressed one (nvcc -Xfatbin -compress-all) has a non-zero
+compressed or decompressed size. CUDA 13 writes it as a zstd frame, read here through the
+zstandard package where it is installed (`pip install sassas[fatbin]`); without it, or in
+another form, the cubin is named with the reason it is not read. The layout was read off nvcc
+13.0's output and checked against cuobjdump's extraction (tests/sassas/test_fatbin.py). In a host
+ELF the section holds several fatbins, each 8-byte aligned.
 """
 from __future__ import annotations
 
@@ -32,13 +33,17 @@ KIND_PTX, KIND_ELF = 1, 2
 FATBIN_SECTION = ".nv_fatbin"
 
 
+ZSTD_MAGIC = bytes.fromhex("28b52ffd")
+EXTRACT = "`cuobjdump -xelf all FILE` writes it out"
+
+
 @dataclass(frozen=True)
 class EmbeddedCubin:
     """One cubin of a fatbin or host program."""
     name: str               # as `cuobjdump -xelf all` names its file: app.2.sm_90.cubin
     arch: str               # sm_90
-    data: bytes             # the payload (compressed: as stored)
-    compressed: bool
+    data: bytes             # the cubin (decompressed), or the payload as stored where `unread`
+    unread: str = ""        # why `data` is not the cubin: its compression, which sassas cannot undo here
 
 
 def is_container(data: bytes) -> bool:
@@ -86,11 +91,29 @@ def _entries(blob: bytes, start: int, end: int, stem: str, numbered: int) -> lis
             raise CubinFormatError(f"damaged fatbin: entry at {at:#x} runs past its fatbin")
         if e["kind"] == KIND_ELF:
             arch = f"sm_{e['sm']}"
-            out.append(EmbeddedCubin(f"{stem}.{numbered + len(out) + 1}.{arch}.cubin", arch,
-                                     bytes(blob[payload:payload + e["payload_size"]]),
-                                     bool(e["compressed_size"] or e["decompressed_size"])))
+            data, unread = bytes(blob[payload:payload + e["payload_size"]]), ""
+            if e["compressed_size"] or e["decompressed_size"]:
+                data, unread = _decompressed(data, e["decompressed_size"])
+            out.append(EmbeddedCubin(f"{stem}.{numbered + len(out) + 1}.{arch}.cubin", arch, data, unread))
         at = payload + e["payload_size"]
     return out
+
+
+def _decompressed(payload: bytes, size: int) -> tuple[bytes, str]:
+    """(the cubin, "") of a compressed payload, or (the payload, why it is not read)."""
+    if payload[:4] != ZSTD_MAGIC:
+        return payload, f"compressed in a form sassas does not read (not zstd); {EXTRACT}"
+    try:
+        import zstandard        # (optional: only compressed cubins need it)
+    except ImportError:
+        return payload, f"compressed (zstd): `pip install zstandard` lets sassas read it; {EXTRACT}"
+    try:
+        data = zstandard.ZstdDecompressor().decompress(payload, max_output_size=size)
+    except zstandard.ZstdError as e:
+        raise CubinFormatError(f"damaged fatbin: a compressed cubin does not decompress ({e})") from None
+    if len(data) != size:
+        raise CubinFormatError(f"damaged fatbin: a compressed cubin decompresses to {len(data)} bytes, not {size}")
+    return data, ""
 
 
 def _fatbin_section(data: bytes) -> bytes:
