@@ -82,14 +82,14 @@ def parse(text: str, arch: str = "sm_90", filename: str = "<input>", include_dir
     target = get_arch(arch)
     diags = diagnostics if diagnostics is not None else Diagnostics(warnings_as_errors)
     diags.warnings_as_errors = diags.warnings_as_errors or warnings_as_errors
-    pre, lines = _preprocessed(text, filename, include_dirs, allow_exec, dialect)
+    pre, lines = _preprocessed(text, filename, include_dirs, allow_exec, dialect, target.name)
     return _parse_preprocessed(pre, lines, text, target, filename, kernel_name, auto_reuse, diags, dialect)
 
 
-def _preprocessed(text: str, filename: str, include_dirs, allow_exec: bool, dialect: Optional[str]):
+def _preprocessed(text: str, filename: str, include_dirs, allow_exec: bool, dialect: Optional[str], arch: str):
     if dialect is not None and dialect not in DIALECTS:
         raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, not {dialect!r}")
-    pre = preprocess(text, filename, tuple(include_dirs), allow_exec=allow_exec)
+    pre = preprocess(text, filename, tuple(include_dirs), allow_exec=allow_exec, arch=arch)
     return pre, Lines(pre.text, filename, pre.origins, pre.sources, pre.lines)
 
 
@@ -123,7 +123,7 @@ def assemble(text: str, arch: str = "sm_90", filename: str = "<input>", *, inclu
     """
     target = get_arch(arch)
     diags = Diagnostics(warnings_as_errors)
-    pre, lines = _preprocessed(text, filename, include_dirs, allow_exec, dialect)
+    pre, lines = _preprocessed(text, filename, include_dirs, allow_exec, dialect, target.name)
     isa = get_isa(target.name)
     if threads > 1 and yield_strategy is None and not auto_reuse and not warnings_as_errors:
         done = assemble_in_ranges(pre.text, lines, target, isa, threads, filename=filename, kernel_name=kernel_name,

@@ -68,7 +68,7 @@ def _checked_kernels(path: str, arch: str, text: Optional[str] = None,
         else:
             text = decode_source(data, path)
     if is_listing(text):
-        kernels, errors = read_listing(text, path)
+        kernels, errors = read_listing(text, path, arch)
         return kernels, [Hazard("warning", e.message, e.loc, kind="unreadable") for e in errors], arch
     program = parse(text, arch, path)
     target = get_arch(arch)

@@ -14,6 +14,7 @@ from .ast import ControlCode, Instruction, Kernel, Loc
 from .control import CONTROL_NOTE, control_from_notes
 from .errors import SassError
 from .parse import parse_instruction
+from .preprocess import listing_arch, listing_arch_of
 
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
 _NVDISASM_FUNCTION = re.compile(r"^\s*\.text\.(\S+?):?\s*$")
@@ -26,8 +27,10 @@ class UnreadableInstruction(Instruction):
     """Placeholder for an instruction the parser cannot read: opcode and control code only."""
 
 
-def read_listing(text: str, filename: str = "<listing>") -> tuple[list[Kernel], list[SassError]]:
-    """Kernels of a listing, and the errors of lines that could not be read.
+def read_listing(text: str, filename: str = "<listing>",
+                 arch: Optional[str] = None) -> tuple[list[Kernel], list[SassError]]:
+    """Kernels of a listing, and the errors of lines that could not be read. Of a listing with
+    code of several archs (cuobjdump -sass of a fatbin), `arch`'s (preprocess.listing_arch).
 
     An instruction the parser rejects is kept with its opcode and control code but no operands,
     so scoreboard analysis still sees its barriers.
@@ -36,6 +39,9 @@ def read_listing(text: str, filename: str = "<listing>") -> tuple[list[Kernel], 
     errors: list[SassError] = []
     current: Optional[Kernel] = None
     pending: Optional[tuple[int, str, str, int, str]] = None
+    keep = listing_arch(text, arch, filename)
+    section_arch = None         # the `code for` line's arch the lines are under
+    skipping = False            # in a function of an arch not kept
 
     def add(address: int, body: str, low: str, high: Optional[str], line_no: int, source: str) -> None:
         nonlocal current
@@ -74,12 +80,15 @@ def read_listing(text: str, filename: str = "<listing>") -> tuple[list[Kernel], 
             # annotations (`&wr=0x1 ?trans1`) before the `;`.
             add(*pending[:3], None, *pending[3:])
             pending = None
+        section_arch = listing_arch_of(line) or section_arch
         m = _FUNCTION.match(line) or _NVDISASM_FUNCTION.match(line)
         if m:
-            current = Kernel(name=m.group(1), loc=Loc(filename, number, 1, line))
-            kernels.append(current)
+            skipping = keep is not None and section_arch != keep
+            if not skipping:
+                current = Kernel(name=m.group(1), loc=Loc(filename, number, 1, line))
+                kernels.append(current)
             continue
-        m = _INSTRUCTION.search(line)
+        m = None if skipping else _INSTRUCTION.search(line)
         if m:
             pending = (int(m.group(1), 16), m.group(2), m.group(3), number, line)
     if pending is not None:

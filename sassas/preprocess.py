@@ -122,12 +122,13 @@ def new_namespace(filename: str) -> dict:
 
 
 def preprocess(text: str, filename: str = "<input>", include_dirs: tuple[str, ...] = (),
-               allow_exec: bool = True) -> Preprocessed:
+               allow_exec: bool = True, arch: Optional[str] = None) -> Preprocessed:
+    """`arch`: the target, which picks its functions from a listing of several archs' code."""
     ctx = _Context(tuple(include_dirs), allow_exec)
     lines = text.split("\n")
     if is_listing(text):
         # NVIDIA's text, taken as it stands: no includes, blocks or inline Python run in it.
-        lines = listing_statements(lines, filename, text)
+        lines = listing_statements(lines, filename, text, listing_arch(text, arch, filename))
         _emit_as_written(ctx, lines, range(1, len(lines) + 1), filename, None)
         ctx.out.listing = True
     else:
@@ -517,19 +518,47 @@ def is_listing(text: str) -> bool:
             and _LISTING_MARK.search(text) is not None)
 
 
+# cuobjdump -sass of a fatbin or host program: each cubin's functions under `code for sm_XX`,
+# cubins one after the other, each after a `Fatbin elf code:` header
+_CODE_FOR = re.compile(r"^\s*code for (sm_\d+a?)\s*$", re.M)
+
+
+def listing_arch(text: str, arch: Optional[str], filename: str) -> Optional[str]:
+    """The arch whose functions are taken from a listing with code of several (`code for sm_80`
+    ... `code for sm_90`): `arch`, the target; None where the listing names one arch or none (all
+    its functions are taken). SassError where it has no code for `arch`."""
+    archs = list(dict.fromkeys(_CODE_FOR.findall(text))) if "code for sm_" in text else []
+    if len(archs) < 2 or arch is None:
+        return None
+    for a in archs:
+        if a.rstrip("a") == arch.rstrip("a"):
+            return a
+    raise SassError(f"{filename}: the listing has code for {', '.join(archs)}, none for {arch}")
+
+
+def listing_arch_of(line: str) -> Optional[str]:
+    """The arch a `code for sm_XX` line names, else None."""
+    m = _CODE_FOR.match(line) if "code for" in line else None
+    return m.group(1) if m else None
+
+
 # The words of the listing lines that listing_statements reads one by one (a function's start,
-# a section, an entry); the lines between are instructions, labels or what is dropped.
-_LISTING_MARKS = ("Function", ".section", ".other")
+# a section, an entry, a cubin's arch or header); the lines between are instructions, labels or
+# what is dropped.
+_LISTING_MARKS = ("Function", ".section", ".other", "code for", "Fatbin")
 
 
-def listing_statements(lines: list[str], filename: str, text: Optional[str] = None) -> list[str]:
+def listing_statements(lines: list[str], filename: str, text: Optional[str] = None,
+                       arch: Optional[str] = None) -> list[str]:
     """The listing's lines as the parser takes them: a function's directive, its code's
     instructions (with their hex words) and labels as they stand; every other line blank, so
-    that line numbers stay the listing's. `text`: the lines joined, where the caller has it."""
+    that line numbers stay the listing's. `text`: the lines joined, where the caller has it.
+    `arch` (listing_arch's): only the functions under `code for <arch>`."""
     out: list[str] = []
     in_code = False          # inside a function's code
     function: Optional[str] = None
     start = 0                # where the function's directive went in `out`
+    section_arch = None      # the `code for` line's arch the lines are under
     instruction, text_label = _INSTRUCTION_LINE.match, _TEXT_LABEL.match
     i = 0
     for at in _special_lines(lines, text, _LISTING_MARKS) + [len(lines)]:
@@ -546,7 +575,12 @@ def listing_statements(lines: list[str], filename: str, text: Optional[str] = No
         # (each regex only where the word it needs stands)
         m = _CUOBJDUMP_FUNCTION.match(line) if "Function" in line else None
         s = _SECTION.match(line) if ".section" in line else None
-        if m:
+        if listing_arch_of(line) or line.startswith("Fatbin"):
+            # the next cubin's code (`Fatbin elf code:` would pass for a label)
+            section_arch, in_code = listing_arch_of(line) or section_arch, False
+        elif m and arch is not None and section_arch != arch:
+            in_code = False          # another arch's function
+        elif m:
             # (cuobjdump does not say which functions are entries: all are kernels)
             function, in_code, keep = m.group(1), True, f".kernel {m.group(1)}"
         elif s:

@@ -112,3 +112,22 @@ def test_a_damaged_entry_is_refused():
     data[16 + 8:16 + 16] = (1 << 40).to_bytes(8, "little")       # the first entry's payload size
     with pytest.raises(CubinFormatError, match="damaged fatbin: entry at 0x10 runs past its fatbin"):
         embedded_cubins(bytes(data), "x.fatbin")
+
+
+def test_cuobjdump_listing_of_a_fatbin_assembles_for_the_arch_asked(tmp_path):
+    """`cuobjdump -sass two_archs.fatbin` lists sm_80's and sm_90's code one after the other: `asm
+    --arch` takes its arch's functions (their code as nvcc's cubin has it), `check` checks them, and
+    an arch it lacks is one error."""
+    listing = subprocess.run([_cuobjdump(), "-sass", os.path.join(DATA, "two_archs.fatbin")], capture_output=True,
+                             text=True, check=True).stdout
+    assert listing.count("Fatbin elf code:") == 2
+    cubins = {c.arch: read_cubin(c.data) for c in file_cubins(os.path.join(DATA, "two_archs.fatbin"))}
+    for arch, nvcc in cubins.items():
+        ours = read_cubin(sassas.assemble(listing, arch, "two_archs.sass").data)
+        assert sorted(k.name for k in ours.kernels) == sorted(k.name for k in nvcc.kernels)
+        assert all(ours.kernel(k.name).code == k.code for k in nvcc.kernels)
+    (tmp_path / "two_archs.sass").write_text(listing)
+    assert run_check([str(tmp_path / "two_archs.sass")], "sm_80") == 0
+    with pytest.raises(sassas.SassError) as e:
+        sassas.assemble(listing, "sm_75", "two_archs.sass")
+    assert e.value.message == "two_archs.sass: the listing has code for sm_80, sm_90, none for sm_75"
