@@ -131,3 +131,25 @@ def test_cuobjdump_listing_of_a_fatbin_assembles_for_the_arch_asked(tmp_path):
     with pytest.raises(sassas.SassError) as e:
         sassas.assemble(listing, "sm_75", "two_archs.sass")
     assert e.value.message == "two_archs.sass: the listing has code for sm_80, sm_90, none for sm_75"
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_damaged_files_give_an_error_not_a_traceback(name, tmp_path):
+    """Truncated or overwritten headers, entries and cubins (the run's seed: tests/conftest.py):
+    `disasm` and `--res-usage` either read what is there or raise SassError."""
+    import random
+    from sassas.disasm import resource_usage_file
+    rng = random.Random(f"{os.environ.get('SASSAS_FUZZ_SEED', '0')}-{name}")
+    with open(os.path.join(DATA, name), "rb") as f:
+        data = f.read()
+    path = tmp_path / name
+    for _ in range(100):
+        damaged = bytearray(data[:rng.randrange(len(data))] if rng.random() < 0.3 else data)
+        for _ in range(rng.randint(0, 8) if damaged else 0):
+            damaged[rng.randrange(min(len(damaged), 4096))] = rng.randrange(256)
+        path.write_bytes(damaged)
+        for read in (disassemble_file, resource_usage_file):
+            try:
+                read(path)
+            except sassas.SassError:
+                pass
