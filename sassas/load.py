@@ -27,7 +27,8 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from .elf import CubinInfo, KernelInfo, read_cubin
+from .elf import CubinFormatError, CubinInfo, KernelInfo, read_cubin
+from .elf.fatbin import embedded_cubins, is_container
 from .image import ParamInfo
 
 __all__ = [
@@ -530,6 +531,21 @@ def _cubin_bytes(cubin: CubinLike) -> bytes:
     raise TypeError(f"load() takes cubin bytes, a path, or an object with .data bytes; got {type(cubin).__name__}")
 
 
+def cubin_for_arch(container: bytes, arch: str, name: str) -> bytes:
+    """The cubin with kernels for `arch` in a fatbin or host program; CubinFormatError where there is
+    none, or several (sassas.load loads one cubin: its PTX, which the driver would compile, is not
+    taken)."""
+    cubins = embedded_cubins(container, name)
+    mine = [c for c in cubins if c.arch == arch and not c.unread and read_cubin(c.data).kernels]
+    if len(mine) != 1:
+        what = (f"{len(mine)} cubins with kernels ({', '.join(c.name for c in mine)})" if mine
+                else "no cubin with kernels")
+        unread = [f"{c.name}: {c.unread}" for c in cubins if c.arch == arch and c.unread]
+        raise CubinFormatError(f"{name}: {what} for {arch}; it holds {', '.join(c.name for c in cubins)}"
+                               + "".join(f"; {u}" for u in unread))
+    return mine[0].data
+
+
 class Module:
     """A loaded cubin. `module.kernel(name)` or `module[name]`; `module.names`."""
 
@@ -578,8 +594,13 @@ class Module:
 
 
 def load(cubin: CubinLike) -> Module:
-    """Load a cubin (bytes, path, or object with `.data`) into the current device's context."""
+    """Load a cubin (bytes, path, or object with `.data`) into the current device's context; of a
+    fatbin or host program (nvcc's output), the cubin inside for this GPU's arch."""
     image = _cubin_bytes(cubin)
+    if is_container(image):
+        major, minor = compute_capability()
+        name = os.path.basename(str(cubin)) if isinstance(cubin, (str, os.PathLike)) else "the fatbin"
+        image = cubin_for_arch(image, f"sm_{major}{minor}", name)
     info = read_cubin(image)          # parameters for packing, and a format check before the driver
     _context()
     handle = _call("cuModuleLoadData", image)

@@ -153,3 +153,18 @@ def test_damaged_files_give_an_error_not_a_traceback(name, tmp_path):
                 read(path)
             except sassas.SassError:
                 pass
+
+
+def test_load_takes_the_cubin_with_kernels_for_the_arch(monkeypatch):
+    """sassas.load's choice in a host program (on the CPU; the launch is tests/sassas/test_load.py's)."""
+    from sassas.load import cubin_for_arch
+    with open(os.path.join(DATA, "app"), "rb") as f:
+        app = f.read()
+    assert cubin_for_arch(app, "sm_80", "app") == file_cubins(os.path.join(DATA, "app"), "sm_80")[1].data
+    with pytest.raises(CubinFormatError, match="^app: no cubin with kernels for sm_75; it holds app.1.sm_80.cubin"):
+        cubin_for_arch(app, "sm_75", "app")
+    monkeypatch.setitem(sys.modules, "zstandard", None)
+    with open(os.path.join(DATA, "compressed.fatbin"), "rb") as f:
+        packed = f.read()
+    with pytest.raises(CubinFormatError, match=r"compressed.2.sm_90.cubin: compressed \(zstd\): `pip install zstandard`"):
+        cubin_for_arch(packed, "sm_90", "compressed.fatbin")

@@ -235,6 +235,25 @@ def test_saxpy(module):
 
 
 @gpu
+def test_a_host_program_loads_as_its_cubin_for_this_gpu():
+    """nvcc's `app` (tests/sassas/data/fatbin) holds sm_80's and sm_90's cubins: load takes this
+    GPU's and its kernels run; on a GPU of another arch it says which archs the file has."""
+    path = Path(__file__).parent / "data" / "fatbin" / "app"
+    major, minor = L.compute_capability()
+    if f"sm_{major}{minor}" not in ("sm_80", "sm_90"):
+        with pytest.raises(ValueError, match=f"app: no cubin with kernels for sm_{major}{minor}; it holds app.1.sm_80"):
+            sassas.load(path)
+        return
+    module = sassas.load(path)
+    assert sorted(module.names) == ["_Z5scalePfPKffi", "_Z9block_sumPfPKfi"]
+    x = np.random.default_rng().standard_normal(1000).astype(np.float32)
+    with L.DeviceBuffer.from_numpy(x) as dx, L.zeros(1000, np.float32) as dy:
+        module["_Z5scalePfPKffi"](4, 256, dy, dx, np.float32(-1.5), 1000)
+        L.synchronize()
+        np.testing.assert_array_equal(dy.to_numpy(), np.float32(-1.5) * x)
+
+
+@gpu
 def test_shared_memory_barrier_and_scalar_types(module):
     out = L.zeros(256, np.float32)
     module["reverse"](1, 256, out, np.float64(2.0), np.int8(-3))
