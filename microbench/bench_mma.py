@@ -1,0 +1,353 @@
+"""Tensor-core benchmarks: the rate of sm_90's mma.sync HMMAs in FP16 (m16n8k16 and m16n8k8,
+FP32 accumulators), and the instruction mix of a fused F(4x4,3x3) Winograd loop whose products
+run on them in FP16 halves, measured before such a loop is written (kernels_sass/winograd
+NOTES.md section 26).
+
+The mix is one warp's share of 16 channels (a k-step of HMMA.16816) of a block of 32 filters x
+32 tiles x the 36 positions, 256 threads, one block an SM, the design of kernels_sass's fused
+kernel (`f4fused`) with its FFMAs replaced by HMMAs:
+- 108 HMMA.16816.F32: 36 accumulator tiles of 16 x 8 (4 positions of 32 x 32 and half of one),
+  three products each (hi*hi, lo*hi, hi*lo: the values split into FP16 halves);
+- 38 LDS.128: the A (filters) and B (tiles) fragments, hi and lo, of those 4.5 positions;
+- the producer's part: two 6x6 windows a thread (36 loads: a row's columns 1-4 by LDG.128, 0
+  and 5 alone), their transform B^T d B (12 six-point transforms of 12 FADD/FFMA each), the
+  split of the 72 values into FP16 halves (FMUL by the scale, F2FP for hi, HADD2.F32 back,
+  FADD for the residual, F2FP for lo), 36 STS.64 of the hi and lo half2 pairs;
+- 18 LDGSTS.BYPASS.128 of the next k-step's filter fragments (already split, from L2), one
+  commit, a DEPBAR for the previous group, and the block's barrier.
+As `inst.ffma_loop_mix` does for the FFMA loop, no instruction waits on another's result but
+the loads on those three or a window back (their registers are reused) and each HMMA on its
+accumulator's previous product: the figure is what the mix's issue, shared-memory and
+tensor-pipe throughput allow, the kernel's dependencies and latencies aside. The variants add
+the parts one at a time.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Optional
+
+import numpy as np
+
+from .core import CUDA, SASS, Benchmark, Case, Metric, Records, Source, register
+from .nvrtc import read_kernel
+from .results import Limit
+from .sassgen import Regs, Sass, block_start, epilogue, loop_control, prologue, shared_base
+
+WARPS = 8                       # the fused kernel's block: 256 threads, one block an SM
+THREADS = 32 * WARPS
+TILES = 36                      # accumulator tiles a warp: 4 x (2 x 4) + 1 x 4
+GROUPS = (8, 8, 8, 12)          # tiles of the passes taken together (the last: a position and a
+                                # half): an accumulator's products 8 or 12 HMMAs apart, 16 cycles
+                                # or more at 2 a HMMA, past the 15 of HMMA's latency
+PASSES = 3                      # hi*hi, lo*hi, hi*lo
+
+# One k-step's other instructions a thread (the design above)
+FRAG_LOADS = 38                 # LDS.128: 8 a whole position, 6 the half one
+V_STORES = 36                   # STS.64: (hi, lo) of two channels at each of 36 positions
+U_COPIES = 18                   # LDGSTS.128: 36 x 32 x 16 values x 4 bytes / 256 threads / 16
+WINDOWS = 2                     # 6x6 windows a thread: 16 channels x 32 tiles / 256 threads
+WINDOW_ROWS = 6
+TRANSFORM_FMA = 96              # a window's B^T d B: 12 six-point transforms of 8 FFMA + 4 FADD
+TRANSFORM_ADD = 48
+VALUES = 36 * WINDOWS           # values split a k-step
+INT_OPS = 14                    # masks, predicates, addresses besides the window pointer's 4
+
+# Registers. Record and loop: sassgen.Regs (R0..R6, R40..R47).
+R_LDS, R_STS, R_COPY_DST = 2, 7, 8            # shared addresses (lane's chunk)
+R_COPY_SRC = 10                               # R10:R11 the copies' source
+R_WIN, R_WIN_BASE, R_WIN_OFF = 12, 14, 28     # window pointer, its base, its offset
+A_HI, A_LO, B_HI, B_LO = 16, 20, 24, 26       # fragments (never written in the loop)
+R_SRC = 30                                    # R30..R35 the ALU ops' sources
+R_FMA_DST, R_CVT_DST, R_HALF_DST, R_INT_DST = 36, 9, 29, 39   # their destinations (one pipe each)
+ACC = 48                                      # R48..R191 the accumulators
+R_FRAG = 192                                  # R192..R203: three LDS.128 destinations
+R_WINDOW = 204                                # R204..R227 a window's 6 LDG.128, R228..R239 its 12 LDG
+LDS_SB = (0, 1, 2)
+WINDOW_SB = (3, 4)
+COPY_SB = 5
+
+# Shared memory (static, at most 48 KiB; every warp writes and reads the same chunks: the data
+# is not used, the banks are those of the design: a warp's access is contiguous)
+LDS_AT, STS_AT, COPY_AT, SHARED_BYTES = 0, 0x2000, 0x4000, 0x6000
+# Windows: block b reads its rows from inp + (b % 128) x 128 KiB, a window 32 KiB on (a warp's
+# rows 4 KiB apart, a lane's 16 bytes), cycling through the 128 KiB: more than the 28 KiB of L1
+# that a 227 KiB carveout leaves, so that the rows come from L2 as the design's do. U's
+# fragments: the first 16 KiB of inp, the same for every block (U is in L2).
+WINDOW_REGION, WINDOW_STRIDE, WARP_ROWS, ROW_BYTES = 0x20000, 0x8000, 0x1000, 0x200
+INP_WORDS = 128 * WINDOW_REGION // 4
+
+MIX_REGS = Regs()
+
+VARIANTS = {
+    # name: (hmma shape or None, parts)
+    "HMMA.16816 alone": ("16816", ()),
+    "HMMA.1688 alone": ("1688", ()),
+    "+ fragment LDS": ("16816", ("lds",)),
+    "+ shared stores and copies": ("16816", ("lds", "smem")),
+    "full mix": ("16816", ("lds", "smem", "ldg", "alu")),
+    "full mix, HMMA.1688": ("1688", ("lds", "smem", "ldg", "alu")),
+    "full mix without HMMA": (None, ("lds", "smem", "ldg", "alu")),
+}
+
+
+def hmma_ops(shape: Optional[str]) -> list[str]:
+    """A k-step's HMMAs: group by group (GROUPS), in each the passes one after the other over
+    the group's tiles. HMMA.1688 takes the k-step in two halves of 8 channels."""
+    if shape is None:
+        return []
+    out, tile = [], 0
+    for n in GROUPS:
+        for half in ((0,) if shape == "16816" else (0, 1)):
+            for p in range(PASSES):
+                a = A_LO if p == 1 else A_HI
+                b = B_LO if p == 2 else B_HI
+                for t in range(tile, tile + n):
+                    c = ACC + 4 * t
+                    out.append(f"HMMA.{shape}.F32 R{c}, R{a + 2 * half if shape == '1688' else a}, "
+                               f"R{b + half if shape == '1688' else b}, R{c}")
+        tile += n
+    return out
+
+
+def _at(reg: str, offset: int) -> str:
+    """An address operand as nvdisasm prints it (no +0x0)."""
+    return f"[{reg}+{offset:#x}]" if offset else f"[{reg}]"
+
+
+def _spread(streams: list[list[str]], slots: int) -> list[list[str]]:
+    """Deal the streams' items over `slots` slots, each stream evenly over the whole range and
+    in its own order."""
+    keyed = sorted(((i + 0.5) / len(s), k, i, item) for k, s in enumerate(streams) for i, item in enumerate(s))
+    out = [[] for _ in range(slots)]
+    for frac, _k, _i, item in keyed:
+        out[min(slots - 1, int(frac * slots))].append(item)
+    return out
+
+
+def _other_ops(parts: tuple[str, ...]) -> list[list[str]]:
+    """The k-step's instructions besides the HMMAs, as streams (kind-tagged 'kind|text')."""
+    streams = []
+    if "lds" in parts:
+        streams.append([f"lds|{j}" for j in range(FRAG_LOADS)])
+    if "smem" in parts:
+        streams.append([f"sts|{j}" for j in range(V_STORES)])
+        streams.append([f"copy|{j}" for j in range(U_COPIES)])
+    if "alu" in parts:
+        fma = ["FFMA"] * (TRANSFORM_FMA * WINDOWS) + ["FADD"] * (TRANSFORM_ADD * WINDOWS)
+        fma = [fma[(i * 5) % len(fma)] for i in range(len(fma))]      # FFMAs and FADDs mixed
+        streams.append([f"fma|{op}" for op in fma])
+        streams.append([f"split|{j}" for j in range(VALUES)])          # 4 a value, in order
+        streams.append(["int|IADD3"] * INT_OPS)
+    return streams
+
+
+def mix_kernel(name: str, shape: Optional[str], parts: tuple[str, ...], arch: str = "sm_90") -> Sass:
+    base = shared_base(arch)
+    k = Sass(name, shared=SHARED_BYTES + base, comment=(
+        f"{name}: one k-step (16 channels) of a fused F(4x4,3x3) loop on HMMA in FP16 halves a loop\n"
+        f"iteration: {shape and f'HMMA.{shape}' or 'no HMMA'}; parts {', '.join(parts) or 'none'}.\n"
+        f"Generated by microbench/bench_mma.py."))
+    r = MIX_REGS
+    prologue(k, r, flag_predicate=False)
+    # temporaries, before R30..R35 take the ALU ops' constant sources
+    lane, warp, lane16, copy_off, win_off = range(R_SRC, R_SRC + 5)
+    k.op(f"LOP3.LUT R{lane}, R{r.tid}, 0x1f, RZ, 0xc0, !PT", wait=0x01, y=True, stall=6, note="lane")
+    k.op(f"SHF.R.U32.HI R{warp}, RZ, 0x5, R{r.tid}", y=True, stall=6, note="warp")
+    k.op(f"IMAD.SHL.U32 R{lane16}, R{lane}, 0x10, RZ", y=True, stall=6)
+    k.op(f"IADD3 R{R_LDS}, R{lane16}, {base + LDS_AT:#x}, RZ", y=True, stall=1)
+    k.op(f"IADD3 R{R_COPY_DST}, R{lane16}, {base + COPY_AT:#x}, RZ", y=True, stall=1)
+    k.op(f"IMAD.SHL.U32 R{R_STS}, R{lane}, 0x8, RZ", y=True, stall=6)
+    k.op(f"IADD3 R{R_STS}, R{R_STS}, {base + STS_AT:#x}, RZ", y=True, stall=6)
+    # the copies' source: inp + warp x 2 KiB + lane x 16
+    k.op(f"IMAD R{copy_off}, R{warp}, 0x800, R{lane16}", y=True, stall=6)
+    k.op(f"IADD3 R{R_COPY_SRC}, P1, R{r.inp}, R{copy_off}, RZ", wait=0x10, y=True, stall=6)
+    k.op(f"IADD3.X R{R_COPY_SRC + 1}, RZ, R{r.inp + 1}, RZ, P1, !PT", y=True, stall=6)
+    # the windows' base: inp + (ctaid % 128) x WINDOW_REGION + warp x WARP_ROWS + lane x 16
+    k.op(f"LOP3.LUT R{win_off}, R{r.ctaid}, 0x7f, RZ, 0xc0, !PT", wait=0x02, y=True, stall=6)
+    k.op(f"IMAD R{win_off}, R{win_off}, {WINDOW_REGION // WARP_ROWS:#x}, R{warp}", y=True, stall=6)
+    k.op(f"IMAD R{win_off}, R{win_off}, {WARP_ROWS:#x}, R{lane16}", y=True, stall=6)
+    k.op(f"IADD3 R{R_WIN_BASE}, P1, R{r.inp}, R{win_off}, RZ", y=True, stall=6)
+    k.op(f"IADD3.X R{R_WIN_BASE + 1}, RZ, R{r.inp + 1}, RZ, P1, !PT", y=True, stall=6)
+    k.op(f"MOV R{R_WIN_OFF}, RZ", y=True, stall=1)
+    # fragments (1.0 in every half), accumulators and sources
+    for reg in range(A_HI, B_LO + 2):
+        k.op(f"MOV R{reg}, 0x3c003c00", stall=1)
+    for reg in range(R_SRC, R_SRC + 6):
+        k.op(f"MOV R{reg}, 0x3f800000", stall=1)
+    for reg in range(ACC, ACC + 4 * TILES, 2):
+        k.op(f"CS2R R{reg}, SRZ", stall=1)
+    k.op("NOP", y=True, stall=6)
+    block_start(k, r)
+
+    hmmas = hmma_ops(shape)
+    others = _other_ops(parts)
+    slots = len(hmmas or hmma_ops("16816"))          # without HMMAs: spread as with them
+    plan = _spread(others, slots)
+    counts = {"lds": 0, "sts": 0, "copy": 0, "fma": 0, "int": 0}
+    windows_at = {int(slots * (w + 0.1) / WINDOWS) for w in range(WINDOWS)} if "ldg" in parts else set()
+    state = {"window": 0}
+
+    def emit_other(item: str) -> None:
+        kind, what = item.split("|")
+        n = counts.get(kind, 0)
+        counts[kind] = n + 1
+        if kind == "lds":
+            sb = LDS_SB[n % len(LDS_SB)]
+            k.op(f"LDS.128 R{R_FRAG + 4 * (n % 3)}, {_at(f'R{R_LDS}', (n % 16) * 512)}", write=sb, wait=1 << sb)
+        elif kind == "sts":
+            k.op(f"STS.64 {_at(f'R{R_STS}', (n % 32) * 256)}, R{R_SRC}")
+        elif kind == "copy":
+            # offsets within LDGSTS's 12 bits: four chunks a warp (the copies bypass L1: every
+            # one is a transfer from L2 whatever its address)
+            at = (n % 4) * 512
+            k.op(f"LDGSTS.E.BYPASS.128 {_at(f'R{R_COPY_DST}', at)}, desc[UR4]{_at(f'R{R_COPY_SRC}.64', at)}")
+        elif kind == "fma":
+            k.op(f"{what} R{R_FMA_DST + n % 3}, R{R_SRC}, R{R_SRC + 1}" + (f", R{R_SRC + 2}" if what == "FFMA" else ""))
+        elif kind == "split":
+            # one value: FMUL by the scale; for a pair of values one F2FP (hi), two HADD2.F32,
+            # one F2FP (lo): 4 instructions a value on average
+            k.op(f"FMUL R{R_FMA_DST + n % 3}, R{R_SRC + 3}, R{R_SRC + 4}")
+            k.op(f"HADD2.F32 R{R_HALF_DST}, -RZ, R{A_HI}.H{n % 2}_H{n % 2}")
+            k.op(f"FADD R{R_FMA_DST + (n + 1) % 3}, R{R_SRC + 4}, -R{R_SRC + 5}")
+            if n % 2:
+                k.op(f"F2FP.F16.F32.PACK_AB R{R_CVT_DST}, R{R_SRC + 4}, R{R_SRC + 5}")
+            else:
+                k.op(f"F2FP.F16.F32.PACK_AB R{R_CVT_DST}, R{R_SRC + 5}, R{R_SRC + 3}")
+        elif kind == "int":
+            k.op(f"IADD3 R{R_INT_DST}, R{R_SRC}, 0x1, RZ")
+
+    def emit_window() -> None:
+        # wait for the last window's loads (their registers, and the pointer they read), move
+        # the pointer to the next window, 6 rows of LDG.128 + 2 LDG
+        w = state["window"]
+        state["window"] = w + 1
+        sb, prev = WINDOW_SB[w % 2], WINDOW_SB[(w + 1) % 2]
+        k.op(f"IADD3 R{R_WIN_OFF}, R{R_WIN_OFF}, {WINDOW_STRIDE:#x}, RZ", wait=1 << prev, stall=5)
+        k.op(f"LOP3.LUT R{R_WIN_OFF}, R{R_WIN_OFF}, {WINDOW_REGION - 1:#x}, RZ, 0xc0, !PT", stall=5)
+        k.op(f"IADD3 R{R_WIN}, P1, R{R_WIN_BASE}, R{R_WIN_OFF}, RZ", stall=5)
+        k.op(f"IADD3.X R{R_WIN + 1}, RZ, R{R_WIN_BASE + 1}, RZ, P1, !PT", stall=5)
+        for row in range(WINDOW_ROWS):
+            at, edge = row * ROW_BYTES, R_WINDOW + 4 * WINDOW_ROWS + 2 * row
+            k.op(f"LDG.E.128 R{R_WINDOW + 4 * row}, desc[UR4]{_at(f'R{R_WIN}.64', at)}", write=sb)
+            k.op(f"LDG.E R{edge}, desc[UR4][R{R_WIN}.64+{at + 4:#x}]", write=sb)
+            k.op(f"LDG.E R{edge + 1}, desc[UR4][R{R_WIN}.64+{at + 8:#x}]", write=sb)
+
+    inc, cmp, bra = loop_control(r, "LOOP")
+    k.label("LOOP")
+    for s in range(slots):
+        if hmmas:
+            k.op(hmmas[s], stall=2)
+        if s == 0:
+            k.op(inc)
+        elif s == 16:
+            k.op(cmp)
+        if s in windows_at:
+            emit_window()
+        for item in plan[s]:
+            emit_other(item)
+    if "smem" in parts:
+        k.op("LDGDEPBAR", write=COPY_SB, stall=2)
+        k.op(f"DEPBAR.LE SB{COPY_SB}, 0x1", stall=4, note="the previous k-step's copies")
+        k.op("BAR.SYNC.DEFER_BLOCKING 0x0", y=True, stall=6)
+    k.op(bra, stall=5)
+    # every load and copy landed before the record's stores reuse nothing they read
+    epilogue(k, r, end_wait=0x3f if ("ldg" in parts or "smem" in parts or "lds" in parts) else 0)
+    return k
+
+
+def instructions_a_step(shape: Optional[str], parts: tuple[str, ...]) -> dict[str, int]:
+    """What one loop iteration holds, by kind (the CPU tests count them in the cubin)."""
+    out = {}
+    if shape:
+        out[f"HMMA.{shape}.F32"] = len(hmma_ops(shape))
+    if "lds" in parts:
+        out["LDS.128"] = FRAG_LOADS
+    if "smem" in parts:
+        out["STS.64"] = V_STORES
+        out["LDGSTS.E.BYPASS.128"] = U_COPIES
+    if "ldg" in parts:
+        out["LDG.E.128"] = WINDOWS * WINDOW_ROWS
+        out["LDG.E"] = 2 * WINDOWS * WINDOW_ROWS
+    if "alu" in parts:
+        out["FFMA"] = TRANSFORM_FMA * WINDOWS
+        out["F2FP.F16.F32.PACK_AB"] = VALUES
+        out["HADD2.F32"] = VALUES
+    return out
+
+
+def shared_bytes_a_step(parts: tuple[str, ...]) -> int:
+    """Bytes through the shared-memory pipe a k-step, the block's 8 warps."""
+    per_thread = (16 * FRAG_LOADS if "lds" in parts else 0) + \
+        ((8 * V_STORES + 16 * U_COPIES) if "smem" in parts else 0)
+    return THREADS * per_thread
+
+
+def loop_length(k: Sass, label: str = "LOOP") -> int:
+    """Instructions from the loop's label to its back branch, the branch included."""
+    at = next(i for i, ln in enumerate(k.lines) if ln.kind == "label" and ln.text == f"{label}:")
+    n = 0
+    for ln in k.lines[at + 1:]:
+        if ln.kind == "inst":
+            n += 1
+            if ln.text.startswith(f"@P2 BRA {label}"):
+                return n
+    raise ValueError(f"no back branch to {label}")
+
+
+@lru_cache(maxsize=None)
+def mix_source(variant: str) -> tuple[str, Source, int]:
+    """The variant's kernel name, source, and instructions a loop iteration."""
+    shape, parts = VARIANTS[variant]
+    name = "hmma_mix_" + "_".join([shape or "none"] + list(parts))
+    k = mix_kernel(name, shape, parts)
+    return name, Source(SASS, k.text(), f"{name}.sass"), loop_length(k)
+
+
+@lru_cache(maxsize=None)
+def hmma_cuda() -> Source:
+    return Source(CUDA, read_kernel("hmma_stream.cu"), "hmma_stream.cu", (f"-DTILES={TILES}",))
+
+
+def _cycles_a_step(rec: Records, case: Case) -> float:
+    """Median over SMs of the SM's cycle span over the loop's iterations."""
+    _ids, spans, _ = rec.sm_groups()
+    return float(np.median(spans[spans > 0])) / case.iters
+
+
+@register
+class HmmaLoopMix(Benchmark):
+    name = "inst.hmma_loop_mix"
+    title = "A fused Winograd loop on HMMA in FP16 halves: its instruction mix's throughput"
+    about = ("One k-step (16 channels) of a fused F(4x4,3x3) loop whose products are HMMAs in "
+             "FP16 halves a loop iteration, 8 warps a block, one block an SM, L1 at what a 227 KiB "
+             "shared carveout leaves: 108 HMMA.16816 (or 216 HMMA.1688) over 36 accumulator tiles, "
+             "38 LDS.128 fragment loads, 36 STS.64 and 18 LDGSTS.BYPASS.128, two 6x6 windows "
+             "(36 global loads from L2) and their transform and split (288 FFMA/FADD, 72 FMUL, "
+             "72 FADD, 72 HADD2.F32, 72 F2FP), one barrier; no instruction waits on another's "
+             "result but loads on loads three back (NOTES.md section 26 of kernels_sass/winograd). "
+             "Cycles a k-step on each SM (median), the parts added one at a time; the CUDA-C "
+             "reference is ptxas's stream of the same 108 HMMA.16816 (mma.sync m16n8k16).")
+
+    def cases(self, quick: bool, arch: str = "sm_90") -> list[Case]:
+        iters = 32 if quick else 64
+        inp = np.zeros(INP_WORDS, dtype=np.uint32)
+        out = []
+        for variant, (shape, parts) in VARIANTS.items():
+            kname, src, issue = mix_source(variant)
+            counts = instructions_a_step(shape, parts)
+            # a scheduler issues one instruction a clock for its two warps; the SM's shared
+            # memory moves 128 bytes a clock
+            floor = max(2 * issue, shared_bytes_a_step(parts) / 128)
+            metric = Metric("cycles_per_step", "cycles", _cycles_a_step,
+                            Limit(min=floor, why="two warps a scheduler at one instruction a clock, "
+                                  "and 128 shared-memory bytes a clock"))
+            impls = [(SASS, src, kname)]
+            if variant == "HMMA.16816 alone":
+                impls.append((CUDA, hmma_cuda(), "hmma_stream"))
+            for lang, source, k in impls:
+                out.append(Case(self.name, variant, lang, source, k, "sms", THREADS, iters, [metric],
+                                inp=inp, expect=counts,
+                                attributes={"preferred_shared_memory_carveout": 100},
+                                extra={"hmma": shape, "parts": list(parts),
+                                       "shared_bytes_a_step": shared_bytes_a_step(parts)}))
+        return out
