@@ -60,6 +60,15 @@ A_HI, A_LO, B_HI, B_LO = 16, 20, 24, 26       # fragments (never written in the 
 R_SRC = 30                                    # R30..R35 the ALU ops' sources
 R_FMA_DST, R_CVT_DST, R_HALF_DST, R_INT_DST = 36, 9, 29, 39   # their destinations (one pipe each)
 ACC = 48                                      # R48..R191 the accumulators
+A_SHARED_TILES = 18                           # "a_ldg": 18 accumulators (R48..R119), each taking two
+                                              # tiles' products (distance 8 or more HMMAs), so
+                                              # that R120..R151 can take A's fragments from L2
+R_A = 120                                     # two sets of 4 LDG.128: a position's A (hi, lo)
+R_A_PTR, R_A_OFF = 152, 154                   # A's pointer (R152:R153) and offset
+R_SHFL, R_MAX = 240, 245                      # "scale": the warp reduction's 5 results, the FMNMX's
+SCALE_REDUCE = 5                              # SHFL.BFLY: 32 lanes
+A_LOADS = 18                                  # LDG.128 a k-step: A of 4.5 positions
+A_SB = 5
 R_FRAG = 192                                  # R192..R203: three LDS.128 destinations
 R_WINDOW = 204                                # R204..R227 a window's 6 LDG.128, R228..R239 its 12 LDG
 LDS_SB = (0, 1, 2)
@@ -87,10 +96,24 @@ VARIANTS = {
     "full mix": ("16816", ("lds", "smem", "ldg", "alu")),
     "full mix, HMMA.1688": ("1688", ("lds", "smem", "ldg", "alu")),
     "full mix without HMMA": (None, ("lds", "smem", "ldg", "alu")),
+    "full mix, memory in bursts": ("16816", ("lds", "smem", "ldg", "alu", "grouped")),
+    "full mix, A from L2": ("16816", ("lds", "smem", "ldg", "alu", "a_ldg")),
+    "full mix, A from L2, memory in bursts": ("16816", ("lds", "smem", "ldg", "alu", "a_ldg", "grouped")),
+    "full mix, running scale": ("16816", ("lds", "smem", "ldg", "alu", "scale")),
+    "full mix, HMMA.1688, running scale": ("1688", ("lds", "smem", "ldg", "alu", "scale")),
 }
+# "a_ldg": the filters' fragments (A, hi and lo) by LDG.128 from L2 into registers, a position
+# ahead, instead of LDGSTS into shared memory and LDS from there: shared memory then holds V
+# alone, two 16-channel stages of it in 147 KiB (with U beside it they would need 295 KiB, past
+# sm_90's 227). "grouped": the loads and stores in bursts (the fragments a group's before its
+# HMMAs, the stores and copies in 4 and 2 bursts) instead of spread evenly. "scale": V's scale
+# found in the loop instead of by a pass over x before it: the largest |value| of each k-step's
+# stage (an FMNMX a value; a warp's maximum by 5 SHFL.BFLY, one ATOMS.MAX a thread in the mix)
+# before the barrier, so that a k-step whose values need a smaller scale can rescale the
+# accumulators by a power of two (rare, not in the mix).
 
 
-def hmma_ops(shape: Optional[str]) -> list[str]:
+def hmma_ops(shape: Optional[str], accumulators: int = TILES) -> list[str]:
     """A k-step's HMMAs: group by group (GROUPS), in each the passes one after the other over
     the group's tiles. HMMA.1688 takes the k-step in two halves of 8 channels."""
     if shape is None:
@@ -102,7 +125,7 @@ def hmma_ops(shape: Optional[str]) -> list[str]:
                 a = A_LO if p == 1 else A_HI
                 b = B_LO if p == 2 else B_HI
                 for t in range(tile, tile + n):
-                    c = ACC + 4 * t
+                    c = ACC + 4 * (t % accumulators)
                     out.append(f"HMMA.{shape}.F32 R{c}, R{a + 2 * half if shape == '1688' else a}, "
                                f"R{b + half if shape == '1688' else b}, R{c}")
         tile += n
@@ -124,20 +147,57 @@ def _spread(streams: list[list[str]], slots: int) -> list[list[str]]:
     return out
 
 
-def _other_ops(parts: tuple[str, ...]) -> list[list[str]]:
-    """The k-step's instructions besides the HMMAs, as streams (kind-tagged 'kind|text')."""
+def frag_loads(parts: tuple[str, ...]) -> int:
+    """LDS.128 a k-step: A's and B's fragments, or B's alone where A comes from L2."""
+    return (FRAG_LOADS // 2 if "a_ldg" in parts else FRAG_LOADS) if "lds" in parts else 0
+
+
+def memory_streams(parts: tuple[str, ...]) -> list[list[str]]:
+    """The k-step's shared loads and stores, copies and A's loads, as streams ('kind|n')."""
     streams = []
     if "lds" in parts:
-        streams.append([f"lds|{j}" for j in range(FRAG_LOADS)])
+        streams.append([f"lds|{j}" for j in range(frag_loads(parts))])
     if "smem" in parts:
         streams.append([f"sts|{j}" for j in range(V_STORES)])
-        streams.append([f"copy|{j}" for j in range(U_COPIES)])
+        if "a_ldg" not in parts:
+            streams.append([f"copy|{j}" for j in range(U_COPIES)])
+    if "a_ldg" in parts:
+        streams.append([f"aldg|{j}" for j in range(A_LOADS)])
+    return streams
+
+
+def _bursts(stream: list[str], slots: int) -> list[list[str]]:
+    """A memory stream in bursts: fragment loads (LDS, A's LDG) at the starts of the HMMA
+    groups (GROUPS), in proportion to their tiles; the stores in 4 bursts, the copies in 2."""
+    kind = stream[0].split("|")[0]
+    if kind in ("lds", "aldg"):
+        starts = [sum(GROUPS[:g]) * PASSES for g in range(len(GROUPS))]
+        shares = [n / TILES for n in GROUPS]
+    else:
+        n = 4 if kind == "sts" else 2
+        starts = [int(slots * (i + 0.125) / n) for i in range(n)]
+        shares = [1 / n] * n
+    out = [[] for _ in range(slots)]
+    ends = [round(len(stream) * sum(shares[:i + 1])) for i in range(len(shares))]
+    at = 0
+    for start, end in zip(starts, ends):
+        out[min(start * slots // (TILES * PASSES) if kind in ("lds", "aldg") else start, slots - 1)] += stream[at:end]
+        at = end
+    return out
+
+
+def _other_ops(parts: tuple[str, ...]) -> list[list[str]]:
+    """The k-step's instructions besides the HMMAs, the memory streams and the ALU's, as
+    streams of 'kind|text' items."""
+    streams = [] if "grouped" in parts else memory_streams(parts)
     if "alu" in parts:
         fma = ["FFMA"] * (TRANSFORM_FMA * WINDOWS) + ["FADD"] * (TRANSFORM_ADD * WINDOWS)
         fma = [fma[(i * 5) % len(fma)] for i in range(len(fma))]      # FFMAs and FADDs mixed
         streams.append([f"fma|{op}" for op in fma])
         streams.append([f"split|{j}" for j in range(VALUES)])          # 4 a value, in order
         streams.append(["int|IADD3"] * INT_OPS)
+    if "scale" in parts:
+        streams.append(["max|FMNMX"] * VALUES)
     return streams
 
 
@@ -174,16 +234,22 @@ def mix_kernel(name: str, shape: Optional[str], parts: tuple[str, ...], arch: st
         k.op(f"MOV R{reg}, 0x3c003c00", stall=1)
     for reg in range(R_SRC, R_SRC + 6):
         k.op(f"MOV R{reg}, 0x3f800000", stall=1)
+    if "a_ldg" in parts:
+        k.op(f"MOV R{R_A_OFF}, RZ", stall=1)
     for reg in range(ACC, ACC + 4 * TILES, 2):
         k.op(f"CS2R R{reg}, SRZ", stall=1)
     k.op("NOP", y=True, stall=6)
     block_start(k, r)
 
-    hmmas = hmma_ops(shape)
+    hmmas = hmma_ops(shape, A_SHARED_TILES if "a_ldg" in parts else TILES)
     others = _other_ops(parts)
     slots = len(hmmas or hmma_ops("16816"))          # without HMMAs: spread as with them
     plan = _spread(others, slots)
-    counts = {"lds": 0, "sts": 0, "copy": 0, "fma": 0, "int": 0}
+    if "grouped" in parts:
+        for stream in memory_streams(parts):
+            for s, items in enumerate(_bursts(stream, slots)):
+                plan[s] = items + plan[s]
+    counts = {}
     windows_at = {int(slots * (w + 0.1) / WINDOWS) for w in range(WINDOWS)} if "ldg" in parts else set()
     state = {"window": 0}
 
@@ -215,6 +281,22 @@ def mix_kernel(name: str, shape: Optional[str], parts: tuple[str, ...], arch: st
                 k.op(f"F2FP.F16.F32.PACK_AB R{R_CVT_DST}, R{R_SRC + 5}, R{R_SRC + 3}")
         elif kind == "int":
             k.op(f"IADD3 R{R_INT_DST}, R{R_SRC}, 0x1, RZ")
+        elif kind == "max":
+            k.op(f"FMNMX R{R_MAX}, |R{R_SRC + 3}|, R{R_SRC + 4}, !PT")
+        elif kind == "aldg":
+            # a position's four loads (the last position: two) into set n // 4 % 2, the first
+            # waiting for the previous position's (the set before is then free too); the first
+            # of a k-step moves the pointer 16 KiB on through 2 MiB (U's size for 128 x 128
+            # filters), the addresses L1 has not seen
+            if n % A_LOADS == 0:
+                k.op(f"IADD3 R{R_A_OFF}, R{R_A_OFF}, 0x4000, RZ", wait=1 << A_SB, stall=5)
+                k.op(f"LOP3.LUT R{R_A_OFF}, R{R_A_OFF}, 0x1fffff, RZ, 0xc0, !PT", stall=5)
+                k.op(f"IADD3 R{R_A_PTR}, P1, R{R_COPY_SRC}, R{R_A_OFF}, RZ", stall=5)
+                k.op(f"IADD3.X R{R_A_PTR + 1}, RZ, R{R_COPY_SRC + 1}, RZ, P1, !PT", stall=5)
+            j = n % A_LOADS
+            first = j % 4 == 0
+            k.op(f"LDG.E.128 R{R_A + 16 * (j // 4 % 2) + 4 * (j % 4)}, desc[UR4]{_at(f'R{R_A_PTR}.64', j * 512)}",
+                 write=A_SB, wait=(1 << A_SB) if first and j else 0)
 
     def emit_window() -> None:
         # wait for the last window's loads (their registers, and the pointer they read), move
@@ -245,6 +327,14 @@ def mix_kernel(name: str, shape: Optional[str], parts: tuple[str, ...], arch: st
             emit_window()
         for item in plan[s]:
             emit_other(item)
+    if "scale" in parts:
+        # the k-step's maximum: across the warp (each SHFL waiting for the last, as the
+        # reduction does), then into the block's word
+        sb = LDS_SB[-1]
+        k.op("NOP", stall=4, note="the last FMNMX's result")
+        for j in range(SCALE_REDUCE):
+            k.op(f"SHFL.BFLY PT, R{R_SHFL + j}, R{R_MAX}, {1 << j:#x}, 0x1f", write=sb, wait=1 << sb)
+        k.op(f"ATOMS.MAX.S32 RZ, [R{R_LDS}+0x10], R{R_SHFL + SCALE_REDUCE - 1}", wait=1 << sb)
     if "smem" in parts:
         k.op("LDGDEPBAR", write=COPY_SB, stall=2)
         k.op(f"DEPBAR.LE SB{COPY_SB}, 0x1", stall=4, note="the previous k-step's copies")
@@ -261,25 +351,31 @@ def instructions_a_step(shape: Optional[str], parts: tuple[str, ...]) -> dict[st
     if shape:
         out[f"HMMA.{shape}.F32"] = len(hmma_ops(shape))
     if "lds" in parts:
-        out["LDS.128"] = FRAG_LOADS
+        out["LDS.128"] = frag_loads(parts)
     if "smem" in parts:
         out["STS.64"] = V_STORES
-        out["LDGSTS.E.BYPASS.128"] = U_COPIES
+        if "a_ldg" not in parts:
+            out["LDGSTS.E.BYPASS.128"] = U_COPIES
+    if "ldg" in parts or "a_ldg" in parts:
+        out["LDG.E.128"] = WINDOWS * WINDOW_ROWS * ("ldg" in parts) + A_LOADS * ("a_ldg" in parts)
     if "ldg" in parts:
-        out["LDG.E.128"] = WINDOWS * WINDOW_ROWS
         out["LDG.E"] = 2 * WINDOWS * WINDOW_ROWS
     if "alu" in parts:
         out["FFMA"] = TRANSFORM_FMA * WINDOWS
         out["F2FP.F16.F32.PACK_AB"] = VALUES
         out["HADD2.F32"] = VALUES
+    if "scale" in parts:
+        out["FMNMX"] = VALUES
+        out["SHFL.BFLY"] = SCALE_REDUCE
+        out["ATOMS.MAX.S32"] = 1
     return out
 
 
 def shared_bytes_a_step(parts: tuple[str, ...]) -> int:
-    """Bytes through the shared-memory pipe a k-step, the block's 8 warps."""
-    per_thread = (16 * FRAG_LOADS if "lds" in parts else 0) + \
-        ((8 * V_STORES + 16 * U_COPIES) if "smem" in parts else 0)
-    return THREADS * per_thread
+    """Bytes the block's LDS and STS move a k-step. Not the copies': LDGSTS lands beside them
+    (H100: the HMMAs, loads, stores and copies of '+ shared stores and copies' took 2183 cycles
+    a k-step, where the three's bytes at 128 a clock would take 2368)."""
+    return THREADS * (16 * frag_loads(parts) + (8 * V_STORES if "smem" in parts else 0))
 
 
 def loop_length(k: Sass, label: str = "LOOP") -> int:
