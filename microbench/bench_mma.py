@@ -66,6 +66,8 @@ A_SHARED_TILES = 18                           # "a_ldg": 18 accumulators (R48..R
 R_A = 120                                     # two sets of 4 LDG.128: a position's A (hi, lo)
 R_A_PTR, R_A_OFF = 152, 154                   # A's pointer (R152:R153) and offset
 R_SHFL, R_MAX = 240, 245                      # "scale": the warp reduction's 5 results, the FMNMX's
+                                              # ("pairs": the SHFLs' destinations in turn too)
+PAIR_SHFL, PAIR_PRMT = 18 * WINDOWS, 36 * WINDOWS
 SCALE_REDUCE = 5                              # SHFL.BFLY: 32 lanes
 A_LOADS = 18                                  # LDG.128 a k-step: A of 4.5 positions
 A_SB = 5
@@ -101,6 +103,7 @@ VARIANTS = {
     "full mix, A from L2, memory in bursts": ("16816", ("lds", "smem", "ldg", "alu", "a_ldg", "grouped")),
     "full mix, running scale": ("16816", ("lds", "smem", "ldg", "alu", "scale")),
     "full mix, HMMA.1688, running scale": ("1688", ("lds", "smem", "ldg", "alu", "scale")),
+    "full mix, HMMA.1688, running scale, pairs by SHFL": ("1688", ("lds", "smem", "ldg", "alu", "scale", "pairs")),
 }
 # "a_ldg": the filters' fragments (A, hi and lo) by LDG.128 from L2 into registers, a position
 # ahead, instead of LDGSTS into shared memory and LDS from there: shared memory then holds V
@@ -110,7 +113,12 @@ VARIANTS = {
 # found in the loop instead of by a pass over x before it: the largest |value| of each k-step's
 # stage (an FMNMX a value; a warp's maximum by 5 SHFL.BFLY, one ATOMS.MAX a thread in the mix)
 # before the barrier, so that a k-step whose values need a smaller scale can rescale the
-# accumulators by a power of two (rare, not in the mix).
+# accumulators by a power of two (rare, not in the mix). "pairs": a fragment's half2 holds two
+# adjacent channels of a tile; a thread that transforms one window of an 8-channel stage (the
+# HMMA.1688 design: 256 windows, 256 threads) gets its partner channel's values from the
+# neighbouring half-warp, an SHFL of the packed (hi, lo) and two PRMT a position pair (a thread
+# packs half the positions: 18 SHFL and 36 PRMT a window). With 16-channel k-steps a thread
+# transforms both channels of a pair itself.
 
 
 def hmma_ops(shape: Optional[str], accumulators: int = TILES) -> list[str]:
@@ -198,6 +206,9 @@ def _other_ops(parts: tuple[str, ...]) -> list[list[str]]:
         streams.append(["int|IADD3"] * INT_OPS)
     if "scale" in parts:
         streams.append(["max|FMNMX"] * VALUES)
+    if "pairs" in parts:
+        streams.append([f"shfl|{j}" for j in range(PAIR_SHFL)])
+        streams.append(["prmt|PRMT"] * PAIR_PRMT)
     return streams
 
 
@@ -281,6 +292,12 @@ def mix_kernel(name: str, shape: Optional[str], parts: tuple[str, ...], arch: st
                 k.op(f"F2FP.F16.F32.PACK_AB R{R_CVT_DST}, R{R_SRC + 5}, R{R_SRC + 3}")
         elif kind == "int":
             k.op(f"IADD3 R{R_INT_DST}, R{R_SRC}, 0x1, RZ")
+        elif kind == "shfl":
+            # on the fragment loads' barriers in turn (the same unit, a similar latency)
+            sb = LDS_SB[n % len(LDS_SB)]
+            k.op(f"SHFL.BFLY PT, R{R_SHFL + n % len(LDS_SB)}, R{R_SRC}, 0x10, 0x1f", write=sb, wait=1 << sb)
+        elif kind == "prmt":
+            k.op(f"PRMT R{R_INT_DST}, R{R_SRC}, 0x5410, R{R_SRC + 1}")
         elif kind == "max":
             k.op(f"FMNMX R{R_MAX}, |R{R_SRC + 3}|, R{R_SRC + 4}, !PT")
         elif kind == "aldg":
@@ -364,9 +381,12 @@ def instructions_a_step(shape: Optional[str], parts: tuple[str, ...]) -> dict[st
         out["FFMA"] = TRANSFORM_FMA * WINDOWS
         out["F2FP.F16.F32.PACK_AB"] = VALUES
         out["HADD2.F32"] = VALUES
+    if "pairs" in parts:
+        out["PRMT"] = PAIR_PRMT
+        out.setdefault("SHFL.BFLY", PAIR_SHFL)
     if "scale" in parts:
         out["FMNMX"] = VALUES
-        out["SHFL.BFLY"] = SCALE_REDUCE
+        out["SHFL.BFLY"] = SCALE_REDUCE + (PAIR_SHFL if "pairs" in parts else 0)
         out["ATOMS.MAX.S32"] = 1
     return out
 
