@@ -179,7 +179,7 @@ def _bursts(stream: list[str], slots: int) -> list[list[str]]:
     groups (GROUPS), in proportion to their tiles; the stores in 4 bursts, the copies in 2."""
     kind = stream[0].split("|")[0]
     if kind in ("lds", "aldg"):
-        starts = [sum(GROUPS[:g]) * PASSES for g in range(len(GROUPS))]
+        starts = [slots * sum(GROUPS[:g]) // TILES for g in range(len(GROUPS))]
         shares = [n / TILES for n in GROUPS]
     else:
         n = 4 if kind == "sts" else 2
@@ -189,7 +189,7 @@ def _bursts(stream: list[str], slots: int) -> list[list[str]]:
     ends = [round(len(stream) * sum(shares[:i + 1])) for i in range(len(shares))]
     at = 0
     for start, end in zip(starts, ends):
-        out[min(start * slots // (TILES * PASSES) if kind in ("lds", "aldg") else start, slots - 1)] += stream[at:end]
+        out[start] += stream[at:end]
         at = end
     return out
 
@@ -210,6 +210,15 @@ def _other_ops(parts: tuple[str, ...]) -> list[list[str]]:
         streams.append([f"shfl|{j}" for j in range(PAIR_SHFL)])
         streams.append(["prmt|PRMT"] * PAIR_PRMT)
     return streams
+
+
+def _advance(k: Sass, ptr: int, base: int, off: int, stride: int, region: int, wait: int) -> None:
+    """ptr (64-bit) = base + off, off moved `stride` bytes on within `region` (a power of two),
+    after waiting for the loads that read ptr last."""
+    k.op(f"IADD3 R{off}, R{off}, {stride:#x}, RZ", wait=wait, stall=5)
+    k.op(f"LOP3.LUT R{off}, R{off}, {region - 1:#x}, RZ, 0xc0, !PT", stall=5)
+    k.op(f"IADD3 R{ptr}, P1, R{base}, R{off}, RZ", stall=5)
+    k.op(f"IADD3.X R{ptr + 1}, RZ, R{base + 1}, RZ, P1, !PT", stall=5)
 
 
 def mix_kernel(name: str, shape: Optional[str], parts: tuple[str, ...], arch: str = "sm_90") -> Sass:
@@ -306,10 +315,7 @@ def mix_kernel(name: str, shape: Optional[str], parts: tuple[str, ...], arch: st
             # of a k-step moves the pointer 16 KiB on through 2 MiB (U's size for 128 x 128
             # filters), the addresses L1 has not seen
             if n % A_LOADS == 0:
-                k.op(f"IADD3 R{R_A_OFF}, R{R_A_OFF}, 0x4000, RZ", wait=1 << A_SB, stall=5)
-                k.op(f"LOP3.LUT R{R_A_OFF}, R{R_A_OFF}, 0x1fffff, RZ, 0xc0, !PT", stall=5)
-                k.op(f"IADD3 R{R_A_PTR}, P1, R{R_COPY_SRC}, R{R_A_OFF}, RZ", stall=5)
-                k.op(f"IADD3.X R{R_A_PTR + 1}, RZ, R{R_COPY_SRC + 1}, RZ, P1, !PT", stall=5)
+                _advance(k, R_A_PTR, R_COPY_SRC, R_A_OFF, 0x4000, 0x200000, 1 << A_SB)
             j = n % A_LOADS
             first = j % 4 == 0
             k.op(f"LDG.E.128 R{R_A + 16 * (j // 4 % 2) + 4 * (j % 4)}, desc[UR4]{_at(f'R{R_A_PTR}.64', j * 512)}",
@@ -321,10 +327,7 @@ def mix_kernel(name: str, shape: Optional[str], parts: tuple[str, ...], arch: st
         w = state["window"]
         state["window"] = w + 1
         sb, prev = WINDOW_SB[w % 2], WINDOW_SB[(w + 1) % 2]
-        k.op(f"IADD3 R{R_WIN_OFF}, R{R_WIN_OFF}, {WINDOW_STRIDE:#x}, RZ", wait=1 << prev, stall=5)
-        k.op(f"LOP3.LUT R{R_WIN_OFF}, R{R_WIN_OFF}, {WINDOW_REGION - 1:#x}, RZ, 0xc0, !PT", stall=5)
-        k.op(f"IADD3 R{R_WIN}, P1, R{R_WIN_BASE}, R{R_WIN_OFF}, RZ", stall=5)
-        k.op(f"IADD3.X R{R_WIN + 1}, RZ, R{R_WIN_BASE + 1}, RZ, P1, !PT", stall=5)
+        _advance(k, R_WIN, R_WIN_BASE, R_WIN_OFF, WINDOW_STRIDE, WINDOW_REGION, 1 << prev)
         for row in range(WINDOW_ROWS):
             at, edge = row * ROW_BYTES, R_WINDOW + 4 * WINDOW_ROWS + 2 * row
             k.op(f"LDG.E.128 R{R_WINDOW + 4 * row}, desc[UR4]{_at(f'R{R_WIN}.64', at)}", write=sb)
