@@ -71,7 +71,7 @@ PAIR_SHFL, PAIR_PRMT = 18 * WINDOWS, 36 * WINDOWS
 SCALE_REDUCE = 5                              # SHFL.BFLY: 32 lanes
 A_LOADS = 18                                  # LDG.128 a k-step: A of 4.5 positions
 A_SB = 5
-R_FRAG = 192                                  # R192..R203: three LDS.128 destinations
+R_FRAG = 192                                  # R192..R203: an LDS.128 destination a barrier of LDS_SB
 R_WINDOW = 204                                # R204..R227 a window's 6 LDG.128, R228..R239 its 12 LDG
 LDS_SB = (0, 1, 2)
 WINDOW_SB = (3, 4)
@@ -250,7 +250,7 @@ def _loop(k: Sass, r: Regs, label: str, shape: Optional[str], parts: tuple[str, 
         counts[kind] = n + 1
         if kind == "lds":
             sb = LDS_SB[n % len(LDS_SB)]
-            k.op(f"LDS.128 R{R_FRAG + 4 * (n % 3)}, {_at(f'R{R_LDS}', (n % 16) * 512)}", write=sb, wait=1 << sb)
+            k.op(f"LDS.128 R{R_FRAG + 4 * (n % len(LDS_SB))}, {_at(f'R{R_LDS}', (n % 16) * 512)}", write=sb, wait=1 << sb)
         elif kind == "sts":
             k.op(f"STS.64 {_at(f'R{R_STS}', (n % 32) * 256)}, R{R_SRC}")
         elif kind == "copy":
